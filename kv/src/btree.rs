@@ -1,0 +1,427 @@
+//! B+tree operations on pages of the pager: point get, insert/update/upsert, delete with
+//! merging of underfull nodes, and descent helpers for cursors.
+//!
+//! Invariant: a tree's root page id never changes. A root split moves the root's content into
+//! two new children; a root left with a single child absorbs that child. The catalog can thus
+//! record a table's root once, at creation.
+//!
+//! Invariant: every cell is smaller than half a page (keys are limited to page_size/8, inline
+//! values to page_size/4, larger values go to overflow pages), so splitting a full node at the
+//! byte midpoint always yields two nodes that fit.
+//!
+//! Deletion merges a node that falls below a quarter page with a sibling when both fit in one
+//! page, up to the root; it does not redistribute between siblings that do not fit together.
+
+use crate::error::{KvError, KvResult};
+use crate::page::{self, LeafValue, Node, NodeMut, PageKind, HEADER_SIZE, SLOT_SIZE};
+use crate::pager::Pager;
+
+/// Internal nodes visited on the way down: (page id, child slot taken).
+pub type Path = Vec<(u64, usize)>;
+
+/// The largest key accepted for a page size.
+pub fn max_key_len(page_size: usize) -> usize {
+    page_size / 8
+}
+
+/// Values longer than this are stored in overflow pages.
+pub fn max_inline_value_len(page_size: usize) -> usize {
+    page_size / 4
+}
+
+/// What `put` does when the key exists or is missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutMode {
+    /// Insert or replace.
+    Upsert,
+    /// Only if the key is missing.
+    InsertOnly,
+    /// Only if the key exists.
+    UpdateOnly,
+}
+
+/// Creates an empty tree and returns its root page id.
+pub fn create(pager: &mut Pager) -> KvResult<u64> {
+    pager.allocate(PageKind::Leaf)
+}
+
+/// Walks from `root` to the leaf that holds (or would hold) `key`, recording the path.
+pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<u64> {
+    path.clear();
+    let mut page_id = root;
+    loop {
+        let node = Node::new(pager.read(page_id)?);
+        if node.is_leaf() {
+            return Ok(page_id);
+        }
+        let slot = node.child_slot(key);
+        path.push((page_id, slot));
+        page_id = node.child(slot);
+        assert!(
+            path.len() < 64,
+            "B+tree deeper than 64 levels: a cycle in page links"
+        );
+    }
+}
+
+/// Looks `key` up; copies its value into `out` and returns true when found.
+pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+    let mut page_id = root;
+    loop {
+        let node = Node::new(pager.read(page_id)?);
+        if node.is_leaf() {
+            let Ok(index) = node.search(key) else {
+                return Ok(false);
+            };
+            match node.value(index) {
+                LeafValue::Inline(bytes) => {
+                    out.clear();
+                    out.extend_from_slice(bytes);
+                }
+                LeafValue::Overflow { first_page, len } => {
+                    pager.read_overflow(first_page, len as usize, out)?;
+                }
+            }
+            return Ok(true);
+        }
+        page_id = node.child(node.child_slot(key));
+    }
+}
+
+fn check_sizes(pager: &Pager, key: &[u8], value: &[u8]) -> KvResult<()> {
+    let max_key = max_key_len(pager.page_size());
+    if key.len() > max_key {
+        return Err(KvError::KeyTooLarge {
+            len: key.len(),
+            max: max_key,
+        });
+    }
+    let max_value = (u32::MAX >> 1) as usize;
+    if value.len() > max_value {
+        return Err(KvError::ValueTooLarge {
+            len: value.len(),
+            max: max_value,
+        });
+    }
+    Ok(())
+}
+
+/// Encodes a leaf cell for `key`/`value`, spilling the value to overflow pages if needed.
+fn make_leaf_cell(pager: &mut Pager, key: &[u8], value: &[u8]) -> KvResult<Vec<u8>> {
+    let mut cell = Vec::with_capacity(page::LEAF_CELL_HEADER + key.len() + value.len().min(64));
+    if value.len() > max_inline_value_len(pager.page_size()) {
+        let first_page = pager.write_overflow(value)?;
+        let len = value.len() as u32;
+        page::encode_leaf_cell(&mut cell, key, LeafValue::Overflow { first_page, len });
+    } else {
+        page::encode_leaf_cell(&mut cell, key, LeafValue::Inline(value));
+    }
+    Ok(cell)
+}
+
+/// Writes `key` = `value` according to `mode`; returns whether the key existed before.
+pub fn put(
+    pager: &mut Pager,
+    root: u64,
+    key: &[u8],
+    value: &[u8],
+    mode: PutMode,
+    path: &mut Path,
+) -> KvResult<bool> {
+    check_sizes(pager, key, value)?;
+    let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
+    let leaf = descend(pager, root, key, path)?;
+    let node = Node::new(pager.read(leaf)?);
+    let position = node.search(key);
+    match (position, mode) {
+        (Ok(_), PutMode::InsertOnly) => return Ok(true),
+        (Err(_), PutMode::UpdateOnly) => return Ok(false),
+        _ => {}
+    }
+    match position {
+        Ok(index) => {
+            let old = node.value(index);
+            if let LeafValue::Inline(old_bytes) = old {
+                if fits_inline && old_bytes.len() == value.len() {
+                    let mut node = NodeMut::new(pager.write(leaf)?);
+                    let done = node.overwrite_value_in_place(index, value);
+                    assert!(done, "same-length inline value must overwrite in place");
+                    return Ok(true);
+                }
+            }
+            if let LeafValue::Overflow { first_page, .. } = old {
+                pager.free_overflow(first_page)?;
+            }
+            let cell = make_leaf_cell(pager, key, value)?;
+            NodeMut::new(pager.write(leaf)?).remove_cell(index);
+            insert_cell(pager, root, leaf, path, index, cell)?;
+            Ok(true)
+        }
+        Err(index) => {
+            let cell = make_leaf_cell(pager, key, value)?;
+            insert_cell(pager, root, leaf, path, index, cell)?;
+            Ok(false)
+        }
+    }
+}
+
+/// Inserts `cell` at `position` of `page_id`, splitting up the path as needed.
+fn insert_cell(
+    pager: &mut Pager,
+    root: u64,
+    mut page_id: u64,
+    path: &mut Path,
+    mut position: usize,
+    mut cell: Vec<u8>,
+) -> KvResult<()> {
+    loop {
+        if NodeMut::new(pager.write(page_id)?).insert_cell(position, &cell) {
+            return Ok(());
+        }
+        let Some((separator, right)) = split(pager, root, page_id, position, cell)? else {
+            return Ok(());
+        };
+        let (parent, slot) = path
+            .pop()
+            .expect("a non-root node has a parent on the path");
+        let mut encoded = Vec::new();
+        page::encode_internal_cell(&mut encoded, &separator, right);
+        cell = encoded;
+        position = slot;
+        page_id = parent;
+    }
+}
+
+/// The cells of a node, owned.
+fn cells_of(node: Node<'_>) -> Vec<Vec<u8>> {
+    (0..node.len())
+        .map(|index| node.cell(index).to_vec())
+        .collect()
+}
+
+fn bytes_of(cells: &[Vec<u8>]) -> usize {
+    cells.iter().map(|cell| cell.len() + SLOT_SIZE).sum()
+}
+
+/// The split index that minimizes the larger half (in bytes) while leaving both sides non-empty.
+fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
+    let total = bytes_of(cells);
+    let (low, high) = if leaf {
+        (1, cells.len() - 1)
+    } else {
+        (1, cells.len() - 2)
+    };
+    assert!(low <= high, "a full node has at least three cells");
+    let mut best = low;
+    let mut best_cost = usize::MAX;
+    let mut left = bytes_of(&cells[..low]);
+    for index in low..=high {
+        let right = total
+            - left
+            - if leaf {
+                0
+            } else {
+                cells[index].len() + SLOT_SIZE
+            };
+        let cost = left.max(right);
+        if cost < best_cost {
+            best_cost = cost;
+            best = index;
+        }
+        left += cells[index].len() + SLOT_SIZE;
+    }
+    best
+}
+
+/// Splits the full node `page_id` with `cell` added at `position`. For a root split the
+/// content moves to two new children and `None` is returned; otherwise the node keeps the
+/// left half and the separator key and new right page are returned for the parent.
+fn split(
+    pager: &mut Pager,
+    root: u64,
+    page_id: u64,
+    position: usize,
+    cell: Vec<u8>,
+) -> KvResult<Option<(Vec<u8>, u64)>> {
+    let (leaf, mut cells, leftmost) = {
+        let buffer = pager.read(page_id)?;
+        let node = Node::new(buffer);
+        (node.is_leaf(), cells_of(node), page::link(buffer))
+    };
+    cells.insert(position, cell);
+    let at = split_index(&cells, leaf);
+    let kind = if leaf {
+        PageKind::Leaf
+    } else {
+        PageKind::Internal
+    };
+    let (separator, right_leftmost, right_cells) = if leaf {
+        let separator = page::cell_key(true, &cells[at]).to_vec();
+        (separator, 0, &cells[at..])
+    } else {
+        let promoted = &cells[at];
+        let separator = page::cell_key(false, promoted).to_vec();
+        (separator, page::cell_child(promoted), &cells[at + 1..])
+    };
+    let left_cells = &cells[..at];
+    let right = pager.allocate(kind)?;
+    fill_node(pager, right, right_leftmost, right_cells)?;
+    if page_id != root {
+        fill_node(pager, page_id, leftmost, left_cells)?;
+        return Ok(Some((separator, right)));
+    }
+    let left = pager.allocate(kind)?;
+    fill_node(pager, left, leftmost, left_cells)?;
+    let buffer = pager.write(root)?;
+    page::init_node(buffer, PageKind::Internal);
+    page::set_link(buffer, left);
+    let mut root_cell = Vec::new();
+    page::encode_internal_cell(&mut root_cell, &separator, right);
+    NodeMut::new(buffer).rebuild(&[root_cell]);
+    Ok(None)
+}
+
+fn fill_node(pager: &mut Pager, page_id: u64, leftmost: u64, cells: &[Vec<u8>]) -> KvResult<()> {
+    assert!(
+        HEADER_SIZE + bytes_of(cells) <= pager.page_size(),
+        "split half overflows a page"
+    );
+    let buffer = pager.write(page_id)?;
+    page::set_link(buffer, leftmost);
+    NodeMut::new(buffer).rebuild(cells);
+    Ok(())
+}
+
+/// Deletes `key`; returns whether it existed.
+pub fn delete(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<bool> {
+    let leaf = descend(pager, root, key, path)?;
+    let node = Node::new(pager.read(leaf)?);
+    let Ok(index) = node.search(key) else {
+        return Ok(false);
+    };
+    if let LeafValue::Overflow { first_page, .. } = node.value(index) {
+        pager.free_overflow(first_page)?;
+    }
+    NodeMut::new(pager.write(leaf)?).remove_cell(index);
+    rebalance(pager, root, leaf, path)?;
+    Ok(true)
+}
+
+/// Merges `page_id` into a sibling while it is underfull, walking up the path.
+fn rebalance(pager: &mut Pager, root: u64, mut page_id: u64, path: &mut Path) -> KvResult<()> {
+    let underfull = pager.page_size() / 4;
+    loop {
+        if page_id == root {
+            return collapse_root(pager, root);
+        }
+        if Node::new(pager.read(page_id)?).used_bytes() >= underfull {
+            return Ok(());
+        }
+        let (parent, slot) = *path
+            .last()
+            .expect("a non-root node has a parent on the path");
+        let parent_node = Node::new(pager.read(parent)?);
+        let (left, right, separator_index) = if slot > 0 {
+            (parent_node.child(slot - 1), page_id, slot - 1)
+        } else if !parent_node.is_empty() {
+            (page_id, parent_node.child(1), 0)
+        } else {
+            return Ok(());
+        };
+        if !merge(pager, parent, left, right, separator_index)? {
+            return Ok(());
+        }
+        path.pop();
+        page_id = parent;
+    }
+}
+
+/// Moves all of `right` into `left` if it fits, frees `right` and drops the separator cell.
+fn merge(
+    pager: &mut Pager,
+    parent: u64,
+    left: u64,
+    right: u64,
+    separator_index: usize,
+) -> KvResult<bool> {
+    let separator_key =
+        page::cell_key(false, Node::new(pager.read(parent)?).cell(separator_index)).to_vec();
+    let (leaf, mut cells) = {
+        let node = Node::new(pager.read(left)?);
+        (node.is_leaf(), cells_of(node))
+    };
+    let (right_cells, right_leftmost) = {
+        let buffer = pager.read(right)?;
+        (cells_of(Node::new(buffer)), page::link(buffer))
+    };
+    if !leaf {
+        let mut pulled_down = Vec::new();
+        page::encode_internal_cell(&mut pulled_down, &separator_key, right_leftmost);
+        cells.push(pulled_down);
+    }
+    cells.extend(right_cells);
+    if HEADER_SIZE + bytes_of(&cells) > pager.page_size() {
+        return Ok(false);
+    }
+    NodeMut::new(pager.write(left)?).rebuild(&cells);
+    pager.free(right)?;
+    NodeMut::new(pager.write(parent)?).remove_cell(separator_index);
+    Ok(true)
+}
+
+/// A root that is an internal node without cells takes over its only child's content.
+fn collapse_root(pager: &mut Pager, root: u64) -> KvResult<()> {
+    loop {
+        let buffer = pager.read(root)?;
+        let node = Node::new(buffer);
+        if node.is_leaf() || !node.is_empty() {
+            return Ok(());
+        }
+        let child = page::link(buffer);
+        let image = pager.read(child)?.to_vec();
+        pager.write(root)?.copy_from_slice(&image);
+        pager.free(child)?;
+    }
+}
+
+/// Frees every page of the tree except the root, and resets the root to an empty leaf.
+pub fn clear(pager: &mut Pager, root: u64) -> KvResult<()> {
+    free_subtree(pager, root, true)?;
+    page::init_node(pager.write(root)?, PageKind::Leaf);
+    Ok(())
+}
+
+/// Frees every page of the tree, root included.
+pub fn destroy(pager: &mut Pager, root: u64) -> KvResult<()> {
+    free_subtree(pager, root, false)
+}
+
+fn free_subtree(pager: &mut Pager, page_id: u64, keep: bool) -> KvResult<()> {
+    let (children, overflow) = {
+        let node = Node::new(pager.read(page_id)?);
+        if node.is_leaf() {
+            let overflow: Vec<u64> = (0..node.len())
+                .filter_map(|index| match node.value(index) {
+                    LeafValue::Overflow { first_page, .. } => Some(first_page),
+                    LeafValue::Inline(_) => None,
+                })
+                .collect();
+            (Vec::new(), overflow)
+        } else {
+            (
+                (0..=node.len()).map(|slot| node.child(slot)).collect(),
+                Vec::new(),
+            )
+        }
+    };
+    for first_page in overflow {
+        pager.free_overflow(first_page)?;
+    }
+    for child in children {
+        free_subtree(pager, child, false)?;
+    }
+    if !keep {
+        pager.free(page_id)?;
+    }
+    Ok(())
+}

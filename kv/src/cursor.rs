@@ -1,0 +1,200 @@
+//! Range scans over one B+tree, forward or backward, between two bounds.
+//!
+//! A cursor keeps the path from the root (page, child slot) and steps to the neighbouring leaf
+//! by climbing to the nearest ancestor with a next (or previous) child and descending its
+//! edge. Leaves therefore need no sibling links, which keeps splits and merges simple. The
+//! cursor borrows the pager for its lifetime, so the tree cannot change under it.
+
+use std::ops::Bound;
+
+use crate::btree::Path;
+use crate::error::KvResult;
+use crate::page::{LeafValue, Node};
+use crate::pager::Pager;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Backward,
+}
+
+/// An iterator over `(key, value)` pairs in a key range.
+pub struct Range<'a> {
+    pager: &'a mut Pager,
+    lower: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    direction: Direction,
+    path: Path,
+    leaf: u64,
+    /// Next cell to yield in `leaf`; for backward scans one past it (0 = step to the left).
+    index: usize,
+    done: bool,
+}
+
+impl<'a> Range<'a> {
+    pub fn new(
+        pager: &'a mut Pager,
+        root: u64,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> KvResult<Range<'a>> {
+        let mut range = Range {
+            pager,
+            lower: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            direction,
+            path: Path::new(),
+            leaf: root,
+            index: 0,
+            done: false,
+        };
+        range.seek(root)?;
+        Ok(range)
+    }
+
+    fn seek(&mut self, root: u64) -> KvResult<()> {
+        let start = match self.direction {
+            Direction::Forward => self.lower.clone(),
+            Direction::Backward => self.upper.clone(),
+        };
+        let key = match &start {
+            Bound::Included(key) | Bound::Excluded(key) => Some(key.as_slice()),
+            Bound::Unbounded => None,
+        };
+        let mut page_id = root;
+        loop {
+            let node = Node::new(self.pager.read(page_id)?);
+            if node.is_leaf() {
+                break;
+            }
+            let slot = match (key, self.direction) {
+                (Some(key), _) => node.child_slot(key),
+                (None, Direction::Forward) => 0,
+                (None, Direction::Backward) => node.len(),
+            };
+            self.path.push((page_id, slot));
+            page_id = node.child(slot);
+        }
+        self.leaf = page_id;
+        let node = Node::new(self.pager.read(page_id)?);
+        self.index = match (key.map(|key| node.search(key)), &start, self.direction) {
+            (None, _, Direction::Forward) => 0,
+            (None, _, Direction::Backward) => node.len(),
+            (Some(Ok(i)), Bound::Excluded(_), Direction::Forward) => i + 1,
+            (Some(Ok(i) | Err(i)), _, Direction::Forward) => i,
+            (Some(Ok(i)), Bound::Included(_), Direction::Backward) => i + 1,
+            (Some(Ok(i) | Err(i)), _, Direction::Backward) => i,
+        };
+        Ok(())
+    }
+
+    /// Moves to the next leaf in scan direction; false at the end of the tree.
+    fn step_leaf(&mut self) -> KvResult<bool> {
+        loop {
+            let Some((page_id, slot)) = self.path.pop() else {
+                return Ok(false);
+            };
+            let len = Node::new(self.pager.read(page_id)?).len();
+            let next = match self.direction {
+                Direction::Forward if slot < len => slot + 1,
+                Direction::Backward if slot > 0 => slot - 1,
+                _ => continue,
+            };
+            self.path.push((page_id, next));
+            let mut child = Node::new(self.pager.read(page_id)?).child(next);
+            loop {
+                let node = Node::new(self.pager.read(child)?);
+                if node.is_leaf() {
+                    self.leaf = child;
+                    self.index = match self.direction {
+                        Direction::Forward => 0,
+                        Direction::Backward => node.len(),
+                    };
+                    return Ok(true);
+                }
+                let slot = match self.direction {
+                    Direction::Forward => 0,
+                    Direction::Backward => node.len(),
+                };
+                self.path.push((child, slot));
+                child = node.child(slot);
+            }
+        }
+    }
+
+    fn in_bounds(&self, key: &[u8]) -> bool {
+        match self.direction {
+            Direction::Forward => match &self.upper {
+                Bound::Included(upper) => key <= upper.as_slice(),
+                Bound::Excluded(upper) => key < upper.as_slice(),
+                Bound::Unbounded => true,
+            },
+            Direction::Backward => match &self.lower {
+                Bound::Included(lower) => key >= lower.as_slice(),
+                Bound::Excluded(lower) => key > lower.as_slice(),
+                Bound::Unbounded => true,
+            },
+        }
+    }
+
+    fn next_entry(&mut self) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            let node = Node::new(self.pager.read(self.leaf)?);
+            let cell_index = match self.direction {
+                Direction::Forward if self.index < node.len() => Some(self.index),
+                Direction::Backward if self.index > 0 => Some(self.index - 1),
+                _ => None,
+            };
+            let Some(cell_index) = cell_index else {
+                if !self.step_leaf()? {
+                    return Ok(None);
+                }
+                continue;
+            };
+            let key = node.key(cell_index).to_vec();
+            let stored = match node.value(cell_index) {
+                LeafValue::Inline(bytes) => Ok(bytes.to_vec()),
+                LeafValue::Overflow { first_page, len } => Err((first_page, len)),
+            };
+            if !self.in_bounds(&key) {
+                return Ok(None);
+            }
+            let value = match stored {
+                Ok(bytes) => bytes,
+                Err((first_page, len)) => {
+                    let mut out = Vec::new();
+                    self.pager
+                        .read_overflow(first_page, len as usize, &mut out)?;
+                    out
+                }
+            };
+            match self.direction {
+                Direction::Forward => self.index += 1,
+                Direction::Backward => self.index -= 1,
+            }
+            return Ok(Some((key, value)));
+        }
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = KvResult<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.next_entry() {
+            Ok(Some(entry)) => Some(Ok(entry)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(err) => {
+                self.done = true;
+                Some(Err(err))
+            }
+        }
+    }
+}

@@ -1,0 +1,566 @@
+//! `Engine`: one database file with its catalog of tables, driven by one thread.
+//!
+//! Opening runs recovery: a complete checkpoint journal newer than (or as new as) the data
+//! file's superblock is written over the data file, then the superblock names the checkpoint
+//! and the log position the caller must replay from. Writes change pages in the buffer pool
+//! only; `begin_checkpoint` hands the changed pages to the writer thread and returns at once.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::btree::{self, PutMode};
+use crate::checkpoint::{CheckpointJob, CheckpointOutcome, CheckpointWriter};
+use crate::cursor::{Direction, Range};
+use crate::error::{IoOp, KvError, KvResult};
+use crate::io::{self, BlockFile, FaultPlan, IoMode};
+use crate::journal::{self, JournalPage};
+use crate::page::{self, PageKind};
+use crate::pager::{AllocState, Pager};
+use crate::pool::{BufferPool, PoolStats};
+use crate::superblock::{LogPosition, Superblock};
+
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Page size for a new file (an existing file keeps its own).
+    pub page_size: u32,
+    /// Buffer pool size in bytes.
+    pub pool_bytes: usize,
+    pub io_mode: IoMode,
+    pub faults: FaultPlan,
+    /// Create the file when it does not exist.
+    pub create: bool,
+}
+
+impl Default for EngineOptions {
+    fn default() -> EngineOptions {
+        EngineOptions {
+            page_size: 4096,
+            pool_bytes: 256 << 20,
+            io_mode: IoMode::from_env(),
+            faults: FaultPlan::none(),
+            create: true,
+        }
+    }
+}
+
+/// A table handle: cheap to copy, valid until the table is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Table {
+    pub id: u64,
+    root: u64,
+}
+
+/// What recovery found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryInfo {
+    /// The file did not exist and was created.
+    pub created: bool,
+    /// A complete journal was written over the data file.
+    pub journal_replayed: bool,
+    pub checkpoint_seq: u64,
+    /// The caller must replay its log from the entry after this position.
+    pub log_position: LogPosition,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct CheckpointReport {
+    pub seq: u64,
+    pub log_position: LogPosition,
+    pub pages: usize,
+    pub elapsed: Duration,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct EngineStats {
+    pub pool: PoolStats,
+    pub page_size: usize,
+    pub page_count: u64,
+    pub resident_pages: usize,
+    pub pool_capacity_pages: usize,
+    pub dirty_pages: usize,
+    pub uses_uring: bool,
+}
+
+struct Inflight {
+    seq: u64,
+    position: LogPosition,
+    page_ids: Vec<u64>,
+}
+
+pub struct Engine {
+    path: PathBuf,
+    uses_uring: bool,
+    pager: Pager,
+    catalog_root: u64,
+    tables: BTreeMap<String, Table>,
+    next_table_id: u64,
+    checkpoint_seq: u64,
+    durable_position: LogPosition,
+    inflight: Option<Inflight>,
+    writer: CheckpointWriter,
+    poisoned: Option<String>,
+    path_scratch: btree::Path,
+}
+
+/// The journal file that belongs to a data file.
+pub fn journal_path(data_path: &Path) -> PathBuf {
+    let mut name = data_path.as_os_str().to_owned();
+    name.push(".ckpt");
+    PathBuf::from(name)
+}
+
+fn validate_page_size(page_size: u32) -> KvResult<()> {
+    if page_size.is_power_of_two() && (512..=32768).contains(&page_size) {
+        Ok(())
+    } else {
+        Err(KvError::BadPageSize(page_size))
+    }
+}
+
+/// Writes a fresh database (superblock + empty catalog) atomically via a temporary file.
+fn format(path: &Path, options: &EngineOptions) -> KvResult<()> {
+    let page_size = options.page_size as usize;
+    let temporary = path.with_extension("formatting");
+    let file = BlockFile::open(&temporary, true, options.io_mode, options.faults.clone())?;
+    file.set_len(0)?;
+    let superblock = Superblock {
+        page_size: options.page_size,
+        alloc: AllocState {
+            page_count: 2,
+            freelist_head: 0,
+        },
+        catalog_root: 1,
+        checkpoint_seq: 0,
+        log_position: LogPosition::default(),
+        next_table_id: 1,
+    };
+    let mut catalog = vec![0u8; page_size];
+    page::init_node(&mut catalog, PageKind::Leaf);
+    page::seal(1, &mut catalog);
+    file.write_batch_sync(&[(0, &superblock.encode()), (page_size as u64, &catalog)])?;
+    drop(file);
+    std::fs::rename(&temporary, path)
+        .map_err(|source| KvError::io(path, IoOp::Rename, 0, source))?;
+    let journal = journal_path(path);
+    if journal.exists() {
+        std::fs::remove_file(&journal)
+            .map_err(|source| KvError::io(&journal, IoOp::Remove, 0, source))?;
+    }
+    io::sync_directory(path.parent().unwrap_or(Path::new(".")))
+}
+
+fn read_superblock(data: &BlockFile, page_size: usize) -> KvResult<Superblock> {
+    let mut image = vec![0u8; page_size];
+    data.read_exact_at(&mut image, 0)?;
+    Superblock::decode(data.path(), &image)
+}
+
+impl Engine {
+    /// Opens (creating if allowed) the database at `path` and recovers it.
+    pub fn open(path: &Path, options: EngineOptions) -> KvResult<(Engine, RecoveryInfo)> {
+        validate_page_size(options.page_size)?;
+        let mut created = false;
+        if !path.exists() {
+            if !options.create {
+                let source = std::io::Error::from(std::io::ErrorKind::NotFound);
+                return Err(KvError::io(path, IoOp::Open, 0, source));
+            }
+            format(path, &options)?;
+            created = true;
+        }
+        let data = BlockFile::open(path, false, options.io_mode, options.faults.clone())?;
+        let mut head = [0u8; 512];
+        data.read_exact_at(&mut head, 0)?;
+        let page_size = match Superblock::peek_page_size(&head) {
+            Some(size) if validate_page_size(size).is_ok() => size as usize,
+            Some(_) => {
+                return Err(KvError::corrupt(
+                    path,
+                    20,
+                    "superblock states an invalid page size",
+                ))
+            }
+            None => {
+                return Err(KvError::NotOurFile {
+                    path: path.to_path_buf(),
+                    what: "data",
+                })
+            }
+        };
+        let journal_file = BlockFile::open(
+            &journal_path(path),
+            true,
+            options.io_mode,
+            options.faults.clone(),
+        )?;
+        let journal_replayed = Self::replay_journal(&data, &journal_file, page_size)?;
+        let superblock = read_superblock(&data, page_size)?;
+        let needed = superblock.alloc.page_count * page_size as u64;
+        let len = data.len()?;
+        if len < needed {
+            return Err(KvError::Truncated {
+                path: path.to_path_buf(),
+                offset: 0,
+                wanted: needed,
+                got: len,
+            });
+        }
+        let uses_uring = data.uses_uring();
+        let data = Arc::new(data);
+        let pool = BufferPool::new(Arc::clone(&data), page_size, options.pool_bytes);
+        let pager = Pager::new(pool, superblock.alloc, page_size);
+        let writer = CheckpointWriter::start(data, journal_file)?;
+        let mut engine = Engine {
+            path: path.to_path_buf(),
+            uses_uring,
+            pager,
+            catalog_root: superblock.catalog_root,
+            tables: BTreeMap::new(),
+            next_table_id: superblock.next_table_id,
+            checkpoint_seq: superblock.checkpoint_seq,
+            durable_position: superblock.log_position,
+            inflight: None,
+            writer,
+            poisoned: None,
+            path_scratch: btree::Path::new(),
+        };
+        engine.load_catalog()?;
+        let info = RecoveryInfo {
+            created,
+            journal_replayed,
+            checkpoint_seq: superblock.checkpoint_seq,
+            log_position: superblock.log_position,
+        };
+        Ok((engine, info))
+    }
+
+    /// Writes a complete journal over the data file when it is at least as new as the data
+    /// file's superblock (or the superblock is torn). Idempotent.
+    fn replay_journal(
+        data: &BlockFile,
+        journal_file: &BlockFile,
+        page_size: usize,
+    ) -> KvResult<bool> {
+        let Some(valid) = journal::read_valid(journal_file, page_size)? else {
+            return Ok(false);
+        };
+        let replay = match read_superblock(data, page_size) {
+            Ok(superblock) => valid.seq >= superblock.checkpoint_seq,
+            Err(KvError::Corrupt { .. } | KvError::Truncated { .. }) => true,
+            Err(err) => return Err(err),
+        };
+        if replay {
+            valid.apply(journal_file, data)?;
+        }
+        Ok(replay)
+    }
+
+    fn load_catalog(&mut self) -> KvResult<()> {
+        let entries: Vec<(Vec<u8>, Vec<u8>)> = Range::new(
+            &mut self.pager,
+            self.catalog_root,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )?
+        .collect::<KvResult<_>>()?;
+        for (name, value) in entries {
+            let name = String::from_utf8(name).map_err(|_| {
+                KvError::corrupt(&self.path, 0, "catalog holds a non-UTF-8 table name")
+            })?;
+            if value.len() != 16 {
+                return Err(KvError::corrupt(
+                    &self.path,
+                    0,
+                    format!("catalog entry {name:?} is malformed"),
+                ));
+            }
+            let table = Table {
+                id: page::read_u64(&value, 0),
+                root: page::read_u64(&value, 8),
+            };
+            self.tables.insert(name, table);
+        }
+        Ok(())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn check_usable(&self) -> KvResult<()> {
+        match &self.poisoned {
+            Some(reason) => Err(KvError::Poisoned(reason.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub fn table(&self, name: &str) -> Option<Table> {
+        self.tables.get(name).copied()
+    }
+
+    pub fn tables(&self) -> impl Iterator<Item = (&str, Table)> {
+        self.tables
+            .iter()
+            .map(|(name, table)| (name.as_str(), *table))
+    }
+
+    pub fn create_table(&mut self, name: &str) -> KvResult<Table> {
+        self.check_usable()?;
+        if self.tables.contains_key(name) {
+            return Err(KvError::TableExists(name.to_string()));
+        }
+        let root = btree::create(&mut self.pager)?;
+        let table = Table {
+            id: self.next_table_id,
+            root,
+        };
+        let mut value = [0u8; 16];
+        page::write_u64(&mut value, 0, table.id);
+        page::write_u64(&mut value, 8, root);
+        btree::put(
+            &mut self.pager,
+            self.catalog_root,
+            name.as_bytes(),
+            &value,
+            PutMode::InsertOnly,
+            &mut self.path_scratch,
+        )?;
+        self.next_table_id += 1;
+        self.tables.insert(name.to_string(), table);
+        Ok(table)
+    }
+
+    pub fn drop_table(&mut self, name: &str) -> KvResult<()> {
+        self.check_usable()?;
+        let table = self
+            .table(name)
+            .ok_or_else(|| KvError::NoSuchTable(name.to_string()))?;
+        btree::destroy(&mut self.pager, table.root)?;
+        btree::delete(
+            &mut self.pager,
+            self.catalog_root,
+            name.as_bytes(),
+            &mut self.path_scratch,
+        )?;
+        self.tables.remove(name);
+        Ok(())
+    }
+
+    /// Removes every row of a table, returning its pages to the free list.
+    pub fn truncate_table(&mut self, table: Table) -> KvResult<()> {
+        self.check_usable()?;
+        btree::clear(&mut self.pager, table.root)
+    }
+
+    /// Copies the value of `key` into `out`; false when the key is absent.
+    pub fn get_into(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
+        self.check_usable()?;
+        btree::get(&mut self.pager, table.root, key, out)
+    }
+
+    pub fn get(&mut self, table: Table, key: &[u8]) -> KvResult<Option<Vec<u8>>> {
+        let mut out = Vec::new();
+        Ok(self.get_into(table, key, &mut out)?.then_some(out))
+    }
+
+    fn put_with(
+        &mut self,
+        table: Table,
+        key: &[u8],
+        value: &[u8],
+        mode: PutMode,
+    ) -> KvResult<bool> {
+        self.check_usable()?;
+        btree::put(
+            &mut self.pager,
+            table.root,
+            key,
+            value,
+            mode,
+            &mut self.path_scratch,
+        )
+    }
+
+    /// Inserts or replaces; returns whether the key existed.
+    pub fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        self.put_with(table, key, value, PutMode::Upsert)
+    }
+
+    /// Inserts only when absent; returns false (and changes nothing) when the key exists.
+    pub fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        Ok(!self.put_with(table, key, value, PutMode::InsertOnly)?)
+    }
+
+    /// Replaces only when present (in place when the length is unchanged); false when absent.
+    pub fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
+        self.put_with(table, key, value, PutMode::UpdateOnly)
+    }
+
+    /// Deletes `key`; returns whether it existed.
+    pub fn delete(&mut self, table: Table, key: &[u8]) -> KvResult<bool> {
+        self.check_usable()?;
+        btree::delete(&mut self.pager, table.root, key, &mut self.path_scratch)
+    }
+
+    /// Iterates the keys of `table` between the bounds, in `direction`.
+    pub fn range(
+        &mut self,
+        table: Table,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> KvResult<Range<'_>> {
+        self.check_usable()?;
+        Range::new(&mut self.pager, table.root, lower, upper, direction)
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let pool = &self.pager.pool;
+        EngineStats {
+            pool: pool.stats(),
+            page_size: self.pager.page_size(),
+            page_count: self.pager.alloc.page_count,
+            resident_pages: pool.resident_pages(),
+            pool_capacity_pages: pool.capacity_pages(),
+            dirty_pages: pool.dirty_frames(),
+            uses_uring: self.uses_uring,
+        }
+    }
+
+    /// True when dirty pages have filled the buffer pool: the owner should checkpoint.
+    pub fn needs_checkpoint(&self) -> bool {
+        self.pager.pool.over_capacity()
+    }
+
+    /// The log position covered by the last durable checkpoint.
+    pub fn durable_position(&self) -> LogPosition {
+        self.durable_position
+    }
+
+    pub fn checkpoint_in_progress(&self) -> bool {
+        self.inflight.is_some()
+    }
+
+    /// Captures every changed page and hands them to the writer thread; returns immediately.
+    /// `position` is the last log entry whose effects are in the pages now.
+    pub fn begin_checkpoint(&mut self, position: LogPosition) -> KvResult<()> {
+        self.check_usable()?;
+        if self.inflight.is_some() {
+            return Err(KvError::CheckpointInProgress);
+        }
+        assert!(
+            position >= self.durable_position,
+            "checkpoint positions never go back"
+        );
+        let seq = self.checkpoint_seq + 1;
+        let captured = self.pager.pool.capture_dirty();
+        let superblock = Superblock {
+            page_size: self.pager.page_size() as u32,
+            alloc: self.pager.alloc,
+            catalog_root: self.catalog_root,
+            checkpoint_seq: seq,
+            log_position: position,
+            next_table_id: self.next_table_id,
+        };
+        let page_ids: Vec<u64> = captured.iter().map(|(page_id, _)| *page_id).collect();
+        let mut pages: Vec<(u64, JournalPage)> = captured
+            .into_iter()
+            .map(|(page_id, image)| (page_id, JournalPage::Shared(image)))
+            .collect();
+        pages.push((0, JournalPage::Owned(superblock.encode())));
+        self.writer.submit(CheckpointJob {
+            seq,
+            page_size: self.pager.page_size(),
+            file_len: self.pager.alloc.page_count * self.pager.page_size() as u64,
+            pages,
+        });
+        self.inflight = Some(Inflight {
+            seq,
+            position,
+            page_ids,
+        });
+        Ok(())
+    }
+
+    /// Finishes the checkpoint in flight if the writer is done; `Ok(None)` while it runs or
+    /// when none is in flight.
+    pub fn poll_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
+        if self.inflight.is_none() {
+            return Ok(None);
+        }
+        match self.writer.poll() {
+            None => Ok(None),
+            Some((seq, outcome)) => self.finish_checkpoint(seq, outcome).map(Some),
+        }
+    }
+
+    /// Blocks until the checkpoint in flight (if any) is durable.
+    pub fn wait_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
+        if self.inflight.is_none() {
+            return Ok(None);
+        }
+        let (seq, outcome) = self.writer.wait();
+        self.finish_checkpoint(seq, outcome).map(Some)
+    }
+
+    /// A whole checkpoint: begin and wait.
+    pub fn checkpoint(&mut self, position: LogPosition) -> KvResult<CheckpointReport> {
+        self.wait_checkpoint()?;
+        self.begin_checkpoint(position)?;
+        Ok(self
+            .wait_checkpoint()?
+            .expect("a checkpoint was just started"))
+    }
+
+    fn finish_checkpoint(
+        &mut self,
+        seq: u64,
+        outcome: CheckpointOutcome,
+    ) -> KvResult<CheckpointReport> {
+        let inflight = self
+            .inflight
+            .take()
+            .expect("an outcome implies a checkpoint in flight");
+        assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
+        match outcome {
+            CheckpointOutcome::Durable { pages, elapsed } => {
+                self.pager.pool.checkpoint_done(&inflight.page_ids);
+                self.checkpoint_seq = seq;
+                self.durable_position = inflight.position;
+                Ok(CheckpointReport {
+                    seq,
+                    log_position: inflight.position,
+                    pages,
+                    elapsed,
+                })
+            }
+            CheckpointOutcome::JournalFailed(err) => {
+                self.pager.pool.checkpoint_failed(&inflight.page_ids);
+                Err(err)
+            }
+            CheckpointOutcome::DataFailed(err) => {
+                self.poisoned = Some(format!(
+                    "checkpoint {seq} failed writing the data file: {err}"
+                ));
+                Err(err)
+            }
+        }
+    }
+
+    /// Checks the structure of a table's tree; returns its key count and depth.
+    pub fn check_table(&mut self, table: Table) -> KvResult<crate::check::TreeShape> {
+        crate::check::check_tree(&mut self.pager, table.root)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if self.inflight.is_some() {
+            let _ = self.wait_checkpoint();
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The checkpoint journal: a double-write file beside the data file that makes a checkpoint
+//! atomic.
+//!
+//! A checkpoint first writes every page it changes (and the new superblock) to the journal and
+//! fsyncs it; only then does it overwrite those pages in the data file and fsync that. If the
+//! process dies during the journal write, the journal fails its checksum and the data file
+//! still holds the previous checkpoint untouched. If it dies during the in-place write, the
+//! journal is complete and recovery writes it again over the data file (idempotent).
+//!
+//! ```text
+//! block 0            header: magic "HLJRNL01" | seq u64 | page size u32 | count u64 |
+//!                            crc32c of blocks 1.. u32 | crc32c of the header fields u32
+//! blocks 1..1+T      page id table: count × u64, zero-padded to whole blocks
+//! blocks 1+T..       count page images, each sealed with its own page id
+//! ```
+//! A block is one page. The body checksum covers the table and all images, so a journal that
+//! mixes a new header with images left over from an older checkpoint never validates.
+
+use std::sync::Arc;
+
+use crate::error::{KvError, KvResult};
+use crate::io::BlockFile;
+use crate::page;
+use crate::pool::PageBuf;
+
+const MAGIC: &[u8; 8] = b"HLJRNL01";
+/// Pages copied and written per IO batch.
+const CHUNK_PAGES: usize = 128;
+
+/// A page image to put in the journal: either shared from the pool or owned (the superblock).
+pub enum JournalPage {
+    Shared(Arc<PageBuf>),
+    Owned(Vec<u8>),
+}
+
+impl JournalPage {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            JournalPage::Shared(buffer) => buffer.bytes(),
+            JournalPage::Owned(bytes) => bytes,
+        }
+    }
+}
+
+fn table_blocks(count: usize, page_size: usize) -> usize {
+    (count * 8).div_ceil(page_size)
+}
+
+/// Copies `pages` into sealed disk images and passes them in chunks to `sink` with their
+/// positions (index in `pages`).
+pub fn for_each_sealed_chunk(
+    pages: &[(u64, JournalPage)],
+    page_size: usize,
+    mut sink: impl FnMut(usize, &[u8]) -> KvResult<()>,
+) -> KvResult<()> {
+    let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
+    for (chunk_index, group) in pages.chunks(CHUNK_PAGES).enumerate() {
+        for (slot, (page_id, image)) in group.iter().enumerate() {
+            let target = &mut chunk[slot * page_size..(slot + 1) * page_size];
+            target.copy_from_slice(image.bytes());
+            page::seal(*page_id, target);
+        }
+        sink(chunk_index * CHUNK_PAGES, &chunk[..group.len() * page_size])?;
+    }
+    Ok(())
+}
+
+/// Writes a complete journal for checkpoint `seq` and fsyncs it.
+pub fn write(
+    file: &BlockFile,
+    seq: u64,
+    page_size: usize,
+    pages: &[(u64, JournalPage)],
+) -> KvResult<()> {
+    let table_len = table_blocks(pages.len(), page_size);
+    let mut table = vec![0u8; table_len * page_size];
+    for (index, (page_id, _)) in pages.iter().enumerate() {
+        page::write_u64(&mut table, index * 8, *page_id);
+    }
+    let mut body_crc = crc32c::crc32c(&table);
+    file.write_batch(&[(page_size as u64, &table)])?;
+    let images_start = ((1 + table_len) * page_size) as u64;
+    for_each_sealed_chunk(pages, page_size, |first, bytes| {
+        body_crc = crc32c::crc32c_append(body_crc, bytes);
+        file.write_batch(&[(images_start + (first * page_size) as u64, bytes)])
+    })?;
+    let mut header = vec![0u8; page_size];
+    header[0..8].copy_from_slice(MAGIC);
+    page::write_u64(&mut header, 8, seq);
+    page::write_u32(&mut header, 16, page_size as u32);
+    page::write_u64(&mut header, 20, pages.len() as u64);
+    page::write_u32(&mut header, 28, body_crc);
+    let header_crc = crc32c::crc32c(&header[..32]);
+    page::write_u32(&mut header, 32, header_crc);
+    file.write_batch_sync(&[(0, &header)])
+}
+
+/// A journal that passed every check.
+pub struct ValidJournal {
+    pub seq: u64,
+    pub page_ids: Vec<u64>,
+    images_start: u64,
+    page_size: usize,
+}
+
+/// Reads and fully verifies the journal; `None` if it is empty, partial or damaged (which
+/// means the data file was not touched by the checkpoint that wrote it).
+pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJournal>> {
+    let len = file.len()?;
+    if len < page_size as u64 {
+        return Ok(None);
+    }
+    let mut header = vec![0u8; page_size];
+    file.read_exact_at(&mut header, 0)?;
+    if &header[0..8] != MAGIC
+        || page::read_u32(&header, 32) != crc32c::crc32c(&header[..32])
+        || page::read_u32(&header, 16) as usize != page_size
+    {
+        return Ok(None);
+    }
+    let seq = page::read_u64(&header, 8);
+    let count = page::read_u64(&header, 20) as usize;
+    let table_len = table_blocks(count, page_size);
+    let total = ((1 + table_len + count) * page_size) as u64;
+    if len < total {
+        return Ok(None);
+    }
+    let mut table = vec![0u8; table_len * page_size];
+    file.read_exact_at(&mut table, page_size as u64)?;
+    let mut body_crc = crc32c::crc32c(&table);
+    let images_start = ((1 + table_len) * page_size) as u64;
+    let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
+    let mut done = 0;
+    while done < count {
+        let pages = (count - done).min(CHUNK_PAGES);
+        let bytes = &mut chunk[..pages * page_size];
+        file.read_exact_at(bytes, images_start + (done * page_size) as u64)?;
+        body_crc = crc32c::crc32c_append(body_crc, bytes);
+        done += pages;
+    }
+    if body_crc != page::read_u32(&header, 28) {
+        return Ok(None);
+    }
+    let page_ids = (0..count)
+        .map(|index| page::read_u64(&table, index * 8))
+        .collect();
+    Ok(Some(ValidJournal {
+        seq,
+        page_ids,
+        images_start,
+        page_size,
+    }))
+}
+
+impl ValidJournal {
+    /// Writes every journaled page to its place in the data file and fsyncs it.
+    pub fn apply(&self, journal: &BlockFile, data: &BlockFile) -> KvResult<()> {
+        let page_size = self.page_size;
+        let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
+        for (group_index, group) in self.page_ids.chunks(CHUNK_PAGES).enumerate() {
+            let first = group_index * CHUNK_PAGES;
+            let bytes = &mut chunk[..group.len() * page_size];
+            journal.read_exact_at(bytes, self.images_start + (first * page_size) as u64)?;
+            let writes: Vec<(u64, &[u8])> = group
+                .iter()
+                .enumerate()
+                .map(|(slot, page_id)| {
+                    let image = &bytes[slot * page_size..(slot + 1) * page_size];
+                    (page_id * page_size as u64, image)
+                })
+                .collect();
+            for (offset, image) in &writes {
+                let page_id = offset / page_size as u64;
+                if !page::verify(page_id, image) {
+                    return Err(KvError::corrupt(
+                        journal.path(),
+                        self.images_start,
+                        format!("journal image of page {page_id} fails its checksum"),
+                    ));
+                }
+            }
+            data.write_batch(&writes)?;
+        }
+        data.sync()
+    }
+}

@@ -1,0 +1,43 @@
+//! `kv`: hotledger's storage engine. It owns one database file of fixed-size pages with a
+//! B+tree per table, a buffer pool, background checkpoints made atomic by a double-write
+//! journal, and the segmented log store that holds the replicated log.
+//!
+//! Key types: [`Engine`] (tables, point and range operations, checkpoints, recovery),
+//! [`LogStore`] (append/read/truncate/purge of log entries), [`BlockFile`] (io_uring or
+//! portable file IO), [`keycode`] (order-preserving key encoding).
+//!
+//! What it deliberately does not do: it knows nothing of SQL, rows, Raft terms or networks;
+//! keys and values are bytes. It takes no locks on the hot path: an `Engine` is driven by one
+//! thread (the executor that owns it); only the checkpoint writer runs beside it, and it
+//! touches nothing but page images handed to it. Between checkpoints the caller's log is the
+//! durability: the engine never writes a page in place outside a checkpoint.
+//!
+//! Reading order: `page` (format), `pool` and `pager`, `btree` and `cursor`, `superblock`,
+//! `journal` and `checkpoint`, `engine`, then `log_store`.
+
+mod btree;
+mod check;
+mod checkpoint;
+mod cursor;
+mod engine;
+mod error;
+pub mod io;
+mod journal;
+pub mod keycode;
+mod log_store;
+mod page;
+mod pager;
+mod pool;
+mod superblock;
+
+pub use btree::{max_inline_value_len, max_key_len};
+pub use check::TreeShape;
+pub use cursor::{Direction, Range};
+pub use engine::{
+    journal_path, CheckpointReport, Engine, EngineOptions, EngineStats, RecoveryInfo, Table,
+};
+pub use error::{IoOp, KvError, KvResult};
+pub use io::{BlockFile, FaultPlan, IoMode};
+pub use log_store::{LogStore, LogStoreOptions};
+pub use pool::PoolStats;
+pub use superblock::{LogPosition, FORMAT_VERSION};

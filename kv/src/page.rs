@@ -1,0 +1,475 @@
+//! The page format shared by every page kind, and slotted-node operations on B+tree pages.
+//!
+//! ```text
+//! offset size  field
+//!  0     4     crc32c of (page id as u64 LE ++ bytes 4..page_size); set only on disk images
+//!  4     1     kind: 0 free, 1 superblock, 2 leaf, 3 internal, 4 overflow
+//!  5     1     reserved (0)
+//!  6     2     cell count                      (leaf, internal)
+//!  8     2     start of the cell content area  (leaf, internal; grows down from the end)
+//! 10     2     fragmented bytes in the content area (leaf, internal)
+//! 12     4     payload length                  (overflow)
+//! 16     8     link: leftmost child (internal), next page (overflow, free)
+//! 24     2*n   slot array: offsets of cells, in key order
+//! ...          free space
+//! ...          cell content
+//! ```
+//!
+//! Leaf cell: `klen u16 | vlen u32 | key | value`. When bit 31 of `vlen` is set the value lives
+//! in a chain of overflow pages: the cell holds the first page id (u64) and `vlen` without the
+//! bit is the value's full length.
+//!
+//! Internal cell: `klen u16 | child u64 | key`. Keys `>= key` of cell i live under its child;
+//! keys below the first cell's key live under the leftmost child.
+//!
+//! Including the page id in the checksum catches a page written to the wrong place.
+
+pub const HEADER_SIZE: usize = 24;
+pub const SLOT_SIZE: usize = 2;
+pub const OVERFLOW_BIT: u32 = 1 << 31;
+pub const LEAF_CELL_HEADER: usize = 6;
+pub const INTERNAL_CELL_HEADER: usize = 10;
+
+/// Page kinds as stored in byte 4.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum PageKind {
+    Free = 0,
+    Superblock = 1,
+    Leaf = 2,
+    Internal = 3,
+    Overflow = 4,
+}
+
+impl PageKind {
+    pub fn from_byte(byte: u8) -> Option<PageKind> {
+        match byte {
+            0 => Some(PageKind::Free),
+            1 => Some(PageKind::Superblock),
+            2 => Some(PageKind::Leaf),
+            3 => Some(PageKind::Internal),
+            4 => Some(PageKind::Overflow),
+            _ => None,
+        }
+    }
+}
+
+pub fn read_u16(buf: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([buf[at], buf[at + 1]])
+}
+
+pub fn write_u16(buf: &mut [u8], at: usize, value: u16) {
+    buf[at..at + 2].copy_from_slice(&value.to_le_bytes());
+}
+
+pub fn read_u32(buf: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
+}
+
+pub fn write_u32(buf: &mut [u8], at: usize, value: u32) {
+    buf[at..at + 4].copy_from_slice(&value.to_le_bytes());
+}
+
+pub fn read_u64(buf: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
+}
+
+pub fn write_u64(buf: &mut [u8], at: usize, value: u64) {
+    buf[at..at + 8].copy_from_slice(&value.to_le_bytes());
+}
+
+/// Checksum of a page image as it is stored on disk.
+pub fn page_checksum(page_id: u64, page: &[u8]) -> u32 {
+    let seed = crc32c::crc32c(&page_id.to_le_bytes());
+    crc32c::crc32c_append(seed, &page[4..])
+}
+
+/// Stamps the checksum into a disk image of a page.
+pub fn seal(page_id: u64, page: &mut [u8]) {
+    let crc = page_checksum(page_id, page);
+    write_u32(page, 0, crc);
+}
+
+/// True when the stored checksum matches the page id and content.
+pub fn verify(page_id: u64, page: &[u8]) -> bool {
+    read_u32(page, 0) == page_checksum(page_id, page)
+}
+
+pub fn kind(page: &[u8]) -> u8 {
+    page[4]
+}
+
+pub fn link(page: &[u8]) -> u64 {
+    read_u64(page, 16)
+}
+
+pub fn set_link(page: &mut [u8], value: u64) {
+    write_u64(page, 16, value);
+}
+
+/// Resets a page to an empty node of the given kind.
+pub fn init_node(page: &mut [u8], kind: PageKind) {
+    page.fill(0);
+    page[4] = kind as u8;
+    write_u16(page, 8, content_end(page));
+}
+
+/// The content area ends at the page end, which must fit a u16 offset.
+fn content_end(page: &[u8]) -> u16 {
+    assert!(
+        page.len() <= 32768,
+        "page sizes above 32 KiB do not fit u16 offsets"
+    );
+    page.len() as u16
+}
+
+/// Read access to a leaf or internal node.
+#[derive(Clone, Copy)]
+pub struct Node<'a> {
+    pub buf: &'a [u8],
+}
+
+impl<'a> Node<'a> {
+    pub fn new(buf: &'a [u8]) -> Node<'a> {
+        debug_assert!(matches!(buf[4], 2 | 3), "not a node page: kind {}", buf[4]);
+        Node { buf }
+    }
+
+    pub fn is_leaf(&self) -> bool {
+        self.buf[4] == PageKind::Leaf as u8
+    }
+
+    pub fn len(&self) -> usize {
+        read_u16(self.buf, 6) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn cell_start(&self) -> usize {
+        read_u16(self.buf, 8) as usize
+    }
+
+    fn frag(&self) -> usize {
+        read_u16(self.buf, 10) as usize
+    }
+
+    pub fn cell_offset(&self, index: usize) -> usize {
+        debug_assert!(index < self.len());
+        read_u16(self.buf, HEADER_SIZE + index * SLOT_SIZE) as usize
+    }
+
+    /// The full bytes of cell `index`.
+    pub fn cell(&self, index: usize) -> &'a [u8] {
+        let offset = self.cell_offset(index);
+        let len = cell_len(self.is_leaf(), &self.buf[offset..]);
+        &self.buf[offset..offset + len]
+    }
+
+    pub fn key(&self, index: usize) -> &'a [u8] {
+        let offset = self.cell_offset(index);
+        let klen = read_u16(self.buf, offset) as usize;
+        let header = if self.is_leaf() {
+            LEAF_CELL_HEADER
+        } else {
+            INTERNAL_CELL_HEADER
+        };
+        &self.buf[offset + header..offset + header + klen]
+    }
+
+    /// Binary search: `Ok(i)` if cell i holds `key`, else `Err(i)` where it would be inserted.
+    pub fn search(&self, key: &[u8]) -> Result<usize, usize> {
+        let (mut low, mut high) = (0usize, self.len());
+        while low < high {
+            let mid = (low + high) / 2;
+            match self.key(mid).cmp(key) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(low)
+    }
+
+    /// Internal nodes: the child slot to descend into for `key`: 0 is the leftmost child,
+    /// i + 1 is the child of cell i.
+    pub fn child_slot(&self, key: &[u8]) -> usize {
+        match self.search(key) {
+            Ok(index) => index + 1,
+            Err(index) => index,
+        }
+    }
+
+    /// Internal nodes: the page id in child slot `slot` (see `child_slot`).
+    pub fn child(&self, slot: usize) -> u64 {
+        debug_assert!(!self.is_leaf());
+        if slot == 0 {
+            link(self.buf)
+        } else {
+            read_u64(self.buf, self.cell_offset(slot - 1) + 2)
+        }
+    }
+
+    /// Leaf cells: the value as stored (inline bytes, or an overflow reference).
+    pub fn value(&self, index: usize) -> LeafValue<'a> {
+        let offset = self.cell_offset(index);
+        leaf_value(&self.buf[offset..])
+    }
+
+    pub fn free_space(&self) -> usize {
+        self.cell_start() - (HEADER_SIZE + self.len() * SLOT_SIZE)
+    }
+
+    /// Bytes a rebuilt node would use (header, slots and live cells).
+    pub fn used_bytes(&self) -> usize {
+        self.buf.len() - self.free_space() - self.frag()
+    }
+}
+
+/// A leaf value as stored in its cell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeafValue<'a> {
+    Inline(&'a [u8]),
+    Overflow { first_page: u64, len: u32 },
+}
+
+fn leaf_value(cell: &[u8]) -> LeafValue<'_> {
+    let klen = read_u16(cell, 0) as usize;
+    let vlen = read_u32(cell, 2);
+    let start = LEAF_CELL_HEADER + klen;
+    if vlen & OVERFLOW_BIT != 0 {
+        LeafValue::Overflow {
+            first_page: read_u64(cell, start),
+            len: vlen & !OVERFLOW_BIT,
+        }
+    } else {
+        LeafValue::Inline(&cell[start..start + vlen as usize])
+    }
+}
+
+/// Length of the cell starting at `cell[0]`.
+pub fn cell_len(leaf: bool, cell: &[u8]) -> usize {
+    let klen = read_u16(cell, 0) as usize;
+    if leaf {
+        let vlen = read_u32(cell, 2);
+        let payload = if vlen & OVERFLOW_BIT != 0 {
+            8
+        } else {
+            vlen as usize
+        };
+        LEAF_CELL_HEADER + klen + payload
+    } else {
+        INTERNAL_CELL_HEADER + klen
+    }
+}
+
+/// Encodes a leaf cell into `out`.
+pub fn encode_leaf_cell(out: &mut Vec<u8>, key: &[u8], value: LeafValue<'_>) {
+    out.clear();
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    match value {
+        LeafValue::Inline(bytes) => {
+            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            out.extend_from_slice(key);
+            out.extend_from_slice(bytes);
+        }
+        LeafValue::Overflow { first_page, len } => {
+            out.extend_from_slice(&(len | OVERFLOW_BIT).to_le_bytes());
+            out.extend_from_slice(key);
+            out.extend_from_slice(&first_page.to_le_bytes());
+        }
+    }
+}
+
+/// Encodes an internal cell into `out`.
+pub fn encode_internal_cell(out: &mut Vec<u8>, key: &[u8], child: u64) {
+    out.clear();
+    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    out.extend_from_slice(&child.to_le_bytes());
+    out.extend_from_slice(key);
+}
+
+/// The key inside an encoded cell.
+pub fn cell_key(leaf: bool, cell: &[u8]) -> &[u8] {
+    let klen = read_u16(cell, 0) as usize;
+    let header = if leaf {
+        LEAF_CELL_HEADER
+    } else {
+        INTERNAL_CELL_HEADER
+    };
+    &cell[header..header + klen]
+}
+
+/// The child pointer inside an encoded internal cell.
+pub fn cell_child(cell: &[u8]) -> u64 {
+    read_u64(cell, 2)
+}
+
+/// Write access to a leaf or internal node.
+pub struct NodeMut<'a> {
+    pub buf: &'a mut [u8],
+}
+
+impl<'a> NodeMut<'a> {
+    pub fn new(buf: &'a mut [u8]) -> NodeMut<'a> {
+        debug_assert!(matches!(buf[4], 2 | 3), "not a node page: kind {}", buf[4]);
+        NodeMut { buf }
+    }
+
+    pub fn view(&self) -> Node<'_> {
+        Node { buf: self.buf }
+    }
+
+    fn set_len(&mut self, len: usize) {
+        write_u16(self.buf, 6, len as u16);
+    }
+
+    fn set_cell_start(&mut self, start: usize) {
+        write_u16(self.buf, 8, start as u16);
+    }
+
+    fn set_frag(&mut self, frag: usize) {
+        write_u16(self.buf, 10, frag as u16);
+    }
+
+    /// Inserts an encoded cell at slot `index`; false if it does not fit even after compaction.
+    pub fn insert_cell(&mut self, index: usize, cell: &[u8]) -> bool {
+        let view = self.view();
+        let needed = cell.len() + SLOT_SIZE;
+        if view.free_space() < needed {
+            if view.free_space() + view.frag() < needed {
+                return false;
+            }
+            self.compact();
+        }
+        let view = self.view();
+        let len = view.len();
+        assert!(index <= len, "insert position {index} past {len} cells");
+        let start = view.cell_start() - cell.len();
+        self.buf[start..start + cell.len()].copy_from_slice(cell);
+        let slots = HEADER_SIZE + index * SLOT_SIZE;
+        let slots_end = HEADER_SIZE + len * SLOT_SIZE;
+        self.buf.copy_within(slots..slots_end, slots + SLOT_SIZE);
+        write_u16(self.buf, slots, start as u16);
+        self.set_len(len + 1);
+        self.set_cell_start(start);
+        true
+    }
+
+    /// Removes cell `index`; its bytes become fragmentation until the next compaction.
+    pub fn remove_cell(&mut self, index: usize) {
+        let view = self.view();
+        let len = view.len();
+        assert!(index < len, "remove position {index} past {len} cells");
+        let cell_bytes = view.cell(index).len();
+        let frag = view.frag() + cell_bytes;
+        let slots = HEADER_SIZE + index * SLOT_SIZE;
+        let slots_end = HEADER_SIZE + len * SLOT_SIZE;
+        self.buf.copy_within(slots + SLOT_SIZE..slots_end, slots);
+        self.set_len(len - 1);
+        self.set_frag(frag);
+    }
+
+    /// Overwrites the inline value of leaf cell `index` when the new value has the same
+    /// length: the in-place update of the hot path. Returns false when lengths differ.
+    pub fn overwrite_value_in_place(&mut self, index: usize, value: &[u8]) -> bool {
+        let offset = self.view().cell_offset(index);
+        let klen = read_u16(self.buf, offset) as usize;
+        let vlen = read_u32(self.buf, offset + 2);
+        if vlen & OVERFLOW_BIT != 0 || vlen as usize != value.len() {
+            return false;
+        }
+        let start = offset + LEAF_CELL_HEADER + klen;
+        self.buf[start..start + value.len()].copy_from_slice(value);
+        true
+    }
+
+    /// Packs live cells at the end of the page, removing fragmentation.
+    pub fn compact(&mut self) {
+        let cells: Vec<Vec<u8>> = {
+            let view = self.view();
+            (0..view.len()).map(|i| view.cell(i).to_vec()).collect()
+        };
+        self.rebuild(&cells);
+    }
+
+    /// Replaces every cell with `cells` (in order), keeping kind and link.
+    pub fn rebuild<C: AsRef<[u8]>>(&mut self, cells: &[C]) {
+        let kind = self.buf[4];
+        let link_value = link(self.buf);
+        self.buf[6..].fill(0);
+        set_link(self.buf, link_value);
+        self.buf[4] = kind;
+        let mut start = self.buf.len();
+        for (index, cell) in cells.iter().enumerate() {
+            let cell = cell.as_ref();
+            start -= cell.len();
+            assert!(
+                start >= HEADER_SIZE + (index + 1) * SLOT_SIZE,
+                "cells overflow the page during rebuild"
+            );
+            self.buf[start..start + cell.len()].copy_from_slice(cell);
+            write_u16(self.buf, HEADER_SIZE + index * SLOT_SIZE, start as u16);
+        }
+        self.set_len(cells.len());
+        self.set_cell_start(start);
+        self.set_frag(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksum_binds_the_page_id() {
+        let mut page = vec![0u8; 4096];
+        init_node(&mut page, PageKind::Leaf);
+        seal(7, &mut page);
+        assert!(verify(7, &page));
+        assert!(
+            !verify(8, &page),
+            "a page read at the wrong id must not verify"
+        );
+        page[100] ^= 1;
+        assert!(!verify(7, &page), "a flipped bit must not verify");
+    }
+
+    #[test]
+    fn cells_stay_sorted_through_insert_remove_and_compaction() {
+        let mut page = vec![0u8; 512];
+        init_node(&mut page, PageKind::Leaf);
+        let mut cell = Vec::new();
+        let mut node = NodeMut::new(&mut page);
+        let mut inserted = 0;
+        for i in (0..200u16).rev() {
+            let key = i.to_be_bytes();
+            encode_leaf_cell(&mut cell, &key, LeafValue::Inline(b"value"));
+            let position = node.view().search(&key).unwrap_err();
+            if !node.insert_cell(position, &cell) {
+                break;
+            }
+            inserted += 1;
+        }
+        assert!(
+            inserted > 20,
+            "a 512-byte page holds more than 20 small cells"
+        );
+        assert_eq!(node.view().len(), inserted);
+        for i in 0..node.view().len() - 1 {
+            assert!(node.view().key(i) < node.view().key(i + 1));
+        }
+        let free_before = node.view().free_space();
+        node.remove_cell(0);
+        assert_eq!(node.view().free_space(), free_before + SLOT_SIZE);
+        node.compact();
+        assert_eq!(
+            node.view().free_space(),
+            free_before + SLOT_SIZE + cell.len()
+        );
+        assert!(node.overwrite_value_in_place(0, b"VALUE"));
+        assert_eq!(node.view().value(0), LeafValue::Inline(b"VALUE"));
+        assert!(!node.overwrite_value_in_place(0, b"longer value"));
+    }
+}

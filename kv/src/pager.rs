@@ -1,0 +1,149 @@
+//! The pager: page allocation over the buffer pool, the free list, and overflow chains for
+//! values too large to live in a leaf.
+//!
+//! Free pages form a linked list through their `link` field, headed by `freelist_head` in the
+//! superblock (0 = empty; page 0 is the superblock and never free). Freeing a page rewrites it
+//! as a free page, so the list is persisted by the next checkpoint like any other change.
+
+use crate::error::{KvError, KvResult};
+use crate::page::{self, PageKind, HEADER_SIZE};
+use crate::pool::BufferPool;
+
+/// Allocation state that the superblock persists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocState {
+    /// Pages in the file image, including the superblock (page ids are `0..page_count`).
+    pub page_count: u64,
+    pub freelist_head: u64,
+}
+
+pub struct Pager {
+    pub pool: BufferPool,
+    pub alloc: AllocState,
+    page_size: usize,
+}
+
+impl Pager {
+    pub fn new(pool: BufferPool, alloc: AllocState, page_size: usize) -> Pager {
+        Pager {
+            pool,
+            alloc,
+            page_size,
+        }
+    }
+
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    pub fn read(&mut self, page_id: u64) -> KvResult<&[u8]> {
+        debug_assert!(
+            page_id != 0 && page_id < self.alloc.page_count,
+            "page {page_id}"
+        );
+        self.pool.read(page_id)
+    }
+
+    pub fn write(&mut self, page_id: u64) -> KvResult<&mut [u8]> {
+        debug_assert!(
+            page_id != 0 && page_id < self.alloc.page_count,
+            "page {page_id}"
+        );
+        self.pool.write(page_id)
+    }
+
+    /// Allocates a page and initializes it as an empty page of `kind`.
+    pub fn allocate(&mut self, kind: PageKind) -> KvResult<u64> {
+        let page_id = if self.alloc.freelist_head != 0 {
+            let page_id = self.alloc.freelist_head;
+            let buffer = self.pool.write(page_id)?;
+            if page::kind(buffer) != PageKind::Free as u8 {
+                return Err(KvError::Poisoned(format!(
+                    "free list points at page {page_id} of kind {}",
+                    page::kind(buffer)
+                )));
+            }
+            self.alloc.freelist_head = page::link(buffer);
+            page_id
+        } else {
+            let page_id = self.alloc.page_count;
+            self.alloc.page_count += 1;
+            self.pool.install_new(page_id);
+            page_id
+        };
+        let buffer = self.pool.write(page_id)?;
+        page::init_node(buffer, kind);
+        Ok(page_id)
+    }
+
+    /// Returns a page to the free list.
+    pub fn free(&mut self, page_id: u64) -> KvResult<()> {
+        assert!(page_id != 0, "the superblock is never freed");
+        let head = self.alloc.freelist_head;
+        let buffer = self.pool.write(page_id)?;
+        buffer.fill(0);
+        buffer[4] = PageKind::Free as u8;
+        page::set_link(buffer, head);
+        self.alloc.freelist_head = page_id;
+        Ok(())
+    }
+
+    fn overflow_capacity(&self) -> usize {
+        self.page_size - HEADER_SIZE
+    }
+
+    /// Stores `value` in a new chain of overflow pages; returns the first page id.
+    pub fn write_overflow(&mut self, value: &[u8]) -> KvResult<u64> {
+        let capacity = self.overflow_capacity();
+        let chunks: Vec<&[u8]> = value.chunks(capacity).collect();
+        let mut next = 0u64;
+        // Written back to front so each page can point at the one after it.
+        for chunk in chunks.iter().rev() {
+            let page_id = self.allocate(PageKind::Overflow)?;
+            let buffer = self.pool.write(page_id)?;
+            buffer[4] = PageKind::Overflow as u8;
+            page::write_u32(buffer, 12, chunk.len() as u32);
+            page::set_link(buffer, next);
+            buffer[HEADER_SIZE..HEADER_SIZE + chunk.len()].copy_from_slice(chunk);
+            next = page_id;
+        }
+        Ok(next)
+    }
+
+    /// Reads a whole overflow chain of `len` bytes into `out`.
+    pub fn read_overflow(
+        &mut self,
+        first_page: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> KvResult<()> {
+        out.clear();
+        out.reserve(len);
+        let mut page_id = first_page;
+        while out.len() < len {
+            let buffer = self.read(page_id)?;
+            let chunk_len = page::read_u32(buffer, 12) as usize;
+            if page::kind(buffer) != PageKind::Overflow as u8
+                || chunk_len > buffer.len() - HEADER_SIZE
+            {
+                return Err(KvError::Poisoned(format!(
+                    "overflow page {page_id} is malformed"
+                )));
+            }
+            out.extend_from_slice(&buffer[HEADER_SIZE..HEADER_SIZE + chunk_len]);
+            page_id = page::link(buffer);
+        }
+        Ok(())
+    }
+
+    /// Frees an overflow chain.
+    pub fn free_overflow(&mut self, first_page: u64) -> KvResult<()> {
+        let mut page_id = first_page;
+        while page_id != 0 {
+            let next = page::link(self.read(page_id)?);
+            self.free(page_id)?;
+            page_id = next;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,200 @@
+//! Model-based test: random operation sequences run against the engine and a `BTreeMap`, with
+//! small pages (deep trees, many splits and merges) and a small buffer pool (evictions), across
+//! checkpoints and reopens. Runs on the IO path named by `HOTLEDGER_IO` (CI runs both).
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use kv::{Direction, Engine, EngineOptions, LogPosition};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Put(u16, usize),
+    Insert(u16, usize),
+    Update(u16, usize),
+    Delete(u16),
+    DeleteRun(u16, u16),
+    Get(u16),
+    Scan(Option<u16>, Option<u16>, bool, bool),
+    Checkpoint,
+    Reopen,
+}
+
+fn key(k: u16) -> Vec<u8> {
+    // Variable-length keys: a prefix that spreads keys plus a length that varies with k.
+    let mut key = format!("key-{:05}", k).into_bytes();
+    key.extend(std::iter::repeat_n(b'k', (k % 7) as usize * 5));
+    key
+}
+
+fn value(k: u16, size: usize) -> Vec<u8> {
+    (0..size).map(|i| (k as usize * 31 + i) as u8).collect()
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u16..600;
+    let size = prop_oneof![4 => 0usize..40, 2 => 40usize..140, 1 => 140usize..2000];
+    prop_oneof![
+        30 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Put(k, s)),
+        5 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Insert(k, s)),
+        5 => (k.clone(), size).prop_map(|(k, s)| Op::Update(k, s)),
+        20 => k.clone().prop_map(Op::Delete),
+        2 => (k.clone(), 1u16..200).prop_map(|(k, n)| Op::DeleteRun(k, n)),
+        10 => k.clone().prop_map(Op::Get),
+        4 => (proptest::option::of(k.clone()), proptest::option::of(k), any::<bool>(), any::<bool>())
+            .prop_map(|(a, b, inclusive, backward)| Op::Scan(a, b, inclusive, backward)),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn options() -> EngineOptions {
+    EngineOptions {
+        page_size: 512,
+        pool_bytes: 64 * 512,
+        ..EngineOptions::default()
+    }
+}
+
+/// Runs `ops`; returns the greatest tree depth seen at checkpoints.
+fn run(ops: Vec<Op>) -> usize {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.db");
+    let (mut engine, _) = Engine::open(&path, options()).unwrap();
+    let mut table = engine.create_table("t").unwrap();
+    engine.checkpoint(LogPosition::default()).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut durable = model.clone();
+    let mut position = 0u64;
+    let mut depth_max = 0;
+    for op in ops {
+        match op {
+            Op::Put(k, s) => {
+                let existed = engine.put(table, &key(k), &value(k, s)).unwrap();
+                assert_eq!(existed, model.insert(key(k), value(k, s)).is_some());
+            }
+            Op::Insert(k, s) => {
+                let inserted = engine.insert(table, &key(k), &value(k, s)).unwrap();
+                assert_eq!(inserted, !model.contains_key(&key(k)));
+                model.entry(key(k)).or_insert_with(|| value(k, s));
+            }
+            Op::Update(k, s) => {
+                let updated = engine.update(table, &key(k), &value(k, s)).unwrap();
+                assert_eq!(updated, model.contains_key(&key(k)));
+                if let Some(v) = model.get_mut(&key(k)) {
+                    *v = value(k, s);
+                }
+            }
+            Op::Delete(k) => {
+                assert_eq!(
+                    engine.delete(table, &key(k)).unwrap(),
+                    model.remove(&key(k)).is_some()
+                );
+            }
+            Op::DeleteRun(k, n) => {
+                for k in k..k.saturating_add(n) {
+                    assert_eq!(
+                        engine.delete(table, &key(k)).unwrap(),
+                        model.remove(&key(k)).is_some()
+                    );
+                }
+            }
+            Op::Get(k) => assert_eq!(
+                engine.get(table, &key(k)).unwrap(),
+                model.get(&key(k)).cloned()
+            ),
+            Op::Scan(a, b, inclusive, backward) => {
+                let (a, b) = (a.map(key), b.map(key));
+                if let (Some(a), Some(b)) = (&a, &b) {
+                    if a > b {
+                        continue;
+                    }
+                }
+                let lower = a.as_deref().map_or(Bound::Unbounded, Bound::Included);
+                let upper = b.as_deref().map_or(Bound::Unbounded, |b| {
+                    if inclusive {
+                        Bound::Included(b)
+                    } else {
+                        Bound::Excluded(b)
+                    }
+                });
+                let direction = if backward {
+                    Direction::Backward
+                } else {
+                    Direction::Forward
+                };
+                let got: Vec<_> = engine
+                    .range(table, lower, upper, direction)
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                let mut want: Vec<_> = model
+                    .range::<[u8], _>((lower, upper))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                if backward {
+                    want.reverse();
+                }
+                assert_eq!(got, want);
+            }
+            Op::Checkpoint => {
+                depth_max = depth_max.max(engine.check_table(table).unwrap().depth);
+                position += 1;
+                engine
+                    .checkpoint(LogPosition {
+                        term: 1,
+                        index: position,
+                    })
+                    .unwrap();
+                durable = model.clone();
+            }
+            Op::Reopen => {
+                // Without a checkpoint, changes since the last one are gone: the caller's log
+                // would replay them. The model falls back to the durable image.
+                drop(engine);
+                let (reopened, info) = Engine::open(&path, options()).unwrap();
+                engine = reopened;
+                assert_eq!(info.log_position.index, position);
+                table = engine.table("t").unwrap();
+                model = durable.clone();
+            }
+        }
+    }
+    assert_eq!(engine.check_table(table).unwrap().keys, model.len());
+    let all: Vec<_> = engine
+        .range(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    depth_max
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
+        let _ = run(ops);
+    }
+}
+
+#[test]
+fn fill_and_drain_builds_and_collapses_every_level() {
+    let mut ops: Vec<Op> = (0..600).map(|k| Op::Put(k, 60)).collect();
+    ops.push(Op::Checkpoint);
+    ops.extend((0..600).rev().step_by(2).map(Op::Delete));
+    ops.push(Op::Reopen);
+    ops.extend((0..600).step_by(2).map(Op::Delete));
+    ops.push(Op::Scan(None, None, true, true));
+    ops.push(Op::Checkpoint);
+    assert!(
+        run(ops) >= 3,
+        "600 keys in 512-byte pages make at least three levels"
+    );
+}
