@@ -39,9 +39,17 @@ pub enum CheckpointOutcome {
     DataFailed(KvError),
 }
 
+/// A finished checkpoint: its sequence number, outcome, and the page images handed back for
+/// reuse.
+pub struct Finished {
+    pub seq: u64,
+    pub outcome: CheckpointOutcome,
+    pub pages: Vec<(u64, JournalPage)>,
+}
+
 pub struct CheckpointWriter {
     jobs: Option<Sender<CheckpointJob>>,
-    outcomes: Receiver<(u64, CheckpointOutcome)>,
+    outcomes: Receiver<Finished>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -52,10 +60,15 @@ impl CheckpointWriter {
         let thread = std::thread::Builder::new()
             .name("kv-checkpoint".into())
             .spawn(move || {
+                lower_thread_priority();
                 for job in job_queue {
-                    let seq = job.seq;
-                    let outcome = run(&data, &journal, job);
-                    if outcome_sender.send((seq, outcome)).is_err() {
+                    let outcome = run(&data, &journal, &job);
+                    let finished = Finished {
+                        seq: job.seq,
+                        outcome,
+                        pages: job.pages,
+                    };
+                    if outcome_sender.send(finished).is_err() {
                         return;
                     }
                 }
@@ -83,7 +96,7 @@ impl CheckpointWriter {
     }
 
     /// The outcome of the checkpoint in flight, if it has finished.
-    pub fn poll(&self) -> Option<(u64, CheckpointOutcome)> {
+    pub fn poll(&self) -> Option<Finished> {
         match self.outcomes.try_recv() {
             Ok(outcome) => Some(outcome),
             Err(TryRecvError::Empty) => None,
@@ -92,7 +105,7 @@ impl CheckpointWriter {
     }
 
     /// Blocks until the checkpoint in flight finishes.
-    pub fn wait(&self) -> (u64, CheckpointOutcome) {
+    pub fn wait(&self) -> Finished {
         self.outcomes.recv().expect("checkpoint thread died")
     }
 }
@@ -106,7 +119,17 @@ impl Drop for CheckpointWriter {
     }
 }
 
-fn run(data: &BlockFile, journal_file: &BlockFile, job: CheckpointJob) -> CheckpointOutcome {
+/// Checkpoints are background work: on a machine with few cores the writer's copying and
+/// checksumming must not take CPU time from the executor. Best effort; failure is harmless.
+fn lower_thread_priority() {
+    // SAFETY: plain syscalls on the calling thread; no memory is shared.
+    unsafe {
+        let thread_id = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread_id, 10);
+    }
+}
+
+fn run(data: &BlockFile, journal_file: &BlockFile, job: &CheckpointJob) -> CheckpointOutcome {
     let started = Instant::now();
     if let Err(err) = journal::write(journal_file, job.seq, job.page_size, &job.pages) {
         return CheckpointOutcome::JournalFailed(err);

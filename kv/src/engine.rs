@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::btree::{self, PutMode};
-use crate::checkpoint::{CheckpointJob, CheckpointOutcome, CheckpointWriter};
+use crate::checkpoint::{CheckpointJob, CheckpointOutcome, CheckpointWriter, Finished};
 use crate::cursor::{Direction, Range};
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::{self, BlockFile, FaultPlan, IoMode};
@@ -494,7 +494,7 @@ impl Engine {
         }
         match self.writer.poll() {
             None => Ok(None),
-            Some((seq, outcome)) => self.finish_checkpoint(seq, outcome).map(Some),
+            Some(finished) => self.finish_checkpoint(finished).map(Some),
         }
     }
 
@@ -503,8 +503,8 @@ impl Engine {
         if self.inflight.is_none() {
             return Ok(None);
         }
-        let (seq, outcome) = self.writer.wait();
-        self.finish_checkpoint(seq, outcome).map(Some)
+        let finished = self.writer.wait();
+        self.finish_checkpoint(finished).map(Some)
     }
 
     /// A whole checkpoint: begin and wait.
@@ -516,16 +516,23 @@ impl Engine {
             .expect("a checkpoint was just started"))
     }
 
-    fn finish_checkpoint(
-        &mut self,
-        seq: u64,
-        outcome: CheckpointOutcome,
-    ) -> KvResult<CheckpointReport> {
+    fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<CheckpointReport> {
+        let Finished {
+            seq,
+            outcome,
+            pages,
+        } = finished;
         let inflight = self
             .inflight
             .take()
             .expect("an outcome implies a checkpoint in flight");
         assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
+        self.pager
+            .pool
+            .recycle(pages.into_iter().filter_map(|(_, image)| match image {
+                JournalPage::Shared(image) => Some(image),
+                JournalPage::Owned(_) => None,
+            }));
         match outcome {
             CheckpointOutcome::Durable { pages, elapsed } => {
                 self.pager.pool.checkpoint_done(&inflight.page_ids);

@@ -90,6 +90,9 @@ pub struct BufferPool {
     hand: usize,
     stats: PoolStats,
     file: Arc<BlockFile>,
+    /// Page buffers returned by finished checkpoints, reused for copy-on-write so that a
+    /// checkpoint costs no allocation (and no page faults) on the executor thread.
+    spare: Vec<PageBuf>,
 }
 
 impl BufferPool {
@@ -104,6 +107,7 @@ impl BufferPool {
             hand: 0,
             stats: PoolStats::default(),
             file,
+            spare: Vec::new(),
         }
     }
 
@@ -147,7 +151,32 @@ impl BufferPool {
     pub fn write(&mut self, page_id: u64) -> KvResult<&mut [u8]> {
         let index = self.resident(page_id)?;
         self.mark_dirty(index);
-        Ok(Arc::make_mut(&mut self.frames[index].data).bytes_mut())
+        let frame = &mut self.frames[index];
+        if Arc::get_mut(&mut frame.data).is_none() {
+            // A checkpoint in flight holds this image: copy it into a spare buffer.
+            let mut copy = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| PageBuf::zeroed(self.page_size));
+            copy.0.copy_from_slice(frame.data.bytes());
+            frame.data = Arc::new(copy);
+        }
+        Ok(Arc::get_mut(&mut frame.data)
+            .expect("the frame owns its image now")
+            .bytes_mut())
+    }
+
+    /// Takes back page images a finished checkpoint no longer needs.
+    pub fn recycle(&mut self, images: impl Iterator<Item = Arc<PageBuf>>) {
+        let spare_max = self.capacity / 2;
+        for image in images {
+            if self.spare.len() >= spare_max {
+                break;
+            }
+            if let Ok(buffer) = Arc::try_unwrap(image) {
+                self.spare.push(buffer);
+            }
+        }
     }
 
     /// Installs a page that has no content on disk yet (a newly allocated page id), zeroed

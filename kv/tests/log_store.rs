@@ -1,0 +1,223 @@
+//! The log store: batches, reads, suffix truncation (Raft conflicts), prefix purge with
+//! segment reuse, the caller's durable blob, and recovery of all of it after reopening.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use kv::{KvError, LogStore, LogStoreOptions};
+
+fn options() -> LogStoreOptions {
+    LogStoreOptions {
+        segment_bytes: 64 << 10,
+        ..LogStoreOptions::default()
+    }
+}
+
+fn payload(index: u64, generation: u8) -> Vec<u8> {
+    vec![generation; 100 + (index % 50) as usize]
+}
+
+fn batch(from: u64, to: u64, generation: u8) -> Vec<(u64, Vec<u8>)> {
+    (from..to)
+        .map(|index| (index, payload(index, generation)))
+        .collect()
+}
+
+fn assert_holds(store: &LogStore, from: u64, to: u64, generation: u8) {
+    for (index, bytes) in store.read(from, to).unwrap() {
+        assert_eq!(bytes, payload(index, generation), "entry {index}");
+    }
+}
+
+fn segment_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("seg-")
+        })
+        .count()
+}
+
+#[test]
+fn appends_span_segments_and_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.last_index(), None);
+    for start in (1..2000).step_by(100) {
+        store.append(&batch(start, start + 100, 1)).unwrap();
+    }
+    assert!(
+        segment_files(dir.path()) > 3,
+        "2000 entries of ~150 bytes fill several 64 KiB segments"
+    );
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        (store.first_index(), store.last_index()),
+        (Some(1), Some(2000))
+    );
+    assert_holds(&store, 1, 2001, 1);
+}
+
+#[test]
+fn out_of_order_and_oversized_appends_are_rejected_without_effect() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(5, 10, 1)).unwrap();
+    assert!(matches!(
+        store.append(&batch(11, 12, 1)),
+        Err(KvError::LogOutOfOrder {
+            expected: 10,
+            got: 11
+        })
+    ));
+    let huge = vec![(10u64, vec![0u8; 70 << 10])];
+    assert!(matches!(
+        store.append(&huge),
+        Err(KvError::LogEntryTooLarge { .. })
+    ));
+    assert!(matches!(
+        store.read(3, 6),
+        Err(KvError::LogGap { index: 3, .. })
+    ));
+    assert_eq!(store.last_index(), Some(9));
+}
+
+#[test]
+fn truncation_removes_the_suffix_durably_and_new_entries_replace_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(1, 1000, 1)).unwrap();
+    store.truncate_from(400).unwrap();
+    assert_eq!(store.last_index(), Some(399));
+    drop(store);
+    // The cut survives a restart even though the old entries' bytes are still on disk.
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.last_index(), Some(399));
+    store.append(&batch(400, 450, 2)).unwrap();
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        store.last_index(),
+        Some(449),
+        "stale generation-1 entries after 449 are not revived"
+    );
+    assert_holds(&store, 1, 400, 1);
+    assert_holds(&store, 400, 450, 2);
+}
+
+#[test]
+fn purge_recycles_segments_and_keeps_the_rest_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(1, 2000, 1)).unwrap();
+    let before = segment_files(dir.path());
+    store.purge_through(1500).unwrap();
+    assert_eq!(store.first_index(), Some(1501));
+    assert!(segment_files(dir.path()) < before);
+    assert!(matches!(
+        store.read(1500, 1501),
+        Err(KvError::LogGap { .. })
+    ));
+    store.append(&batch(2000, 3000, 1)).unwrap();
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        (store.first_index(), store.last_index()),
+        (Some(1501), Some(2999))
+    );
+    assert_eq!(store.purged_through(), Some(1500));
+    assert_holds(&store, 1501, 3000, 1);
+    let spares = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("spare-")
+        })
+        .count();
+    assert!(spares <= 4);
+}
+
+#[test]
+fn purging_everything_then_appending_continues_after_the_purge_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(1, 100, 1)).unwrap();
+    store.purge_through(99).unwrap();
+    assert_eq!(store.last_index(), None);
+    assert!(
+        store.append(&batch(50, 51, 1)).is_err(),
+        "indices at or below the purge point"
+    );
+    store.append(&batch(100, 110, 3)).unwrap();
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        (store.first_index(), store.last_index()),
+        (Some(100), Some(109))
+    );
+    assert_holds(&store, 100, 110, 3);
+}
+
+#[test]
+fn a_torn_tail_is_cut_at_the_last_whole_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(1, 50, 1)).unwrap();
+    drop(store);
+    // Damage a byte inside record 30's payload in the only segment.
+    let segment = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("seg-")
+        })
+        .unwrap();
+    let offset_of_30: u64 = 64
+        + (1..30)
+            .map(|i| 24 + payload(i, 1).len() as u64)
+            .sum::<u64>();
+    let file = OpenOptions::new().write(true).open(&segment).unwrap();
+    file.write_all_at(&[0xAB], offset_of_30 + 30).unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.last_index(), Some(29));
+    store.append(&batch(30, 40, 2)).unwrap();
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.last_index(), Some(39));
+    assert_holds(&store, 30, 40, 2);
+}
+
+#[test]
+fn the_caller_blob_survives_reopen_and_a_torn_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.save_user_meta(b"vote term=3 node=1").unwrap();
+    store.save_user_meta(b"vote term=4 node=2").unwrap();
+    assert!(store.save_user_meta(&vec![0u8; 5000]).is_err());
+    drop(store);
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.user_meta(), b"vote term=4 node=2");
+    drop(store);
+    // Tear the newer slot: the older one is still valid.
+    let meta = OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("meta"))
+        .unwrap();
+    meta.write_all_at(&[0xFF; 8], 64).unwrap();
+    let store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.user_meta(), b"vote term=3 node=1");
+}
