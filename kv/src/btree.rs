@@ -215,20 +215,15 @@ fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
     let mut best = low;
     let mut best_cost = usize::MAX;
     let mut left = bytes_of(&cells[..low]);
-    for index in low..=high {
-        let right = total
-            - left
-            - if leaf {
-                0
-            } else {
-                cells[index].len() + SLOT_SIZE
-            };
-        let cost = left.max(right);
+    for (index, cell) in cells.iter().enumerate().take(high + 1).skip(low) {
+        // An internal split promotes the cell at the split point instead of keeping it.
+        let promoted = if leaf { 0 } else { cell.len() + SLOT_SIZE };
+        let cost = left.max(total - left - promoted);
         if cost < best_cost {
             best_cost = cost;
             best = index;
         }
-        left += cells[index].len() + SLOT_SIZE;
+        left += cell.len() + SLOT_SIZE;
     }
     best
 }

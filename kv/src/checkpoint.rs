@@ -1,8 +1,10 @@
 //! The checkpoint writer: a background thread that makes a captured page image durable while
 //! the executor keeps updating pages.
 //!
-//! Protocol for checkpoint `seq` (see `journal` for why it is crash safe):
-//! 1. write every captured page and the new superblock to the journal, fsync;
+//! The executor sends `Begin`, then the captured pages in batches as it captures them, then
+//! `End`. Protocol for checkpoint `seq` (see `journal` for why it is crash safe):
+//! 1. stream every captured page to the journal as it arrives; at `End` add the new
+//!    superblock, the page id table and the header, fsync;
 //! 2. reserve the data file's new length (so ENOSPC hits here, not mid-write);
 //! 3. write the same pages in place, superblock included, fsync.
 //!
@@ -15,16 +17,20 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::error::{KvError, KvResult};
+use crate::error::{IoOp, KvError, KvResult};
 use crate::io::BlockFile;
-use crate::journal::{self, JournalPage};
+use crate::journal::{self, JournalPage, JournalWriter};
 
-pub struct CheckpointJob {
-    pub seq: u64,
-    pub page_size: usize,
-    pub file_len: u64,
-    /// Captured pages; the superblock (page 0) is last.
-    pub pages: Vec<(u64, JournalPage)>,
+/// What the executor sends the writer.
+pub enum WriterMessage {
+    Begin {
+        seq: u64,
+        page_size: usize,
+        file_len: u64,
+        superblock: Vec<u8>,
+    },
+    Pages(Vec<(u64, JournalPage)>),
+    End,
 }
 
 /// How a checkpoint ended.
@@ -48,26 +54,20 @@ pub struct Finished {
 }
 
 pub struct CheckpointWriter {
-    jobs: Option<Sender<CheckpointJob>>,
+    messages: Option<Sender<WriterMessage>>,
     outcomes: Receiver<Finished>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl CheckpointWriter {
     pub fn start(data: Arc<BlockFile>, journal: BlockFile) -> KvResult<CheckpointWriter> {
-        let (jobs, job_queue) = channel::<CheckpointJob>();
+        let (messages, inbox) = channel::<WriterMessage>();
         let (outcome_sender, outcomes) = channel();
         let thread = std::thread::Builder::new()
             .name("kv-checkpoint".into())
             .spawn(move || {
                 lower_thread_priority();
-                for job in job_queue {
-                    let outcome = run(&data, &journal, &job);
-                    let finished = Finished {
-                        seq: job.seq,
-                        outcome,
-                        pages: job.pages,
-                    };
+                while let Some(finished) = run_one(&data, &journal, &inbox) {
                     if outcome_sender.send(finished).is_err() {
                         return;
                     }
@@ -75,30 +75,33 @@ impl CheckpointWriter {
             })
             .map_err(|source| {
                 KvError::io(
-                    std::path::Path::new("kv-checkpoint"),
-                    crate::error::IoOp::Open,
+                    std::path::Path::new("kv-checkpoint thread"),
+                    IoOp::Open,
                     0,
                     source,
                 )
             })?;
         Ok(CheckpointWriter {
-            jobs: Some(jobs),
+            messages: Some(messages),
             outcomes,
             thread: Some(thread),
         })
     }
 
-    pub fn submit(&self, job: CheckpointJob) {
-        let sender = self.jobs.as_ref().expect("writer is running until dropped");
+    pub fn send(&self, message: WriterMessage) {
+        let sender = self
+            .messages
+            .as_ref()
+            .expect("writer is running until dropped");
         sender
-            .send(job)
+            .send(message)
             .expect("checkpoint thread outlives the writer handle");
     }
 
     /// The outcome of the checkpoint in flight, if it has finished.
     pub fn poll(&self) -> Option<Finished> {
         match self.outcomes.try_recv() {
-            Ok(outcome) => Some(outcome),
+            Ok(finished) => Some(finished),
             Err(TryRecvError::Empty) => None,
             Err(TryRecvError::Disconnected) => panic!("checkpoint thread died"),
         }
@@ -112,7 +115,7 @@ impl CheckpointWriter {
 
 impl Drop for CheckpointWriter {
     fn drop(&mut self) {
-        self.jobs.take();
+        self.messages.take();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -129,30 +132,80 @@ fn lower_thread_priority() {
     }
 }
 
-fn run(data: &BlockFile, journal_file: &BlockFile, job: &CheckpointJob) -> CheckpointOutcome {
-    let started = Instant::now();
-    if let Err(err) = journal::write(journal_file, job.seq, job.page_size, &job.pages) {
-        return CheckpointOutcome::JournalFailed(err);
-    }
-    let in_place = || -> KvResult<()> {
-        if data.len()? < job.file_len {
-            data.allocate(job.file_len)?;
+/// Runs one checkpoint from `Begin` to `End`; `None` when the executor hung up.
+fn run_one(
+    data: &BlockFile,
+    journal_file: &BlockFile,
+    inbox: &Receiver<WriterMessage>,
+) -> Option<Finished> {
+    let (seq, page_size, file_len, superblock) = loop {
+        match inbox.recv().ok()? {
+            WriterMessage::Begin {
+                seq,
+                page_size,
+                file_len,
+                superblock,
+            } => break (seq, page_size, file_len, superblock),
+            WriterMessage::Pages(_) | WriterMessage::End => continue,
         }
-        journal::for_each_sealed_chunk(&job.pages, job.page_size, |first, bytes| {
-            let writes: Vec<(u64, &[u8])> = job.pages[first..]
-                .iter()
-                .zip(bytes.chunks(job.page_size))
-                .map(|((page_id, _), image)| (page_id * job.page_size as u64, image))
-                .collect();
-            data.write_batch(&writes)
-        })?;
-        data.sync()
     };
-    match in_place() {
-        Ok(()) => CheckpointOutcome::Durable {
-            pages: job.pages.len(),
-            elapsed: started.elapsed(),
-        },
-        Err(err) => CheckpointOutcome::DataFailed(err),
+    let started = Instant::now();
+    let mut writer = JournalWriter::new(journal_file, page_size);
+    let mut pages: Vec<(u64, JournalPage)> = Vec::new();
+    let mut journal_error: Option<KvError> = None;
+    loop {
+        match inbox.recv().ok()? {
+            WriterMessage::Pages(batch) => {
+                if journal_error.is_none() {
+                    journal_error = writer.append(&batch).err();
+                }
+                pages.extend(batch);
+            }
+            WriterMessage::End => break,
+            WriterMessage::Begin { .. } => {
+                unreachable!("a checkpoint begins only after the previous one ended")
+            }
+        }
     }
+    let superblock = vec![(0u64, JournalPage::Owned(superblock))];
+    let journaled = match journal_error {
+        Some(err) => Err(err),
+        None => writer.append(&superblock).and_then(|()| writer.finish(seq)),
+    };
+    pages.extend(superblock);
+    let outcome = match journaled {
+        Err(err) => CheckpointOutcome::JournalFailed(err),
+        Ok(()) => match write_in_place(data, page_size, file_len, &pages) {
+            Ok(()) => CheckpointOutcome::Durable {
+                pages: pages.len(),
+                elapsed: started.elapsed(),
+            },
+            Err(err) => CheckpointOutcome::DataFailed(err),
+        },
+    };
+    Some(Finished {
+        seq,
+        outcome,
+        pages,
+    })
+}
+
+fn write_in_place(
+    data: &BlockFile,
+    page_size: usize,
+    file_len: u64,
+    pages: &[(u64, JournalPage)],
+) -> KvResult<()> {
+    if data.file_len()? < file_len {
+        data.allocate(file_len)?;
+    }
+    journal::for_each_sealed_chunk(pages, page_size, |first, bytes| {
+        let writes: Vec<(u64, &[u8])> = pages[first..]
+            .iter()
+            .zip(bytes.chunks(page_size))
+            .map(|((page_id, _), image)| (page_id * page_size as u64, image))
+            .collect();
+        data.write_batch(&writes)
+    })?;
+    data.sync()
 }

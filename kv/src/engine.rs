@@ -12,11 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::btree::{self, PutMode};
-use crate::checkpoint::{CheckpointJob, CheckpointOutcome, CheckpointWriter, Finished};
+use crate::checkpoint::{CheckpointOutcome, CheckpointWriter, Finished, WriterMessage};
 use crate::cursor::{Direction, Range};
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::{self, BlockFile, FaultPlan, IoMode};
 use crate::journal::{self, JournalPage};
+
+/// Pages captured per `poll_checkpoint` call: bounds the executor's pause to a few microseconds.
+const CAPTURE_STEP_PAGES: usize = 256;
 use crate::page::{self, PageKind};
 use crate::pager::{AllocState, Pager};
 use crate::pool::{BufferPool, PoolStats};
@@ -88,6 +91,8 @@ struct Inflight {
     seq: u64,
     position: LogPosition,
     page_ids: Vec<u64>,
+    /// Pages are still being captured (the writer has not been sent `End`).
+    capturing: bool,
 }
 
 pub struct Engine {
@@ -199,7 +204,7 @@ impl Engine {
         let journal_replayed = Self::replay_journal(&data, &journal_file, page_size)?;
         let superblock = read_superblock(&data, page_size)?;
         let needed = superblock.alloc.page_count * page_size as u64;
-        let len = data.len()?;
+        let len = data.file_len()?;
         if len < needed {
             return Err(KvError::Truncated {
                 path: path.to_path_buf(),
@@ -445,8 +450,11 @@ impl Engine {
         self.inflight.is_some()
     }
 
-    /// Captures every changed page and hands them to the writer thread; returns immediately.
-    /// `position` is the last log entry whose effects are in the pages now.
+    /// Starts a checkpoint of every page changed so far; returns immediately (O(1)).
+    /// `position` is the last log entry whose effects are in the pages now. The image is
+    /// captured incrementally by later `poll_checkpoint` calls, which the owner makes between
+    /// operations; writes in between capture the pages they touch first, so the checkpoint is
+    /// exactly the state at this call.
     pub fn begin_checkpoint(&mut self, position: LogPosition) -> KvResult<()> {
         self.check_usable()?;
         if self.inflight.is_some() {
@@ -457,7 +465,7 @@ impl Engine {
             "checkpoint positions never go back"
         );
         let seq = self.checkpoint_seq + 1;
-        let captured = self.pager.pool.capture_dirty();
+        self.pager.pool.begin_capture();
         let superblock = Superblock {
             page_size: self.pager.page_size() as u32,
             alloc: self.pager.alloc,
@@ -466,31 +474,53 @@ impl Engine {
             log_position: position,
             next_table_id: self.next_table_id,
         };
-        let page_ids: Vec<u64> = captured.iter().map(|(page_id, _)| *page_id).collect();
-        let mut pages: Vec<(u64, JournalPage)> = captured
-            .into_iter()
-            .map(|(page_id, image)| (page_id, JournalPage::Shared(image)))
-            .collect();
-        pages.push((0, JournalPage::Owned(superblock.encode())));
-        self.writer.submit(CheckpointJob {
+        self.writer.send(WriterMessage::Begin {
             seq,
             page_size: self.pager.page_size(),
             file_len: self.pager.alloc.page_count * self.pager.page_size() as u64,
-            pages,
+            superblock: superblock.encode(),
         });
         self.inflight = Some(Inflight {
             seq,
             position,
-            page_ids,
+            page_ids: Vec::new(),
+            capturing: true,
         });
         Ok(())
     }
 
-    /// Finishes the checkpoint in flight if the writer is done; `Ok(None)` while it runs or
-    /// when none is in flight.
+    /// Captures up to `max_pages` more pages of the checkpoint being started and sends them to
+    /// the writer; sends `End` when the capture is complete.
+    fn advance_capture(&mut self, max_pages: usize) {
+        let Some(inflight) = self.inflight.as_mut().filter(|inflight| inflight.capturing) else {
+            return;
+        };
+        let (batch, done) = self.pager.pool.capture_step(max_pages);
+        if !batch.is_empty() {
+            inflight
+                .page_ids
+                .extend(batch.iter().map(|(page_id, _)| *page_id));
+            let pages = batch
+                .into_iter()
+                .map(|(page_id, image)| (page_id, JournalPage::Shared(image)))
+                .collect();
+            self.writer.send(WriterMessage::Pages(pages));
+        }
+        if done {
+            inflight.capturing = false;
+            self.writer.send(WriterMessage::End);
+        }
+    }
+
+    /// Moves the checkpoint in flight forward: captures a bounded batch of pages, and
+    /// finishes the checkpoint if the writer is done. `Ok(None)` while it runs or when none is
+    /// in flight. Call it between operations.
     pub fn poll_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
-        if self.inflight.is_none() {
-            return Ok(None);
+        self.advance_capture(CAPTURE_STEP_PAGES);
+        match &self.inflight {
+            None => return Ok(None),
+            Some(inflight) if inflight.capturing => return Ok(None),
+            Some(_) => {}
         }
         match self.writer.poll() {
             None => Ok(None),
@@ -503,6 +533,7 @@ impl Engine {
         if self.inflight.is_none() {
             return Ok(None);
         }
+        self.advance_capture(usize::MAX);
         let finished = self.writer.wait();
         self.finish_checkpoint(finished).map(Some)
     }

@@ -141,7 +141,8 @@ impl BlockFile {
         self.ring.is_some()
     }
 
-    pub fn len(&self) -> KvResult<u64> {
+    /// The file's length in bytes.
+    pub fn file_len(&self) -> KvResult<u64> {
         self.file
             .metadata()
             .map(|meta| meta.len())

@@ -8,13 +8,15 @@
 //! journal is complete and recovery writes it again over the data file (idempotent).
 //!
 //! ```text
-//! block 0            header: magic "HLJRNL01" | seq u64 | page size u32 | count u64 |
+//! block 0            header: magic "HLJRNL02" | seq u64 | page size u32 | count u64 |
 //!                            crc32c of blocks 1.. u32 | crc32c of the header fields u32
-//! blocks 1..1+T      page id table: count × u64, zero-padded to whole blocks
-//! blocks 1+T..       count page images, each sealed with its own page id
+//! blocks 1..=count   page images, each sealed with its own page id (streamed as captured)
+//! then T blocks      page id table: count × u64, zero-padded to whole blocks
 //! ```
-//! A block is one page. The body checksum covers the table and all images, so a journal that
-//! mixes a new header with images left over from an older checkpoint never validates.
+//! A block is one page. Images come first so the journal can be written while the executor
+//! is still capturing pages. The body checksum covers the images and the table, and the
+//! header is written last, so a journal that mixes a new header with blocks left over from an
+//! older checkpoint never validates.
 
 use std::sync::Arc;
 
@@ -23,7 +25,7 @@ use crate::io::BlockFile;
 use crate::page;
 use crate::pool::PageBuf;
 
-const MAGIC: &[u8; 8] = b"HLJRNL01";
+const MAGIC: &[u8; 8] = b"HLJRNL02";
 /// Pages copied and written per IO batch.
 const CHUNK_PAGES: usize = 128;
 
@@ -65,34 +67,59 @@ pub fn for_each_sealed_chunk(
     Ok(())
 }
 
-/// Writes a complete journal for checkpoint `seq` and fsyncs it.
-pub fn write(
-    file: &BlockFile,
-    seq: u64,
+/// Streams one checkpoint's pages into the journal file.
+pub struct JournalWriter<'a> {
+    file: &'a BlockFile,
     page_size: usize,
-    pages: &[(u64, JournalPage)],
-) -> KvResult<()> {
-    let table_len = table_blocks(pages.len(), page_size);
-    let mut table = vec![0u8; table_len * page_size];
-    for (index, (page_id, _)) in pages.iter().enumerate() {
-        page::write_u64(&mut table, index * 8, *page_id);
+    page_ids: Vec<u64>,
+    body_crc: u32,
+}
+
+impl<'a> JournalWriter<'a> {
+    pub fn new(file: &'a BlockFile, page_size: usize) -> JournalWriter<'a> {
+        JournalWriter {
+            file,
+            page_size,
+            page_ids: Vec::new(),
+            body_crc: 0,
+        }
     }
-    let mut body_crc = crc32c::crc32c(&table);
-    file.write_batch(&[(page_size as u64, &table)])?;
-    let images_start = ((1 + table_len) * page_size) as u64;
-    for_each_sealed_chunk(pages, page_size, |first, bytes| {
-        body_crc = crc32c::crc32c_append(body_crc, bytes);
-        file.write_batch(&[(images_start + (first * page_size) as u64, bytes)])
-    })?;
-    let mut header = vec![0u8; page_size];
-    header[0..8].copy_from_slice(MAGIC);
-    page::write_u64(&mut header, 8, seq);
-    page::write_u32(&mut header, 16, page_size as u32);
-    page::write_u64(&mut header, 20, pages.len() as u64);
-    page::write_u32(&mut header, 28, body_crc);
-    let header_crc = crc32c::crc32c(&header[..32]);
-    page::write_u32(&mut header, 32, header_crc);
-    file.write_batch_sync(&[(0, &header)])
+
+    /// Appends page images after those already written.
+    pub fn append(&mut self, pages: &[(u64, JournalPage)]) -> KvResult<()> {
+        let first_block = 1 + self.page_ids.len() as u64;
+        let page_size = self.page_size;
+        let (file, body_crc) = (self.file, &mut self.body_crc);
+        for_each_sealed_chunk(pages, page_size, |first, bytes| {
+            *body_crc = crc32c::crc32c_append(*body_crc, bytes);
+            file.write_batch(&[((first_block + first as u64) * page_size as u64, bytes)])
+        })?;
+        self.page_ids
+            .extend(pages.iter().map(|(page_id, _)| *page_id));
+        Ok(())
+    }
+
+    /// Writes the id table and the header of checkpoint `seq`, then fsyncs the journal.
+    pub fn finish(mut self, seq: u64) -> KvResult<()> {
+        let page_size = self.page_size;
+        let count = self.page_ids.len();
+        let mut table = vec![0u8; table_blocks(count, page_size) * page_size];
+        for (index, page_id) in self.page_ids.iter().enumerate() {
+            page::write_u64(&mut table, index * 8, *page_id);
+        }
+        self.body_crc = crc32c::crc32c_append(self.body_crc, &table);
+        let table_offset = ((1 + count) * page_size) as u64;
+        let mut header = vec![0u8; page_size];
+        header[0..8].copy_from_slice(MAGIC);
+        page::write_u64(&mut header, 8, seq);
+        page::write_u32(&mut header, 16, page_size as u32);
+        page::write_u64(&mut header, 20, count as u64);
+        page::write_u32(&mut header, 28, self.body_crc);
+        let header_crc = crc32c::crc32c(&header[..32]);
+        page::write_u32(&mut header, 32, header_crc);
+        self.file
+            .write_batch_sync(&[(table_offset, &table), (0, &header)])
+    }
 }
 
 /// A journal that passed every check.
@@ -106,7 +133,7 @@ pub struct ValidJournal {
 /// Reads and fully verifies the journal; `None` if it is empty, partial or damaged (which
 /// means the data file was not touched by the checkpoint that wrote it).
 pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJournal>> {
-    let len = file.len()?;
+    let len = file.file_len()?;
     if len < page_size as u64 {
         return Ok(None);
     }
@@ -121,14 +148,12 @@ pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJo
     let seq = page::read_u64(&header, 8);
     let count = page::read_u64(&header, 20) as usize;
     let table_len = table_blocks(count, page_size);
-    let total = ((1 + table_len + count) * page_size) as u64;
+    let total = ((1 + count + table_len) * page_size) as u64;
     if len < total {
         return Ok(None);
     }
-    let mut table = vec![0u8; table_len * page_size];
-    file.read_exact_at(&mut table, page_size as u64)?;
-    let mut body_crc = crc32c::crc32c(&table);
-    let images_start = ((1 + table_len) * page_size) as u64;
+    let images_start = page_size as u64;
+    let mut body_crc = 0u32;
     let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
     let mut done = 0;
     while done < count {
@@ -138,6 +163,9 @@ pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJo
         body_crc = crc32c::crc32c_append(body_crc, bytes);
         done += pages;
     }
+    let mut table = vec![0u8; table_len * page_size];
+    file.read_exact_at(&mut table, ((1 + count) * page_size) as u64)?;
+    body_crc = crc32c::crc32c_append(body_crc, &table);
     if body_crc != page::read_u32(&header, 28) {
         return Ok(None);
     }

@@ -519,7 +519,7 @@ fn parse_segment_header(bytes: &[u8], seq: u64) -> Option<u64> {
 }
 
 fn read_whole(file: &BlockFile) -> KvResult<Vec<u8>> {
-    let mut bytes = vec![0u8; file.len()? as usize];
+    let mut bytes = vec![0u8; file.file_len()? as usize];
     file.read_exact_at(&mut bytes, 0)?;
     Ok(bytes)
 }

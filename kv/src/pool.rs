@@ -6,10 +6,13 @@
 //! is dirty the pool grows past its capacity and says so (`over_capacity`), which tells the
 //! owner to checkpoint.
 //!
-//! Frames hold `Arc<PageBuf>`. A checkpoint takes clones of the dirty frames' `Arc`s in
-//! O(dirty pages) pointer copies and hands them to the writer thread; a later write to such a
-//! page goes through `Arc::make_mut`, which copies the page only if the writer still holds it.
-//! That is the copy-on-write that lets foreground updates continue during a checkpoint.
+//! Frames hold `Arc<PageBuf>`. A checkpoint's image is captured incrementally, so starting
+//! one costs O(1): `begin_capture` opens a new dirty epoch and takes the list of frames
+//! dirtied before it; `capture_step` then hands out a bounded number of their `Arc`s at a time
+//! (the owner calls it between operations). A write to a frame dirtied before the epoch and
+//! not yet captured captures it first, so the image is exactly the state at `begin_capture`.
+//! A write to a captured page copies it (into a recycled buffer) if the writer thread still
+//! holds the image: that is the copy-on-write that lets updates continue during a checkpoint.
 //!
 //! Eviction is GCLOCK: a hit raises a frame's usage count (up to `USAGE_MAX`), the clock hand
 //! lowers it, and a clean frame at zero is evicted. Pages touched on every lookup (the upper
@@ -58,6 +61,14 @@ struct Frame {
     data: Arc<PageBuf>,
     state: FrameState,
     usage: u8,
+    /// The capture epoch in which the frame last turned dirty.
+    dirty_epoch: u64,
+}
+
+/// Frames still to be captured for the checkpoint being started.
+struct Capture {
+    pending: Vec<u32>,
+    cursor: usize,
 }
 
 /// Counters for the pool; `hit_rate` is what the benchmark reports.
@@ -90,6 +101,10 @@ pub struct BufferPool {
     hand: usize,
     stats: PoolStats,
     file: Arc<BlockFile>,
+    epoch: u64,
+    capture: Option<Capture>,
+    /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
+    captured_early: Vec<(u64, Arc<PageBuf>)>,
     /// Page buffers returned by finished checkpoints, reused for copy-on-write so that a
     /// checkpoint costs no allocation (and no page faults) on the executor thread.
     spare: Vec<PageBuf>,
@@ -107,6 +122,9 @@ impl BufferPool {
             hand: 0,
             stats: PoolStats::default(),
             file,
+            epoch: 0,
+            capture: None,
+            captured_early: Vec::new(),
             spare: Vec::new(),
         }
     }
@@ -150,6 +168,16 @@ impl BufferPool {
     /// flight still holds this image).
     pub fn write(&mut self, page_id: u64) -> KvResult<&mut [u8]> {
         let index = self.resident(page_id)?;
+        let frame = &mut self.frames[index];
+        if self.capture.is_some()
+            && frame.state == FrameState::Dirty
+            && frame.dirty_epoch < self.epoch
+        {
+            // This image belongs to the checkpoint being captured: capture it before changing.
+            self.captured_early
+                .push((frame.page_id, Arc::clone(&frame.data)));
+            frame.state = FrameState::Flushing;
+        }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
         if Arc::get_mut(&mut frame.data).is_none() {
@@ -196,6 +224,7 @@ impl BufferPool {
         let frame = &mut self.frames[index];
         if frame.state != FrameState::Dirty {
             frame.state = FrameState::Dirty;
+            frame.dirty_epoch = self.epoch;
             self.dirty.push(index as u32);
         }
     }
@@ -260,6 +289,7 @@ impl BufferPool {
             data: Arc::new(PageBuf::zeroed(self.page_size)),
             state: FrameState::Clean,
             usage: 0,
+            dirty_epoch: 0,
         });
         self.frames.len() - 1
     }
@@ -296,18 +326,52 @@ impl BufferPool {
         frame.usage = 0;
     }
 
-    /// Takes the checkpoint image: every dirty page becomes `Flushing` and its current
-    /// content is returned (shared, not copied). Cost: one `Arc` clone per dirty page.
-    pub fn capture_dirty(&mut self) -> Vec<(u64, Arc<PageBuf>)> {
-        let mut captured = Vec::with_capacity(self.dirty.len());
-        for index in std::mem::take(&mut self.dirty) {
-            let frame = &mut self.frames[index as usize];
-            if frame.state == FrameState::Dirty {
+    /// Starts capturing a checkpoint image of every page dirty now. O(1).
+    pub fn begin_capture(&mut self) {
+        assert!(self.capture.is_none(), "one capture at a time");
+        self.epoch += 1;
+        self.capture = Some(Capture {
+            pending: std::mem::take(&mut self.dirty),
+            cursor: 0,
+        });
+    }
+
+    /// Hands out up to about `max_frames` captured images (shared, not copied); each becomes
+    /// `Flushing`. Returns true as the second value when the capture is complete.
+    pub fn capture_step(&mut self, max_frames: usize) -> (Vec<(u64, Arc<PageBuf>)>, bool) {
+        let mut batch = std::mem::take(&mut self.captured_early);
+        let Some(capture) = self.capture.as_mut() else {
+            return (batch, true);
+        };
+        let mut examined = 0;
+        while examined < max_frames && capture.cursor < capture.pending.len() {
+            let index = capture.pending[capture.cursor] as usize;
+            capture.cursor += 1;
+            examined += 1;
+            let frame = &mut self.frames[index];
+            if frame.state == FrameState::Dirty && frame.dirty_epoch < self.epoch {
                 frame.state = FrameState::Flushing;
-                captured.push((frame.page_id, Arc::clone(&frame.data)));
+                batch.push((frame.page_id, Arc::clone(&frame.data)));
             }
         }
-        captured
+        let done = capture.cursor == capture.pending.len();
+        if done {
+            self.capture = None;
+        }
+        (batch, done)
+    }
+
+    /// Captures everything at once (tests and shutdown).
+    pub fn capture_all(&mut self) -> Vec<(u64, Arc<PageBuf>)> {
+        self.begin_capture();
+        let mut all = Vec::new();
+        loop {
+            let (batch, done) = self.capture_step(usize::MAX);
+            all.extend(batch);
+            if done {
+                return all;
+            }
+        }
     }
 
     /// The checkpoint holding `pages` is durable: pages not changed since become clean.
@@ -384,7 +448,7 @@ mod tests {
             pool.write(page_id).unwrap()[100] = 0xAA;
         }
         assert!(pool.over_capacity(), "20 dirty pages in a 16-page pool");
-        let captured = pool.capture_dirty();
+        let captured = pool.capture_all();
         assert_eq!(captured.len(), 20);
         pool.write(3).unwrap()[100] = 0xBB;
         let image = &captured.iter().find(|(id, _)| *id == 3).unwrap().1;
@@ -396,9 +460,50 @@ mod tests {
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
         pool.checkpoint_done(&ids);
         assert_eq!(
-            pool.capture_dirty().len(),
+            pool.capture_all().len(),
             1,
             "only page 3 changed after the capture"
+        );
+    }
+
+    #[test]
+    fn an_incremental_capture_is_the_image_at_its_start() {
+        let (_dir, mut pool) = pool_over_file(64, 64);
+        for page_id in 0..40 {
+            pool.write(page_id).unwrap()[100] = 1;
+        }
+        pool.begin_capture();
+        let (first, done) = pool.capture_step(10);
+        assert!(!done);
+        // Pages 0..10 were captured by the step; page 30 is captured by this write first.
+        pool.write(30).unwrap()[100] = 2;
+        pool.write(5).unwrap()[100] = 2;
+        pool.write(50).unwrap()[100] = 2;
+        let mut images: Vec<(u64, u8)> = first
+            .iter()
+            .map(|(id, image)| (*id, image.bytes()[100]))
+            .collect();
+        loop {
+            let (batch, done) = pool.capture_step(7);
+            images.extend(batch.iter().map(|(id, image)| (*id, image.bytes()[100])));
+            if done {
+                break;
+            }
+        }
+        images.sort_unstable();
+        let expected: Vec<(u64, u8)> = (0..40).map(|id| (id, 1)).collect();
+        assert_eq!(
+            images, expected,
+            "every page exactly once, as it was at begin_capture"
+        );
+        let ids: Vec<u64> = (0..40).collect();
+        pool.checkpoint_done(&ids);
+        let mut next: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
+        next.sort_unstable();
+        assert_eq!(
+            next,
+            vec![5, 30, 50],
+            "pages written during the capture go to the next one"
         );
     }
 

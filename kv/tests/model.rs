@@ -18,6 +18,9 @@ enum Op {
     Get(u16),
     Scan(Option<u16>, Option<u16>, bool, bool),
     Checkpoint,
+    /// Starts a checkpoint that later operations capture incrementally.
+    BeginCheckpoint,
+    Poll,
     Reopen,
 }
 
@@ -45,6 +48,8 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (proptest::option::of(k.clone()), proptest::option::of(k), any::<bool>(), any::<bool>())
             .prop_map(|(a, b, inclusive, backward)| Op::Scan(a, b, inclusive, backward)),
         1 => Just(Op::Checkpoint),
+        2 => Just(Op::BeginCheckpoint),
+        6 => Just(Op::Poll),
         1 => Just(Op::Reopen),
     ]
 }
@@ -66,6 +71,8 @@ fn run(ops: Vec<Op>) -> usize {
     engine.checkpoint(LogPosition::default()).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut durable = model.clone();
+    // The model as of a checkpoint in flight, and its position.
+    let mut in_flight: Option<(BTreeMap<Vec<u8>, Vec<u8>>, u64)> = None;
     let mut position = 0u64;
     let mut depth_max = 0;
     for op in ops {
@@ -140,6 +147,9 @@ fn run(ops: Vec<Op>) -> usize {
             }
             Op::Checkpoint => {
                 depth_max = depth_max.max(engine.check_table(table).unwrap().depth);
+                if in_flight.take().is_some() {
+                    engine.wait_checkpoint().unwrap();
+                }
                 position += 1;
                 engine
                     .checkpoint(LogPosition {
@@ -149,10 +159,33 @@ fn run(ops: Vec<Op>) -> usize {
                     .unwrap();
                 durable = model.clone();
             }
+            Op::BeginCheckpoint => {
+                if in_flight.is_none() {
+                    position += 1;
+                    engine
+                        .begin_checkpoint(LogPosition {
+                            term: 1,
+                            index: position,
+                        })
+                        .unwrap();
+                    in_flight = Some((model.clone(), position));
+                }
+            }
+            Op::Poll => {
+                if let Some(report) = engine.poll_checkpoint().unwrap() {
+                    let (image, at) = in_flight.take().expect("a report means one was in flight");
+                    assert_eq!(report.log_position.index, at);
+                    durable = image;
+                }
+            }
             Op::Reopen => {
                 // Without a checkpoint, changes since the last one are gone: the caller's log
-                // would replay them. The model falls back to the durable image.
+                // would replay them. The model falls back to the durable image. Dropping the
+                // engine finishes a checkpoint in flight.
                 drop(engine);
+                if let Some((image, _)) = in_flight.take() {
+                    durable = image;
+                }
                 let (reopened, info) = Engine::open(&path, options()).unwrap();
                 engine = reopened;
                 assert_eq!(info.log_position.index, position);
