@@ -99,6 +99,9 @@ pub struct BufferPool {
     /// Frames that turned dirty since the last capture (may hold stale entries).
     dirty: Vec<u32>,
     hand: usize,
+    /// Frames in state `Clean` (the only evictable ones), so a pool full of dirty pages
+    /// gives up on eviction at once instead of sweeping.
+    clean_frames: usize,
     stats: PoolStats,
     file: Arc<BlockFile>,
     epoch: u64,
@@ -120,6 +123,7 @@ impl BufferPool {
             page_table: Vec::new(),
             dirty: Vec::new(),
             hand: 0,
+            clean_frames: 0,
             stats: PoolStats::default(),
             file,
             epoch: 0,
@@ -176,7 +180,7 @@ impl BufferPool {
             // This image belongs to the checkpoint being captured: capture it before changing.
             self.captured_early
                 .push((frame.page_id, Arc::clone(&frame.data)));
-            frame.state = FrameState::Flushing;
+            self.set_state(index, FrameState::Flushing);
         }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
@@ -220,11 +224,21 @@ impl BufferPool {
         Arc::make_mut(&mut self.frames[index].data).bytes_mut()
     }
 
-    fn mark_dirty(&mut self, index: usize) {
+    fn set_state(&mut self, index: usize, state: FrameState) {
         let frame = &mut self.frames[index];
-        if frame.state != FrameState::Dirty {
-            frame.state = FrameState::Dirty;
-            frame.dirty_epoch = self.epoch;
+        let was_clean = frame.state == FrameState::Clean;
+        frame.state = state;
+        match (was_clean, state == FrameState::Clean) {
+            (true, false) => self.clean_frames -= 1,
+            (false, true) => self.clean_frames += 1,
+            _ => {}
+        }
+    }
+
+    fn mark_dirty(&mut self, index: usize) {
+        if self.frames[index].state != FrameState::Dirty {
+            self.set_state(index, FrameState::Dirty);
+            self.frames[index].dirty_epoch = self.epoch;
             self.dirty.push(index as u32);
         }
     }
@@ -276,9 +290,9 @@ impl BufferPool {
             self.page_table.resize(wanted, NOT_RESIDENT);
         }
         self.page_table[page_id as usize] = index as u32;
+        self.set_state(index, FrameState::Clean);
         let frame = &mut self.frames[index];
         frame.page_id = page_id;
-        frame.state = FrameState::Clean;
         frame.usage = 1;
         index
     }
@@ -291,11 +305,15 @@ impl BufferPool {
             usage: 0,
             dirty_epoch: 0,
         });
+        self.clean_frames += 1;
         self.frames.len() - 1
     }
 
     /// Runs the clock hand until a clean frame with usage 0 is found; at most a few sweeps.
     fn evict_one(&mut self) -> Option<usize> {
+        if self.clean_frames == 0 {
+            return None;
+        }
         let sweeps = (USAGE_MAX as usize + 1) * self.frames.len();
         for _ in 0..sweeps {
             let index = self.hand;
@@ -303,6 +321,10 @@ impl BufferPool {
             let frame = &mut self.frames[index];
             if frame.state != FrameState::Clean {
                 continue;
+            }
+            if frame.page_id == u64::MAX {
+                // Released after a failed read: free for the taking.
+                return Some(index);
             }
             if frame.usage > 0 {
                 frame.usage -= 1;
@@ -322,8 +344,8 @@ impl BufferPool {
             self.page_table[frame.page_id as usize] = NOT_RESIDENT;
         }
         frame.page_id = u64::MAX;
-        frame.state = FrameState::Clean;
         frame.usage = 0;
+        self.set_state(index, FrameState::Clean);
     }
 
     /// Starts capturing a checkpoint image of every page dirty now. O(1).
@@ -340,7 +362,7 @@ impl BufferPool {
     /// `Flushing`. Returns true as the second value when the capture is complete.
     pub fn capture_step(&mut self, max_frames: usize) -> (Vec<(u64, Arc<PageBuf>)>, bool) {
         let mut batch = std::mem::take(&mut self.captured_early);
-        let Some(capture) = self.capture.as_mut() else {
+        let Some(mut capture) = self.capture.take() else {
             return (batch, true);
         };
         let mut examined = 0;
@@ -348,15 +370,15 @@ impl BufferPool {
             let index = capture.pending[capture.cursor] as usize;
             capture.cursor += 1;
             examined += 1;
-            let frame = &mut self.frames[index];
+            let frame = &self.frames[index];
             if frame.state == FrameState::Dirty && frame.dirty_epoch < self.epoch {
-                frame.state = FrameState::Flushing;
                 batch.push((frame.page_id, Arc::clone(&frame.data)));
+                self.set_state(index, FrameState::Flushing);
             }
         }
         let done = capture.cursor == capture.pending.len();
-        if done {
-            self.capture = None;
+        if !done {
+            self.capture = Some(capture);
         }
         (batch, done)
     }
@@ -378,9 +400,8 @@ impl BufferPool {
     pub fn checkpoint_done(&mut self, pages: &[u64]) {
         for &page_id in pages {
             if let Some(index) = self.frame_of(page_id) {
-                let frame = &mut self.frames[index];
-                if frame.state == FrameState::Flushing {
-                    frame.state = FrameState::Clean;
+                if self.frames[index].state == FrameState::Flushing {
+                    self.set_state(index, FrameState::Clean);
                 }
             }
         }
@@ -391,7 +412,6 @@ impl BufferPool {
         for &page_id in pages {
             if let Some(index) = self.frame_of(page_id) {
                 if self.frames[index].state == FrameState::Flushing {
-                    self.frames[index].state = FrameState::Clean;
                     self.mark_dirty(index);
                 }
             }
@@ -519,5 +539,35 @@ mod tests {
             "{err}"
         );
         assert_eq!(pool.read(4).unwrap()[10], 4, "other pages still read");
+    }
+
+    #[test]
+    fn a_frame_released_by_a_failed_read_is_reused_and_dirty_pools_give_up_eviction() {
+        let (dir, mut pool) = pool_over_file(40, 16);
+        let path = dir.path().join("pool");
+        let raw = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        raw.write_all_at(&[0xFF], 39 * 512 + 77).unwrap();
+        for page_id in 0..16 {
+            pool.read(page_id).unwrap();
+        }
+        assert!(pool.read(39).is_err());
+        for page_id in 16..39 {
+            assert_eq!(pool.read(page_id).unwrap()[10], page_id as u8);
+        }
+        assert_eq!(
+            pool.resident_pages(),
+            16,
+            "the released frame was reused, not leaked"
+        );
+        for page_id in 0..20 {
+            pool.write(page_id).unwrap()[100] = 1;
+        }
+        assert_eq!(pool.clean_frames, 0);
+        assert_eq!(
+            pool.read(30).unwrap()[10],
+            30,
+            "reads still work past capacity"
+        );
+        assert!(pool.over_capacity());
     }
 }

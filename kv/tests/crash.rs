@@ -40,7 +40,7 @@ fn op(index: u64) -> Op {
     if (h >> 20) % 10 < 2 {
         return Op::Delete(key);
     }
-    let size = if (h >> 40) % 40 == 0 {
+    let size = if (h >> 40).is_multiple_of(40) {
         1500 + (h >> 50) as usize % 3000
     } else {
         8 + (h >> 32) as usize % 200

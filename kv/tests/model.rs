@@ -8,6 +8,8 @@ use std::ops::Bound;
 use kv::{Direction, Engine, EngineOptions, LogPosition};
 use proptest::prelude::*;
 
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
 #[derive(Clone, Debug)]
 enum Op {
     Put(u16, usize),
@@ -69,10 +71,10 @@ fn run(ops: Vec<Op>) -> usize {
     let (mut engine, _) = Engine::open(&path, options()).unwrap();
     let mut table = engine.create_table("t").unwrap();
     engine.checkpoint(LogPosition::default()).unwrap();
-    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut model = Model::new();
     let mut durable = model.clone();
     // The model as of a checkpoint in flight, and its position.
-    let mut in_flight: Option<(BTreeMap<Vec<u8>, Vec<u8>>, u64)> = None;
+    let mut in_flight: Option<(Model, u64)> = None;
     let mut position = 0u64;
     let mut depth_max = 0;
     for op in ops {

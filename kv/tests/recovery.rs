@@ -53,7 +53,7 @@ fn database_at_round_one(path: &Path, keys: u32) {
 }
 
 #[test]
-fn a_failed_write_at_any_point_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
+fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
     let keys = 3000;
     let mut saw_journal_failure = false;
     let mut saw_data_failure = false;
@@ -65,13 +65,19 @@ fn a_failed_write_at_any_point_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
         let (mut engine, _) = Engine::open(&path, options(faults.clone())).unwrap();
         let table = engine.table("t").unwrap();
         fill(&mut engine, table, 2, keys);
-        faults.fail_writes_after(failing_write, libc::ENOSPC);
+        // Alternate a full disk and a failing disk.
+        let errno = if failing_write % 4 < 2 {
+            libc::ENOSPC
+        } else {
+            libc::EIO
+        };
+        faults.fail_writes_after(failing_write, errno);
         let result = engine.checkpoint(position(2));
         faults.heal();
         let expected_round = match result {
             Ok(_) => 2,
             Err(err) => {
-                assert!(err.is_no_space(), "{err}");
+                assert_eq!(err.is_no_space(), errno == libc::ENOSPC, "{err}");
                 assert!(
                     err.to_string().contains(dir.path().to_str().unwrap()),
                     "names the file: {err}"
@@ -288,4 +294,11 @@ fn checkpoints_do_not_stop_updates_and_tables_survive_drop_and_recreate() {
         engine.table("other").is_some(),
         "the drop came after the checkpoint"
     );
+}
+
+#[test]
+fn engine_and_log_store_can_move_to_the_thread_that_owns_them() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Engine>();
+    assert_send::<kv::LogStore>();
 }

@@ -117,7 +117,8 @@ impl BenchEngine for Hotledger {
             self.checkpoint_pages += report.pages;
         }
         if !self.engine.checkpoint_in_progress()
-            && self.last_checkpoint_start.elapsed() >= self.interval
+            && (self.last_checkpoint_start.elapsed() >= self.interval
+                || self.engine.needs_checkpoint())
         {
             self.position += 1;
             self.engine
