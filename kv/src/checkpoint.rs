@@ -28,6 +28,10 @@ pub enum WriterMessage {
         page_size: usize,
         file_len: u64,
         superblock: Vec<u8>,
+        /// Pages the capture will send at most (the dirty pages at its start).
+        expected_pages: usize,
+        /// Pace the writes so the checkpoint takes about this long (`None`: full speed).
+        spread: Option<Duration>,
     },
     Pages(Vec<(u64, JournalPage)>),
     End,
@@ -45,12 +49,12 @@ pub enum CheckpointOutcome {
     DataFailed(KvError),
 }
 
-/// A finished checkpoint: its sequence number, outcome, and the page images handed back for
-/// reuse.
+/// A finished checkpoint: its sequence number and outcome. The writer drops the page images
+/// itself (returning their buffers to the pool's arena), so finishing costs the executor
+/// nothing per page.
 pub struct Finished {
     pub seq: u64,
     pub outcome: CheckpointOutcome,
-    pub pages: Vec<(u64, JournalPage)>,
 }
 
 pub struct CheckpointWriter {
@@ -138,14 +142,20 @@ fn run_one(
     journal_file: &BlockFile,
     inbox: &Receiver<WriterMessage>,
 ) -> Option<Finished> {
-    let (seq, page_size, file_len, superblock) = loop {
+    let (seq, page_size, file_len, superblock, mut pacer) = loop {
         match inbox.recv().ok()? {
             WriterMessage::Begin {
                 seq,
                 page_size,
                 file_len,
                 superblock,
-            } => break (seq, page_size, file_len, superblock),
+                expected_pages,
+                spread,
+            } => {
+                // Every page is written twice: to the journal and in place.
+                let pacer = Pacer::new(2 * (expected_pages + 1) * page_size, spread);
+                break (seq, page_size, file_len, superblock, pacer);
+            }
             WriterMessage::Pages(_) | WriterMessage::End => continue,
         }
     };
@@ -158,6 +168,7 @@ fn run_one(
             WriterMessage::Pages(batch) => {
                 if journal_error.is_none() {
                     journal_error = writer.append(&batch).err();
+                    pacer.account(batch.len() * page_size);
                 }
                 pages.extend(batch);
             }
@@ -175,7 +186,7 @@ fn run_one(
     pages.extend(superblock);
     let outcome = match journaled {
         Err(err) => CheckpointOutcome::JournalFailed(err),
-        Ok(()) => match write_in_place(data, page_size, file_len, &pages) {
+        Ok(()) => match write_in_place(data, page_size, file_len, &pages, &mut pacer) {
             Ok(()) => CheckpointOutcome::Durable {
                 pages: pages.len(),
                 elapsed: started.elapsed(),
@@ -183,11 +194,8 @@ fn run_one(
             Err(err) => CheckpointOutcome::DataFailed(err),
         },
     };
-    Some(Finished {
-        seq,
-        outcome,
-        pages,
-    })
+    drop(pages);
+    Some(Finished { seq, outcome })
 }
 
 fn write_in_place(
@@ -195,6 +203,7 @@ fn write_in_place(
     page_size: usize,
     file_len: u64,
     pages: &[(u64, JournalPage)],
+    pacer: &mut Pacer,
 ) -> KvResult<()> {
     if data.file_len()? < file_len {
         data.allocate(file_len)?;
@@ -205,7 +214,44 @@ fn write_in_place(
             .zip(bytes.chunks(page_size))
             .map(|((page_id, _), image)| (page_id * page_size as u64, image))
             .collect();
-        data.write_batch(&writes)
+        data.write_batch(&writes)?;
+        data.start_writeback();
+        pacer.account(bytes.len());
+        Ok(())
     })?;
     data.sync()
+}
+
+/// Spreads a checkpoint's writes over a target duration (like PostgreSQL's
+/// `checkpoint_completion_target`), so the background writer never takes memory bandwidth,
+/// CPU and disk time from the executor and the log in one burst.
+struct Pacer {
+    started: Instant,
+    bytes_per_second: Option<f64>,
+    accounted: usize,
+}
+
+impl Pacer {
+    fn new(total_bytes: usize, spread: Option<Duration>) -> Pacer {
+        let bytes_per_second = spread
+            .filter(|spread| !spread.is_zero())
+            .map(|spread| total_bytes as f64 / spread.as_secs_f64());
+        Pacer {
+            started: Instant::now(),
+            bytes_per_second,
+            accounted: 0,
+        }
+    }
+
+    /// Records `bytes` as written and sleeps while ahead of schedule.
+    fn account(&mut self, bytes: usize) {
+        self.accounted += bytes;
+        let Some(rate) = self.bytes_per_second else {
+            return;
+        };
+        let due = Duration::from_secs_f64(self.accounted as f64 / rate);
+        if let Some(ahead) = due.checked_sub(self.started.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
 }

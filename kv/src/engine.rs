@@ -20,6 +20,8 @@ use crate::journal::{self, JournalPage};
 
 /// Pages captured per `poll_checkpoint` call: bounds the executor's pause to a few microseconds.
 const CAPTURE_STEP_PAGES: usize = 256;
+/// Pages marked clean per `poll_checkpoint` call after a checkpoint is durable.
+const FINISH_STEP_PAGES: usize = 1024;
 use crate::page::{self, PageKind};
 use crate::pager::{AllocState, Pager};
 use crate::pool::{BufferPool, PoolStats};
@@ -35,6 +37,9 @@ pub struct EngineOptions {
     pub faults: FaultPlan,
     /// Create the file when it does not exist.
     pub create: bool,
+    /// Spread each checkpoint's writes over about this long instead of writing at full speed
+    /// (like PostgreSQL's `checkpoint_completion_target`). `None`: full speed.
+    pub checkpoint_spread: Option<Duration>,
 }
 
 impl Default for EngineOptions {
@@ -45,6 +50,7 @@ impl Default for EngineOptions {
             io_mode: IoMode::from_env(),
             faults: FaultPlan::none(),
             create: true,
+            checkpoint_spread: None,
         }
     }
 }
@@ -89,10 +95,18 @@ pub struct EngineStats {
 
 struct Inflight {
     seq: u64,
+    /// The buffer pool's capture epoch for this checkpoint.
+    epoch: u64,
     position: LogPosition,
     page_ids: Vec<u64>,
     /// Pages are still being captured (the writer has not been sent `End`).
     capturing: bool,
+}
+
+struct Finishing {
+    epoch: u64,
+    page_ids: Vec<u64>,
+    cursor: usize,
 }
 
 pub struct Engine {
@@ -105,9 +119,12 @@ pub struct Engine {
     checkpoint_seq: u64,
     durable_position: LogPosition,
     inflight: Option<Inflight>,
+    /// A durable checkpoint whose pages are still being marked clean, in steps.
+    finishing: Option<Finishing>,
     writer: CheckpointWriter,
     poisoned: Option<String>,
     path_scratch: btree::Path,
+    checkpoint_spread: Option<Duration>,
 }
 
 /// The journal file that belongs to a data file.
@@ -228,9 +245,11 @@ impl Engine {
             checkpoint_seq: superblock.checkpoint_seq,
             durable_position: superblock.log_position,
             inflight: None,
+            finishing: None,
             writer,
             poisoned: None,
             path_scratch: btree::Path::new(),
+            checkpoint_spread: options.checkpoint_spread,
         };
         engine.load_catalog()?;
         let info = RecoveryInfo {
@@ -465,7 +484,8 @@ impl Engine {
             "checkpoint positions never go back"
         );
         let seq = self.checkpoint_seq + 1;
-        self.pager.pool.begin_capture();
+        let expected_pages = self.pager.pool.dirty_frames();
+        let epoch = self.pager.pool.begin_capture();
         let superblock = Superblock {
             page_size: self.pager.page_size() as u32,
             alloc: self.pager.alloc,
@@ -479,9 +499,12 @@ impl Engine {
             page_size: self.pager.page_size(),
             file_len: self.pager.alloc.page_count * self.pager.page_size() as u64,
             superblock: superblock.encode(),
+            expected_pages,
+            spread: self.checkpoint_spread,
         });
         self.inflight = Some(Inflight {
             seq,
+            epoch,
             position,
             page_ids: Vec::new(),
             capturing: true,
@@ -516,6 +539,7 @@ impl Engine {
     /// finishes the checkpoint if the writer is done. `Ok(None)` while it runs or when none is
     /// in flight. Call it between operations.
     pub fn poll_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
+        self.advance_finish(FINISH_STEP_PAGES);
         self.advance_capture(CAPTURE_STEP_PAGES);
         match &self.inflight {
             None => return Ok(None),
@@ -528,14 +552,35 @@ impl Engine {
         }
     }
 
+    /// Marks up to `max_pages` more pages of the last durable checkpoint clean.
+    fn advance_finish(&mut self, max_pages: usize) {
+        let Some(finishing) = self.finishing.as_mut() else {
+            return;
+        };
+        let end = finishing
+            .page_ids
+            .len()
+            .min(finishing.cursor.saturating_add(max_pages));
+        self.pager
+            .pool
+            .checkpoint_done(&finishing.page_ids[finishing.cursor..end], finishing.epoch);
+        finishing.cursor = end;
+        if end == finishing.page_ids.len() {
+            self.finishing = None;
+        }
+    }
+
     /// Blocks until the checkpoint in flight (if any) is durable.
     pub fn wait_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
         if self.inflight.is_none() {
+            self.advance_finish(usize::MAX);
             return Ok(None);
         }
         self.advance_capture(usize::MAX);
         let finished = self.writer.wait();
-        self.finish_checkpoint(finished).map(Some)
+        let report = self.finish_checkpoint(finished);
+        self.advance_finish(usize::MAX);
+        report.map(Some)
     }
 
     /// A whole checkpoint: begin and wait.
@@ -548,25 +593,21 @@ impl Engine {
     }
 
     fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<CheckpointReport> {
-        let Finished {
-            seq,
-            outcome,
-            pages,
-        } = finished;
+        let Finished { seq, outcome } = finished;
         let inflight = self
             .inflight
             .take()
             .expect("an outcome implies a checkpoint in flight");
         assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
-        self.pager
-            .pool
-            .recycle(pages.into_iter().filter_map(|(_, image)| match image {
-                JournalPage::Shared(image) => Some(image),
-                JournalPage::Owned(_) => None,
-            }));
         match outcome {
             CheckpointOutcome::Durable { pages, elapsed } => {
-                self.pager.pool.checkpoint_done(&inflight.page_ids);
+                // Pages become evictable over the next polls; an older finish completes first.
+                self.advance_finish(usize::MAX);
+                self.finishing = Some(Finishing {
+                    epoch: inflight.epoch,
+                    page_ids: inflight.page_ids,
+                    cursor: 0,
+                });
                 self.checkpoint_seq = seq;
                 self.durable_position = inflight.position;
                 Ok(CheckpointReport {
@@ -577,7 +618,9 @@ impl Engine {
                 })
             }
             CheckpointOutcome::JournalFailed(err) => {
-                self.pager.pool.checkpoint_failed(&inflight.page_ids);
+                self.pager
+                    .pool
+                    .checkpoint_failed(&inflight.page_ids, inflight.epoch);
                 Err(err)
             }
             CheckpointOutcome::DataFailed(err) => {

@@ -231,6 +231,15 @@ impl BlockFile {
         Ok(())
     }
 
+    /// Asks the kernel to start writing dirty pages of the file back now, without waiting,
+    /// so a later `fdatasync` finds less to do. A hint: errors are ignored.
+    pub fn start_writeback(&self) {
+        // SAFETY: a plain syscall on an fd we own; no memory is shared with the kernel.
+        unsafe {
+            libc::sync_file_range(self.file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
+    }
+
     /// Sets the file length (used to shrink a journal or grow a log segment).
     pub fn set_len(&self, len: u64) -> KvResult<()> {
         self.file

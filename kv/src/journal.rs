@@ -92,7 +92,9 @@ impl<'a> JournalWriter<'a> {
         let (file, body_crc) = (self.file, &mut self.body_crc);
         for_each_sealed_chunk(pages, page_size, |first, bytes| {
             *body_crc = crc32c::crc32c_append(*body_crc, bytes);
-            file.write_batch(&[((first_block + first as u64) * page_size as u64, bytes)])
+            file.write_batch(&[((first_block + first as u64) * page_size as u64, bytes)])?;
+            file.start_writeback();
+            Ok(())
         })?;
         self.page_ids
             .extend(pages.iter().map(|(page_id, _)| *page_id));

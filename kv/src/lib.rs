@@ -15,6 +15,7 @@
 //! Reading order: `page` (format), `pool` and `pager`, `btree` and `cursor`, `superblock`,
 //! `journal` and `checkpoint`, `engine`, then `log_store`.
 
+mod arena;
 mod btree;
 mod check;
 mod checkpoint;

@@ -11,8 +11,12 @@
 //! dirtied before it; `capture_step` then hands out a bounded number of their `Arc`s at a time
 //! (the owner calls it between operations). A write to a frame dirtied before the epoch and
 //! not yet captured captures it first, so the image is exactly the state at `begin_capture`.
-//! A write to a captured page copies it (into a recycled buffer) if the writer thread still
-//! holds the image: that is the copy-on-write that lets updates continue during a checkpoint.
+//! A write to a captured page copies it (into a buffer from the arena) if the writer thread
+//! still holds the image: that is the copy-on-write that lets updates continue during a
+//! checkpoint.
+//!
+//! Each frame caches the address of its page bytes next to the owning `Arc`, so a lookup goes
+//! frame → page without a detour through the `Arc`'s allocation.
 //!
 //! Eviction is GCLOCK: a hit raises a frame's usage count (up to `USAGE_MAX`), the clock hand
 //! lowers it, and a clean frame at zero is evicted. Pages touched on every lookup (the upper
@@ -20,30 +24,14 @@
 
 use std::sync::Arc;
 
+use crate::arena::PageArena;
+pub use crate::arena::PageBuf;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
 use crate::page;
 
 const USAGE_MAX: u8 = 5;
 const NOT_RESIDENT: u32 = u32::MAX;
-
-/// One page image in memory.
-#[derive(Clone)]
-pub struct PageBuf(Box<[u8]>);
-
-impl PageBuf {
-    pub fn zeroed(page_size: usize) -> PageBuf {
-        PageBuf(vec![0u8; page_size].into_boxed_slice())
-    }
-
-    pub fn bytes(&self) -> &[u8] {
-        &self.0
-    }
-
-    pub fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.0
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FrameState {
@@ -58,11 +46,16 @@ enum FrameState {
 
 struct Frame {
     page_id: u64,
+    /// `data`'s bytes. Invariant: always `data.as_ptr()`.
+    bytes: *mut u8,
     data: Arc<PageBuf>,
     state: FrameState,
     usage: u8,
     /// The capture epoch in which the frame last turned dirty.
     dirty_epoch: u64,
+    /// The epoch of the capture that last took this frame's image (meaningful while
+    /// `Flushing`): only that checkpoint's completion may mark the frame clean.
+    capture_epoch: u64,
 }
 
 /// Frames still to be captured for the checkpoint being started.
@@ -108,10 +101,12 @@ pub struct BufferPool {
     capture: Option<Capture>,
     /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
     captured_early: Vec<(u64, Arc<PageBuf>)>,
-    /// Page buffers returned by finished checkpoints, reused for copy-on-write so that a
-    /// checkpoint costs no allocation (and no page faults) on the executor thread.
-    spare: Vec<PageBuf>,
+    arena: Arc<PageArena>,
 }
+
+// SAFETY: the only non-`Send` field is each frame's cached `bytes` pointer, which points into
+// the frame's own `data` and moves with it.
+unsafe impl Send for BufferPool {}
 
 impl BufferPool {
     pub fn new(file: Arc<BlockFile>, page_size: usize, capacity_bytes: usize) -> BufferPool {
@@ -129,7 +124,7 @@ impl BufferPool {
             epoch: 0,
             capture: None,
             captured_early: Vec::new(),
-            spare: Vec::new(),
+            arena: PageArena::new(page_size),
         }
     }
 
@@ -165,7 +160,11 @@ impl BufferPool {
     /// The page's bytes, loading it from the data file on a miss.
     pub fn read(&mut self, page_id: u64) -> KvResult<&[u8]> {
         let index = self.resident(page_id)?;
-        Ok(self.frames[index].data.bytes())
+        let frame = &self.frames[index];
+        debug_assert_eq!(frame.bytes, frame.data.as_ptr());
+        // SAFETY: `bytes` points at the `page_size` bytes of `frame.data`, which lives as long
+        // as the frame; they change only through `write`, which needs `&mut self`.
+        Ok(unsafe { std::slice::from_raw_parts(frame.bytes, self.page_size) })
     }
 
     /// The page's bytes for writing; marks it dirty (copying it first if a checkpoint in
@@ -180,35 +179,19 @@ impl BufferPool {
             // This image belongs to the checkpoint being captured: capture it before changing.
             self.captured_early
                 .push((frame.page_id, Arc::clone(&frame.data)));
+            frame.capture_epoch = self.epoch;
             self.set_state(index, FrameState::Flushing);
         }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
         if Arc::get_mut(&mut frame.data).is_none() {
-            // A checkpoint in flight holds this image: copy it into a spare buffer.
-            let mut copy = self
-                .spare
-                .pop()
-                .unwrap_or_else(|| PageBuf::zeroed(self.page_size));
-            copy.0.copy_from_slice(frame.data.bytes());
-            frame.data = Arc::new(copy);
+            // A checkpoint in flight holds this image: write to a copy.
+            frame.data = Arc::new(frame.data.duplicate());
+            frame.bytes = frame.data.as_ptr();
         }
         Ok(Arc::get_mut(&mut frame.data)
             .expect("the frame owns its image now")
             .bytes_mut())
-    }
-
-    /// Takes back page images a finished checkpoint no longer needs.
-    pub fn recycle(&mut self, images: impl Iterator<Item = Arc<PageBuf>>) {
-        let spare_max = self.capacity / 2;
-        for image in images {
-            if self.spare.len() >= spare_max {
-                break;
-            }
-            if let Ok(buffer) = Arc::try_unwrap(image) {
-                self.spare.push(buffer);
-            }
-        }
     }
 
     /// Installs a page that has no content on disk yet (a newly allocated page id), zeroed
@@ -219,9 +202,15 @@ impl BufferPool {
             "page {page_id} is already resident"
         );
         let index = self.take_frame(page_id);
-        self.frames[index].data = Arc::new(PageBuf::zeroed(self.page_size));
+        let frame = &mut self.frames[index];
+        if Arc::get_mut(&mut frame.data).is_none() {
+            frame.data = Arc::new(self.arena.allocate());
+            frame.bytes = frame.data.as_ptr();
+        }
         self.mark_dirty(index);
-        Arc::make_mut(&mut self.frames[index].data).bytes_mut()
+        let buffer = Arc::get_mut(&mut self.frames[index].data).expect("the frame owns its image");
+        buffer.bytes_mut().fill(0);
+        buffer.bytes_mut()
     }
 
     fn set_state(&mut self, index: usize, state: FrameState) {
@@ -255,7 +244,14 @@ impl BufferPool {
         let offset = page_id * self.page_size as u64;
         let loaded = {
             let frame = &mut self.frames[index];
-            let buffer = Arc::make_mut(&mut frame.data).bytes_mut();
+            if Arc::get_mut(&mut frame.data).is_none() {
+                // An evicted image still shared with a finished checkpoint's batch.
+                frame.data = Arc::new(self.arena.allocate());
+                frame.bytes = frame.data.as_ptr();
+            }
+            let buffer = Arc::get_mut(&mut frame.data)
+                .expect("the frame owns its image")
+                .bytes_mut();
             self.file.read_exact_at(buffer, offset).and_then(|()| {
                 if page::verify(page_id, buffer) {
                     Ok(())
@@ -298,12 +294,15 @@ impl BufferPool {
     }
 
     fn push_frame(&mut self) -> usize {
+        let data = Arc::new(self.arena.zeroed());
         self.frames.push(Frame {
             page_id: u64::MAX,
-            data: Arc::new(PageBuf::zeroed(self.page_size)),
+            bytes: data.as_ptr(),
+            data,
             state: FrameState::Clean,
             usage: 0,
             dirty_epoch: 0,
+            capture_epoch: 0,
         });
         self.clean_frames += 1;
         self.frames.len() - 1
@@ -348,14 +347,16 @@ impl BufferPool {
         self.set_state(index, FrameState::Clean);
     }
 
-    /// Starts capturing a checkpoint image of every page dirty now. O(1).
-    pub fn begin_capture(&mut self) {
+    /// Starts capturing a checkpoint image of every page dirty now. O(1). Returns the
+    /// capture's epoch, which identifies it to `checkpoint_done` and `checkpoint_failed`.
+    pub fn begin_capture(&mut self) -> u64 {
         assert!(self.capture.is_none(), "one capture at a time");
         self.epoch += 1;
         self.capture = Some(Capture {
             pending: std::mem::take(&mut self.dirty),
             cursor: 0,
         });
+        self.epoch
     }
 
     /// Hands out up to about `max_frames` captured images (shared, not copied); each becomes
@@ -370,9 +371,10 @@ impl BufferPool {
             let index = capture.pending[capture.cursor] as usize;
             capture.cursor += 1;
             examined += 1;
-            let frame = &self.frames[index];
+            let frame = &mut self.frames[index];
             if frame.state == FrameState::Dirty && frame.dirty_epoch < self.epoch {
                 batch.push((frame.page_id, Arc::clone(&frame.data)));
+                frame.capture_epoch = self.epoch;
                 self.set_state(index, FrameState::Flushing);
             }
         }
@@ -396,24 +398,29 @@ impl BufferPool {
         }
     }
 
-    /// The checkpoint holding `pages` is durable: pages not changed since become clean.
-    pub fn checkpoint_done(&mut self, pages: &[u64]) {
+    /// Frames of `page_id` captured by capture `epoch` and not changed since.
+    fn flushing_frame(&self, page_id: u64, epoch: u64) -> Option<usize> {
+        self.frame_of(page_id).filter(|&index| {
+            let frame = &self.frames[index];
+            frame.state == FrameState::Flushing && frame.capture_epoch == epoch
+        })
+    }
+
+    /// The checkpoint of capture `epoch`, holding `pages`, is durable: those pages not changed
+    /// since become clean. May run in parts, even after the next capture has begun.
+    pub fn checkpoint_done(&mut self, pages: &[u64], epoch: u64) {
         for &page_id in pages {
-            if let Some(index) = self.frame_of(page_id) {
-                if self.frames[index].state == FrameState::Flushing {
-                    self.set_state(index, FrameState::Clean);
-                }
+            if let Some(index) = self.flushing_frame(page_id, epoch) {
+                self.set_state(index, FrameState::Clean);
             }
         }
     }
 
-    /// The checkpoint holding `pages` failed: they are dirty again for the next attempt.
-    pub fn checkpoint_failed(&mut self, pages: &[u64]) {
+    /// The checkpoint of capture `epoch` failed: its pages are dirty again for the next one.
+    pub fn checkpoint_failed(&mut self, pages: &[u64], epoch: u64) {
         for &page_id in pages {
-            if let Some(index) = self.frame_of(page_id) {
-                if self.frames[index].state == FrameState::Flushing {
-                    self.mark_dirty(index);
-                }
+            if let Some(index) = self.flushing_frame(page_id, epoch) {
+                self.mark_dirty(index);
             }
         }
     }
@@ -469,6 +476,7 @@ mod tests {
         }
         assert!(pool.over_capacity(), "20 dirty pages in a 16-page pool");
         let captured = pool.capture_all();
+        let epoch = pool.epoch;
         assert_eq!(captured.len(), 20);
         pool.write(3).unwrap()[100] = 0xBB;
         let image = &captured.iter().find(|(id, _)| *id == 3).unwrap().1;
@@ -478,7 +486,7 @@ mod tests {
             "the checkpoint keeps the captured image"
         );
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
-        pool.checkpoint_done(&ids);
+        pool.checkpoint_done(&ids, epoch);
         assert_eq!(
             pool.capture_all().len(),
             1,
@@ -492,7 +500,7 @@ mod tests {
         for page_id in 0..40 {
             pool.write(page_id).unwrap()[100] = 1;
         }
-        pool.begin_capture();
+        let epoch = pool.begin_capture();
         let (first, done) = pool.capture_step(10);
         assert!(!done);
         // Pages 0..10 were captured by the step; page 30 is captured by this write first.
@@ -517,7 +525,7 @@ mod tests {
             "every page exactly once, as it was at begin_capture"
         );
         let ids: Vec<u64> = (0..40).collect();
-        pool.checkpoint_done(&ids);
+        pool.checkpoint_done(&ids, epoch);
         let mut next: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
         next.sort_unstable();
         assert_eq!(

@@ -52,6 +52,7 @@ impl Hotledger {
             page_size: config.page_size,
             pool_bytes: config.pool_mb << 20,
             io_mode: config.io,
+            checkpoint_spread: Some(config.checkpoint_spread),
             ..kv::EngineOptions::default()
         };
         let (mut engine, _) =

@@ -37,6 +37,8 @@ pub struct Config {
     pool_mb: usize,
     page_size: u32,
     checkpoint_interval: Duration,
+    /// hotledger: spread each checkpoint's writes over this long (0 = full speed).
+    checkpoint_spread: Duration,
     io: kv::IoMode,
     redb_batch: usize,
 }
@@ -80,7 +82,7 @@ impl Workload {
 
 const USAGE: &str = "usage: kv-bench [--engines hotledger,redb,rocksdb] [--workloads update-uniform,update-zipf,read-uniform,read-zipf]
                 [--keys N] [--duration-s S] [--out DIR] [--pool-mb MB] [--page-size BYTES]
-                [--checkpoint-interval-s S] [--io auto|uring|portable] [--redb-batch OPS]";
+                [--checkpoint-interval-s S] [--checkpoint-spread-ms MS] [--io auto|uring|portable] [--redb-batch OPS]";
 
 fn parse_args() -> Result<Config, String> {
     let mut config = Config {
@@ -97,6 +99,7 @@ fn parse_args() -> Result<Config, String> {
         pool_mb: 1024,
         page_size: 4096,
         checkpoint_interval: Duration::from_secs(5),
+        checkpoint_spread: Duration::from_millis(2500),
         io: kv::IoMode::Auto,
         redb_batch: 1000,
     };
@@ -129,6 +132,9 @@ fn parse_args() -> Result<Config, String> {
             "--page-size" => config.page_size = number(&value)? as u32,
             "--checkpoint-interval-s" => {
                 config.checkpoint_interval = Duration::from_secs(number(&value)?)
+            }
+            "--checkpoint-spread-ms" => {
+                config.checkpoint_spread = Duration::from_millis(number(&value)?)
             }
             "--io" => {
                 config.io = kv::IoMode::parse(&value)

@@ -81,14 +81,15 @@ pub fn write_all(out: &Path, results: &[RunResult], config: &Config) -> std::io:
         "engine,workload,median_ops_per_s,min_ops_per_s,min_over_median,p50_us,p99_us,p999_us,max_us,p999_during_checkpoint_us,p999_between_checkpoints_us\n",
     );
     let mut table = format!(
-        "kv-bench: {} keys of 16 B, 100 B values, {} s per workload, pool {} MiB, page {} B, checkpoint every {} s\n\n\
+        "kv-bench: {} keys of 16 B, 100 B values, {} s per workload, pool {} MiB, page {} B, checkpoint every {} s, writes spread over {} ms\n\n\
          | engine | workload | median ops/s | worst 1 s (% of median) | p50 µs | p99 µs | p99.9 µs | p99.9 during / between checkpoints µs | max µs |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
         config.keys,
         config.duration.as_secs(),
         config.pool_mb,
         config.page_size,
-        config.checkpoint_interval.as_secs()
+        config.checkpoint_interval.as_secs(),
+        config.checkpoint_spread.as_millis()
     );
     let mut series = String::from("engine,workload,second,ops,checkpointing\n");
     for result in results {
