@@ -552,22 +552,23 @@ impl Engine {
         }
     }
 
-    /// Marks up to `max_pages` more pages of the last durable checkpoint clean.
+    /// Marks up to `max_pages` more pages of the last durable checkpoint clean, and evicts
+    /// up to as many clean pages while the pool is over its size.
     fn advance_finish(&mut self, max_pages: usize) {
-        let Some(finishing) = self.finishing.as_mut() else {
-            return;
-        };
-        let end = finishing
-            .page_ids
-            .len()
-            .min(finishing.cursor.saturating_add(max_pages));
-        self.pager
-            .pool
-            .checkpoint_done(&finishing.page_ids[finishing.cursor..end], finishing.epoch);
-        finishing.cursor = end;
-        if end == finishing.page_ids.len() {
-            self.finishing = None;
+        if let Some(finishing) = self.finishing.as_mut() {
+            let end = finishing
+                .page_ids
+                .len()
+                .min(finishing.cursor.saturating_add(max_pages));
+            let pages = &finishing.page_ids[finishing.cursor..end];
+            self.pager.pool.checkpoint_done(pages, finishing.epoch);
+            finishing.cursor = end;
+            if end == finishing.page_ids.len() {
+                self.finishing = None;
+            }
         }
+        // Pages just made clean let a pool that dirty pages pushed past its size shrink back.
+        self.pager.pool.shrink_to_capacity(max_pages);
     }
 
     /// Blocks until the checkpoint in flight (if any) is durable.

@@ -31,6 +31,8 @@ use crate::io::BlockFile;
 use crate::page;
 
 const USAGE_MAX: u8 = 5;
+/// Frames the clock hand examines per eviction at most.
+const EVICTION_SCAN_MAX: usize = 512;
 const NOT_RESIDENT: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,6 +44,9 @@ enum FrameState {
     /// Captured by the checkpoint in flight and not changed since; not evictable until the
     /// checkpoint is durable (the file does not hold this content yet).
     Flushing,
+    /// Holds no page (evicted to shrink the pool, or released after a failed read); listed
+    /// in `free_frames`.
+    Free,
 }
 
 struct Frame {
@@ -91,6 +96,8 @@ pub struct BufferPool {
     page_table: Vec<u32>,
     /// Frames that turned dirty since the last capture (may hold stale entries).
     dirty: Vec<u32>,
+    /// Frames in state `Free`, taken before growing or evicting.
+    free_frames: Vec<u32>,
     hand: usize,
     /// Frames in state `Clean` (the only evictable ones), so a pool full of dirty pages
     /// gives up on eviction at once instead of sweeping.
@@ -117,6 +124,7 @@ impl BufferPool {
             frames: Vec::with_capacity(capacity.min(1 << 20)),
             page_table: Vec::new(),
             dirty: Vec::new(),
+            free_frames: Vec::new(),
             hand: 0,
             clean_frames: 0,
             stats: PoolStats::default(),
@@ -133,7 +141,7 @@ impl BufferPool {
     }
 
     pub fn resident_pages(&self) -> usize {
-        self.frames.len()
+        self.frames.len() - self.free_frames.len()
     }
 
     pub fn capacity_pages(&self) -> usize {
@@ -142,7 +150,22 @@ impl BufferPool {
 
     /// True when dirty pages forced the pool past its configured size.
     pub fn over_capacity(&self) -> bool {
-        self.frames.len() > self.capacity
+        self.resident_pages() > self.capacity
+    }
+
+    /// Evicts up to `max_evictions` clean pages while more pages are resident than the pool's
+    /// capacity: dirty pages may push the pool past its size until a checkpoint cleans them,
+    /// and this brings it back. The frames (and their buffers) are kept for reuse.
+    pub fn shrink_to_capacity(&mut self, max_evictions: usize) {
+        let mut evicted = 0;
+        while evicted < max_evictions && self.over_capacity() {
+            let Some(index) = self.evict_one() else {
+                return;
+            };
+            self.set_state(index, FrameState::Free);
+            self.free_frames.push(index as u32);
+            evicted += 1;
+        }
     }
 
     /// Number of frames changed since the last checkpoint capture (an upper bound).
@@ -273,13 +296,19 @@ impl BufferPool {
 
     /// Finds a frame for `page_id` (free, evicted, or new) and maps it; the content is stale.
     fn take_frame(&mut self, page_id: u64) -> usize {
-        let index = if self.frames.len() < self.capacity {
-            self.push_frame()
+        // Below capacity a free frame (or a new one) is used; at capacity a clean page is
+        // evicted, and only when every page is dirty does the pool grow.
+        let evicted = if self.resident_pages() < self.capacity {
+            None
         } else {
-            match self.evict_one() {
-                Some(index) => index,
+            self.evict_one()
+        };
+        let index = match evicted {
+            Some(index) => index,
+            None => match self.free_frames.pop() {
+                Some(index) => index as usize,
                 None => self.push_frame(),
-            }
+            },
         };
         if self.page_table.len() <= page_id as usize {
             let wanted = (page_id as usize + 1).next_power_of_two();
@@ -308,33 +337,38 @@ impl BufferPool {
         self.frames.len() - 1
     }
 
-    /// Runs the clock hand until a clean frame with usage 0 is found; at most a few sweeps.
+    /// Runs the clock hand over at most `EVICTION_SCAN_MAX` frames, lowering usage counts,
+    /// and evicts the first clean frame at zero, or else the least-used clean frame it passed.
+    /// The bound matters when few frames are clean: an unbounded clock would sweep thousands
+    /// of dirty frames several times per miss. `None` (no clean frame in reach) makes the
+    /// pool grow, which `needs_checkpoint` reports.
     fn evict_one(&mut self) -> Option<usize> {
         if self.clean_frames == 0 {
             return None;
         }
-        let sweeps = (USAGE_MAX as usize + 1) * self.frames.len();
-        for _ in 0..sweeps {
+        let mut best: Option<(u8, usize)> = None;
+        for _ in 0..EVICTION_SCAN_MAX.min(self.frames.len()) {
             let index = self.hand;
             self.hand = (self.hand + 1) % self.frames.len();
             let frame = &mut self.frames[index];
             if frame.state != FrameState::Clean {
                 continue;
             }
-            if frame.page_id == u64::MAX {
-                // Released after a failed read: free for the taking.
-                return Some(index);
+            if frame.usage == 0 {
+                best = Some((0, index));
+                break;
             }
-            if frame.usage > 0 {
-                frame.usage -= 1;
-                continue;
+            frame.usage -= 1;
+            if best.is_none_or(|(usage, _)| frame.usage < usage) {
+                best = Some((frame.usage, index));
             }
-            self.page_table[frame.page_id as usize] = NOT_RESIDENT;
-            frame.page_id = u64::MAX;
-            self.stats.evictions += 1;
-            return Some(index);
         }
-        None
+        let (_, index) = best?;
+        let frame = &mut self.frames[index];
+        self.page_table[frame.page_id as usize] = NOT_RESIDENT;
+        frame.page_id = u64::MAX;
+        self.stats.evictions += 1;
+        Some(index)
     }
 
     fn release_frame(&mut self, index: usize) {
@@ -344,7 +378,8 @@ impl BufferPool {
         }
         frame.page_id = u64::MAX;
         frame.usage = 0;
-        self.set_state(index, FrameState::Clean);
+        self.set_state(index, FrameState::Free);
+        self.free_frames.push(index as u32);
     }
 
     /// Starts capturing a checkpoint image of every page dirty now. O(1). Returns the
@@ -577,5 +612,34 @@ mod tests {
             "reads still work past capacity"
         );
         assert!(pool.over_capacity());
+        // Do the checkpoint writer's job: put the captured images in the file.
+        let captured = pool.capture_all();
+        for (page_id, image) in &captured {
+            let mut sealed = image.bytes().to_vec();
+            page::seal(*page_id, &mut sealed);
+            pool.file.write_batch(&[(page_id * 512, &sealed)]).unwrap();
+        }
+        let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
+        drop(captured);
+        pool.checkpoint_done(&ids, pool.epoch);
+        pool.shrink_to_capacity(usize::MAX);
+        assert_eq!(
+            pool.resident_pages(),
+            16,
+            "clean pages are evicted back to capacity"
+        );
+        for page_id in 0..39 {
+            let written = pool.read(page_id).unwrap()[100] == 1;
+            assert_eq!(
+                written,
+                page_id < 20,
+                "page {page_id} reads back after eviction"
+            );
+        }
+        assert_eq!(
+            pool.resident_pages(),
+            16,
+            "misses reuse frames within capacity"
+        );
     }
 }

@@ -14,8 +14,11 @@ pub trait BenchEngine {
     /// Called every few hundred operations; starts/finishes background durability work.
     /// Returns whether such work is running now.
     fn housekeeping(&mut self) -> bool;
-    /// A short free-form description of engine state (hit rate, checkpoints).
+    /// A short free-form description of engine state (hit rate, checkpoints) since the
+    /// current workload began.
     fn notes(&self) -> String;
+    /// Marks the start of a workload (resets per-workload counters).
+    fn begin_workload(&mut self) {}
     fn close(&mut self);
 }
 
@@ -43,6 +46,8 @@ pub struct Hotledger {
     /// Longest housekeeping call (starting a checkpoint, capturing a step of pages,
     /// finishing one): the executor's pause for checkpoint work.
     housekeeping_pause_max: Duration,
+    /// Pool counters when the current workload began.
+    pool_at_start: kv::PoolStats,
     value: Vec<u8>,
 }
 
@@ -70,6 +75,7 @@ impl Hotledger {
             checkpoint_seconds: 0.0,
             checkpoint_pages: 0,
             housekeeping_pause_max: Duration::ZERO,
+            pool_at_start: kv::PoolStats::default(),
             value: Vec::with_capacity(VALUE_LEN),
         })
     }
@@ -134,8 +140,21 @@ impl BenchEngine for Hotledger {
         self.engine.checkpoint_in_progress()
     }
 
+    fn begin_workload(&mut self) {
+        self.pool_at_start = self.engine.stats().pool;
+        self.checkpoints = 0;
+        self.checkpoint_seconds = 0.0;
+        self.checkpoint_pages = 0;
+        self.housekeeping_pause_max = Duration::ZERO;
+    }
+
     fn notes(&self) -> String {
         let stats = self.engine.stats();
+        let pool = kv::PoolStats {
+            hits: stats.pool.hits - self.pool_at_start.hits,
+            misses: stats.pool.misses - self.pool_at_start.misses,
+            evictions: stats.pool.evictions - self.pool_at_start.evictions,
+        };
         let average = if self.checkpoints == 0 {
             0.0
         } else {
@@ -143,7 +162,7 @@ impl BenchEngine for Hotledger {
         };
         format!(
             "pool hit rate {:.4}, {} pages of {} B ({} MiB file), io_uring {}, {} checkpoints averaging {:.2} s and {} pages, longest checkpoint housekeeping pause {} us",
-            stats.pool.hit_rate(),
+            pool.hit_rate(),
             stats.page_count,
             stats.page_size,
             (stats.page_count * stats.page_size as u64) >> 20,

@@ -217,6 +217,7 @@ fn run_workload(engine: &mut dyn BenchEngine, workload: Workload, config: &Confi
         latency_between_checkpoints: histogram(),
         notes: String::new(),
     };
+    engine.begin_workload();
     let started = Instant::now();
     let mut second_end = started + Duration::from_secs(1);
     let mut ops_this_second = 0u64;
