@@ -12,7 +12,7 @@
 //! touches nothing but page images handed to it. Between checkpoints the caller's log is the
 //! durability: the engine never writes a page in place outside a checkpoint.
 //!
-//! Reading order: `page` (format), `pool` and `pager`, `btree` and `cursor`, `superblock`,
+//! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`, `superblock`,
 //! `journal` and `checkpoint`, `engine`, then `log_store`.
 
 mod arena;

@@ -30,6 +30,16 @@ fn assert_holds(store: &LogStore, from: u64, to: u64, generation: u8) {
     }
 }
 
+/// Reopens the store (recovery) and checks the range of indices it holds.
+fn reopen_holding(dir: &Path, first: u64, last: u64) -> LogStore {
+    let store = LogStore::open(dir, options()).unwrap();
+    assert_eq!(
+        (store.first_index(), store.last_index()),
+        (Some(first), Some(last))
+    );
+    store
+}
+
 fn segment_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
@@ -57,11 +67,7 @@ fn appends_span_segments_and_survive_reopen() {
         "2000 entries of ~150 bytes fill several 64 KiB segments"
     );
     drop(store);
-    let store = LogStore::open(dir.path(), options()).unwrap();
-    assert_eq!(
-        (store.first_index(), store.last_index()),
-        (Some(1), Some(2000))
-    );
+    let store = reopen_holding(dir.path(), 1, 2000);
     assert_holds(&store, 1, 2001, 1);
 }
 
@@ -127,11 +133,7 @@ fn purge_recycles_segments_and_keeps_the_rest_readable() {
     ));
     store.append(&batch(2000, 3000, 1)).unwrap();
     drop(store);
-    let store = LogStore::open(dir.path(), options()).unwrap();
-    assert_eq!(
-        (store.first_index(), store.last_index()),
-        (Some(1501), Some(2999))
-    );
+    let store = reopen_holding(dir.path(), 1501, 2999);
     assert_eq!(store.purged_through(), Some(1500));
     assert_holds(&store, 1501, 3000, 1);
     let spares = std::fs::read_dir(dir.path())
@@ -161,11 +163,7 @@ fn purging_everything_then_appending_continues_after_the_purge_point() {
     );
     store.append(&batch(100, 110, 3)).unwrap();
     drop(store);
-    let store = LogStore::open(dir.path(), options()).unwrap();
-    assert_eq!(
-        (store.first_index(), store.last_index()),
-        (Some(100), Some(109))
-    );
+    let store = reopen_holding(dir.path(), 100, 109);
     assert_holds(&store, 100, 110, 3);
 }
 
