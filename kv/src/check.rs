@@ -40,6 +40,22 @@ fn check_node(
 ) -> KvResult<()> {
     let (leaf, keys, children) = {
         let node = Node::new(pager.read(page_id)?);
+        let prefix = node.prefix_len();
+        for index in 0..node.len() {
+            let key = node.key(index);
+            if key.len() < prefix || key[..prefix] != node.key(0)[..prefix] {
+                return Err(violation(
+                    page_id,
+                    format!("key {index} lacks the node's shared prefix"),
+                ));
+            }
+            if node.hint(index) != crate::page::hint_of(key, prefix) {
+                return Err(violation(
+                    page_id,
+                    format!("slot {index} holds a stale key hint"),
+                ));
+            }
+        }
         let keys: Vec<Vec<u8>> = (0..node.len()).map(|i| node.key(i).to_vec()).collect();
         let children: Vec<u64> = if node.is_leaf() {
             Vec::new()

@@ -23,7 +23,8 @@ use crate::page::{self, PageKind};
 use crate::pager::AllocState;
 
 pub const MAGIC: &[u8; 8] = b"HOTLEDGR";
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: slots carry key hints and byte 5 of a node holds its shared prefix length.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// A position in the replicated log, opaque to the engine: the checkpoint covers every entry
 /// up to and including it.

@@ -196,7 +196,7 @@ fn wrong_version_foreign_and_truncated_files_are_refused() {
             err,
             KvError::FormatVersion {
                 found: 99,
-                expected: 1,
+                expected: kv::FORMAT_VERSION,
                 ..
             }
         ),
