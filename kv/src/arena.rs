@@ -49,13 +49,6 @@ impl PageArena {
         }
     }
 
-    /// A zero-filled page buffer.
-    pub fn zeroed(self: &Arc<Self>) -> PageBuf {
-        let mut buffer = self.allocate();
-        buffer.bytes_mut().fill(0);
-        buffer
-    }
-
     fn map_chunk(&self, free: &mut Vec<usize>) {
         // Over-map by one huge page so a 2 MiB-aligned chunk fits, then trim the ends.
         let mapped_len = CHUNK_BYTES + HUGE_PAGE_BYTES;
@@ -175,8 +168,10 @@ mod tests {
     #[test]
     fn buffers_are_distinct_reused_and_outlive_nothing() {
         let arena = PageArena::new(4096);
-        let mut a = arena.zeroed();
-        let mut b = arena.zeroed();
+        let mut a = arena.allocate();
+        let mut b = arena.allocate();
+        a.bytes_mut().fill(0);
+        b.bytes_mut().fill(0);
         a.bytes_mut()[0] = 1;
         b.bytes_mut()[4095] = 2;
         assert_eq!((a.bytes()[0], a.bytes()[4095], b.bytes()[0]), (1, 0, 0));
