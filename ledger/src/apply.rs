@@ -1,0 +1,745 @@
+//! Applying writes: statements outside transactions, transaction commits (validate, then
+//! apply every op or none), COPY chunks, and schema changes; plus staging, which evaluates a
+//! write statement inside a transaction without applying it.
+
+use std::sync::Arc;
+
+use planner::{
+    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, OnConflict, TableDef, TableRef,
+    WritePlan, DEFAULT_MARKER,
+};
+use sql::{ErrorKind, SqlError, SqlResult, Value};
+
+use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
+use crate::error::kv_error;
+use crate::executor::Executor;
+use crate::row::{encode_key, row_key, Row};
+
+fn row_text(row: &[Value], table: &TableDef) -> String {
+    row.iter()
+        .zip(&table.columns)
+        .map(|(v, c)| v.to_pg_text(c.ty).unwrap_or_else(|| "null".into()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// NOT NULL and CHECK constraints of one row.
+fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
+    for (i, c) in table.columns.iter().enumerate() {
+        if !c.nullable && row[i].is_null() {
+            return Err(SqlError::new(
+                ErrorKind::NotNullViolation,
+                format!(
+                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
+                    c.name, table.name
+                ),
+            )
+            .with_detail(format!("Failing row contains ({}).", row_text(row, table))));
+        }
+    }
+    for check in &table.checks {
+        if let Value::Bool(false) = check.expr.eval(row, env)? {
+            return Err(SqlError::new(
+                ErrorKind::CheckViolation,
+                format!(
+                    "new row for relation \"{}\" violates check constraint \"{}\"",
+                    table.name, check.name
+                ),
+            )
+            .with_detail(format!("Failing row contains ({}).", row_text(row, table))));
+        }
+    }
+    Ok(())
+}
+
+fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
+    let cols: Vec<&str> = table
+        .primary_key
+        .iter()
+        .map(|&i| table.columns[i].name.as_str())
+        .collect();
+    let vals: Vec<String> = table
+        .primary_key
+        .iter()
+        .map(|&i| row[i].to_pg_text(table.columns[i].ty).unwrap_or_default())
+        .collect();
+    let name = table
+        .primary_key_name
+        .clone()
+        .unwrap_or_else(|| format!("{}_pkey", table.name));
+    SqlError::new(
+        ErrorKind::UniqueViolation,
+        format!("duplicate key value violates unique constraint \"{name}\""),
+    )
+    .with_detail(format!(
+        "Key ({})=({}) already exists.",
+        cols.join(", "),
+        vals.join(", ")
+    ))
+}
+
+/// Casts every value to its column's type.
+fn conform(table: &TableDef, row: &mut [Value]) -> SqlResult<()> {
+    for (v, c) in row.iter_mut().zip(&table.columns) {
+        if !v.is_null() {
+            *v = v.cast(c.ty)?;
+        }
+    }
+    Ok(())
+}
+
+/// A full row from the values given for `target_columns`, defaults for the rest.
+fn build_row(
+    table: &TableDef,
+    target_columns: &[usize],
+    values: Vec<Value>,
+    env: &EvalEnv<'_>,
+) -> SqlResult<Row> {
+    let mut row = vec![Value::Null; table.columns.len()];
+    let mut given = vec![false; table.columns.len()];
+    for (v, &c) in values.into_iter().zip(target_columns) {
+        if matches!(&v, Value::Text(t) if t == DEFAULT_MARKER) {
+            continue;
+        }
+        row[c] = v;
+        given[c] = true;
+    }
+    for (i, c) in table.columns.iter().enumerate() {
+        if !given[i] {
+            if let Some(d) = &c.default {
+                row[i] = d.eval(&[], env)?;
+            }
+        }
+    }
+    conform(table, &mut row)?;
+    Ok(row)
+}
+
+fn assign(
+    table: &TableDef,
+    old: &[Value],
+    assignments: &[(usize, Expr)],
+    context: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Row> {
+    let mut new = old.to_vec();
+    for (c, e) in assignments {
+        new[*c] = e.eval(context, env)?;
+    }
+    conform(table, &mut new)?;
+    Ok(new)
+}
+
+fn returning(
+    exprs: Option<&Vec<Expr>>,
+    row: &[Value],
+    env: &EvalEnv<'_>,
+    out: &mut Vec<Row>,
+) -> SqlResult<()> {
+    if let Some(exprs) = exprs {
+        out.push(
+            exprs
+                .iter()
+                .map(|e| e.eval(row, env))
+                .collect::<SqlResult<_>>()?,
+        );
+    }
+    Ok(())
+}
+
+fn bind_all(
+    exprs: &[(usize, Expr)],
+    params: &[Value],
+    now_micros: i64,
+) -> SqlResult<Vec<(usize, Expr)>> {
+    exprs
+        .iter()
+        .map(|(c, e)| Ok((*c, e.bind_constants(params, now_micros)?)))
+        .collect()
+}
+
+impl Executor {
+    fn next_rowid(&mut self) -> u64 {
+        self.rowid_next += 1;
+        self.rowid_next
+    }
+
+    /// Inserts one full row; returns the row as stored (None when ON CONFLICT DO NOTHING
+    /// skipped it or the DO UPDATE filter rejected it).
+    fn insert_row(
+        &mut self,
+        table: &TableDef,
+        row: Row,
+        on_conflict: Option<&OnConflict>,
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> SqlResult<Option<Row>> {
+        check_row(table, &row, env)?;
+        let rowid = if table.has_primary_key() {
+            0
+        } else {
+            self.next_rowid()
+        };
+        let key = row_key(table, &row, rowid)?;
+        let storage = self.storage_of(table)?;
+        match self.get_row(storage, &key)? {
+            None => {
+                self.put_row(table, &key, None, &row, version)?;
+                Ok(Some(row))
+            }
+            Some((old_bytes, _, existing)) => match on_conflict {
+                None => Err(duplicate_key(table, &row)),
+                Some(OnConflict::DoNothing) => Ok(None),
+                Some(OnConflict::DoUpdate {
+                    assignments,
+                    filter,
+                }) => {
+                    let mut context = existing.clone();
+                    context.extend(row.iter().cloned());
+                    if let Some(f) = filter {
+                        if !f.eval(&context, env)?.is_true() {
+                            return Ok(None);
+                        }
+                    }
+                    let new = assign(table, &existing, assignments, &context, env)?;
+                    check_row(table, &new, env)?;
+                    let new_key = row_key(table, &new, rowid)?;
+                    if new_key != key {
+                        return Err(SqlError::feature_not_supported(
+                            "ON CONFLICT DO UPDATE that changes the primary key",
+                        ));
+                    }
+                    self.put_row(table, &key, Some(old_bytes), &new, version)?;
+                    Ok(Some(new))
+                }
+            },
+        }
+    }
+
+    /// Replaces a stored row with `new`, moving it when its primary key changed.
+    fn replace_row(
+        &mut self,
+        table: &TableDef,
+        key: &[u8],
+        old_bytes: Vec<u8>,
+        new: &[Value],
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> SqlResult<()> {
+        check_row(table, new, env)?;
+        if !table.has_primary_key() {
+            return self.put_row(table, key, Some(old_bytes), new, version);
+        }
+        let new_key = row_key(table, new, 0)?;
+        if new_key == key {
+            return self.put_row(table, key, Some(old_bytes), new, version);
+        }
+        let storage = self.storage_of(table)?;
+        if self.get_row(storage, &new_key)?.is_some() {
+            return Err(duplicate_key(table, new));
+        }
+        self.delete_row(table, key, old_bytes, version)?;
+        self.put_row(table, &new_key, None, new, version)
+    }
+
+    pub(crate) fn apply_write(
+        &mut self,
+        plan: &WritePlan,
+        params: &[Value],
+        now_micros: i64,
+        version: u64,
+    ) -> CommandResult {
+        let table = self.resolve(plan.table())?;
+        let mut out = Vec::new();
+        let mut affected = 0;
+        match plan {
+            WritePlan::Insert(p) => {
+                let sources: Vec<Row> = {
+                    let reader = self.reader(None, false);
+                    let env = reader.env(params, now_micros);
+                    match &p.source {
+                        InsertSource::Values(rows) => rows
+                            .iter()
+                            .map(|r| {
+                                r.iter()
+                                    .map(|e| e.eval(&[], &env))
+                                    .collect::<SqlResult<Row>>()
+                            })
+                            .collect::<SqlResult<_>>()?,
+                        InsertSource::Query(rel) => reader.rows(rel, &[], &env)?,
+                    }
+                };
+                let env = Executor::no_subqueries_env(params, now_micros);
+                for values in sources {
+                    let row = build_row(&table, &p.target_columns, values, &env)?;
+                    if let Some(stored) =
+                        self.insert_row(&table, row, p.on_conflict.as_ref(), &env, version)?
+                    {
+                        affected += 1;
+                        returning(p.returning.as_ref(), &stored, &env, &mut out)?;
+                    }
+                }
+            }
+            WritePlan::Update(p) => {
+                let targets = {
+                    let reader = self.reader(None, false);
+                    let env = reader.env(params, now_micros);
+                    reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?
+                };
+                let env = Executor::no_subqueries_env(params, now_micros);
+                let storage = self.storage_of(&table)?;
+                for (key, old) in targets {
+                    let Some((old_bytes, _, _)) = self.get_row(storage, &key)? else {
+                        continue;
+                    };
+                    let new = assign(&table, &old, &p.assignments, &old, &env)?;
+                    self.replace_row(&table, &key, old_bytes, &new, &env, version)?;
+                    affected += 1;
+                    returning(p.returning.as_ref(), &new, &env, &mut out)?;
+                }
+            }
+            WritePlan::Delete(p) => {
+                let targets = {
+                    let reader = self.reader(None, false);
+                    let env = reader.env(params, now_micros);
+                    reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?
+                };
+                let env = Executor::no_subqueries_env(params, now_micros);
+                let storage = self.storage_of(&table)?;
+                for (key, old) in targets {
+                    let Some((old_bytes, _, _)) = self.get_row(storage, &key)? else {
+                        continue;
+                    };
+                    self.delete_row(&table, &key, old_bytes, version)?;
+                    affected += 1;
+                    returning(p.returning.as_ref(), &old, &env, &mut out)?;
+                }
+            }
+        }
+        Ok(Executor::outcome(affected, out))
+    }
+
+    pub(crate) fn apply_commit(
+        &mut self,
+        isolation: Isolation,
+        reads: &[ReadCheck],
+        ops: Vec<WriteOp>,
+        version: u64,
+    ) -> CommandResult {
+        if isolation == Isolation::Serializable {
+            for check in reads {
+                let unchanged = match check {
+                    ReadCheck::Row {
+                        table,
+                        key,
+                        version,
+                    } => self.current_version(*table, key)? == *version,
+                    ReadCheck::Table { table, version } => {
+                        self.table_versions.get(table).copied().unwrap_or(0) <= *version
+                    }
+                };
+                if !unchanged {
+                    return Err(SqlError::serialization_failure(
+                        "could not serialize access due to a concurrent update",
+                    )
+                    .with_detail("Another transaction changed data this transaction read. Retry the transaction."));
+                }
+            }
+        }
+        let env = Executor::no_subqueries_env(&[], 0);
+        let mut affected = 0;
+        for op in ops {
+            match op {
+                WriteOp::Insert {
+                    table,
+                    row,
+                    on_conflict,
+                } => {
+                    let def = self.resolve(&table)?;
+                    if self
+                        .insert_row(&def, row, on_conflict.as_ref(), &env, version)?
+                        .is_some()
+                    {
+                        affected += 1;
+                    }
+                }
+                WriteOp::Update {
+                    table,
+                    key,
+                    assignments,
+                    recheck,
+                } => {
+                    let def = self.resolve(&table)?;
+                    let storage = self.storage_of(&def)?;
+                    // Read committed: a row deleted meanwhile is skipped, and the WHERE is
+                    // re-checked against the row as it is now.
+                    let Some((old_bytes, _, old)) = self.get_row(storage, &key)? else {
+                        continue;
+                    };
+                    if let Some(r) = &recheck {
+                        if !r.eval(&old, &env)?.is_true() {
+                            continue;
+                        }
+                    }
+                    let new = assign(&def, &old, &assignments, &old, &env)?;
+                    self.replace_row(&def, &key, old_bytes, &new, &env, version)?;
+                    affected += 1;
+                }
+                WriteOp::Delete {
+                    table,
+                    key,
+                    recheck,
+                } => {
+                    let def = self.resolve(&table)?;
+                    let storage = self.storage_of(&def)?;
+                    let Some((old_bytes, _, old)) = self.get_row(storage, &key)? else {
+                        continue;
+                    };
+                    if let Some(r) = &recheck {
+                        if !r.eval(&old, &env)?.is_true() {
+                            continue;
+                        }
+                    }
+                    self.delete_row(&def, &key, old_bytes, version)?;
+                    affected += 1;
+                }
+            }
+        }
+        Ok(Outcome {
+            rows_affected: affected,
+            rows: Vec::new(),
+        })
+    }
+
+    pub(crate) fn apply_copy(
+        &mut self,
+        table: &TableRef,
+        columns: &[usize],
+        rows: Vec<Row>,
+        now_micros: i64,
+        version: u64,
+    ) -> CommandResult {
+        let def = self.resolve(table)?;
+        let env = Executor::no_subqueries_env(&[], now_micros);
+        let mut affected = 0;
+        for values in rows {
+            let row = build_row(&def, columns, values, &env)?;
+            self.insert_row(&def, row, None, &env, version)?;
+            affected += 1;
+        }
+        Ok(Outcome {
+            rows_affected: affected,
+            rows: Vec::new(),
+        })
+    }
+
+    /// Schema changes validate everything before changing anything, so a failure leaves
+    /// no trace.
+    pub(crate) fn apply_ddl(&mut self, plan: DdlPlan, version: u64) -> CommandResult {
+        let mut catalog: Catalog = (*self.catalog).clone();
+        catalog.version += 1;
+        match plan {
+            DdlPlan::CreateTable {
+                mut table,
+                if_not_exists,
+            } => {
+                if catalog.tables.contains_key(&table.name) {
+                    if if_not_exists {
+                        return Ok(Outcome::default());
+                    }
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateTable,
+                        format!("relation \"{}\" already exists", table.name),
+                    ));
+                }
+                table.id = catalog.next_table_id + 1;
+                catalog.next_table_id += 1;
+                table.storage = format!("t{}.{}", table.id, table.shape_version);
+                let handle = self
+                    .engine_mut()
+                    .create_table(&table.storage)
+                    .map_err(kv_error)?;
+                self.storage.insert(table.id, handle);
+                catalog.tables.insert(table.name.clone(), Arc::new(table));
+            }
+            DdlPlan::DropTables { names, if_exists } => {
+                for n in &names {
+                    if !catalog.tables.contains_key(n) && !if_exists {
+                        return Err(SqlError::undefined_table(n));
+                    }
+                }
+                for n in &names {
+                    if let Some(t) = catalog.tables.remove(n) {
+                        self.engine_mut().drop_table(&t.storage).map_err(kv_error)?;
+                        self.storage.remove(&t.id);
+                        self.table_versions.remove(&t.id);
+                    }
+                }
+            }
+            DdlPlan::Truncate { tables } => {
+                let defs: Vec<Arc<TableDef>> = tables
+                    .iter()
+                    .map(|t| self.resolve(t))
+                    .collect::<SqlResult<_>>()?;
+                for d in defs {
+                    let storage = self.storage_of(&d)?;
+                    self.engine_mut()
+                        .truncate_table(storage)
+                        .map_err(kv_error)?;
+                    self.table_versions.insert(d.id, version);
+                }
+                catalog.version -= 1;
+                return Ok(Outcome::default());
+            }
+            DdlPlan::AddPrimaryKey {
+                table,
+                columns,
+                name,
+            } => {
+                let old = self.resolve(&table)?;
+                let mut def = (*old).clone();
+                def.primary_key = columns.clone();
+                def.primary_key_name = Some(name);
+                def.shape_version += 1;
+                for &c in &columns {
+                    def.columns[c].nullable = false;
+                }
+                def.storage = format!("t{}.{}", def.id, def.shape_version);
+                self.rebuild_keyed(&old, &def)?;
+                catalog.tables.insert(def.name.clone(), Arc::new(def));
+            }
+        }
+        self.set_catalog(catalog)?;
+        Ok(Outcome::default())
+    }
+
+    /// Copies every row of `old` into fresh storage keyed by `new`'s primary key, checking
+    /// NOT NULL and uniqueness, then swaps the storage. On failure the new storage is dropped
+    /// and `old` is untouched.
+    fn rebuild_keyed(&mut self, old: &TableDef, new: &TableDef) -> SqlResult<()> {
+        let rows: Vec<Row> = {
+            let reader = self.reader(None, false);
+            let env = reader.env(&[], 0);
+            reader
+                .scan(old, &planner::Access::Full, None, &[], &env)?
+                .into_iter()
+                .map(|(_, r)| r)
+                .collect()
+        };
+        let engine = self.engine_mut();
+        let target = engine.create_table(&new.storage).map_err(kv_error)?;
+        let result = (|| -> SqlResult<()> {
+            let mut scratch = Vec::new();
+            for row in &rows {
+                for &c in &new.primary_key {
+                    if row[c].is_null() {
+                        return Err(SqlError::new(
+                            ErrorKind::NotNullViolation,
+                            format!(
+                                "column \"{}\" of relation \"{}\" contains null values",
+                                new.columns[c].name, new.name
+                            ),
+                        ));
+                    }
+                }
+                let key_values: Vec<Value> =
+                    new.primary_key.iter().map(|&c| row[c].clone()).collect();
+                let key = encode_key(&key_values)?;
+                crate::row::encode_row(0, row, &mut scratch);
+                if !self
+                    .engine_mut()
+                    .insert(target, &key, &scratch)
+                    .map_err(kv_error)?
+                {
+                    let mut e = duplicate_key(new, row);
+                    e.message = format!(
+                        "could not create unique index \"{}\"",
+                        new.primary_key_name.clone().unwrap_or_default()
+                    );
+                    return Err(e);
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.engine_mut()
+                    .drop_table(&old.storage)
+                    .map_err(kv_error)?;
+                self.storage.insert(new.id, target);
+                Ok(())
+            }
+            Err(e) => {
+                self.engine_mut()
+                    .drop_table(&new.storage)
+                    .map_err(kv_error)?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Evaluates a write statement inside a transaction: which rows it touches, what they
+    /// become, and the ops the commit will apply. Nothing is written.
+    pub(crate) fn stage(
+        &mut self,
+        plan: &WritePlan,
+        params: &[Value],
+        now_micros: i64,
+        overlay: Option<&Overlay>,
+        record_reads: bool,
+    ) -> SqlResult<Staged> {
+        let table = self.resolve(plan.table())?;
+        let table_ref = table.reference();
+        let mut staged = Staged::default();
+        let reader = self.reader(overlay, record_reads);
+        let env = reader.env(params, now_micros);
+        match plan {
+            WritePlan::Insert(p) => {
+                let sources: Vec<Row> = match &p.source {
+                    InsertSource::Values(rows) => rows
+                        .iter()
+                        .map(|r| {
+                            r.iter()
+                                .map(|e| e.eval(&[], &env))
+                                .collect::<SqlResult<Row>>()
+                        })
+                        .collect::<SqlResult<_>>()?,
+                    InsertSource::Query(rel) => reader.rows(rel, &[], &env)?,
+                };
+                let on_conflict = match &p.on_conflict {
+                    Some(OnConflict::DoUpdate {
+                        assignments,
+                        filter,
+                    }) => Some(OnConflict::DoUpdate {
+                        assignments: bind_all(assignments, params, now_micros)?,
+                        filter: filter
+                            .as_ref()
+                            .map(|f| f.bind_constants(params, now_micros))
+                            .transpose()?,
+                    }),
+                    other => other.clone(),
+                };
+                let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
+                for (n, values) in sources.into_iter().enumerate() {
+                    let row = build_row(&table, &p.target_columns, values, &env)?;
+                    check_row(&table, &row, &env)?;
+                    // Rows of tables without a primary key get their row id when the commit
+                    // applies; until then they live under a key no stored row can have.
+                    let key = if table.has_primary_key() {
+                        row_key(&table, &row, 0)?
+                    } else {
+                        encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
+                    };
+                    let existing = if table.has_primary_key() {
+                        let pk: Vec<Expr> = table
+                            .primary_key
+                            .iter()
+                            .map(|&c| Expr::literal(row[c].clone()))
+                            .collect();
+                        reader
+                            .scan(&table, &planner::Access::Point(pk), None, &[], &env)?
+                            .pop()
+                            .map(|(_, r)| r)
+                    } else {
+                        None
+                    };
+                    let stored = match (existing, &on_conflict) {
+                        (None, _) => Some(row.clone()),
+                        (Some(_), None) => return Err(duplicate_key(&table, &row)),
+                        (Some(_), Some(OnConflict::DoNothing)) => None,
+                        (
+                            Some(old),
+                            Some(OnConflict::DoUpdate {
+                                assignments,
+                                filter,
+                            }),
+                        ) => {
+                            let mut context = old.clone();
+                            context.extend(row.iter().cloned());
+                            let pass = match filter {
+                                Some(f) => f.eval(&context, &env)?.is_true(),
+                                None => true,
+                            };
+                            if pass {
+                                Some(assign(&table, &old, assignments, &context, &env)?)
+                            } else {
+                                None
+                            }
+                        }
+                    };
+                    staged.ops.push(WriteOp::Insert {
+                        table: table_ref.clone(),
+                        row,
+                        on_conflict: on_conflict.clone(),
+                    });
+                    if let Some(stored) = stored {
+                        staged.rows_affected += 1;
+                        returning(p.returning.as_ref(), &stored, &env, &mut staged.rows)?;
+                        staged.overlay.push(((table.id, key), Some(stored)));
+                    }
+                }
+            }
+            WritePlan::Update(p) => {
+                let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
+                let assignments = bind_all(&p.assignments, params, now_micros)?;
+                let recheck = p
+                    .filter
+                    .as_ref()
+                    .map(|f| f.bind_constants(params, now_micros))
+                    .transpose()?;
+                for (key, old) in targets {
+                    if !table.has_primary_key() && is_temporary_key(&key) {
+                        return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
+                    }
+                    let new = assign(&table, &old, &p.assignments, &old, &env)?;
+                    check_row(&table, &new, &env)?;
+                    staged.rows_affected += 1;
+                    returning(p.returning.as_ref(), &new, &env, &mut staged.rows)?;
+                    let new_key = if table.has_primary_key() {
+                        row_key(&table, &new, 0)?
+                    } else {
+                        key.clone()
+                    };
+                    if new_key != key {
+                        staged.overlay.push(((table.id, key.clone()), None));
+                    }
+                    staged.overlay.push(((table.id, new_key), Some(new)));
+                    staged.ops.push(WriteOp::Update {
+                        table: table_ref.clone(),
+                        key,
+                        assignments: assignments.clone(),
+                        recheck: recheck.clone(),
+                    });
+                }
+            }
+            WritePlan::Delete(p) => {
+                let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
+                let recheck = p
+                    .filter
+                    .as_ref()
+                    .map(|f| f.bind_constants(params, now_micros))
+                    .transpose()?;
+                for (key, old) in targets {
+                    if !table.has_primary_key() && is_temporary_key(&key) {
+                        return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
+                    }
+                    staged.rows_affected += 1;
+                    returning(p.returning.as_ref(), &old, &env, &mut staged.rows)?;
+                    staged.overlay.push(((table.id, key.clone()), None));
+                    staged.ops.push(WriteOp::Delete {
+                        table: table_ref.clone(),
+                        key,
+                        recheck: recheck.clone(),
+                    });
+                }
+            }
+        }
+        staged.reads = reader.reads.take();
+        Ok(staged)
+    }
+}
+
+/// Temporary keys of uncommitted rows in tables without a primary key are negative row ids.
+fn is_temporary_key(key: &[u8]) -> bool {
+    matches!(kv::keycode::decode_key(key).as_deref(), Some([kv::keycode::KeyValue::Int(i)]) if *i < 0)
+}

@@ -1,0 +1,128 @@
+//! Commands: the deterministic units of work that travel through the replicated log, and
+//! their outcomes. Everything nondeterministic (`now()`, parameters) is fixed in a command
+//! before it is proposed, so every replica applying it computes the same result.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use planner::{DdlPlan, Expr, Isolation, OnConflict, TableRef, WritePlan};
+use serde::{Deserialize, Serialize};
+use sql::{SqlError, SqlResult, Value};
+
+use crate::row::Row;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Command {
+    /// A write statement outside a transaction, applied whole at its log position.
+    Write {
+        plan: Arc<WritePlan>,
+        params: Vec<Value>,
+        now_micros: i64,
+    },
+    /// The commit of an interactive transaction: validate the reads, then apply the writes.
+    Commit {
+        isolation: Isolation,
+        reads: Vec<ReadCheck>,
+        ops: Vec<WriteOp>,
+    },
+    Ddl {
+        plan: DdlPlan,
+    },
+    /// A chunk of COPY FROM STDIN rows, already parsed and typed.
+    Copy {
+        table: TableRef,
+        columns: Vec<usize>,
+        rows: Vec<Row>,
+        now_micros: i64,
+    },
+}
+
+/// One row write of a transaction, with every expression's parameters already bound.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum WriteOp {
+    /// A full row (defaults filled in). `on_conflict` decides what a duplicate key does.
+    Insert {
+        table: TableRef,
+        row: Row,
+        on_conflict: Option<OnConflict>,
+    },
+    /// Assignments evaluated against the row as it is when the commit applies, so
+    /// `x = x + 1` from many transactions commutes instead of conflicting. `recheck` is the
+    /// statement's WHERE, re-evaluated then (as PostgreSQL re-checks an updated row).
+    Update {
+        table: TableRef,
+        key: Vec<u8>,
+        assignments: Vec<(usize, Expr)>,
+        recheck: Option<Expr>,
+    },
+    Delete {
+        table: TableRef,
+        key: Vec<u8>,
+        recheck: Option<Expr>,
+    },
+}
+
+/// What a serializable transaction read, to be validated at commit.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ReadCheck {
+    /// A row (by key) had this version; 0 means it did not exist.
+    Row {
+        table: u32,
+        key: Vec<u8>,
+        version: u64,
+    },
+    /// A scan of the table saw it as of this table version.
+    Table { table: u32, version: u64 },
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Outcome {
+    pub rows_affected: u64,
+    /// RETURNING rows.
+    pub rows: Vec<Row>,
+}
+
+pub type CommandResult = Result<Outcome, SqlError>;
+
+/// A transaction's own uncommitted writes as later statements in it must see them:
+/// (table id, key) to the row after the writes, or None when deleted.
+pub type Overlay = BTreeMap<OverlayKey, Option<Row>>;
+
+/// A row's place in an overlay: (table id, storage key).
+pub type OverlayKey = (u32, Vec<u8>);
+
+/// What staging a write statement inside a transaction produced.
+#[derive(Clone, Debug, Default)]
+pub struct Staged {
+    pub ops: Vec<WriteOp>,
+    pub overlay: Vec<(OverlayKey, Option<Row>)>,
+    pub rows_affected: u64,
+    pub rows: Vec<Row>,
+    pub reads: Vec<ReadCheck>,
+}
+
+/// The rows of a query and, for serializable transactions, what it read.
+#[derive(Clone, Debug, Default)]
+pub struct QueryResult {
+    pub rows: Vec<Row>,
+    pub reads: Vec<ReadCheck>,
+}
+
+/// One command as it travels in a log entry (an entry carries many: group commit).
+pub fn encode_command(command: &Command) -> Vec<u8> {
+    bincode::serialize(command).expect("commands always serialize")
+}
+
+pub fn decode_command(bytes: &[u8]) -> SqlResult<Command> {
+    bincode::deserialize(bytes)
+        .map_err(|e| SqlError::internal(format!("undecodable log command: {e}")))
+}
+
+pub fn encode_result(result: &CommandResult) -> Vec<u8> {
+    bincode::serialize(result).expect("results always serialize")
+}
+
+pub fn decode_result(bytes: &[u8]) -> CommandResult {
+    bincode::deserialize(bytes)
+        .map_err(|e| SqlError::internal(format!("undecodable command result: {e}")))?
+}

@@ -1,0 +1,599 @@
+//! The executor: one thread that owns the storage engine, applies committed log entries in
+//! order, serves reads between them, and takes checkpoints. Nothing else touches the
+//! engine, so nothing on this path takes a lock.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kv::{Engine, EngineOptions, IoMode, LogPosition};
+use planner::{Catalog, EvalEnv, NoSubqueries, TableDef, WritePlan};
+use sql::{ErrorKind, SqlError, SqlResult, Value};
+
+use crate::command::{
+    decode_command, encode_result, Command, CommandResult, Outcome, Overlay, QueryResult, Staged,
+};
+use crate::error::kv_error;
+use crate::query::Reader;
+use crate::row::{decode_row, encode_row, row_version};
+
+const META_TABLE: &str = "__meta";
+const META_CATALOG: &[u8] = b"catalog";
+const META_APPLIED: &[u8] = b"applied_log_id";
+const META_MEMBERSHIP: &[u8] = b"membership";
+
+#[derive(Clone, Debug)]
+pub struct ExecutorOptions {
+    pub data_file: PathBuf,
+    pub pool_bytes: usize,
+    /// Checkpoint at least this often while there are changes.
+    pub checkpoint_interval: Duration,
+    pub io_mode: IoMode,
+}
+
+/// What a log entry carries, as far as the executor is concerned.
+pub enum EntryPayload {
+    /// A leader's no-op or a membership change: only the position advances.
+    Blank,
+    Membership(Vec<u8>),
+    /// The commands of one entry, each encoded on its own.
+    Commands(Vec<Vec<u8>>),
+}
+
+/// Opaque bytes the replication layer stores with the state: the id of the last applied
+/// entry and the membership in force.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicationMeta {
+    pub applied_log_id: Option<Vec<u8>>,
+    pub membership: Option<Vec<u8>>,
+}
+
+pub type Reply<T> = Box<dyn FnOnce(T) + Send>;
+
+/// A stored row: its raw bytes (kept for undo), its version and its values.
+pub(crate) type StoredRow = (Vec<u8>, u64, Vec<Value>);
+
+pub enum Request {
+    /// Applies one committed entry; the reply carries one encoded result per command.
+    Apply {
+        position: LogPosition,
+        log_id: Vec<u8>,
+        payload: EntryPayload,
+        reply: Reply<Vec<Vec<u8>>>,
+    },
+    Query {
+        plan: Arc<planner::SelectPlan>,
+        params: Vec<Value>,
+        now_micros: i64,
+        overlay: Option<Arc<Overlay>>,
+        record_reads: bool,
+        reply: Reply<SqlResult<QueryResult>>,
+    },
+    Stage {
+        plan: Arc<WritePlan>,
+        params: Vec<Value>,
+        now_micros: i64,
+        overlay: Option<Arc<Overlay>>,
+        record_reads: bool,
+        reply: Reply<SqlResult<Staged>>,
+    },
+    /// The replication meta of the state as applied now, and as of the last durable checkpoint.
+    Meta {
+        reply: Reply<(ReplicationMeta, ReplicationMeta)>,
+    },
+    Shutdown {
+        reply: Reply<()>,
+    },
+}
+
+/// A cheap, cloneable way to talk to the executor thread.
+#[derive(Clone)]
+pub struct ExecutorHandle {
+    requests: Sender<Request>,
+    catalog: Arc<RwLock<Arc<Catalog>>>,
+}
+
+impl ExecutorHandle {
+    /// Sends a request; false when the executor has stopped.
+    pub fn send(&self, request: Request) -> bool {
+        self.requests.send(request).is_ok()
+    }
+
+    /// The catalog as of the last applied schema change.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().map(|c| c.clone()).unwrap_or_default()
+    }
+}
+
+/// A write's prior state, for rolling back a command that fails halfway.
+struct Undo {
+    storage: kv::Table,
+    key: Vec<u8>,
+    old: Option<Vec<u8>>,
+}
+
+pub struct Executor {
+    pub(crate) engine: Engine,
+    pub(crate) catalog: Arc<Catalog>,
+    published: Arc<RwLock<Arc<Catalog>>>,
+    pub(crate) storage: HashMap<u32, kv::Table>,
+    meta: kv::Table,
+    pub(crate) table_versions: HashMap<u32, u64>,
+    applied: LogPosition,
+    replication: ReplicationMeta,
+    durable_replication: ReplicationMeta,
+    checkpointing: Option<ReplicationMeta>,
+    last_checkpoint: Instant,
+    changed_since_checkpoint: bool,
+    options: ExecutorOptions,
+    undo: Vec<Undo>,
+    pub(crate) rowid_next: u64,
+    /// Set when applying hit an IO error: the state may no longer match the log, so every
+    /// later command is refused until a restart replays the log.
+    failed: Option<SqlError>,
+    pub(crate) scratch: Vec<u8>,
+}
+
+/// Opens the data file, recovers, and starts the executor thread.
+pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition)> {
+    let executor = Executor::open(options)?;
+    let position = executor.applied;
+    let catalog = executor.published.clone();
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("executor".into())
+        .spawn(move || executor.run(rx))
+        .map_err(|e| SqlError::internal(format!("cannot start the executor thread: {e}")))?;
+    Ok((
+        ExecutorHandle {
+            requests: tx,
+            catalog,
+        },
+        position,
+    ))
+}
+
+impl Executor {
+    pub fn open(options: ExecutorOptions) -> SqlResult<Executor> {
+        let engine_options = EngineOptions {
+            pool_bytes: options.pool_bytes,
+            io_mode: options.io_mode,
+            ..EngineOptions::default()
+        };
+        let (mut engine, recovery) =
+            Engine::open(&options.data_file, engine_options).map_err(kv_error)?;
+        let meta = match engine.table(META_TABLE) {
+            Some(t) => t,
+            None => engine.create_table(META_TABLE).map_err(kv_error)?,
+        };
+        let catalog: Catalog = match engine.get(meta, META_CATALOG).map_err(kv_error)? {
+            Some(bytes) => bincode::deserialize(&bytes)
+                .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
+            None => Catalog::default(),
+        };
+        let mut storage = HashMap::new();
+        for table in catalog.tables.values() {
+            let handle = engine.table(&table.storage).ok_or_else(|| {
+                SqlError::internal(format!("storage of table {} is missing", table.name))
+            })?;
+            storage.insert(table.id, handle);
+        }
+        let replication = ReplicationMeta {
+            applied_log_id: engine.get(meta, META_APPLIED).map_err(kv_error)?,
+            membership: engine.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
+        };
+        let catalog = Arc::new(catalog);
+        Ok(Executor {
+            engine,
+            published: Arc::new(RwLock::new(catalog.clone())),
+            catalog,
+            storage,
+            meta,
+            table_versions: HashMap::new(),
+            applied: recovery.log_position,
+            durable_replication: replication.clone(),
+            replication,
+            checkpointing: None,
+            last_checkpoint: Instant::now(),
+            changed_since_checkpoint: false,
+            options,
+            undo: Vec::new(),
+            rowid_next: 0,
+            failed: None,
+            scratch: Vec::new(),
+        })
+    }
+
+    fn run(mut self, requests: Receiver<Request>) {
+        loop {
+            let wait = if self.engine.checkpoint_in_progress() {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(100)
+            };
+            match requests.recv_timeout(wait) {
+                Ok(Request::Shutdown { reply }) => {
+                    self.shutdown();
+                    reply(());
+                    return;
+                }
+                Ok(request) => self.handle(request),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.shutdown();
+                    return;
+                }
+            }
+            self.maintain();
+        }
+    }
+
+    fn handle(&mut self, request: Request) {
+        match request {
+            Request::Apply {
+                position,
+                log_id,
+                payload,
+                reply,
+            } => {
+                let results = self.apply_entry(position, log_id, payload);
+                reply(results);
+            }
+            Request::Query {
+                plan,
+                params,
+                now_micros,
+                overlay,
+                record_reads,
+                reply,
+            } => {
+                let result =
+                    self.query(&plan, &params, now_micros, overlay.as_deref(), record_reads);
+                reply(result);
+            }
+            Request::Stage {
+                plan,
+                params,
+                now_micros,
+                overlay,
+                record_reads,
+                reply,
+            } => {
+                let result =
+                    self.stage(&plan, &params, now_micros, overlay.as_deref(), record_reads);
+                reply(result);
+            }
+            Request::Meta { reply } => {
+                reply((self.replication.clone(), self.durable_replication.clone()))
+            }
+            Request::Shutdown { reply } => reply(()),
+        }
+    }
+
+    /// Finishes an in-flight checkpoint, so a clean stop leaves nothing to replay.
+    fn shutdown(&mut self) {
+        if self.failed.is_none()
+            && self.changed_since_checkpoint
+            && !self.engine.checkpoint_in_progress()
+        {
+            self.begin_checkpoint();
+        }
+        if let Ok(Some(_)) = self.engine.wait_checkpoint() {
+            if let Some(meta) = self.checkpointing.take() {
+                self.durable_replication = meta;
+            }
+        }
+    }
+
+    fn begin_checkpoint(&mut self) {
+        let snapshot = self.replication.clone();
+        let write_meta = |engine: &mut Engine,
+                          meta: kv::Table,
+                          key: &[u8],
+                          value: &Option<Vec<u8>>|
+         -> kv::KvResult<()> {
+            if let Some(v) = value {
+                engine.put(meta, key, v)?;
+            }
+            Ok(())
+        };
+        let result = write_meta(
+            &mut self.engine,
+            self.meta,
+            META_APPLIED,
+            &snapshot.applied_log_id,
+        )
+        .and_then(|_| {
+            write_meta(
+                &mut self.engine,
+                self.meta,
+                META_MEMBERSHIP,
+                &snapshot.membership,
+            )
+        })
+        .and_then(|_| self.engine.begin_checkpoint(self.applied));
+        match result {
+            Ok(()) => {
+                self.checkpointing = Some(snapshot);
+                self.changed_since_checkpoint = false;
+                self.last_checkpoint = Instant::now();
+            }
+            Err(e) => self.fail(kv_error(e)),
+        }
+    }
+
+    fn maintain(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        if self.engine.checkpoint_in_progress() {
+            match self.engine.poll_checkpoint() {
+                Ok(Some(_)) => {
+                    if let Some(meta) = self.checkpointing.take() {
+                        self.durable_replication = meta;
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    // A failed journal leaves the previous checkpoint intact; try again later.
+                    self.checkpointing = None;
+                    if self.engine.stats().page_count == 0 {
+                        self.fail(kv_error(e));
+                    }
+                }
+            }
+            return;
+        }
+        let due = self.changed_since_checkpoint
+            && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval;
+        if self.applied.index > 0 && (self.engine.needs_checkpoint() || due) {
+            self.begin_checkpoint();
+        }
+    }
+
+    fn fail(&mut self, error: SqlError) {
+        if self.failed.is_none() {
+            self.failed = Some(error);
+        }
+    }
+
+    fn publish_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
+        let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
+        self.engine
+            .put(self.meta, META_CATALOG, &bytes)
+            .map_err(kv_error)?;
+        self.catalog = Arc::new(catalog);
+        if let Ok(mut published) = self.published.write() {
+            *published = self.catalog.clone();
+        }
+        Ok(())
+    }
+
+    fn apply_entry(
+        &mut self,
+        position: LogPosition,
+        log_id: Vec<u8>,
+        payload: EntryPayload,
+    ) -> Vec<Vec<u8>> {
+        // Row ids of tables without a primary key: unique per log entry, and the same on
+        // every replica.
+        self.rowid_next = position.index << 24;
+        let results: Vec<CommandResult> = match payload {
+            EntryPayload::Blank => Vec::new(),
+            EntryPayload::Membership(m) => {
+                self.replication.membership = Some(m);
+                Vec::new()
+            }
+            EntryPayload::Commands(commands) => commands
+                .iter()
+                .map(|bytes| {
+                    decode_command(bytes).and_then(|c| self.apply_command(c, position.index))
+                })
+                .collect(),
+        };
+        self.applied = position;
+        self.replication.applied_log_id = Some(log_id);
+        self.changed_since_checkpoint = true;
+        results.iter().map(encode_result).collect()
+    }
+
+    fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
+        if let Some(e) = &self.failed {
+            return Err(SqlError::new(
+                ErrorKind::Io,
+                format!("the executor stopped after an IO error: {}", e.message),
+            ));
+        }
+        self.undo.clear();
+        let result = match command {
+            Command::Write {
+                plan,
+                params,
+                now_micros,
+            } => self.apply_write(&plan, &params, now_micros, version),
+            Command::Commit {
+                isolation,
+                reads,
+                ops,
+            } => self.apply_commit(isolation, &reads, ops, version),
+            Command::Ddl { plan } => return self.apply_ddl(plan, version),
+            Command::Copy {
+                table,
+                columns,
+                rows,
+                now_micros,
+            } => self.apply_copy(&table, &columns, rows, now_micros, version),
+        };
+        if result.is_err() {
+            self.rollback();
+        }
+        self.undo.clear();
+        result
+    }
+
+    fn rollback(&mut self) {
+        while let Some(u) = self.undo.pop() {
+            let r = match &u.old {
+                Some(old) => self.engine.put(u.storage, &u.key, old).map(|_| ()),
+                None => self.engine.delete(u.storage, &u.key).map(|_| ()),
+            };
+            if let Err(e) = r {
+                self.fail(kv_error(e));
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn resolve(&self, table: &planner::TableRef) -> SqlResult<Arc<TableDef>> {
+        match self.catalog.table_by_id(table.id) {
+            Some(t) if t.shape_version == table.shape_version => Ok(t.clone()),
+            Some(_) => Err(SqlError::serialization_failure(format!(
+                "table \"{}\" was changed after the statement was planned; retry",
+                table.name
+            ))),
+            None => Err(SqlError::undefined_table(&table.name)),
+        }
+    }
+
+    pub(crate) fn storage_of(&self, table: &TableDef) -> SqlResult<kv::Table> {
+        self.storage
+            .get(&table.id)
+            .copied()
+            .ok_or_else(|| SqlError::undefined_table(&table.name))
+    }
+
+    /// Reads a stored row: its raw bytes (for undo) and decoded form.
+    pub(crate) fn get_row(
+        &mut self,
+        storage: kv::Table,
+        key: &[u8],
+    ) -> SqlResult<Option<StoredRow>> {
+        match self.engine.get(storage, key).map_err(kv_error)? {
+            Some(bytes) => {
+                let (version, row) = decode_row(&bytes)?;
+                Ok(Some((bytes, version, row)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub(crate) fn put_row(
+        &mut self,
+        table: &TableDef,
+        key: &[u8],
+        old: Option<Vec<u8>>,
+        row: &[Value],
+        version: u64,
+    ) -> SqlResult<()> {
+        let storage = self.storage_of(table)?;
+        encode_row(version, row, &mut self.scratch);
+        self.engine
+            .put(storage, key, &self.scratch)
+            .map_err(kv_error)?;
+        self.undo.push(Undo {
+            storage,
+            key: key.to_vec(),
+            old,
+        });
+        self.table_versions.insert(table.id, version);
+        Ok(())
+    }
+
+    pub(crate) fn delete_row(
+        &mut self,
+        table: &TableDef,
+        key: &[u8],
+        old: Vec<u8>,
+        version: u64,
+    ) -> SqlResult<()> {
+        let storage = self.storage_of(table)?;
+        self.engine.delete(storage, key).map_err(kv_error)?;
+        self.undo.push(Undo {
+            storage,
+            key: key.to_vec(),
+            old: Some(old),
+        });
+        self.table_versions.insert(table.id, version);
+        Ok(())
+    }
+
+    pub(crate) fn reader<'a>(
+        &'a mut self,
+        overlay: Option<&'a Overlay>,
+        record_reads: bool,
+    ) -> Reader<'a> {
+        Reader {
+            engine: RefCell::new(&mut self.engine),
+            storage: &self.storage,
+            catalog: &self.catalog,
+            overlay,
+            record_reads,
+            reads: RefCell::new(Vec::new()),
+            table_versions: &self.table_versions,
+        }
+    }
+
+    fn query(
+        &mut self,
+        plan: &planner::SelectPlan,
+        params: &[Value],
+        now_micros: i64,
+        overlay: Option<&Overlay>,
+        record_reads: bool,
+    ) -> SqlResult<QueryResult> {
+        if let Some(e) = &self.failed {
+            return Err(SqlError::new(
+                ErrorKind::Io,
+                format!("the executor stopped after an IO error: {}", e.message),
+            ));
+        }
+        let reader = self.reader(overlay, record_reads);
+        let env = reader.env(params, now_micros);
+        let rows = reader.rows(&plan.rel, &[], &env)?;
+        Ok(QueryResult {
+            rows,
+            reads: reader.reads.take(),
+        })
+    }
+
+    /// The current version of a row, for validating a serializable read.
+    pub(crate) fn current_version(&mut self, table: u32, key: &[u8]) -> SqlResult<u64> {
+        let Some(storage) = self.storage.get(&table).copied() else {
+            return Ok(0);
+        };
+        Ok(self
+            .engine
+            .get(storage, key)
+            .map_err(kv_error)?
+            .as_deref()
+            .map(row_version)
+            .unwrap_or(0))
+    }
+
+    pub(crate) fn no_subqueries_env(params: &[Value], now_micros: i64) -> EvalEnv<'_> {
+        EvalEnv {
+            params,
+            now_micros,
+            subqueries: &NoSubqueries,
+        }
+    }
+
+    pub(crate) fn set_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
+        self.publish_catalog(catalog)
+    }
+
+    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    pub(crate) fn outcome(rows_affected: u64, rows: Vec<Vec<Value>>) -> Outcome {
+        Outcome {
+            rows_affected,
+            rows,
+        }
+    }
+}

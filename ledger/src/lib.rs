@@ -1,0 +1,24 @@
+//! `ledger`: the executors. An executor thread owns the kv engine, applies committed
+//! commands in log order (validating serializable reads, applying `x = x + d` as a delta
+//! evaluated at apply time, checking constraints), serves reads between applies, and takes
+//! checkpoints that record the log position they cover.
+//!
+//! It must not know about Raft or sockets: log entries arrive as positions and opaque bytes,
+//! and every reply is a callback. Commands are deterministic, so every replica applying the
+//! same log reaches the same state.
+
+mod apply;
+mod command;
+mod error;
+mod executor;
+mod query;
+mod row;
+
+pub use command::{
+    decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
+    Overlay, QueryResult, ReadCheck, Staged, WriteOp,
+};
+pub use executor::{
+    spawn, EntryPayload, ExecutorHandle, ExecutorOptions, ReplicationMeta, Reply, Request,
+};
+pub use row::Row;

@@ -1,0 +1,660 @@
+//! Running relational plans over storage: scans through the primary key (merged with a
+//! transaction's own uncommitted writes), nested-loop joins, grouping, sorting.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Bound;
+
+use kv::{Direction, Engine};
+use planner::{
+    arithmetic, Access, AggCall, AggFunc, BinaryOp, Catalog, EvalEnv, Expr, JoinKind, Rel, SortKey,
+    SubqueryRunner, TableDef, TableSource,
+};
+use sql::{DataType, SqlError, SqlResult, Value};
+
+use crate::command::{Overlay, ReadCheck};
+use crate::error::kv_error;
+use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
+
+/// Everything a read needs: storage, the catalog it was planned against, the transaction's
+/// overlay, and where to record reads for serializable validation.
+pub struct Reader<'a> {
+    pub engine: RefCell<&'a mut Engine>,
+    pub storage: &'a HashMap<u32, kv::Table>,
+    pub catalog: &'a Catalog,
+    pub overlay: Option<&'a Overlay>,
+    pub record_reads: bool,
+    pub reads: RefCell<Vec<ReadCheck>>,
+    pub table_versions: &'a HashMap<u32, u64>,
+}
+
+/// Orders rows for grouping and DISTINCT.
+#[derive(Clone, Debug)]
+pub struct RowKey(pub Vec<Value>);
+
+impl PartialEq for RowKey {
+    fn eq(&self, other: &RowKey) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for RowKey {}
+impl PartialOrd for RowKey {
+    fn partial_cmp(&self, other: &RowKey) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for RowKey {
+    fn cmp(&self, other: &RowKey) -> Ordering {
+        for (a, b) in self.0.iter().zip(&other.0) {
+            match a.sort_cmp(b) {
+                Ordering::Equal => continue,
+                o => return o,
+            }
+        }
+        self.0.len().cmp(&other.0.len())
+    }
+}
+
+fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
+    if outer.is_empty() {
+        Cow::Borrowed(row)
+    } else {
+        let mut v = Vec::with_capacity(outer.len() + row.len());
+        v.extend_from_slice(outer);
+        v.extend_from_slice(row);
+        Cow::Owned(v)
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+impl<'a> Reader<'a> {
+    pub fn env<'e>(&'e self, params: &'e [Value], now_micros: i64) -> EvalEnv<'e> {
+        EvalEnv {
+            params,
+            now_micros,
+            subqueries: self,
+        }
+    }
+
+    fn storage_of(&self, table: &TableDef) -> SqlResult<kv::Table> {
+        self.storage
+            .get(&table.id)
+            .copied()
+            .ok_or_else(|| SqlError::undefined_table(&table.name))
+    }
+
+    fn record(&self, check: ReadCheck) {
+        if self.record_reads {
+            self.reads.borrow_mut().push(check);
+        }
+    }
+
+    /// The rows of `table` the access path and filter select, with their keys, in key order.
+    pub fn scan(
+        &self,
+        table: &TableDef,
+        access: &Access,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+        let storage = self.storage_of(table)?;
+        let mut raw: Vec<(Vec<u8>, Option<Row>)> = Vec::new();
+        let (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>) = match access {
+            Access::Point(exprs) => {
+                let values: Vec<Value> = exprs
+                    .iter()
+                    .map(|e| e.eval(outer, env))
+                    .collect::<SqlResult<_>>()?;
+                let Some(key_values) = cast_key(table, &values) else {
+                    return Ok(Vec::new());
+                };
+                let key = encode_key(&key_values)?;
+                let overlaid = self.overlay.and_then(|o| o.get(&(table.id, key.clone())));
+                match overlaid {
+                    Some(row) => raw.push((key, row.clone())),
+                    None => {
+                        let stored = self
+                            .engine
+                            .borrow_mut()
+                            .get(storage, &key)
+                            .map_err(kv_error)?;
+                        self.record(ReadCheck::Row {
+                            table: table.id,
+                            key: key.clone(),
+                            version: stored.as_deref().map(row_version).unwrap_or(0),
+                        });
+                        if let Some(bytes) = stored {
+                            raw.push((key, Some(decode_row(&bytes)?.1)));
+                        }
+                    }
+                }
+                return self.finish_scan(raw, filter, outer, env);
+            }
+            Access::Range { lower, upper } => {
+                let bound =
+                    |b: &Option<(Expr, bool)>| -> SqlResult<Option<(Option<Vec<u8>>, bool)>> {
+                        let Some((e, inclusive)) = b else {
+                            return Ok(None);
+                        };
+                        let v = e.eval(outer, env)?;
+                        let column = table.primary_key[0];
+                        if v.is_null() {
+                            return Ok(Some((None, *inclusive)));
+                        }
+                        let v = v.cast(table.columns[column].ty)?;
+                        Ok(Some((Some(encode_key(&[v])?), *inclusive)))
+                    };
+                let lo = bound(lower)?;
+                let hi = bound(upper)?;
+                if matches!(lo, Some((None, _))) || matches!(hi, Some((None, _))) {
+                    return Ok(Vec::new());
+                }
+                let lower = match lo {
+                    Some((Some(p), true)) => Bound::Included(p),
+                    Some((Some(p), false)) => match successor(&p) {
+                        Some(s) => Bound::Included(s),
+                        None => return Ok(Vec::new()),
+                    },
+                    _ => Bound::Unbounded,
+                };
+                let upper = match hi {
+                    Some((Some(p), true)) => match successor(&p) {
+                        Some(s) => Bound::Excluded(s),
+                        None => Bound::Unbounded,
+                    },
+                    Some((Some(p), false)) => Bound::Excluded(p),
+                    _ => Bound::Unbounded,
+                };
+                (lower, upper)
+            }
+            Access::Full => (Bound::Unbounded, Bound::Unbounded),
+        };
+        self.record(ReadCheck::Table {
+            table: table.id,
+            version: self.table_versions.get(&table.id).copied().unwrap_or(0),
+        });
+        {
+            let mut engine = self.engine.borrow_mut();
+            let range = engine
+                .range(
+                    storage,
+                    as_ref_bound(&lower),
+                    as_ref_bound(&upper),
+                    Direction::Forward,
+                )
+                .map_err(kv_error)?;
+            for item in range {
+                let (key, bytes) = item.map_err(kv_error)?;
+                raw.push((key, Some(decode_row(&bytes)?.1)));
+            }
+        }
+        if let Some(overlay) = self.overlay {
+            let start = (
+                table.id,
+                match &lower {
+                    Bound::Included(k) | Bound::Excluded(k) => k.clone(),
+                    Bound::Unbounded => Vec::new(),
+                },
+            );
+            let mut changes: BTreeMap<Vec<u8>, Option<Row>> = BTreeMap::new();
+            for ((t, key), row) in overlay.range(start..) {
+                if *t != table.id || !within(key, &lower, &upper) {
+                    if *t != table.id {
+                        break;
+                    }
+                    continue;
+                }
+                changes.insert(key.clone(), row.clone());
+            }
+            if !changes.is_empty() {
+                let mut merged: BTreeMap<Vec<u8>, Option<Row>> = raw.into_iter().collect();
+                merged.extend(changes);
+                raw = merged.into_iter().collect();
+            }
+        }
+        self.finish_scan(raw, filter, outer, env)
+    }
+
+    fn finish_scan(
+        &self,
+        raw: Vec<(Vec<u8>, Option<Row>)>,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+        let mut out = Vec::with_capacity(raw.len());
+        for (key, row) in raw {
+            let Some(row) = row else { continue };
+            if let Some(f) = filter {
+                if !f.eval(&joined(outer, &row), env)?.is_true() {
+                    continue;
+                }
+            }
+            out.push((key, row));
+        }
+        Ok(out)
+    }
+
+    /// Runs a relation with `outer` as the enclosing row.
+    pub fn rows(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
+        Ok(match rel {
+            Rel::Scan {
+                source: TableSource::User(table),
+                access,
+                filter,
+            } => {
+                let current = self
+                    .catalog
+                    .table_by_id(table.id)
+                    .filter(|t| t.shape_version == table.shape_version);
+                let Some(current) = current else {
+                    return Err(SqlError::serialization_failure(format!(
+                        "table \"{}\" changed while the statement was planned; retry",
+                        table.name
+                    )));
+                };
+                self.scan(current, access, filter.as_ref(), outer, env)?
+                    .into_iter()
+                    .map(|(_, r)| r)
+                    .collect()
+            }
+            Rel::Scan {
+                source: TableSource::System(system),
+                filter,
+                ..
+            } => {
+                let mut out = Vec::new();
+                for row in system.rows(self.catalog) {
+                    if let Some(f) = filter {
+                        if !f.eval(&joined(outer, &row), env)?.is_true() {
+                            continue;
+                        }
+                    }
+                    out.push(row);
+                }
+                out
+            }
+            Rel::Values { rows } => rows
+                .iter()
+                .map(|r| {
+                    r.iter()
+                        .map(|e| e.eval(outer, env))
+                        .collect::<SqlResult<Row>>()
+                })
+                .collect::<SqlResult<_>>()?,
+            Rel::Filter { input, predicate } => {
+                let mut out = Vec::new();
+                for row in self.rows(input, outer, env)? {
+                    if predicate.eval(&joined(outer, &row), env)?.is_true() {
+                        out.push(row);
+                    }
+                }
+                out
+            }
+            Rel::Project { input, exprs } => {
+                let rows = self.rows(input, outer, env)?;
+                let mut out = Vec::with_capacity(rows.len());
+                for row in rows {
+                    let full = joined(outer, &row);
+                    out.push(
+                        exprs
+                            .iter()
+                            .map(|e| e.eval(&full, env))
+                            .collect::<SqlResult<Row>>()?,
+                    );
+                }
+                out
+            }
+            Rel::Join {
+                left,
+                right,
+                kind,
+                on,
+                lateral,
+                right_width,
+            } => {
+                let left_rows = self.rows(left, outer, env)?;
+                let fixed_right = if *lateral {
+                    None
+                } else {
+                    Some(self.rows(right, outer, env)?)
+                };
+                let mut out = Vec::new();
+                for l in left_rows {
+                    let prefix: Vec<Value> = outer.iter().chain(l.iter()).cloned().collect();
+                    let lateral_rows;
+                    let right_rows = match &fixed_right {
+                        Some(r) => r,
+                        None => {
+                            lateral_rows = self.rows(right, &prefix, env)?;
+                            &lateral_rows
+                        }
+                    };
+                    let mut matched = false;
+                    for r in right_rows {
+                        let mut full = prefix.clone();
+                        full.extend_from_slice(r);
+                        if let Some(on) = on {
+                            if !on.eval(&full, env)?.is_true() {
+                                continue;
+                            }
+                        }
+                        matched = true;
+                        out.push(full.split_off(outer.len()));
+                    }
+                    if !matched && *kind == JoinKind::Left {
+                        let mut row = l.clone();
+                        row.extend(std::iter::repeat_n(Value::Null, *right_width));
+                        out.push(row);
+                    }
+                }
+                out
+            }
+            Rel::Aggregate {
+                input,
+                group_by,
+                aggregates,
+            } => self.aggregate(input, group_by, aggregates, outer, env)?,
+            Rel::Sort { input, keys } => {
+                let rows = self.rows(input, outer, env)?;
+                sort_rows(rows, keys, outer, env)?
+            }
+            Rel::Limit {
+                input,
+                limit,
+                offset,
+            } => {
+                let count = |e: &Option<Expr>| -> SqlResult<Option<usize>> {
+                    match e {
+                        None => Ok(None),
+                        Some(e) => match e.eval(outer, env)? {
+                            Value::Null => Ok(None),
+                            Value::Int(n) if n >= 0 => Ok(Some(n as usize)),
+                            Value::Int(_) => Err(SqlError::new(
+                                sql::ErrorKind::InvalidParameterValue,
+                                "LIMIT and OFFSET must not be negative",
+                            )),
+                            other => Err(SqlError::mismatch(format!(
+                                "LIMIT must be an integer, not {}",
+                                other.natural_type()
+                            ))),
+                        },
+                    }
+                };
+                let (limit, offset) = (count(limit)?, count(offset)?.unwrap_or(0));
+                let rows = self.rows(input, outer, env)?;
+                rows.into_iter()
+                    .skip(offset)
+                    .take(limit.unwrap_or(usize::MAX))
+                    .collect()
+            }
+            Rel::Distinct { input } => {
+                let mut seen = BTreeSet::new();
+                let mut out = Vec::new();
+                for row in self.rows(input, outer, env)? {
+                    if seen.insert(RowKey(row.clone())) {
+                        out.push(row);
+                    }
+                }
+                out
+            }
+            Rel::Union { left, right, all } => {
+                let mut rows = self.rows(left, outer, env)?;
+                rows.extend(self.rows(right, outer, env)?);
+                if *all {
+                    rows
+                } else {
+                    let mut seen = BTreeSet::new();
+                    rows.into_iter()
+                        .filter(|r| seen.insert(RowKey(r.clone())))
+                        .collect()
+                }
+            }
+        })
+    }
+
+    fn aggregate(
+        &self,
+        input: &Rel,
+        group_by: &[Expr],
+        aggregates: &[AggCall],
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<Row>> {
+        let rows = self.rows(input, outer, env)?;
+        let mut groups: BTreeMap<RowKey, Vec<Accumulator>> = BTreeMap::new();
+        for row in rows {
+            let full = joined(outer, &row);
+            let key = RowKey(
+                group_by
+                    .iter()
+                    .map(|e| e.eval(&full, env))
+                    .collect::<SqlResult<_>>()?,
+            );
+            let accs = groups
+                .entry(key)
+                .or_insert_with(|| aggregates.iter().map(Accumulator::new).collect());
+            for (acc, call) in accs.iter_mut().zip(aggregates) {
+                let args: Vec<Value> = call
+                    .args
+                    .iter()
+                    .map(|e| e.eval(&full, env))
+                    .collect::<SqlResult<_>>()?;
+                acc.add(call, args)?;
+            }
+        }
+        // An aggregate without GROUP BY over no rows still yields one row.
+        if groups.is_empty() && group_by.is_empty() {
+            groups.insert(
+                RowKey(Vec::new()),
+                aggregates.iter().map(Accumulator::new).collect(),
+            );
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        for (key, accs) in groups {
+            let mut row = key.0;
+            for (acc, call) in accs.into_iter().zip(aggregates) {
+                row.push(acc.finish(call)?);
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+}
+
+fn within(key: &[u8], lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
+    let above = match lower {
+        Bound::Included(l) => key >= l.as_slice(),
+        Bound::Excluded(l) => key > l.as_slice(),
+        Bound::Unbounded => true,
+    };
+    let below = match upper {
+        Bound::Included(u) => key <= u.as_slice(),
+        Bound::Excluded(u) => key < u.as_slice(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
+
+fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+pub fn sort_rows(
+    rows: Vec<Row>,
+    keys: &[SortKey],
+    outer: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Vec<Row>> {
+    let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
+    for row in rows {
+        let full = joined(outer, &row);
+        let k = keys
+            .iter()
+            .map(|k| k.expr.eval(&full, env))
+            .collect::<SqlResult<_>>()?;
+        keyed.push((k, row));
+    }
+    keyed.sort_by(|(a, _), (b, _)| {
+        for ((x, y), key) in a.iter().zip(b).zip(keys) {
+            let ord = match (x.is_null(), y.is_null()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => {
+                    if key.nulls_first {
+                        Ordering::Less
+                    } else {
+                        Ordering::Greater
+                    }
+                }
+                (false, true) => {
+                    if key.nulls_first {
+                        Ordering::Greater
+                    } else {
+                        Ordering::Less
+                    }
+                }
+                _ => {
+                    let o = x.sort_cmp(y);
+                    if key.descending {
+                        o.reverse()
+                    } else {
+                        o
+                    }
+                }
+            };
+            if ord != Ordering::Equal {
+                return ord;
+            }
+        }
+        Ordering::Equal
+    });
+    Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
+impl SubqueryRunner for Reader<'_> {
+    fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>> {
+        self.rows(rel, outer, env)
+    }
+}
+
+/// The running state of one aggregate in one group.
+struct Accumulator {
+    count: i64,
+    value: Option<Value>,
+    text: Option<String>,
+    seen: Option<BTreeSet<RowKey>>,
+}
+
+impl Accumulator {
+    fn new(call: &AggCall) -> Accumulator {
+        Accumulator {
+            count: 0,
+            value: None,
+            text: None,
+            seen: if call.distinct {
+                Some(BTreeSet::new())
+            } else {
+                None
+            },
+        }
+    }
+
+    fn add(&mut self, call: &AggCall, args: Vec<Value>) -> SqlResult<()> {
+        if call.func == AggFunc::CountStar {
+            self.count += 1;
+            return Ok(());
+        }
+        let v = args.first().cloned().unwrap_or(Value::Null);
+        if v.is_null() {
+            return Ok(());
+        }
+        if let Some(seen) = &mut self.seen {
+            if !seen.insert(RowKey(vec![v.clone()])) {
+                return Ok(());
+            }
+        }
+        self.count += 1;
+        match call.func {
+            AggFunc::CountStar | AggFunc::Count => {}
+            AggFunc::Sum | AggFunc::Avg => {
+                let ty = if call.func == AggFunc::Avg && call.ty != DataType::Float8 {
+                    DataType::UNCONSTRAINED_NUMERIC
+                } else {
+                    call.ty
+                };
+                self.value = Some(match self.value.take() {
+                    None => v.cast(ty)?,
+                    Some(acc) => arithmetic(BinaryOp::Add, acc, v, ty)?,
+                });
+            }
+            AggFunc::Min | AggFunc::Max => {
+                let replace = match &self.value {
+                    None => true,
+                    Some(cur) => {
+                        let o = v.sort_cmp(cur);
+                        if call.func == AggFunc::Min {
+                            o == Ordering::Less
+                        } else {
+                            o == Ordering::Greater
+                        }
+                    }
+                };
+                if replace {
+                    self.value = Some(v);
+                }
+            }
+            AggFunc::BoolAnd | AggFunc::BoolOr => {
+                let b = v.is_true();
+                let cur = matches!(self.value, Some(Value::Bool(true)));
+                let next = match (&self.value, call.func) {
+                    (None, _) => b,
+                    (_, AggFunc::BoolAnd) => cur && b,
+                    _ => cur || b,
+                };
+                self.value = Some(Value::Bool(next));
+            }
+            AggFunc::StringAgg => {
+                let sep = args
+                    .get(1)
+                    .and_then(|s| s.to_pg_text(DataType::Text))
+                    .unwrap_or_default();
+                let piece = v.to_pg_text(v.natural_type()).unwrap_or_default();
+                self.text = Some(match self.text.take() {
+                    None => piece,
+                    Some(t) => t + &sep + &piece,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, call: &AggCall) -> SqlResult<Value> {
+        Ok(match call.func {
+            AggFunc::CountStar | AggFunc::Count => Value::Int(self.count),
+            AggFunc::Avg => match self.value {
+                None => Value::Null,
+                Some(sum) => arithmetic(BinaryOp::Div, sum, Value::Int(self.count), call.ty)?,
+            },
+            AggFunc::StringAgg => self.text.map(Value::Text).unwrap_or(Value::Null),
+            _ => self.value.unwrap_or(Value::Null),
+        })
+    }
+}

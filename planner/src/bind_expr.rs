@@ -1,0 +1,1073 @@
+//! Binding expressions: AST expressions to typed `Expr`s, inferring parameter types from
+//! their context (pgbench and most drivers send parameters untyped).
+
+use sql::ast;
+use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
+
+use crate::bind::Binder;
+use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
+use crate::scope::Scope;
+
+/// While binding the output of a grouped query: the group keys and the aggregates found.
+pub struct AggregateContext {
+    /// Group-by expressions bound over the input scope, with their source text.
+    pub groups: Vec<(String, Expr)>,
+    pub aggregates: Vec<AggCall>,
+    pub input_scope: Scope,
+}
+
+const AGGREGATES: [&str; 9] = [
+    "count",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "bool_and",
+    "bool_or",
+    "string_agg",
+    "every",
+];
+
+pub fn function_name(name: &ast::ObjectName) -> String {
+    let full = name.to_string().to_ascii_lowercase();
+    full.trim_start_matches("pg_catalog.")
+        .trim_matches('"')
+        .to_string()
+}
+
+/// True when the expression contains an aggregate call outside any subquery.
+pub fn contains_aggregate(e: &ast::Expr) -> bool {
+    use ast::Expr as E;
+    match e {
+        E::Function(f) => {
+            AGGREGATES.contains(&function_name(&f.name).as_str())
+                || match &f.args {
+                    ast::FunctionArguments::List(list) => list.args.iter().any(|a| match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x))
+                        | ast::FunctionArg::Named {
+                            arg: ast::FunctionArgExpr::Expr(x),
+                            ..
+                        } => contains_aggregate(x),
+                        _ => false,
+                    }),
+                    _ => false,
+                }
+        }
+        E::BinaryOp { left, right, .. } => contains_aggregate(left) || contains_aggregate(right),
+        E::UnaryOp { expr, .. } | E::Nested(expr) | E::Cast { expr, .. } => {
+            contains_aggregate(expr)
+        }
+        E::IsNull(x)
+        | E::IsNotNull(x)
+        | E::IsTrue(x)
+        | E::IsFalse(x)
+        | E::IsNotTrue(x)
+        | E::IsNotFalse(x) => contains_aggregate(x),
+        E::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            operand.as_deref().is_some_and(contains_aggregate)
+                || conditions
+                    .iter()
+                    .any(|c| contains_aggregate(&c.condition) || contains_aggregate(&c.result))
+                || else_result.as_deref().is_some_and(contains_aggregate)
+        }
+        E::Between {
+            expr, low, high, ..
+        } => contains_aggregate(expr) || contains_aggregate(low) || contains_aggregate(high),
+        E::InList { expr, list, .. } => {
+            contains_aggregate(expr) || list.iter().any(contains_aggregate)
+        }
+        _ => false,
+    }
+}
+
+fn map_binary(op: &ast::BinaryOperator) -> SqlResult<BinaryOp> {
+    use ast::BinaryOperator as B;
+    Ok(match op {
+        B::Plus => BinaryOp::Add,
+        B::Minus => BinaryOp::Sub,
+        B::Multiply => BinaryOp::Mul,
+        B::Divide => BinaryOp::Div,
+        B::Modulo => BinaryOp::Mod,
+        B::Eq => BinaryOp::Eq,
+        B::NotEq => BinaryOp::NotEq,
+        B::Lt => BinaryOp::Lt,
+        B::LtEq => BinaryOp::LtEq,
+        B::Gt => BinaryOp::Gt,
+        B::GtEq => BinaryOp::GtEq,
+        B::And => BinaryOp::And,
+        B::Or => BinaryOp::Or,
+        B::StringConcat => BinaryOp::Concat,
+        other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
+    })
+}
+
+/// The result type of arithmetic between two types.
+fn arithmetic_type(l: DataType, r: DataType) -> DataType {
+    use DataType::*;
+    let rank = |t: DataType| match t {
+        Int2 => 1,
+        Int4 | Oid => 2,
+        Int8 => 3,
+        Numeric { .. } => 4,
+        Float4 | Float8 => 5,
+        _ => 0,
+    };
+    match rank(l).max(rank(r)) {
+        1 => Int2,
+        2 => Int4,
+        3 => Int8,
+        4 => DataType::UNCONSTRAINED_NUMERIC,
+        5 => Float8,
+        _ => DataType::UNCONSTRAINED_NUMERIC,
+    }
+}
+
+/// Parses a type as sqlparser prints it: `INT`, `VARCHAR(20)`, `NUMERIC(10,2)`, `TEXT[]`.
+pub fn data_type_of(t: &ast::DataType) -> SqlResult<DataType> {
+    let text = t.to_string();
+    let (name, args) = match text.find('(') {
+        Some(open) => {
+            let close = text.rfind(')').unwrap_or(text.len());
+            let args: Vec<u32> = text[open + 1..close]
+                .split(',')
+                .map(|a| a.trim().parse::<u32>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| SqlError::syntax(format!("invalid type modifier in {text}")))?;
+            let rest = text[close + 1..].trim();
+            (
+                format!(
+                    "{}{}{}",
+                    text[..open].trim(),
+                    if rest.is_empty() { "" } else { " " },
+                    rest
+                ),
+                args,
+            )
+        }
+        None => (text.clone(), Vec::new()),
+    };
+    let lower = name.to_ascii_lowercase();
+    let normalized = match lower.as_str() {
+        "timestamp with time zone" | "timestamptz" => "timestamptz",
+        "timestamp without time zone" | "timestamp" => "timestamp",
+        other => other,
+    };
+    DataType::from_sql_name(normalized, &args)
+}
+
+impl Binder<'_> {
+    /// Gives an untyped literal or parameter the type its context needs.
+    pub fn coerce(&mut self, e: Expr, ty: DataType) -> SqlResult<Expr> {
+        if ty == DataType::Unknown {
+            return Ok(e);
+        }
+        Ok(match e {
+            Expr::Literal(v, DataType::Unknown) => {
+                let cast = v.cast(ty)?;
+                Expr::Literal(cast, ty)
+            }
+            Expr::Param(i, DataType::Unknown) => {
+                self.set_param_type(i, ty);
+                Expr::Param(i, ty)
+            }
+            other => other,
+        })
+    }
+
+    /// Coerces to `ty` and adds an assignment cast when the types still differ.
+    pub fn assign(&mut self, e: Expr, ty: DataType) -> SqlResult<Expr> {
+        let e = self.coerce(e, ty)?;
+        let from = e.ty();
+        if from == ty || matches!(e, Expr::Literal(Value::Null, _)) {
+            return Ok(e);
+        }
+        let compatible = (from.is_numeric_family() && ty.is_numeric_family())
+            || (from.is_text_family() && ty.is_text_family())
+            || from == DataType::Unknown
+            || matches!(
+                (from, ty),
+                (
+                    DataType::Timestamp | DataType::TimestampTz | DataType::Date,
+                    DataType::Timestamp | DataType::TimestampTz | DataType::Date
+                )
+            )
+            || from == ty;
+        if !compatible {
+            return Err(SqlError::mismatch(format!(
+                "column is of type {} but expression is of type {}",
+                ty.pg_name(),
+                from.pg_name()
+            )));
+        }
+        Ok(Expr::Cast {
+            expr: Box::new(e),
+            ty,
+        })
+    }
+
+    pub fn expr(
+        &mut self,
+        e: &ast::Expr,
+        scope: &Scope,
+        expected: Option<DataType>,
+    ) -> SqlResult<Expr> {
+        if self.aggregate.is_some() {
+            if let Some(bound) = self.match_group(e, scope)? {
+                return Ok(bound);
+            }
+        }
+        let bound = self.expr_inner(e, scope, expected)?;
+        match expected {
+            Some(ty) => self.coerce(bound, ty),
+            None => Ok(bound),
+        }
+    }
+
+    /// In a grouped query, an expression equal to a group key reads the key's output column.
+    fn match_group(&mut self, e: &ast::Expr, scope: &Scope) -> SqlResult<Option<Expr>> {
+        let Some(ctx) = &self.aggregate else {
+            return Ok(None);
+        };
+        let text = e.to_string();
+        if let Some(i) = ctx.groups.iter().position(|(t, _)| *t == text) {
+            return Ok(Some(Expr::Column(
+                scope.outer_len + i,
+                ctx.groups[i].1.ty(),
+            )));
+        }
+        if matches!(
+            e,
+            ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+        ) {
+            let input = ctx.input_scope.clone();
+            let (q, name) = identifier_parts(e)?;
+            if let Ok((index, _)) = input.resolve(q.as_deref(), &name) {
+                if index >= input.outer_len {
+                    let ctx = self.aggregate.as_ref().expect("checked above");
+                    if let Some(g) = ctx
+                        .groups
+                        .iter()
+                        .position(|(_, g)| matches!(g, Expr::Column(c, _) if *c == index))
+                    {
+                        return Ok(Some(Expr::Column(
+                            scope.outer_len + g,
+                            ctx.groups[g].1.ty(),
+                        )));
+                    }
+                    return Err(SqlError::new(
+                        ErrorKind::GroupingError,
+                        format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+                    ));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    fn expr_inner(
+        &mut self,
+        e: &ast::Expr,
+        scope: &Scope,
+        expected: Option<DataType>,
+    ) -> SqlResult<Expr> {
+        use ast::Expr as E;
+        Ok(match e {
+            E::Identifier(_) | E::CompoundIdentifier(_) => {
+                let (q, name) = identifier_parts(e)?;
+                match scope.resolve(q.as_deref(), &name) {
+                    Ok((index, ty)) => Expr::Column(index, ty),
+                    Err(err) => match (q.as_deref(), name.as_str()) {
+                        (None, "current_user" | "session_user" | "user" | "current_role") => {
+                            Expr::Literal(Value::text("ledger"), DataType::Name)
+                        }
+                        (None, "current_schema") => {
+                            Expr::Literal(Value::text("public"), DataType::Name)
+                        }
+                        (None, "current_catalog") => {
+                            Expr::Literal(Value::text("ledger"), DataType::Name)
+                        }
+                        _ => return Err(err),
+                    },
+                }
+            }
+            E::Value(v) => self.literal(&v.value)?,
+            E::TypedString(ts) => {
+                let ty = data_type_of(&ts.data_type)?;
+                let text = literal_text(&ts.value.value)?;
+                Expr::Literal(Value::parse_text(&text, ty)?, ty)
+            }
+            E::Nested(inner) => self.expr(inner, scope, expected)?,
+            E::UnaryOp { op, expr } => match op {
+                ast::UnaryOperator::Not => {
+                    Expr::Not(Box::new(self.expr(expr, scope, Some(DataType::Bool))?))
+                }
+                ast::UnaryOperator::Minus => {
+                    if let E::Value(v) = expr.as_ref() {
+                        if let ast::Value::Number(n, _) = &v.value {
+                            return self.number(&format!("-{n}"));
+                        }
+                    }
+                    Expr::Negate(Box::new(self.expr(expr, scope, expected)?))
+                }
+                ast::UnaryOperator::Plus => self.expr(expr, scope, expected)?,
+                other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
+            },
+            E::BinaryOp { left, op, right } => {
+                let op = map_binary(op)?;
+                self.binary(op, left, right, scope, expected)?
+            }
+            E::IsNull(x) => Expr::IsNull {
+                expr: Box::new(self.expr(x, scope, None)?),
+                negated: false,
+            },
+            E::IsNotNull(x) => Expr::IsNull {
+                expr: Box::new(self.expr(x, scope, None)?),
+                negated: true,
+            },
+            E::IsTrue(x) | E::IsNotFalse(x) | E::IsFalse(x) | E::IsNotTrue(x) => {
+                let value = matches!(e, E::IsTrue(_) | E::IsNotTrue(_));
+                let negated = matches!(e, E::IsNotFalse(_) | E::IsNotTrue(_));
+                let inner = self.expr(x, scope, Some(DataType::Bool))?;
+                Expr::IsDistinct {
+                    left: Box::new(inner),
+                    right: Box::new(Expr::literal(Value::Bool(value))),
+                    negated: !negated,
+                }
+            }
+            E::IsDistinctFrom(a, b) | E::IsNotDistinctFrom(a, b) => {
+                let (l, r) = self.comparable(a, b, scope)?;
+                Expr::IsDistinct {
+                    left: Box::new(l),
+                    right: Box::new(r),
+                    negated: matches!(e, E::IsNotDistinctFrom(..)),
+                }
+            }
+            E::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let subject = self.expr(expr, scope, None)?;
+                let ty = subject.ty();
+                let mut items = Vec::with_capacity(list.len());
+                for item in list {
+                    let bound = self.expr(item, scope, Some(ty))?;
+                    items.push(bound);
+                }
+                let subject = match items.first() {
+                    Some(first) if ty == DataType::Unknown => self.coerce(subject, first.ty())?,
+                    _ => subject,
+                };
+                Expr::InList {
+                    expr: Box::new(subject),
+                    list: items,
+                    negated: *negated,
+                }
+            }
+            E::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => {
+                let subject = self.expr(expr, scope, None)?;
+                let plan = self.query(subquery, &scope.nested())?;
+                if plan.columns.len() != 1 {
+                    return Err(SqlError::syntax("subquery has too many columns"));
+                }
+                let subject = self.coerce(subject, plan.columns[0].ty)?;
+                Expr::InSubquery {
+                    expr: Box::new(subject),
+                    rel: Box::new(plan.rel),
+                    negated: *negated,
+                }
+            }
+            E::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                let subject = self.expr(expr, scope, None)?;
+                let ty = subject.ty();
+                let low = self.expr(low, scope, Some(ty))?;
+                let high = self.expr(high, scope, Some(ty))?;
+                let both = Expr::Binary {
+                    op: BinaryOp::And,
+                    left: Box::new(Expr::Binary {
+                        op: BinaryOp::GtEq,
+                        left: Box::new(subject.clone()),
+                        right: Box::new(low),
+                        ty: DataType::Bool,
+                    }),
+                    right: Box::new(Expr::Binary {
+                        op: BinaryOp::LtEq,
+                        left: Box::new(subject),
+                        right: Box::new(high),
+                        ty: DataType::Bool,
+                    }),
+                    ty: DataType::Bool,
+                };
+                if *negated {
+                    Expr::Not(Box::new(both))
+                } else {
+                    both
+                }
+            }
+            E::Like {
+                negated,
+                expr,
+                pattern,
+                escape_char: None,
+                any: false,
+            }
+            | E::ILike {
+                negated,
+                expr,
+                pattern,
+                escape_char: None,
+                any: false,
+            } => Expr::Like {
+                expr: Box::new(self.expr(expr, scope, Some(DataType::Text))?),
+                pattern: Box::new(self.expr(pattern, scope, Some(DataType::Text))?),
+                negated: *negated,
+                case_insensitive: matches!(e, E::ILike { .. }),
+            },
+            E::Case {
+                operand,
+                conditions,
+                else_result,
+                ..
+            } => {
+                let operand = match operand {
+                    Some(o) => Some(Box::new(self.expr(o, scope, None)?)),
+                    None => None,
+                };
+                let mut whens = Vec::new();
+                let mut ty = expected.unwrap_or(DataType::Unknown);
+                for c in conditions {
+                    let when_expected = operand.as_ref().map(|o| o.ty()).or(Some(DataType::Bool));
+                    let w = self.expr(&c.condition, scope, when_expected)?;
+                    let t = self.expr(
+                        &c.result,
+                        scope,
+                        if ty == DataType::Unknown {
+                            None
+                        } else {
+                            Some(ty)
+                        },
+                    )?;
+                    if ty == DataType::Unknown {
+                        ty = t.ty();
+                    }
+                    whens.push((w, t));
+                }
+                let otherwise = match else_result {
+                    Some(x) => Some(Box::new(self.expr(x, scope, Some(ty))?)),
+                    None => None,
+                };
+                if ty == DataType::Unknown {
+                    if let Some(o) = &otherwise {
+                        ty = o.ty();
+                    }
+                }
+                Expr::Case {
+                    operand,
+                    whens,
+                    otherwise,
+                    ty,
+                }
+            }
+            E::Cast {
+                expr,
+                data_type,
+                kind: ast::CastKind::Cast | ast::CastKind::DoubleColon,
+                format: None,
+            } => {
+                let type_text = data_type.to_string().to_ascii_lowercase();
+                let type_text = type_text.trim_start_matches("pg_catalog.");
+                if type_text == "regclass" {
+                    return self.regclass(expr, scope);
+                }
+                let ty = data_type_of(data_type)?;
+                let inner = self.expr(expr, scope, None)?;
+                match inner {
+                    Expr::Literal(v, _) => Expr::Literal(v.cast(ty)?, ty),
+                    Expr::Param(i, DataType::Unknown) => {
+                        self.set_param_type(i, ty);
+                        Expr::Param(i, ty)
+                    }
+                    other => Expr::Cast {
+                        expr: Box::new(other),
+                        ty,
+                    },
+                }
+            }
+            E::Function(f) => self.function(f, scope, expected)?,
+            E::Exists { subquery, negated } => {
+                let plan = self.query(subquery, &scope.nested())?;
+                Expr::Subquery {
+                    rel: Box::new(plan.rel),
+                    kind: SubqueryKind::Exists,
+                    negated: *negated,
+                    ty: DataType::Bool,
+                }
+            }
+            E::Subquery(q) => {
+                let plan = self.query(q, &scope.nested())?;
+                if plan.columns.len() != 1 {
+                    return Err(SqlError::syntax("subquery must return only one column"));
+                }
+                Expr::Subquery {
+                    rel: Box::new(plan.rel),
+                    kind: SubqueryKind::Scalar,
+                    negated: false,
+                    ty: plan.columns[0].ty,
+                }
+            }
+            E::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                let mut args = vec![self.expr(expr, scope, Some(DataType::Text))?];
+                args.push(match substring_from {
+                    Some(x) => self.expr(x, scope, Some(DataType::Int8))?,
+                    None => Expr::literal(Value::Int(1)),
+                });
+                if let Some(x) = substring_for {
+                    args.push(self.expr(x, scope, Some(DataType::Int8))?);
+                }
+                Expr::Function {
+                    func: Func::Substring,
+                    args,
+                    ty: DataType::Text,
+                }
+            }
+            E::Ceil { expr, .. } | E::Floor { expr, .. } => {
+                let arg = self.expr(expr, scope, None)?;
+                let ty = arg.ty();
+                Expr::Function {
+                    func: if matches!(e, E::Ceil { .. }) {
+                        Func::Ceil
+                    } else {
+                        Func::Floor
+                    },
+                    args: vec![arg],
+                    ty,
+                }
+            }
+            other => {
+                return Err(SqlError::feature_not_supported(format!(
+                    "expression {}",
+                    truncate(&other.to_string())
+                )))
+            }
+        })
+    }
+
+    fn regclass(&mut self, expr: &ast::Expr, scope: &Scope) -> SqlResult<Expr> {
+        let inner = self.expr(expr, scope, None)?;
+        match inner {
+            Expr::Literal(Value::Text(name), _) => {
+                let bare = name.trim_start_matches("public.").trim_matches('"');
+                match self.catalog.table(bare) {
+                    Some(t) => Ok(Expr::Literal(Value::Int(t.oid() as i64), DataType::Oid)),
+                    None => Err(SqlError::undefined_table(&name)),
+                }
+            }
+            other => Ok(Expr::Cast {
+                expr: Box::new(other),
+                ty: DataType::Oid,
+            }),
+        }
+    }
+
+    fn comparable(
+        &mut self,
+        a: &ast::Expr,
+        b: &ast::Expr,
+        scope: &Scope,
+    ) -> SqlResult<(Expr, Expr)> {
+        let l = self.expr(a, scope, None)?;
+        let r = self.expr(b, scope, None)?;
+        let (lt, rt) = (l.ty(), r.ty());
+        Ok(match (lt, rt) {
+            (DataType::Unknown, DataType::Unknown) => (l, r),
+            (DataType::Unknown, t) => (self.coerce(l, t)?, r),
+            (t, DataType::Unknown) => {
+                let r = self.coerce(r, t)?;
+                (l, r)
+            }
+            _ => (l, r),
+        })
+    }
+
+    fn binary(
+        &mut self,
+        op: BinaryOp,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        scope: &Scope,
+        expected: Option<DataType>,
+    ) -> SqlResult<Expr> {
+        if matches!(op, BinaryOp::And | BinaryOp::Or) {
+            let l = self.expr(left, scope, Some(DataType::Bool))?;
+            let r = self.expr(right, scope, Some(DataType::Bool))?;
+            return Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+                ty: DataType::Bool,
+            });
+        }
+        let (l, r) = self.comparable(left, right, scope)?;
+        if op.is_comparison() {
+            check_comparable(&l, &r, op)?;
+            return Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+                ty: DataType::Bool,
+            });
+        }
+        if op == BinaryOp::Concat {
+            let l = self.coerce(l, DataType::Text)?;
+            let r = self.coerce(r, DataType::Text)?;
+            return Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+                ty: DataType::Text,
+            });
+        }
+        let (l, r) = match (l.ty(), r.ty()) {
+            (DataType::Unknown, DataType::Unknown) => {
+                let t = expected
+                    .filter(|t| t.is_numeric_family())
+                    .unwrap_or(DataType::UNCONSTRAINED_NUMERIC);
+                (self.coerce(l, t)?, self.coerce(r, t)?)
+            }
+            _ => (l, r),
+        };
+        for side in [&l, &r] {
+            if !side.ty().is_numeric_family() && side.ty() != DataType::Unknown {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "operator does not exist: {} {} {}",
+                        l.ty().pg_name(),
+                        op.symbol(),
+                        r.ty().pg_name()
+                    ),
+                ));
+            }
+        }
+        let ty = arithmetic_type(l.ty(), r.ty());
+        Ok(Expr::Binary {
+            op,
+            left: Box::new(l),
+            right: Box::new(r),
+            ty,
+        })
+    }
+
+    fn number(&mut self, text: &str) -> SqlResult<Expr> {
+        if let Ok(i) = text.parse::<i64>() {
+            let ty = if i32::try_from(i).is_ok() {
+                DataType::Int4
+            } else {
+                DataType::Int8
+            };
+            return Ok(Expr::Literal(Value::Int(i), ty));
+        }
+        Ok(Expr::Literal(
+            Value::Numeric(Numeric::parse(text)?),
+            DataType::UNCONSTRAINED_NUMERIC,
+        ))
+    }
+
+    fn literal(&mut self, v: &ast::Value) -> SqlResult<Expr> {
+        Ok(match v {
+            ast::Value::Number(n, _) => return self.number(n),
+            ast::Value::Boolean(b) => Expr::literal(Value::Bool(*b)),
+            ast::Value::Null => Expr::Literal(Value::Null, DataType::Unknown),
+            ast::Value::Placeholder(p) => {
+                let n: usize = p
+                    .trim_start_matches('$')
+                    .parse()
+                    .map_err(|_| SqlError::syntax(format!("invalid parameter reference {p}")))?;
+                if n == 0 || n > 65_535 {
+                    return Err(SqlError::syntax(format!("invalid parameter reference {p}")));
+                }
+                if self.params.len() < n {
+                    self.params.resize(n, DataType::Unknown);
+                }
+                Expr::Param(n - 1, self.params[n - 1])
+            }
+            other => Expr::Literal(Value::Text(literal_text(other)?), DataType::Unknown),
+        })
+    }
+
+    fn function(
+        &mut self,
+        f: &ast::Function,
+        scope: &Scope,
+        expected: Option<DataType>,
+    ) -> SqlResult<Expr> {
+        let name = function_name(&f.name);
+        if f.over.is_some() {
+            return Err(SqlError::feature_not_supported("window functions"));
+        }
+        let (args, distinct, star) = match &f.args {
+            ast::FunctionArguments::None => (Vec::new(), false, false),
+            ast::FunctionArguments::Subquery(_) => {
+                return Err(SqlError::feature_not_supported("function over a subquery"))
+            }
+            ast::FunctionArguments::List(list) => {
+                let distinct = matches!(
+                    list.duplicate_treatment,
+                    Some(ast::DuplicateTreatment::Distinct)
+                );
+                let mut args = Vec::new();
+                let mut star = false;
+                for a in &list.args {
+                    match a {
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
+                            args.push(x.clone())
+                        }
+                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
+                        _ => {
+                            return Err(SqlError::feature_not_supported(format!(
+                                "this argument form in {name}()"
+                            )))
+                        }
+                    }
+                }
+                (args, distinct, star)
+            }
+        };
+        if AGGREGATES.contains(&name.as_str()) {
+            return self.aggregate_call(&name, &args, distinct, star, scope);
+        }
+        let mut bound = Vec::with_capacity(args.len());
+        let fixed = |v: Value, ty: DataType| Ok(Expr::Literal(v, ty));
+        match (name.as_str(), args.len()) {
+            (
+                "now"
+                | "current_timestamp"
+                | "transaction_timestamp"
+                | "statement_timestamp"
+                | "localtimestamp",
+                0,
+            ) => {
+                return Ok(Expr::Function {
+                    func: Func::Now,
+                    args: Vec::new(),
+                    ty: DataType::TimestampTz,
+                })
+            }
+            ("current_date", 0) => {
+                return Ok(Expr::Cast {
+                    expr: Box::new(Expr::Function {
+                        func: Func::Now,
+                        args: Vec::new(),
+                        ty: DataType::TimestampTz,
+                    }),
+                    ty: DataType::Date,
+                })
+            }
+            ("current_database" | "current_catalog", 0) => {
+                return fixed(Value::text("ledger"), DataType::Name)
+            }
+            ("current_schema", 0) => return fixed(Value::text("public"), DataType::Name),
+            ("current_user" | "session_user" | "user", 0) => {
+                return fixed(Value::text("ledger"), DataType::Name)
+            }
+            ("current_schemas", 1) => {
+                return fixed(
+                    Value::Array(vec![Value::text("pg_catalog"), Value::text("public")]),
+                    DataType::TextArray,
+                )
+            }
+            ("version", 0) => {
+                return fixed(
+                    Value::text(format!(
+                        "PostgreSQL 15.0 (hotledger {})",
+                        env!("CARGO_PKG_VERSION")
+                    )),
+                    DataType::Text,
+                )
+            }
+            ("pg_backend_pid", 0) => {
+                return fixed(Value::Int(std::process::id() as i64), DataType::Int4)
+            }
+            ("pg_table_is_visible" | "has_table_privilege" | "has_schema_privilege", _) => {
+                return fixed(Value::Bool(true), DataType::Bool)
+            }
+            ("pg_get_userbyid", 1) => return fixed(Value::text("ledger"), DataType::Name),
+            ("random", 0) => {
+                return Err(SqlError::feature_not_supported(
+                    "random(): writes must be deterministic",
+                ))
+            }
+            _ => {}
+        }
+        let (func, ty) = match name.as_str() {
+            "coalesce" | "greatest" | "least" => {
+                let mut ty = expected.unwrap_or(DataType::Unknown);
+                for a in &args {
+                    let b = self.expr(
+                        a,
+                        scope,
+                        if ty == DataType::Unknown {
+                            None
+                        } else {
+                            Some(ty)
+                        },
+                    )?;
+                    if ty == DataType::Unknown {
+                        ty = b.ty();
+                    }
+                    bound.push(b);
+                }
+                let mut coerced = Vec::with_capacity(bound.len());
+                for b in bound.drain(..) {
+                    coerced.push(self.coerce(b, ty)?);
+                }
+                bound = coerced;
+                let func = match name.as_str() {
+                    "coalesce" => Func::Coalesce,
+                    "greatest" => Func::Greatest,
+                    _ => Func::Least,
+                };
+                (func, ty)
+            }
+            "nullif" => {
+                let (l, r) = match args.as_slice() {
+                    [a, b] => self.comparable(a, b, scope)?,
+                    _ => return Err(wrong_args(&name)),
+                };
+                let ty = l.ty();
+                bound = vec![l, r];
+                (Func::NullIf, ty)
+            }
+            _ => {
+                for a in &args {
+                    bound.push(self.expr(a, scope, None)?);
+                }
+                let first = bound.first().map(|b| b.ty()).unwrap_or(DataType::Unknown);
+                let (func, ty, arity) = match name.as_str() {
+                    "lower" => (Func::Lower, DataType::Text, 1..=1),
+                    "upper" => (Func::Upper, DataType::Text, 1..=1),
+                    "length" | "char_length" | "character_length" | "octet_length" => {
+                        (Func::Length, DataType::Int4, 1..=1)
+                    }
+                    "abs" => (Func::Abs, first, 1..=1),
+                    "round" => (Func::Round, first, 1..=2),
+                    "trunc" => (Func::Trunc, first, 1..=2),
+                    "floor" => (Func::Floor, first, 1..=1),
+                    "ceil" | "ceiling" => (Func::Ceil, first, 1..=1),
+                    "substr" | "substring" => (Func::Substring, DataType::Text, 2..=3),
+                    "concat" => (Func::Concat, DataType::Text, 0..=100),
+                    "array_position" => (Func::ArrayPosition, DataType::Int4, 2..=2),
+                    "array_to_string" => (Func::ArrayToString, DataType::Text, 2..=2),
+                    _ => {
+                        return Err(SqlError::new(
+                            ErrorKind::UndefinedFunction,
+                            format!("function {name}() does not exist"),
+                        ))
+                    }
+                };
+                if !arity.contains(&bound.len()) {
+                    return Err(wrong_args(&name));
+                }
+                let ty = if ty == DataType::Unknown {
+                    DataType::UNCONSTRAINED_NUMERIC
+                } else {
+                    ty
+                };
+                let mut coerced = Vec::with_capacity(bound.len());
+                for (i, b) in bound.drain(..).enumerate() {
+                    let want = match func {
+                        Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,
+                        Func::Abs | Func::Round | Func::Trunc | Func::Floor | Func::Ceil => ty,
+                        _ => DataType::Text,
+                    };
+                    coerced.push(self.coerce(b, want)?);
+                }
+                bound = coerced;
+                (func, ty)
+            }
+        };
+        Ok(Expr::Function {
+            func,
+            args: bound,
+            ty,
+        })
+    }
+
+    fn aggregate_call(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        distinct: bool,
+        star: bool,
+        scope: &Scope,
+    ) -> SqlResult<Expr> {
+        let Some(mut ctx) = self.aggregate.take() else {
+            return Err(SqlError::new(
+                ErrorKind::GroupingError,
+                format!("aggregate function {name}() is not allowed here"),
+            ));
+        };
+        let input_scope = ctx.input_scope.clone();
+        let result = (|| -> SqlResult<AggCall> {
+            let mut bound = Vec::new();
+            for a in args {
+                bound.push(self.expr(a, &input_scope, None)?);
+            }
+            let first_ty = bound.first().map(|b| b.ty()).unwrap_or(DataType::Unknown);
+            let (func, ty) = match (name, star, bound.len()) {
+                ("count", true, 0) => (AggFunc::CountStar, DataType::Int8),
+                ("count", false, 1) => (AggFunc::Count, DataType::Int8),
+                ("sum", false, 1) => (
+                    AggFunc::Sum,
+                    match first_ty {
+                        DataType::Int2 | DataType::Int4 => DataType::Int8,
+                        DataType::Float4 | DataType::Float8 => DataType::Float8,
+                        _ => DataType::UNCONSTRAINED_NUMERIC,
+                    },
+                ),
+                ("avg", false, 1) => (
+                    AggFunc::Avg,
+                    if matches!(first_ty, DataType::Float4 | DataType::Float8) {
+                        DataType::Float8
+                    } else {
+                        DataType::UNCONSTRAINED_NUMERIC
+                    },
+                ),
+                ("min", false, 1) => (AggFunc::Min, first_ty),
+                ("max", false, 1) => (AggFunc::Max, first_ty),
+                ("bool_and" | "every", false, 1) => (AggFunc::BoolAnd, DataType::Bool),
+                ("bool_or", false, 1) => (AggFunc::BoolOr, DataType::Bool),
+                ("string_agg", false, 2) => (AggFunc::StringAgg, DataType::Text),
+                _ => return Err(wrong_args(name)),
+            };
+            if matches!(func, AggFunc::Sum | AggFunc::Avg)
+                && !first_ty.is_numeric_family()
+                && first_ty != DataType::Unknown
+            {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function {name}({}) does not exist", first_ty.pg_name()),
+                ));
+            }
+            Ok(AggCall {
+                func,
+                args: bound,
+                distinct,
+                ty,
+            })
+        })();
+        let call = match result {
+            Ok(call) => call,
+            Err(e) => {
+                self.aggregate = Some(ctx);
+                return Err(e);
+            }
+        };
+        let ty = call.ty;
+        let position = scope.outer_len + ctx.groups.len() + ctx.aggregates.len();
+        ctx.aggregates.push(call);
+        self.aggregate = Some(ctx);
+        Ok(Expr::Column(position, ty))
+    }
+}
+
+fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
+    let (a, b) = (l.ty(), r.ty());
+    let family = |t: DataType| -> u8 {
+        if t.is_numeric_family() {
+            1
+        } else if t.is_text_family() || t == DataType::CatalogChar {
+            2
+        } else {
+            match t {
+                DataType::Bool => 3,
+                DataType::Timestamp | DataType::TimestampTz | DataType::Date => 4,
+                DataType::Bytea => 5,
+                DataType::TextArray | DataType::Int2Array => 6,
+                _ => 0,
+            }
+        }
+    };
+    if a == DataType::Unknown || b == DataType::Unknown || family(a) == family(b) {
+        return Ok(());
+    }
+    Err(SqlError::new(
+        ErrorKind::UndefinedFunction,
+        format!(
+            "operator does not exist: {} {} {}",
+            a.pg_name(),
+            op.symbol(),
+            b.pg_name()
+        ),
+    ))
+}
+
+fn wrong_args(name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::UndefinedFunction,
+        format!("function {name} with these arguments does not exist"),
+    )
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(60).collect()
+}
+
+/// The text of a string-like literal.
+pub fn literal_text(v: &ast::Value) -> SqlResult<String> {
+    Ok(match v {
+        ast::Value::SingleQuotedString(s)
+        | ast::Value::EscapedStringLiteral(s)
+        | ast::Value::NationalStringLiteral(s)
+        | ast::Value::UnicodeStringLiteral(s) => s.clone(),
+        ast::Value::DollarQuotedString(d) => d.value.clone(),
+        ast::Value::Number(n, _) => n.clone(),
+        ast::Value::Boolean(b) => b.to_string(),
+        ast::Value::HexStringLiteral(h) => h.clone(),
+        other => return Err(SqlError::feature_not_supported(format!("literal {other}"))),
+    })
+}
+
+/// `(qualifier, name)` of a column reference, lower-cased unless quoted.
+pub fn identifier_parts(e: &ast::Expr) -> SqlResult<(Option<String>, String)> {
+    match e {
+        ast::Expr::Identifier(i) => Ok((None, ident(i))),
+        ast::Expr::CompoundIdentifier(parts) => {
+            let n = parts.len();
+            match n {
+                2 => Ok((Some(ident(&parts[0])), ident(&parts[1]))),
+                3 | 4 => Ok((Some(ident(&parts[n - 2])), ident(&parts[n - 1]))),
+                _ => Err(SqlError::syntax(format!("improper qualified name: {e}"))),
+            }
+        }
+        _ => Err(SqlError::internal("not an identifier")),
+    }
+}
+
+/// An identifier as PostgreSQL folds it: lower case unless quoted.
+pub fn ident(i: &ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_ascii_lowercase()
+    }
+}

@@ -1,0 +1,96 @@
+//! The catalog: table definitions as the executor stores them in the database and as the
+//! binder resolves names against them. A `Catalog` value is immutable once published; DDL
+//! produces a new one with a higher version.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sql::DataType;
+
+use crate::expr::Expr;
+
+/// User tables get OIDs from here up, as in PostgreSQL.
+pub const FIRST_USER_OID: u32 = 16_384;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ColumnDef {
+    pub name: String,
+    pub ty: DataType,
+    pub nullable: bool,
+    pub default: Option<Expr>,
+    /// The default as written, for `\d` and information_schema.
+    pub default_sql: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CheckDef {
+    pub name: String,
+    /// Evaluated over the table row; NULL passes, as in SQL.
+    pub expr: Expr,
+    pub sql: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TableDef {
+    pub id: u32,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// Column positions of the primary key; empty means rows are keyed by a hidden row id.
+    pub primary_key: Vec<usize>,
+    pub primary_key_name: Option<String>,
+    pub checks: Vec<CheckDef>,
+    /// Bumped by every change to the definition; plans carry it so a statement planned
+    /// against an older shape is refused instead of misapplied.
+    pub shape_version: u64,
+    /// The kv table holding the rows.
+    pub storage: String,
+}
+
+impl TableDef {
+    pub fn oid(&self) -> u32 {
+        FIRST_USER_OID + self.id
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name == name)
+    }
+
+    pub fn has_primary_key(&self) -> bool {
+        !self.primary_key.is_empty()
+    }
+
+    pub fn reference(&self) -> TableRef {
+        TableRef {
+            id: self.id,
+            name: self.name.clone(),
+            shape_version: self.shape_version,
+        }
+    }
+}
+
+/// How a plan names a table it writes: the executor resolves the id against its own catalog
+/// and refuses the command if the shape changed since planning.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableRef {
+    pub id: u32,
+    pub name: String,
+    pub shape_version: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Catalog {
+    pub version: u64,
+    pub tables: BTreeMap<String, Arc<TableDef>>,
+    pub next_table_id: u32,
+}
+
+impl Catalog {
+    pub fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(name)
+    }
+
+    pub fn table_by_id(&self, id: u32) -> Option<&Arc<TableDef>> {
+        self.tables.values().find(|t| t.id == id)
+    }
+}

@@ -1,0 +1,1081 @@
+//! Bound expressions: column references resolved to positions, parameters to numbers,
+//! functions to `Func`, every node typed. They are data (serde) because write commands carry
+//! them through the log and the executor evaluates them at apply time (`x = x + $1`).
+
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+use sql::{check_int_range, DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
+
+use crate::plan::Rel;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Eq,
+    NotEq,
+    Lt,
+    LtEq,
+    Gt,
+    GtEq,
+    And,
+    Or,
+    Concat,
+}
+
+impl BinaryOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Mod => "%",
+            BinaryOp::Eq => "=",
+            BinaryOp::NotEq => "<>",
+            BinaryOp::Lt => "<",
+            BinaryOp::LtEq => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::GtEq => ">=",
+            BinaryOp::And => "AND",
+            BinaryOp::Or => "OR",
+            BinaryOp::Concat => "||",
+        }
+    }
+
+    pub fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Eq
+                | BinaryOp::NotEq
+                | BinaryOp::Lt
+                | BinaryOp::LtEq
+                | BinaryOp::Gt
+                | BinaryOp::GtEq
+        )
+    }
+
+    /// The comparison with its operands swapped (`a < b` is `b > a`).
+    pub fn flipped(self) -> BinaryOp {
+        match self {
+            BinaryOp::Lt => BinaryOp::Gt,
+            BinaryOp::LtEq => BinaryOp::GtEq,
+            BinaryOp::Gt => BinaryOp::Lt,
+            BinaryOp::GtEq => BinaryOp::LtEq,
+            other => other,
+        }
+    }
+}
+
+/// Scalar functions the evaluator knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Func {
+    Now,
+    Coalesce,
+    NullIf,
+    Lower,
+    Upper,
+    Length,
+    Abs,
+    Round,
+    Trunc,
+    Floor,
+    Ceil,
+    Greatest,
+    Least,
+    Substring,
+    Concat,
+    ArrayPosition,
+    ArrayToString,
+    Random,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AggFunc {
+    CountStar,
+    Count,
+    Sum,
+    Min,
+    Max,
+    Avg,
+    BoolAnd,
+    BoolOr,
+    StringAgg,
+}
+
+/// One aggregate call in a grouped query.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AggCall {
+    pub func: AggFunc,
+    pub args: Vec<Expr>,
+    pub distinct: bool,
+    pub ty: DataType,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SubqueryKind {
+    Scalar,
+    Exists,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Expr {
+    Literal(Value, DataType),
+    /// A position in the evaluation row (outer columns first, then the current row's).
+    Column(usize, DataType),
+    /// `$n`, zero-based.
+    Param(usize, DataType),
+    Not(Box<Expr>),
+    Negate(Box<Expr>),
+    Binary {
+        op: BinaryOp,
+        left: Box<Expr>,
+        right: Box<Expr>,
+        ty: DataType,
+    },
+    IsNull {
+        expr: Box<Expr>,
+        negated: bool,
+    },
+    IsDistinct {
+        left: Box<Expr>,
+        right: Box<Expr>,
+        negated: bool,
+    },
+    InList {
+        expr: Box<Expr>,
+        list: Vec<Expr>,
+        negated: bool,
+    },
+    Like {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+        case_insensitive: bool,
+    },
+    Case {
+        operand: Option<Box<Expr>>,
+        whens: Vec<(Expr, Expr)>,
+        otherwise: Option<Box<Expr>>,
+        ty: DataType,
+    },
+    Cast {
+        expr: Box<Expr>,
+        ty: DataType,
+    },
+    Function {
+        func: Func,
+        args: Vec<Expr>,
+        ty: DataType,
+    },
+    /// A subquery evaluated per row with the current row as its outer row.
+    Subquery {
+        rel: Box<Rel>,
+        kind: SubqueryKind,
+        negated: bool,
+        ty: DataType,
+    },
+    /// `expr [NOT] IN (subquery)`.
+    InSubquery {
+        expr: Box<Expr>,
+        rel: Box<Rel>,
+        negated: bool,
+    },
+}
+
+/// Runs subqueries for the evaluator; the executor implements it over its storage.
+pub trait SubqueryRunner {
+    fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>>;
+}
+
+/// A runner for contexts where subqueries cannot appear (checks, defaults).
+pub struct NoSubqueries;
+
+impl SubqueryRunner for NoSubqueries {
+    fn run(&self, _: &Rel, _: &[Value], _: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>> {
+        Err(SqlError::feature_not_supported(
+            "subqueries in this context",
+        ))
+    }
+}
+
+/// What an expression is evaluated with besides its row.
+pub struct EvalEnv<'a> {
+    pub params: &'a [Value],
+    /// The statement's timestamp (microseconds since the Unix epoch), fixed before proposing
+    /// so every replica computes the same `now()`.
+    pub now_micros: i64,
+    pub subqueries: &'a dyn SubqueryRunner,
+}
+
+impl Expr {
+    pub fn literal(value: Value) -> Expr {
+        let ty = value.natural_type();
+        Expr::Literal(value, ty)
+    }
+
+    pub fn ty(&self) -> DataType {
+        match self {
+            Expr::Literal(_, ty) | Expr::Column(_, ty) | Expr::Param(_, ty) => *ty,
+            Expr::Negate(e) => e.ty(),
+            Expr::Not(_) | Expr::IsNull { .. } | Expr::IsDistinct { .. } | Expr::InList { .. } => {
+                DataType::Bool
+            }
+            Expr::Like { .. } | Expr::InSubquery { .. } => DataType::Bool,
+            Expr::Binary { ty, .. } | Expr::Case { ty, .. } | Expr::Cast { ty, .. } => *ty,
+            Expr::Function { ty, .. } | Expr::Subquery { ty, .. } => *ty,
+        }
+    }
+
+    /// True when the expression reads no column at or after `first_own_column` (so its value
+    /// is known before the scan: literals, parameters, outer columns).
+    pub fn is_independent_of(&self, first_own_column: usize) -> bool {
+        let mut independent = true;
+        self.visit(&mut |e| match e {
+            Expr::Column(i, _) if *i >= first_own_column => independent = false,
+            Expr::Subquery { .. } | Expr::InSubquery { .. } => independent = false,
+            Expr::Function {
+                func: Func::Random, ..
+            } => independent = false,
+            _ => {}
+        });
+        independent
+    }
+
+    pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Literal(..) | Expr::Column(..) | Expr::Param(..) => {}
+            Expr::Not(e) | Expr::Negate(e) | Expr::Cast { expr: e, .. } => e.visit(f),
+            Expr::IsNull { expr, .. } => expr.visit(f),
+            Expr::Binary { left, right, .. } | Expr::IsDistinct { left, right, .. } => {
+                left.visit(f);
+                right.visit(f);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.visit(f);
+                list.iter().for_each(|e| e.visit(f));
+            }
+            Expr::Like { expr, pattern, .. } => {
+                expr.visit(f);
+                pattern.visit(f);
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+                ..
+            } => {
+                if let Some(o) = operand {
+                    o.visit(f);
+                }
+                for (w, t) in whens {
+                    w.visit(f);
+                    t.visit(f);
+                }
+                if let Some(o) = otherwise {
+                    o.visit(f);
+                }
+            }
+            Expr::Function { args, .. } => args.iter().for_each(|e| e.visit(f)),
+            Expr::Subquery { .. } => {}
+            Expr::InSubquery { expr, .. } => expr.visit(f),
+        }
+    }
+
+    /// Replaces parameters and `now()` with literals, so the expression can travel in a
+    /// command and evaluate identically anywhere.
+    pub fn bind_constants(&self, params: &[Value], now_micros: i64) -> SqlResult<Expr> {
+        Ok(match self {
+            Expr::Param(i, ty) => {
+                let v = params.get(*i).cloned().ok_or_else(|| {
+                    SqlError::new(
+                        ErrorKind::UndefinedParameter,
+                        format!("there is no parameter ${}", i + 1),
+                    )
+                })?;
+                Expr::Literal(v, *ty)
+            }
+            Expr::Function {
+                func: Func::Now,
+                ty,
+                ..
+            } => Expr::Literal(Value::TimestampTz(now_micros), *ty),
+            Expr::Literal(..) | Expr::Column(..) => self.clone(),
+            Expr::Not(e) => Expr::Not(Box::new(e.bind_constants(params, now_micros)?)),
+            Expr::Negate(e) => Expr::Negate(Box::new(e.bind_constants(params, now_micros)?)),
+            Expr::Cast { expr, ty } => Expr::Cast {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                ty: *ty,
+            },
+            Expr::IsNull { expr, negated } => Expr::IsNull {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                negated: *negated,
+            },
+            Expr::Binary {
+                op,
+                left,
+                right,
+                ty,
+            } => Expr::Binary {
+                op: *op,
+                left: Box::new(left.bind_constants(params, now_micros)?),
+                right: Box::new(right.bind_constants(params, now_micros)?),
+                ty: *ty,
+            },
+            Expr::IsDistinct {
+                left,
+                right,
+                negated,
+            } => Expr::IsDistinct {
+                left: Box::new(left.bind_constants(params, now_micros)?),
+                right: Box::new(right.bind_constants(params, now_micros)?),
+                negated: *negated,
+            },
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => Expr::InList {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                list: list
+                    .iter()
+                    .map(|e| e.bind_constants(params, now_micros))
+                    .collect::<SqlResult<_>>()?,
+                negated: *negated,
+            },
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+                case_insensitive,
+            } => Expr::Like {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                pattern: Box::new(pattern.bind_constants(params, now_micros)?),
+                negated: *negated,
+                case_insensitive: *case_insensitive,
+            },
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+                ty,
+            } => Expr::Case {
+                operand: match operand {
+                    Some(o) => Some(Box::new(o.bind_constants(params, now_micros)?)),
+                    None => None,
+                },
+                whens: whens
+                    .iter()
+                    .map(|(w, t)| {
+                        Ok((
+                            w.bind_constants(params, now_micros)?,
+                            t.bind_constants(params, now_micros)?,
+                        ))
+                    })
+                    .collect::<SqlResult<_>>()?,
+                otherwise: match otherwise {
+                    Some(o) => Some(Box::new(o.bind_constants(params, now_micros)?)),
+                    None => None,
+                },
+                ty: *ty,
+            },
+            Expr::Function { func, args, ty } => Expr::Function {
+                func: *func,
+                args: args
+                    .iter()
+                    .map(|e| e.bind_constants(params, now_micros))
+                    .collect::<SqlResult<_>>()?,
+                ty: *ty,
+            },
+            Expr::Subquery { .. } | Expr::InSubquery { .. } => {
+                return Err(SqlError::feature_not_supported(
+                    "subqueries in a write that is applied later",
+                ))
+            }
+        })
+    }
+
+    pub fn eval(&self, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<Value> {
+        Ok(match self {
+            Expr::Literal(v, _) => v.clone(),
+            Expr::Column(i, _) => row
+                .get(*i)
+                .cloned()
+                .ok_or_else(|| SqlError::internal(format!("column {i} out of range")))?,
+            Expr::Param(i, ty) => {
+                let v = env.params.get(*i).ok_or_else(|| {
+                    SqlError::new(
+                        ErrorKind::UndefinedParameter,
+                        format!("there is no parameter ${}", i + 1),
+                    )
+                })?;
+                if *ty == DataType::Unknown {
+                    v.clone()
+                } else {
+                    v.cast(*ty)?
+                }
+            }
+            Expr::Not(e) => match e.eval(row, env)? {
+                Value::Null => Value::Null,
+                Value::Bool(b) => Value::Bool(!b),
+                other => return Err(bool_expected(&other)),
+            },
+            Expr::Negate(e) => match e.eval(row, env)? {
+                Value::Null => Value::Null,
+                Value::Int(i) => {
+                    check_int_range(i.checked_neg().ok_or_else(int_overflow)?, e.ty())?
+                }
+                Value::Float(f) => Value::Float(-f),
+                Value::Numeric(n) => Value::Numeric(n.neg()),
+                other => {
+                    return Err(SqlError::mismatch(format!(
+                        "cannot negate {}",
+                        other.natural_type()
+                    )))
+                }
+            },
+            Expr::Binary {
+                op,
+                left,
+                right,
+                ty,
+            } => eval_binary(*op, left, right, *ty, row, env)?,
+            Expr::IsNull { expr, negated } => {
+                Value::Bool(expr.eval(row, env)?.is_null() != *negated)
+            }
+            Expr::IsDistinct {
+                left,
+                right,
+                negated,
+            } => {
+                let l = left.eval(row, env)?;
+                let r = right.eval(row, env)?;
+                let distinct = match (l.is_null(), r.is_null()) {
+                    (true, true) => false,
+                    (true, false) | (false, true) => true,
+                    _ => l.compare(&r) != Some(Ordering::Equal),
+                };
+                Value::Bool(distinct != *negated)
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let v = expr.eval(row, env)?;
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for item in list {
+                    let x = item.eval(row, env)?;
+                    if x.is_null() {
+                        saw_null = true;
+                    } else if compare_values(&v, &x)? == Ordering::Equal {
+                        return Ok(Value::Bool(!negated));
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Bool(*negated)
+                }
+            }
+            Expr::Like {
+                expr,
+                pattern,
+                negated,
+                case_insensitive,
+            } => {
+                let (v, p) = (expr.eval(row, env)?, pattern.eval(row, env)?);
+                match (v, p) {
+                    (Value::Null, _) | (_, Value::Null) => Value::Null,
+                    (v, p) => {
+                        let text = text_of(&v);
+                        let pat = text_of(&p);
+                        let matched = if *case_insensitive {
+                            like(&text.to_lowercase(), &pat.to_lowercase())
+                        } else {
+                            like(&text, &pat)
+                        };
+                        Value::Bool(matched != *negated)
+                    }
+                }
+            }
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+                ty,
+            } => {
+                let subject = match operand {
+                    Some(o) => Some(o.eval(row, env)?),
+                    None => None,
+                };
+                for (when, then) in whens {
+                    let hit = match &subject {
+                        Some(s) => {
+                            let w = when.eval(row, env)?;
+                            !s.is_null()
+                                && !w.is_null()
+                                && compare_values(s, &w)? == Ordering::Equal
+                        }
+                        None => when.eval(row, env)?.is_true(),
+                    };
+                    if hit {
+                        return then.eval(row, env)?.cast_to_result(*ty);
+                    }
+                }
+                match otherwise {
+                    Some(o) => o.eval(row, env)?.cast_to_result(*ty)?,
+                    None => Value::Null,
+                }
+            }
+            Expr::Cast { expr, ty } => expr.eval(row, env)?.cast(*ty)?,
+            Expr::Function { func, args, ty } => eval_function(*func, args, *ty, row, env)?,
+            Expr::Subquery {
+                rel,
+                kind,
+                negated,
+                ty,
+            } => {
+                let rows = env.subqueries.run(rel, row, env)?;
+                match kind {
+                    SubqueryKind::Exists => Value::Bool(rows.is_empty() == *negated),
+                    SubqueryKind::Scalar => {
+                        match rows.len() {
+                            0 => Value::Null,
+                            1 => rows[0]
+                                .first()
+                                .cloned()
+                                .unwrap_or(Value::Null)
+                                .cast_to_result(*ty)?,
+                            _ => return Err(SqlError::new(
+                                ErrorKind::CardinalityViolation,
+                                "more than one row returned by a subquery used as an expression",
+                            )),
+                        }
+                    }
+                }
+            }
+            Expr::InSubquery { expr, rel, negated } => {
+                let v = expr.eval(row, env)?;
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for r in env.subqueries.run(rel, row, env)? {
+                    match r.first() {
+                        Some(Value::Null) | None => saw_null = true,
+                        Some(x) if compare_values(&v, x)? == Ordering::Equal => {
+                            return Ok(Value::Bool(!negated))
+                        }
+                        Some(_) => {}
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Bool(*negated)
+                }
+            }
+        })
+    }
+}
+
+trait CastToResult {
+    fn cast_to_result(self, ty: DataType) -> SqlResult<Value>;
+}
+
+impl CastToResult for Value {
+    fn cast_to_result(self, ty: DataType) -> SqlResult<Value> {
+        if ty == DataType::Unknown || self.is_null() {
+            Ok(self)
+        } else {
+            self.cast(ty)
+        }
+    }
+}
+
+fn bool_expected(v: &Value) -> SqlError {
+    SqlError::mismatch(format!(
+        "argument of NOT must be type boolean, not type {}",
+        v.natural_type()
+    ))
+}
+
+fn int_overflow() -> SqlError {
+    SqlError::numeric_out_of_range("bigint out of range")
+}
+
+fn text_of(v: &Value) -> String {
+    v.to_pg_text(v.natural_type()).unwrap_or_default()
+}
+
+/// Compares two non-NULL values, or fails with a type error naming both types.
+pub fn compare_values(a: &Value, b: &Value) -> SqlResult<Ordering> {
+    a.compare(b).ok_or_else(|| {
+        SqlError::new(
+            ErrorKind::UndefinedFunction,
+            format!(
+                "operator does not exist: {} = {}",
+                a.natural_type(),
+                b.natural_type()
+            ),
+        )
+    })
+}
+
+fn eval_binary(
+    op: BinaryOp,
+    left: &Expr,
+    right: &Expr,
+    ty: DataType,
+    row: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Value> {
+    // AND/OR use three-valued logic and short-circuit.
+    if matches!(op, BinaryOp::And | BinaryOp::Or) {
+        let l = left.eval(row, env)?;
+        let is_and = op == BinaryOp::And;
+        if let Value::Bool(b) = l {
+            if b != is_and {
+                return Ok(Value::Bool(b));
+            }
+        }
+        let r = right.eval(row, env)?;
+        return Ok(match (l, r) {
+            (Value::Bool(a), Value::Bool(b)) => Value::Bool(if is_and { a && b } else { a || b }),
+            (Value::Null, Value::Bool(b)) | (Value::Bool(b), Value::Null) if b != is_and => {
+                Value::Bool(b)
+            }
+            (Value::Null, _) | (_, Value::Null) => Value::Null,
+            (other, _) => {
+                return Err(SqlError::mismatch(format!(
+                    "argument of {} must be type boolean, not type {}",
+                    op.symbol(),
+                    other.natural_type()
+                )))
+            }
+        });
+    }
+    let l = left.eval(row, env)?;
+    let r = right.eval(row, env)?;
+    if l.is_null() || r.is_null() {
+        return Ok(Value::Null);
+    }
+    if op.is_comparison() {
+        let ord = compare_values(&l, &r)?;
+        return Ok(Value::Bool(match op {
+            BinaryOp::Eq => ord == Ordering::Equal,
+            BinaryOp::NotEq => ord != Ordering::Equal,
+            BinaryOp::Lt => ord == Ordering::Less,
+            BinaryOp::LtEq => ord != Ordering::Greater,
+            BinaryOp::Gt => ord == Ordering::Greater,
+            _ => ord != Ordering::Less,
+        }));
+    }
+    if op == BinaryOp::Concat {
+        return Ok(Value::Text(text_of(&l) + &text_of(&r)));
+    }
+    arithmetic(op, l, r, ty)
+}
+
+/// Arithmetic with PostgreSQL's promotion: integers stay integers (checked against the
+/// result type's width), anything with NUMERIC is NUMERIC, anything with a float is a float.
+pub fn arithmetic(op: BinaryOp, l: Value, r: Value, ty: DataType) -> SqlResult<Value> {
+    let l = coerce_numeric_operand(l)?;
+    let r = coerce_numeric_operand(r)?;
+    Ok(match (l, r) {
+        (Value::Int(a), Value::Int(b)) => {
+            let v = match op {
+                BinaryOp::Add => a.checked_add(b),
+                BinaryOp::Sub => a.checked_sub(b),
+                BinaryOp::Mul => a.checked_mul(b),
+                BinaryOp::Div => {
+                    if b == 0 {
+                        return Err(SqlError::division_by_zero());
+                    }
+                    a.checked_div(b)
+                }
+                BinaryOp::Mod => {
+                    if b == 0 {
+                        return Err(SqlError::division_by_zero());
+                    }
+                    a.checked_rem(b)
+                }
+                _ => None,
+            };
+            let v = v.ok_or_else(|| {
+                SqlError::numeric_out_of_range(format!("{} out of range", ty_or_bigint(ty)))
+            })?;
+            if ty.is_integer() {
+                check_int_range(v, ty).map_err(|_| {
+                    SqlError::numeric_out_of_range(format!("{} out of range", ty.pg_name()))
+                })?
+            } else {
+                Value::Int(v)
+            }
+        }
+        (a @ Value::Float(_), b) | (a, b @ Value::Float(_)) => {
+            let (x, y) = (float_of(&a), float_of(&b));
+            let v = match op {
+                BinaryOp::Add => x + y,
+                BinaryOp::Sub => x - y,
+                BinaryOp::Mul => x * y,
+                BinaryOp::Div => {
+                    if y == 0.0 {
+                        return Err(SqlError::division_by_zero());
+                    }
+                    x / y
+                }
+                BinaryOp::Mod => x % y,
+                _ => return Err(SqlError::internal("not an arithmetic operator")),
+            };
+            if v.is_infinite() && x.is_finite() && y.is_finite() {
+                return Err(SqlError::numeric_out_of_range(
+                    "value out of range: overflow",
+                ));
+            }
+            Value::Float(v)
+        }
+        (a, b) => {
+            let x = numeric_of(&a)?;
+            let y = numeric_of(&b)?;
+            Value::Numeric(match op {
+                BinaryOp::Add => x.add(&y)?,
+                BinaryOp::Sub => x.sub(&y)?,
+                BinaryOp::Mul => x.mul(&y)?,
+                BinaryOp::Div => x.div(&y)?,
+                BinaryOp::Mod => x.rem(&y)?,
+                _ => return Err(SqlError::internal("not an arithmetic operator")),
+            })
+        }
+    })
+}
+
+fn ty_or_bigint(ty: DataType) -> String {
+    if ty.is_integer() {
+        ty.pg_name()
+    } else {
+        "bigint".into()
+    }
+}
+
+fn coerce_numeric_operand(v: Value) -> SqlResult<Value> {
+    match v {
+        Value::Text(s) => {
+            if let Ok(i) = s.trim().parse::<i64>() {
+                Ok(Value::Int(i))
+            } else {
+                Ok(Value::Numeric(Numeric::parse(&s)?))
+            }
+        }
+        Value::Int(_) | Value::Float(_) | Value::Numeric(_) => Ok(v),
+        other => Err(SqlError::new(
+            ErrorKind::UndefinedFunction,
+            format!("operator does not exist for type {}", other.natural_type()),
+        )),
+    }
+}
+
+fn float_of(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::Float(f) => *f,
+        Value::Numeric(n) => n.to_f64(),
+        _ => f64::NAN,
+    }
+}
+
+fn numeric_of(v: &Value) -> SqlResult<Numeric> {
+    match v {
+        Value::Int(i) => Ok(Numeric::from_i64(*i)),
+        Value::Numeric(n) => Ok(*n),
+        Value::Float(f) => Numeric::from_f64(*f),
+        other => Err(SqlError::mismatch(format!(
+            "{} is not a number",
+            other.natural_type()
+        ))),
+    }
+}
+
+/// SQL LIKE with `%` and `_` and backslash escapes.
+pub fn like(text: &str, pattern: &str) -> bool {
+    let t: Vec<char> = text.chars().collect();
+    let p: Vec<char> = pattern.chars().collect();
+    fn go(t: &[char], p: &[char]) -> bool {
+        match p.first() {
+            None => t.is_empty(),
+            Some('%') => (0..=t.len()).any(|i| go(&t[i..], &p[1..])),
+            Some('_') => !t.is_empty() && go(&t[1..], &p[1..]),
+            Some('\\') if p.len() > 1 => t.first() == Some(&p[1]) && go(&t[1..], &p[2..]),
+            Some(c) => t.first() == Some(c) && go(&t[1..], &p[1..]),
+        }
+    }
+    go(&t, &p)
+}
+
+fn eval_function(
+    func: Func,
+    args: &[Expr],
+    ty: DataType,
+    row: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Value> {
+    if func == Func::Coalesce {
+        for a in args {
+            let v = a.eval(row, env)?;
+            if !v.is_null() {
+                return v.cast_to_result(ty);
+            }
+        }
+        return Ok(Value::Null);
+    }
+    let values: Vec<Value> = args
+        .iter()
+        .map(|a| a.eval(row, env))
+        .collect::<SqlResult<_>>()?;
+    let strict = !matches!(
+        func,
+        Func::Now
+            | Func::Random
+            | Func::Greatest
+            | Func::Least
+            | Func::Concat
+            | Func::NullIf
+            | Func::ArrayPosition
+    );
+    if strict && values.iter().any(Value::is_null) {
+        return Ok(Value::Null);
+    }
+    let arg = |i: usize| values.get(i).cloned().unwrap_or(Value::Null);
+    Ok(match func {
+        Func::Now => Value::TimestampTz(env.now_micros),
+        Func::Random => {
+            return Err(SqlError::feature_not_supported(
+                "random() in a statement that is replicated",
+            ))
+        }
+        Func::Coalesce => Value::Null,
+        Func::NullIf => {
+            let (a, b) = (arg(0), arg(1));
+            if !a.is_null() && !b.is_null() && compare_values(&a, &b)? == Ordering::Equal {
+                Value::Null
+            } else {
+                a
+            }
+        }
+        Func::Lower => Value::Text(text_of(&arg(0)).to_lowercase()),
+        Func::Upper => Value::Text(text_of(&arg(0)).to_uppercase()),
+        Func::Length => Value::Int(match arg(0) {
+            Value::Bytes(b) => b.len() as i64,
+            v => text_of(&v).chars().count() as i64,
+        }),
+        Func::Abs => match arg(0) {
+            Value::Int(i) => Value::Int(i.checked_abs().ok_or_else(int_overflow)?),
+            Value::Float(f) => Value::Float(f.abs()),
+            Value::Numeric(n) => Value::Numeric(if n.mantissa() < 0 { n.neg() } else { n }),
+            v => return Err(SqlError::mismatch(format!("abs of {}", v.natural_type()))),
+        },
+        Func::Round | Func::Trunc => {
+            let digits = match arg(1) {
+                Value::Null => 0,
+                Value::Int(d) => d,
+                v => {
+                    return Err(SqlError::mismatch(format!(
+                        "round precision must be an integer, not {}",
+                        v.natural_type()
+                    )))
+                }
+            };
+            match arg(0) {
+                Value::Int(i) => Value::Int(i),
+                Value::Float(f) => {
+                    let scale = 10f64.powi(digits as i32);
+                    Value::Float(if func == Func::Round {
+                        (f * scale).round() / scale
+                    } else {
+                        (f * scale).trunc() / scale
+                    })
+                }
+                Value::Numeric(n) => {
+                    let d = digits.clamp(0, 30) as u32;
+                    if func == Func::Round {
+                        Value::Numeric(n.rescale(d)?)
+                    } else {
+                        let cut = Numeric::new(
+                            n.mantissa() / 10i128.pow(n.scale().saturating_sub(d)),
+                            n.scale().min(d),
+                        )?;
+                        Value::Numeric(cut)
+                    }
+                }
+                v => return Err(SqlError::mismatch(format!("round of {}", v.natural_type()))),
+            }
+        }
+        Func::Floor | Func::Ceil => match arg(0) {
+            Value::Int(i) => Value::Int(i),
+            Value::Float(f) => Value::Float(if func == Func::Floor {
+                f.floor()
+            } else {
+                f.ceil()
+            }),
+            Value::Numeric(n) => {
+                let t = n
+                    .rescale(0)
+                    .ok()
+                    .and_then(|_| Numeric::new(n.mantissa() / 10i128.pow(n.scale()), 0).ok())
+                    .unwrap_or(n);
+                let adjust = if func == Func::Floor && n < t {
+                    -1
+                } else if func == Func::Ceil && n > t {
+                    1
+                } else {
+                    0
+                };
+                Value::Numeric(t.add(&Numeric::from_i64(adjust))?)
+            }
+            v => return Err(SqlError::mismatch(format!("floor of {}", v.natural_type()))),
+        },
+        Func::Greatest | Func::Least => {
+            let mut best: Option<Value> = None;
+            for v in values.into_iter().filter(|v| !v.is_null()) {
+                let better = match &best {
+                    None => true,
+                    Some(b) => {
+                        let ord = compare_values(&v, b)?;
+                        if func == Func::Greatest {
+                            ord == Ordering::Greater
+                        } else {
+                            ord == Ordering::Less
+                        }
+                    }
+                };
+                if better {
+                    best = Some(v);
+                }
+            }
+            best.unwrap_or(Value::Null).cast_to_result(ty)?
+        }
+        Func::Substring => {
+            let s: Vec<char> = text_of(&arg(0)).chars().collect();
+            let start = match arg(1) {
+                Value::Int(i) => i,
+                _ => 1,
+            };
+            let len = match arg(2) {
+                Value::Int(i) if i < 0 => {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidParameterValue,
+                        "negative substring length not allowed",
+                    ))
+                }
+                Value::Int(i) => Some(i),
+                _ => None,
+            };
+            let from = (start - 1).max(0) as usize;
+            let to = match len {
+                Some(l) => ((start - 1 + l).max(0) as usize).min(s.len()),
+                None => s.len(),
+            };
+            Value::Text(if from < to {
+                s[from..to].iter().collect()
+            } else {
+                String::new()
+            })
+        }
+        Func::Concat => Value::Text(
+            values
+                .iter()
+                .filter(|v| !v.is_null())
+                .map(text_of)
+                .collect(),
+        ),
+        Func::ArrayPosition => match (arg(0), arg(1)) {
+            (Value::Array(items), needle) if !needle.is_null() => items
+                .iter()
+                .position(|x| x.compare(&needle) == Some(Ordering::Equal))
+                .map(|p| Value::Int(p as i64 + 1))
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
+        },
+        Func::ArrayToString => match arg(0) {
+            Value::Array(items) => {
+                let sep = text_of(&arg(1));
+                Value::Text(
+                    items
+                        .iter()
+                        .filter(|v| !v.is_null())
+                        .map(text_of)
+                        .collect::<Vec<_>>()
+                        .join(&sep),
+                )
+            }
+            v => {
+                return Err(SqlError::mismatch(format!(
+                    "array_to_string of {}",
+                    v.natural_type()
+                )))
+            }
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> EvalEnv<'static> {
+        EvalEnv {
+            params: &[],
+            now_micros: 0,
+            subqueries: &NoSubqueries,
+        }
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        let t = Expr::literal(Value::Bool(true));
+        let f = Expr::literal(Value::Bool(false));
+        let n = Expr::Literal(Value::Null, DataType::Bool);
+        let and = |a: &Expr, b: &Expr| Expr::Binary {
+            op: BinaryOp::And,
+            left: Box::new(a.clone()),
+            right: Box::new(b.clone()),
+            ty: DataType::Bool,
+        };
+        assert!(matches!(
+            and(&n, &f).eval(&[], &env()).unwrap(),
+            Value::Bool(false)
+        ));
+        assert!(matches!(
+            and(&n, &t).eval(&[], &env()).unwrap(),
+            Value::Null
+        ));
+    }
+
+    #[test]
+    fn integer_overflow_is_an_error() {
+        let e = Expr::Binary {
+            op: BinaryOp::Add,
+            left: Box::new(Expr::Literal(Value::Int(i32::MAX as i64), DataType::Int4)),
+            right: Box::new(Expr::Literal(Value::Int(1), DataType::Int4)),
+            ty: DataType::Int4,
+        };
+        assert_eq!(e.eval(&[], &env()).unwrap_err().sqlstate(), "22003");
+    }
+
+    #[test]
+    fn like_patterns() {
+        assert!(like("pgbench_accounts", "pgbench%"));
+        assert!(like("abc", "a_c"));
+        assert!(!like("abc", "a_"));
+        assert!(like("a%c", "a\\%c"));
+    }
+}

@@ -1,0 +1,24 @@
+//! `planner`: binds parsed statements against the catalog and produces plans — point gets,
+//! range scans, joins, aggregates, and write commands — with every name resolved, every
+//! expression typed and every parameter's type inferred.
+//!
+//! It owns the catalog's shape (`TableDef`), bound expressions (`Expr`) and their evaluation,
+//! the virtual `pg_catalog` tables, and EXPLAIN's text. It must not do IO: the executor in
+//! `ledger` runs plans over storage.
+
+mod bind;
+mod bind_expr;
+mod catalog;
+mod expr;
+mod plan;
+mod scope;
+mod system;
+
+pub use bind::{bind, choose_access, Bound, DEFAULT_MARKER};
+pub use catalog::{Catalog, CheckDef, ColumnDef, TableDef, TableRef, FIRST_USER_OID};
+pub use expr::{
+    arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
+    SubqueryKind, SubqueryRunner,
+};
+pub use plan::*;
+pub use system::SystemTable;

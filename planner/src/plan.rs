@@ -1,0 +1,418 @@
+//! Plans: what the binder produces and the executor runs. Relational operators (`Rel`)
+//! produce rows; every expression inside a `Rel` is evaluated over the outer row (for
+//! correlated and lateral subqueries) followed by the operator's input row.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sql::DataType;
+
+use crate::catalog::{TableDef, TableRef};
+use crate::expr::{AggCall, Expr};
+use crate::system::SystemTable;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum TableSource {
+    User(Arc<TableDef>),
+    System(SystemTable),
+}
+
+/// How a scan reaches its rows through the primary key.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Access {
+    /// Every primary key column fixed by an expression known before the scan.
+    Point(Vec<Expr>),
+    /// Bounds on the first primary key column: (expression, inclusive).
+    Range {
+        lower: Option<(Expr, bool)>,
+        upper: Option<(Expr, bool)>,
+    },
+    Full,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JoinKind {
+    Inner,
+    Left,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SortKey {
+    pub expr: Expr,
+    pub descending: bool,
+    pub nulls_first: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Rel {
+    /// Rows of a table; `filter` is evaluated over outer ++ table row.
+    Scan {
+        source: TableSource,
+        access: Access,
+        filter: Option<Expr>,
+    },
+    /// Literal rows (also a FROM-less SELECT: one empty row).
+    Values {
+        rows: Vec<Vec<Expr>>,
+    },
+    Filter {
+        input: Box<Rel>,
+        predicate: Expr,
+    },
+    Project {
+        input: Box<Rel>,
+        exprs: Vec<Expr>,
+    },
+    /// A nested-loop join. A lateral right side is evaluated per left row with outer ++ left
+    /// as its outer row; otherwise once. `on` sees outer ++ left ++ right.
+    Join {
+        left: Box<Rel>,
+        right: Box<Rel>,
+        kind: JoinKind,
+        on: Option<Expr>,
+        lateral: bool,
+        right_width: usize,
+    },
+    /// Output: the group-by values, then one value per aggregate.
+    Aggregate {
+        input: Box<Rel>,
+        group_by: Vec<Expr>,
+        aggregates: Vec<AggCall>,
+    },
+    Sort {
+        input: Box<Rel>,
+        keys: Vec<SortKey>,
+    },
+    Limit {
+        input: Box<Rel>,
+        limit: Option<Expr>,
+        offset: Option<Expr>,
+    },
+    Distinct {
+        input: Box<Rel>,
+    },
+    /// `UNION [ALL]`.
+    Union {
+        left: Box<Rel>,
+        right: Box<Rel>,
+        all: bool,
+    },
+}
+
+/// One column of a result, as RowDescription reports it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OutputColumn {
+    pub name: String,
+    pub ty: DataType,
+    /// The source table's OID and column number when the column is a plain table column.
+    pub table_oid: u32,
+    pub column_number: i16,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SelectPlan {
+    pub rel: Rel,
+    pub columns: Vec<OutputColumn>,
+    /// True when the plan reads user tables (and so must go through an executor).
+    pub reads_user_tables: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum InsertSource {
+    Values(Vec<Vec<Expr>>),
+    Query(Box<Rel>),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum OnConflict {
+    DoNothing,
+    /// Assignments and filter see the existing row followed by the proposed (EXCLUDED) row.
+    DoUpdate {
+        assignments: Vec<(usize, Expr)>,
+        filter: Option<Expr>,
+    },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InsertPlan {
+    pub table: TableRef,
+    pub source: InsertSource,
+    /// For each source column, the table column it fills.
+    pub target_columns: Vec<usize>,
+    pub on_conflict: Option<OnConflict>,
+    pub returning: Option<Vec<Expr>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UpdatePlan {
+    pub table: TableRef,
+    pub access: Access,
+    pub filter: Option<Expr>,
+    /// (column, expression over the old row).
+    pub assignments: Vec<(usize, Expr)>,
+    pub returning: Option<Vec<Expr>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeletePlan {
+    pub table: TableRef,
+    pub access: Access,
+    pub filter: Option<Expr>,
+    pub returning: Option<Vec<Expr>>,
+}
+
+/// Any statement that writes rows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum WritePlan {
+    Insert(InsertPlan),
+    Update(UpdatePlan),
+    Delete(DeletePlan),
+}
+
+impl WritePlan {
+    pub fn table(&self) -> &TableRef {
+        match self {
+            WritePlan::Insert(p) => &p.table,
+            WritePlan::Update(p) => &p.table,
+            WritePlan::Delete(p) => &p.table,
+        }
+    }
+
+    pub fn returning(&self) -> Option<&Vec<Expr>> {
+        match self {
+            WritePlan::Insert(p) => p.returning.as_ref(),
+            WritePlan::Update(p) => p.returning.as_ref(),
+            WritePlan::Delete(p) => p.returning.as_ref(),
+        }
+    }
+
+    /// The command tag verb: INSERT, UPDATE or DELETE.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            WritePlan::Insert(_) => "INSERT",
+            WritePlan::Update(_) => "UPDATE",
+            WritePlan::Delete(_) => "DELETE",
+        }
+    }
+}
+
+/// Schema changes; applied through the log like every other write.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum DdlPlan {
+    CreateTable {
+        table: TableDef,
+        if_not_exists: bool,
+    },
+    DropTables {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Truncate {
+        tables: Vec<TableRef>,
+    },
+    AddPrimaryKey {
+        table: TableRef,
+        columns: Vec<usize>,
+        name: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Isolation {
+    ReadCommitted,
+    Serializable,
+}
+
+#[derive(Clone, Debug)]
+pub struct CopyPlan {
+    pub table: Arc<TableDef>,
+    pub columns: Vec<usize>,
+    pub csv: bool,
+    pub delimiter: char,
+    pub null: String,
+    pub header: bool,
+}
+
+/// A bound statement.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    Select(Arc<SelectPlan>),
+    Write(Arc<WritePlan>, Vec<OutputColumn>),
+    Ddl(DdlPlan),
+    Begin {
+        isolation: Option<Isolation>,
+        read_only: bool,
+    },
+    Commit,
+    Rollback,
+    SetTransaction {
+        isolation: Option<Isolation>,
+    },
+    /// SET name = value (value already rendered as text), or RESET (None).
+    Set {
+        name: String,
+        value: Option<String>,
+    },
+    Show {
+        name: String,
+    },
+    CopyFrom(CopyPlan),
+    /// A statement with nothing to do here; the tag to answer with.
+    NoOp(&'static str),
+    Explain(Box<Plan>),
+    Deallocate {
+        name: Option<String>,
+    },
+}
+
+impl Plan {
+    /// The columns a client sees for this statement (empty for commands without rows).
+    pub fn output_columns(&self) -> Vec<OutputColumn> {
+        match self {
+            Plan::Select(s) => s.columns.clone(),
+            Plan::Write(_, cols) => cols.clone(),
+            Plan::Show { name } => vec![OutputColumn {
+                name: name.clone(),
+                ty: DataType::Text,
+                table_oid: 0,
+                column_number: 0,
+            }],
+            Plan::Explain(_) => vec![OutputColumn {
+                name: "QUERY PLAN".into(),
+                ty: DataType::Text,
+                table_oid: 0,
+                column_number: 0,
+            }],
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// EXPLAIN's text: one line per operator, indented by depth.
+pub fn explain(plan: &Plan) -> Vec<String> {
+    let mut lines = Vec::new();
+    match plan {
+        Plan::Select(s) => explain_rel(&s.rel, 0, &mut lines),
+        Plan::Write(w, _) => {
+            let (verb, access, table) = match w.as_ref() {
+                WritePlan::Insert(p) => {
+                    lines.push(format!("Insert on {} (one log command)", p.table.name));
+                    if let InsertSource::Query(rel) = &p.source {
+                        explain_rel(rel, 1, &mut lines);
+                    }
+                    return lines;
+                }
+                WritePlan::Update(p) => ("Update", &p.access, &p.table),
+                WritePlan::Delete(p) => ("Delete", &p.access, &p.table),
+            };
+            lines.push(format!("{verb} on {} (one log command)", table.name));
+            lines.push(format!("  -> {}", describe_access(access, &table.name)));
+        }
+        Plan::Ddl(_) => lines.push("Schema change (one log command)".into()),
+        other => lines.push(
+            format!("Utility statement: {other:?}")
+                .chars()
+                .take(80)
+                .collect(),
+        ),
+    }
+    lines
+}
+
+fn describe_access(access: &Access, table: &str) -> String {
+    match access {
+        Access::Point(_) => format!("Point Get on {table} using primary key"),
+        Access::Range { .. } => format!("Range Scan on {table} using primary key"),
+        Access::Full => format!("Full Scan on {table}"),
+    }
+}
+
+fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
+    let mut line = String::new();
+    for _ in 0..depth {
+        line.push_str("  ");
+    }
+    if depth > 0 {
+        line.push_str("-> ");
+    }
+    match rel {
+        Rel::Scan {
+            source,
+            access,
+            filter,
+        } => {
+            let name = match source {
+                TableSource::User(t) => t.name.clone(),
+                TableSource::System(s) => s.name().to_string(),
+            };
+            line.push_str(&describe_access(access, &name));
+            if filter.is_some() {
+                line.push_str(" with filter");
+            }
+            lines.push(line);
+        }
+        Rel::Values { rows } => {
+            let _ = write!(line, "Values ({} rows)", rows.len());
+            lines.push(line);
+        }
+        Rel::Filter { input, .. } => {
+            line.push_str("Filter");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Project { input, .. } => {
+            line.push_str("Project");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Join {
+            left,
+            right,
+            kind,
+            lateral,
+            ..
+        } => {
+            let _ = write!(
+                line,
+                "Nested Loop {kind:?} Join{}",
+                if *lateral { " (lateral)" } else { "" }
+            );
+            lines.push(line);
+            explain_rel(left, depth + 1, lines);
+            explain_rel(right, depth + 1, lines);
+        }
+        Rel::Aggregate {
+            input, group_by, ..
+        } => {
+            line.push_str(if group_by.is_empty() {
+                "Aggregate"
+            } else {
+                "Group Aggregate"
+            });
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Sort { input, .. } => {
+            line.push_str("Sort");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Limit { input, .. } => {
+            line.push_str("Limit");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Distinct { input } => {
+            line.push_str("Distinct");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::Union { left, right, all } => {
+            line.push_str(if *all { "Union All" } else { "Union" });
+            lines.push(line);
+            explain_rel(left, depth + 1, lines);
+            explain_rel(right, depth + 1, lines);
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! `raft`: replication through openraft. It owns the log storage adapter (on kv's
+//! `LogStore`, with appends grouped into one fdatasync), the state machine adapter that hands
+//! committed entries to the executor, group commit above openraft (`Proposer`), snapshots
+//! (which are the executor's checkpoints), and starting a node.
+//!
+//! It must not know about SQL: commands and results are opaque bytes encoded by the layers
+//! above.
+
+// openraft's trait signatures return its `StorageError` by value; helpers follow suit.
+#![allow(clippy::result_large_err)]
+
+mod log_store;
+mod network;
+mod node;
+mod proposer;
+mod state_machine;
+mod types;
+
+pub use log_store::LogStats;
+pub use node::{start, Node, NodeOptions, StartError};
+pub use proposer::{ProposeError, Proposer, ProposerStats};
+pub use types::{Batch, BatchResults, NodeId, Raft, TypeConfig};

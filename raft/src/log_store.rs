@@ -1,0 +1,433 @@
+//! openraft's log storage on kv's `LogStore`. A dedicated thread owns the files: appends
+//! queued while a flush is running are written together and share the next fdatasync.
+//! Entries are readable from memory as soon as `append` returns.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use kv::{LogStore, LogStoreOptions};
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{
+    AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::types::TypeConfig;
+
+type NodeId = u64;
+
+/// What the log keeps besides entries: the vote, and the id of the last purged entry.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Meta {
+    vote: Option<Vote<NodeId>>,
+    purged: Option<LogId<NodeId>>,
+}
+
+/// Raw entries read back from disk, or why not.
+type ReadResult = Result<Vec<(u64, Vec<u8>)>, String>;
+
+enum Io {
+    Append {
+        entries: Vec<(u64, Vec<u8>)>,
+        callback: LogFlushed<TypeConfig>,
+    },
+    Truncate {
+        from: u64,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    Purge {
+        through: u64,
+        meta: Vec<u8>,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    SaveMeta {
+        meta: Vec<u8>,
+        done: oneshot::Sender<Result<(), String>>,
+    },
+    Read {
+        from: u64,
+        to: u64,
+        done: oneshot::Sender<ReadResult>,
+    },
+}
+
+struct Shared {
+    /// Entries not yet known to be applied, plus a tail of applied ones.
+    cache: Mutex<BTreeMap<u64, Entry<TypeConfig>>>,
+    meta: Mutex<Meta>,
+    last_log_id: Mutex<Option<LogId<NodeId>>>,
+    io: Mutex<Sender<Io>>,
+    /// Counters for benchmarks: appended entries and fdatasyncs.
+    stats: Arc<LogStats>,
+}
+
+/// How well group commit works: entries and flushes so far.
+#[derive(Debug, Default)]
+pub struct LogStats {
+    pub entries: std::sync::atomic::AtomicU64,
+    pub flushes: std::sync::atomic::AtomicU64,
+}
+
+/// The log storage handed to openraft (cheap to clone).
+#[derive(Clone)]
+pub struct RaftLog {
+    shared: Arc<Shared>,
+}
+
+/// Entries kept in memory behind the newest one, for followers and for apply.
+const CACHE_TAIL: u64 = 4096;
+
+fn io_error(message: impl ToString) -> StorageError<NodeId> {
+    StorageIOError::write_logs(AnyError::error(message)).into()
+}
+
+fn read_error(message: impl ToString) -> StorageError<NodeId> {
+    StorageIOError::read_logs(AnyError::error(message)).into()
+}
+
+impl RaftLog {
+    pub fn open(dir: &Path) -> Result<RaftLog, kv::KvError> {
+        let store = LogStore::open(dir, LogStoreOptions::default())?;
+        let meta: Meta = bincode::deserialize(store.user_meta()).unwrap_or_default();
+        let last_log_id = match store.last_index() {
+            Some(last) => {
+                let entries = store.read(last, last + 1)?;
+                match entries.first() {
+                    Some((_, bytes)) => {
+                        let e: Entry<TypeConfig> =
+                            bincode::deserialize(bytes).map_err(|_| kv::KvError::Corrupt {
+                                path: dir.to_path_buf(),
+                                offset: 0,
+                                reason: "raft log entry does not decode".into(),
+                            })?;
+                        Some(e.log_id)
+                    }
+                    None => meta.purged,
+                }
+            }
+            None => meta.purged,
+        };
+        let stats = Arc::new(LogStats::default());
+        let (tx, rx) = mpsc::channel();
+        let thread_stats = stats.clone();
+        thread::Builder::new()
+            .name("raft-log".into())
+            .spawn(move || run_io(store, rx, thread_stats))
+            .map_err(|e| kv::KvError::Io {
+                path: dir.to_path_buf(),
+                op: kv::IoOp::Open,
+                offset: 0,
+                source: e,
+            })?;
+        Ok(RaftLog {
+            shared: Arc::new(Shared {
+                cache: Mutex::new(BTreeMap::new()),
+                meta: Mutex::new(meta),
+                last_log_id: Mutex::new(last_log_id),
+                io: Mutex::new(tx),
+                stats,
+            }),
+        })
+    }
+
+    pub fn stats(&self) -> Arc<LogStats> {
+        self.shared.stats.clone()
+    }
+
+    fn send(&self, io: Io) -> Result<(), StorageError<NodeId>> {
+        self.shared
+            .io
+            .lock()
+            .map_err(|_| io_error("log lock poisoned"))?
+            .send(io)
+            .map_err(|_| io_error("the log thread stopped"))
+    }
+
+    async fn wait<T>(
+        &self,
+        rx: oneshot::Receiver<Result<T, String>>,
+    ) -> Result<T, StorageError<NodeId>> {
+        rx.await
+            .map_err(|_| io_error("the log thread stopped"))?
+            .map_err(io_error)
+    }
+
+    fn meta_bytes(meta: &Meta) -> Vec<u8> {
+        bincode::serialize(meta).expect("log meta serializes")
+    }
+}
+
+fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut next = rx.recv().ok();
+    while let Some(io) = next.take() {
+        match io {
+            Io::Append { entries, callback } => {
+                // Group commit at the log: take every append already queued behind this
+                // one, write them all, flush once.
+                let mut batch = entries;
+                let mut callbacks = vec![callback];
+                loop {
+                    match rx.try_recv() {
+                        Ok(Io::Append { entries, callback }) => {
+                            batch.extend(entries);
+                            callbacks.push(callback);
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let result = store.append(&batch);
+                stats.entries.fetch_add(batch.len() as u64, Relaxed);
+                stats.flushes.fetch_add(1, Relaxed);
+                for cb in callbacks {
+                    cb.log_io_completed(
+                        result
+                            .as_ref()
+                            .map(|_| ())
+                            .map_err(|e| std::io::Error::other(e.to_string())),
+                    );
+                }
+            }
+            Io::Truncate { from, done } => {
+                let _ = done.send(store.truncate_from(from).map_err(|e| e.to_string()));
+            }
+            Io::Purge {
+                through,
+                meta,
+                done,
+            } => {
+                let r = store
+                    .save_user_meta(&meta)
+                    .and_then(|_| store.purge_through(through));
+                let _ = done.send(r.map_err(|e| e.to_string()));
+            }
+            Io::SaveMeta { meta, done } => {
+                let _ = done.send(store.save_user_meta(&meta).map_err(|e| e.to_string()));
+            }
+            Io::Read { from, to, done } => {
+                let _ = done.send(store.read(from, to).map_err(|e| e.to_string()));
+            }
+        }
+        if next.is_none() {
+            next = rx.recv().ok();
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for RaftLog {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<NodeId>> {
+        use std::ops::Bound;
+        let start = match range.start_bound() {
+            Bound::Included(s) => *s,
+            Bound::Excluded(s) => s + 1,
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(e) => e + 1,
+            Bound::Excluded(e) => *e,
+            Bound::Unbounded => u64::MAX,
+        };
+        let (cached, first_cached) = {
+            let cache = self
+                .shared
+                .cache
+                .lock()
+                .map_err(|_| read_error("log cache lock poisoned"))?;
+            let first = cache.keys().next().copied();
+            (
+                cache
+                    .range(start..end)
+                    .map(|(_, e)| e.clone())
+                    .collect::<Vec<_>>(),
+                first,
+            )
+        };
+        if start >= end || first_cached.is_some_and(|f| f <= start) {
+            return Ok(cached);
+        }
+        // Older than the cache: read from disk.
+        let disk_end = first_cached.unwrap_or(end).min(end);
+        let (tx, rx) = oneshot::channel();
+        self.send(Io::Read {
+            from: start,
+            to: disk_end,
+            done: tx,
+        })?;
+        let raw = rx
+            .await
+            .map_err(|_| read_error("the log thread stopped"))?
+            .map_err(read_error)?;
+        let mut out = Vec::with_capacity(raw.len() + cached.len());
+        for (_, bytes) in raw {
+            out.push(
+                bincode::deserialize(&bytes)
+                    .map_err(|e| read_error(format!("undecodable log entry: {e}")))?,
+            );
+        }
+        out.extend(cached);
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for RaftLog {
+    type LogReader = RaftLog;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<NodeId>> {
+        let purged = self
+            .shared
+            .meta
+            .lock()
+            .map_err(|_| read_error("poisoned"))?
+            .purged;
+        let last = *self
+            .shared
+            .last_log_id
+            .lock()
+            .map_err(|_| read_error("poisoned"))?;
+        Ok(LogState {
+            last_purged_log_id: purged,
+            last_log_id: last.or(purged),
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let bytes = {
+            let mut meta = self.shared.meta.lock().map_err(|_| io_error("poisoned"))?;
+            meta.vote = Some(*vote);
+            RaftLog::meta_bytes(&meta)
+        };
+        let (tx, rx) = oneshot::channel();
+        self.send(Io::SaveMeta {
+            meta: bytes,
+            done: tx,
+        })?;
+        self.wait(rx).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<NodeId>>, StorageError<NodeId>> {
+        Ok(self
+            .shared
+            .meta
+            .lock()
+            .map_err(|_| read_error("poisoned"))?
+            .vote)
+    }
+
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<TypeConfig>,
+    ) -> Result<(), StorageError<NodeId>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut encoded = Vec::new();
+        let mut last = None;
+        {
+            let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
+            for e in entries {
+                encoded.push((
+                    e.log_id.index,
+                    bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?,
+                ));
+                last = Some(e.log_id);
+                cache.insert(e.log_id.index, e);
+            }
+            if let Some(l) = last {
+                let keep_from = l.index.saturating_sub(CACHE_TAIL);
+                while cache.first_key_value().is_some_and(|(k, _)| *k < keep_from) {
+                    cache.pop_first();
+                }
+            }
+        }
+        if let Some(l) = last {
+            *self
+                .shared
+                .last_log_id
+                .lock()
+                .map_err(|_| io_error("poisoned"))? = Some(l);
+        }
+        self.send(Io::Append {
+            entries: encoded,
+            callback,
+        })
+    }
+
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        {
+            let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
+            cache.split_off(&log_id.index);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Io::Truncate {
+            from: log_id.index,
+            done: tx,
+        })?;
+        self.wait(rx).await?;
+        let purged = self
+            .shared
+            .meta
+            .lock()
+            .map_err(|_| io_error("poisoned"))?
+            .purged;
+        // The new last entry is the one before the cut (or the purge point).
+        let previous = if log_id.index == 0 {
+            None
+        } else {
+            let mut reader = self.clone();
+            reader
+                .try_get_log_entries(log_id.index - 1..log_id.index)
+                .await?
+                .pop()
+                .map(|e| e.log_id)
+        };
+        *self
+            .shared
+            .last_log_id
+            .lock()
+            .map_err(|_| io_error("poisoned"))? = previous.or(purged);
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
+        let bytes = {
+            let mut meta = self.shared.meta.lock().map_err(|_| io_error("poisoned"))?;
+            meta.purged = Some(log_id);
+            RaftLog::meta_bytes(&meta)
+        };
+        {
+            let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
+            while cache
+                .first_key_value()
+                .is_some_and(|(k, _)| *k <= log_id.index)
+            {
+                cache.pop_first();
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Io::Purge {
+            through: log_id.index,
+            meta: bytes,
+            done: tx,
+        })?;
+        self.wait(rx).await
+    }
+}

@@ -1,0 +1,674 @@
+//! The pgwire side of a connection: authentication, the simple and extended query protocols,
+//! COPY, cancel. Each accepted connection gets its own `Connection` (and `Session`).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use futures::future::{select, Either};
+use futures::{stream, Sink, SinkExt};
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
+use pgwire::api::auth::sasl::SASLAuthStartupHandler;
+use pgwire::api::auth::{
+    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
+};
+use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{
+    send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler,
+    SimpleQueryHandler,
+};
+use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::stmt::QueryParser;
+use pgwire::api::store::PortalStore;
+use pgwire::api::{
+    ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireConnectionState,
+    PgWireServerHandlers, Type,
+};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::response::{
+    CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
+};
+use pgwire::messages::PgWireBackendMessage;
+use planner::{bind, Bound, Catalog};
+use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
+use tokio::sync::Mutex;
+
+use crate::session::{Session, Shared, StatementResult};
+use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
+
+/// Server-wide settings every connection needs.
+pub struct ServerContext {
+    pub shared: Arc<Shared>,
+    pub user: String,
+    pub database: String,
+    /// The salted password (SCRAM's SaltedPassword) and its salt, computed once at start.
+    pub salt: Vec<u8>,
+    pub salted_password: Vec<u8>,
+    pub connections: Arc<ConnectionManager>,
+    pub cancel: Arc<DefaultCancelHandler>,
+}
+
+pub const SCRAM_ITERATIONS: usize = 4096;
+
+impl ServerContext {
+    pub fn new(
+        shared: Arc<Shared>,
+        user: String,
+        database: String,
+        password: &str,
+    ) -> ServerContext {
+        let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
+        let salted_password = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+        let connections = Arc::new(ConnectionManager::new());
+        let cancel = Arc::new(DefaultCancelHandler::new(connections.clone()));
+        ServerContext {
+            shared,
+            user,
+            database,
+            salt,
+            salted_password,
+            connections,
+            cancel,
+        }
+    }
+}
+
+fn rand_byte() -> u8 {
+    let mut b = [0u8; 1];
+    if getrandom_fill(&mut b) {
+        b[0]
+    } else {
+        (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(7)
+            & 0xFF) as u8
+    }
+}
+
+fn getrandom_fill(buf: &mut [u8]) -> bool {
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .is_ok()
+}
+
+#[derive(Debug)]
+struct Credentials {
+    user: String,
+    database: String,
+    salt: Vec<u8>,
+    salted_password: Vec<u8>,
+}
+
+fn fatal(code: &str, message: String) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(
+        "FATAL".to_owned(),
+        code.to_owned(),
+        message,
+    )))
+}
+
+#[async_trait]
+impl AuthSource for Credentials {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        let user = login.user().unwrap_or_default();
+        if user != self.user {
+            return Err(fatal(
+                "28P01",
+                format!("password authentication failed for user \"{user}\""),
+            ));
+        }
+        let database = login.database().unwrap_or(user);
+        if database != self.database {
+            return Err(fatal(
+                "3D000",
+                format!("database \"{database}\" does not exist"),
+            ));
+        }
+        Ok(Password::new(
+            Some(self.salt.clone()),
+            self.salted_password.clone(),
+        ))
+    }
+}
+
+/// A prepared statement: its text, parse, binding, and the catalog it was bound against.
+#[derive(Debug)]
+pub struct Prepared {
+    parsed: ParsedStatement,
+    hints: Vec<DataType>,
+    bound: Bound,
+    catalog_version: u64,
+}
+
+pub struct Parser {
+    shared: Arc<Shared>,
+}
+
+fn parse_one(sql: &str) -> SqlResult<Option<ParsedStatement>> {
+    let mut parsed = sql::parse(sql)?;
+    match parsed.len() {
+        0 => Ok(None),
+        1 => Ok(parsed.pop()),
+        _ => Err(SqlError::syntax(
+            "cannot insert multiple commands into a prepared statement",
+        )),
+    }
+}
+
+#[async_trait]
+impl QueryParser for Parser {
+    type Statement = Arc<Prepared>;
+
+    async fn parse_sql<C>(
+        &self,
+        _client: &C,
+        sql: &str,
+        types: &[Option<Type>],
+    ) -> PgWireResult<Option<Arc<Prepared>>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let Some(parsed) = parse_one(sql).map_err(|e| pg_error(&e))? else {
+            return Ok(None);
+        };
+        let hints: Vec<DataType> = types
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .and_then(|t| DataType::from_oid(t.oid()))
+                    .unwrap_or(DataType::Unknown)
+            })
+            .collect();
+        let catalog = self.shared.executor.catalog();
+        let bound = bind(&catalog, &parsed, &hints).map_err(|e| pg_error(&e))?;
+        Ok(Some(Arc::new(Prepared {
+            parsed,
+            hints,
+            bound,
+            catalog_version: catalog.version,
+        })))
+    }
+
+    fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {
+        Ok(stmt
+            .bound
+            .param_types
+            .iter()
+            .map(|t| crate::wire::pg_type(*t))
+            .collect())
+    }
+
+    fn get_result_schema(
+        &self,
+        stmt: &Arc<Prepared>,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let columns = stmt.bound.plan.output_columns();
+        Ok(field_infos(&columns, |i| {
+            format.map(|f| f.format_for(i)).unwrap_or(FieldFormat::Text)
+        }))
+    }
+}
+
+/// The per-connection handler for every protocol path.
+pub struct Connection {
+    context: Arc<ServerContext>,
+    session: Arc<Mutex<Session>>,
+    parser: Arc<Parser>,
+    startup_applied: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Connection {
+    pub fn new(context: Arc<ServerContext>) -> Connection {
+        let session = Session::new(context.shared.clone(), &HashMap::new());
+        let parser = Arc::new(Parser {
+            shared: context.shared.clone(),
+        });
+        Connection {
+            context,
+            session: Arc::new(Mutex::new(session)),
+            parser,
+            startup_applied: Arc::new(false.into()),
+        }
+    }
+
+    async fn session_for<C: ClientInfo>(&self, client: &C) -> tokio::sync::MutexGuard<'_, Session> {
+        let mut session = self.session.lock().await;
+        if !self
+            .startup_applied
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            *session = Session::new(self.context.shared.clone(), client.metadata());
+        }
+        session
+    }
+}
+
+fn status_of(session: &Session) -> TransactionStatus {
+    if session.is_failed() {
+        TransactionStatus::Error
+    } else if session.in_transaction() {
+        TransactionStatus::Transaction
+    } else {
+        TransactionStatus::Idle
+    }
+}
+
+fn notice(message: &str) -> PgWireBackendMessage {
+    let info = ErrorInfo::new("WARNING".to_owned(), "25001".to_owned(), message.to_owned());
+    PgWireBackendMessage::NoticeResponse(NoticeResponse::from(info))
+}
+
+fn query_response(
+    columns: &[planner::OutputColumn],
+    rows: Vec<Vec<Value>>,
+    tag: &str,
+    format: Option<&Format>,
+) -> SqlResult<QueryResponse> {
+    let binary: Vec<bool> = (0..columns.len())
+        .map(|i| {
+            format
+                .map(|f| f.format_for(i) == FieldFormat::Binary)
+                .unwrap_or(false)
+        })
+        .collect();
+    let fields = Arc::new(field_infos(columns, |i| {
+        if binary[i] {
+            FieldFormat::Binary
+        } else {
+            FieldFormat::Text
+        }
+    }));
+    let mut encoded = Vec::with_capacity(rows.len());
+    for row in &rows {
+        encoded.push(Ok(data_row(row, columns, |i| binary[i])?));
+    }
+    let mut response = QueryResponse::new(fields, stream::iter(encoded));
+    response.set_command_tag(tag);
+    Ok(response)
+}
+
+fn copy_in_response(columns: usize) -> CopyResponse {
+    CopyResponse::new(0, columns, stream::empty())
+}
+
+/// Binds against the current catalog, rebinding a prepared statement when DDL changed it.
+fn current_binding(shared: &Shared, prepared: &Prepared) -> SqlResult<Option<Bound>> {
+    let catalog: Arc<Catalog> = shared.executor.catalog();
+    if catalog.version == prepared.catalog_version {
+        return Ok(None);
+    }
+    let bound = bind(&catalog, &prepared.parsed, &prepared.hints)?;
+    if bound.param_types != prepared.bound.param_types
+        || bound.plan.output_columns().len() != prepared.bound.plan.output_columns().len()
+    {
+        return Err(SqlError::new(
+            ErrorKind::FeatureNotSupported,
+            "cached plan must not change result type",
+        ));
+    }
+    Ok(Some(bound))
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn on_query<C>(
+        &self,
+        client: &mut C,
+        query: pgwire::messages::simplequery::Query,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let handle = client.session_extensions().get::<Arc<ConnectionHandle>>();
+        let cancel = match handle {
+            Some(h) => Some(h.start_query().await),
+            None => None,
+        };
+        let mut session = self.session_for(client).await;
+        let work = run_simple(&mut session, client, &query.query);
+        let finished = match cancel {
+            Some(rx) => match select(Box::pin(work), rx).await {
+                Either::Left((r, _)) => Some(r),
+                Either::Right(_) => None,
+            },
+            None => Some(work.await),
+        };
+        let outcome = match finished {
+            Some(r) => r,
+            None => {
+                let e = SqlError::new(
+                    ErrorKind::QueryCanceled,
+                    "canceling statement due to user request",
+                );
+                session.execute_failed();
+                client
+                    .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
+                    .await?;
+                Ok(false)
+            }
+        };
+        let copy_started = outcome?;
+        if copy_started {
+            return Ok(());
+        }
+        let status = status_of(&session);
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        client.set_transaction_status(status);
+        send_ready_for_query(client, status).await
+    }
+
+    async fn do_query<C>(&self, _client: &mut C, _query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        Err(PgWireError::ApiError(
+            "simple queries are handled in on_query".into(),
+        ))
+    }
+}
+
+/// Runs every statement of a simple query, sending each result as it completes. Returns
+/// true when a COPY FROM STDIN started (the protocol then waits for data).
+async fn run_simple<C>(session: &mut Session, client: &mut C, text: &str) -> PgWireResult<bool>
+where
+    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let statements = match sql::parse(text) {
+        Ok(s) => s,
+        Err(e) => {
+            if session.in_transaction() {
+                session.execute_failed();
+            }
+            client
+                .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
+                .await?;
+            return Ok(false);
+        }
+    };
+    if statements.is_empty() {
+        client
+            .feed(PgWireBackendMessage::EmptyQueryResponse(
+                pgwire::messages::response::EmptyQueryResponse::new(),
+            ))
+            .await?;
+        return Ok(false);
+    }
+    // Several statements in one simple query run as one implicit transaction in PostgreSQL;
+    // here each runs on its own unless the text opens a transaction itself.
+    for statement in statements {
+        let catalog = session.shared().executor.catalog();
+        let result = match bind(&catalog, &statement, &[]) {
+            Ok(bound) => session.execute(&bound, &[]).await,
+            Err(e) => {
+                if session.in_transaction() {
+                    session.execute_failed();
+                }
+                Err(e)
+            }
+        };
+        for n in std::mem::take(&mut session.notices) {
+            client.feed(notice(&n)).await?;
+        }
+        match result {
+            Err(e) => {
+                client
+                    .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
+                    .await?;
+                return Ok(false);
+            }
+            Ok(StatementResult::Rows { columns, rows, tag }) => {
+                let response =
+                    query_response(&columns, rows, &tag, None).map_err(|e| pg_error(&e))?;
+                send_query_response(client, response, true).await?;
+            }
+            Ok(
+                StatementResult::Command(tag)
+                | StatementResult::TransactionStart(tag)
+                | StatementResult::TransactionEnd(tag),
+            ) => {
+                send_execution_response(client, Tag::new(&tag)).await?;
+            }
+            Ok(StatementResult::CopyIn { columns }) => {
+                pgwire::api::copy::send_copy_in_response(client, copy_in_response(columns)).await?;
+                client.set_state(PgWireConnectionState::CopyInProgress(false));
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Arc<Prepared>;
+    type QueryParser = Parser;
+
+    fn query_parser(&self) -> Arc<Parser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Arc<Prepared>>,
+        _max_rows: usize,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session_for(client).await;
+        let prepared = &portal.statement.statement;
+        let rebound = match current_binding(session.shared(), prepared) {
+            Ok(b) => b,
+            Err(e) => {
+                session.execute_failed();
+                return Err(pg_error(&e));
+            }
+        };
+        let bound = rebound.as_ref().unwrap_or(&prepared.bound);
+        let params = match decode_params(portal, bound) {
+            Ok(p) => p,
+            Err(e) => {
+                session.execute_failed();
+                return Err(pg_error(&e));
+            }
+        };
+        let result = session.execute(bound, &params).await;
+        let notices = std::mem::take(&mut session.notices);
+        drop(session);
+        for n in notices {
+            client.feed(notice(&n)).await?;
+        }
+        match result {
+            Err(e) => Err(pg_error(&e)),
+            Ok(StatementResult::Rows { columns, rows, tag }) => {
+                let response =
+                    query_response(&columns, rows, &tag, Some(&portal.result_column_format))
+                        .map_err(|e| pg_error(&e))?;
+                Ok(Response::Query(response))
+            }
+            Ok(StatementResult::Command(tag)) => Ok(Response::Execution(Tag::new(&tag))),
+            Ok(StatementResult::TransactionStart(tag)) => {
+                Ok(Response::TransactionStart(Tag::new(&tag)))
+            }
+            Ok(StatementResult::TransactionEnd(tag)) => {
+                Ok(Response::TransactionEnd(Tag::new(&tag)))
+            }
+            Ok(StatementResult::CopyIn { columns }) => {
+                Ok(Response::CopyIn(copy_in_response(columns)))
+            }
+        }
+    }
+
+    async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+        let status = {
+            let session = self.session_for(client).await;
+            status_of(&session)
+        };
+        client.set_transaction_status(status);
+        client
+            .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+                status,
+            )))
+            .await?;
+        client.flush().await?;
+        Ok(())
+    }
+}
+
+fn decode_params(portal: &Portal<Arc<Prepared>>, bound: &Bound) -> SqlResult<Vec<Value>> {
+    let expected = bound.param_types.len();
+    if portal.parameters.len() != expected {
+        return Err(SqlError::new(
+            ErrorKind::ProtocolViolation,
+            format!(
+                "bind message supplies {} parameters, but prepared statement requires {expected}",
+                portal.parameters.len()
+            ),
+        ));
+    }
+    portal
+        .parameters
+        .iter()
+        .enumerate()
+        .map(|(i, raw)| {
+            let binary = portal.parameter_format.format_for(i) == FieldFormat::Binary;
+            decode_param(raw.as_deref(), bound.param_types[i], binary)
+        })
+        .collect()
+}
+
+#[async_trait]
+impl CopyHandler for Connection {
+    async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session_for(client).await;
+        session.copy_data(&copy_data.data);
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session_for(client).await;
+        let result = session.copy_done().await;
+        let status = status_of(&session);
+        drop(session);
+        client.set_transaction_status(status);
+        match result {
+            Ok(n) => {
+                let tag: CommandComplete = Tag::new("COPY").with_rows(n as usize).into();
+                client
+                    .send(PgWireBackendMessage::CommandComplete(tag))
+                    .await?;
+                Ok(())
+            }
+            Err(e) => Err(pg_error(&e)),
+        }
+    }
+
+    async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut session = self.session_for(client).await;
+        session.copy_fail();
+        if session.in_transaction() {
+            session.execute_failed();
+        }
+        pg_error(&SqlError::new(
+            ErrorKind::QueryCanceled,
+            format!("COPY from stdin failed: {}", fail.message),
+        ))
+    }
+}
+
+impl PgWireServerHandlers for Connection {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        Arc::new(self.clone_handle())
+    }
+
+    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+        Arc::new(self.clone_handle())
+    }
+
+    fn startup_handler(&self) -> Arc<impl StartupHandler> {
+        let credentials = Credentials {
+            user: self.context.user.clone(),
+            database: self.context.database.clone(),
+            salt: self.context.salt.clone(),
+            salted_password: self.context.salted_password.clone(),
+        };
+        let mut scram = ScramAuth::new(Arc::new(credentials));
+        scram.set_iterations(SCRAM_ITERATIONS);
+        let mut parameters = DefaultServerParameterProvider::default();
+        parameters.server_version = "15.0".to_owned();
+        parameters.time_zone = "UTC".to_owned();
+        parameters.date_style = "ISO, MDY".to_owned();
+        parameters.search_path = "\"$user\", public".to_owned();
+        Arc::new(
+            SASLAuthStartupHandler::new(Arc::new(parameters))
+                .with_scram(scram)
+                .with_connection_manager(self.context.connections.clone()),
+        )
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        Arc::new(self.clone_handle())
+    }
+
+    fn cancel_handler(&self) -> Arc<impl CancelHandler> {
+        self.context.cancel.clone()
+    }
+}
+
+impl Connection {
+    /// Another handle on the same connection state (pgwire asks for each handler separately).
+    fn clone_handle(&self) -> Connection {
+        Connection {
+            context: self.context.clone(),
+            session: self.session.clone(),
+            parser: self.parser.clone(),
+            startup_applied: self.startup_applied.clone(),
+        }
+    }
+}

@@ -1,0 +1,214 @@
+//! `hotledger`: the server binary. It owns the command line, the data directory, the pgwire
+//! listener and sessions, and wiring the executor and the Raft node together. It contains no
+//! business rules: statements are planned by `planner` and applied by `ledger`.
+
+mod handlers;
+mod migrations;
+mod session;
+mod wire;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use kv::IoMode;
+use ledger::{ExecutorOptions, Request};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::handlers::{Connection, ServerContext};
+use crate::session::Shared;
+
+const DEFAULT_PASSWORD: &str = "ledger";
+
+#[derive(Parser)]
+#[command(
+    name = "hotledger",
+    version,
+    about = "A PostgreSQL-compatible ledger database for hot accounts"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one node: PostgreSQL protocol on --listen, data in --data-dir.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Clone)]
+struct ServeArgs {
+    /// Directory holding the data file and the log (created on first start).
+    #[arg(long, default_value = "./hotledger-data")]
+    data_dir: PathBuf,
+    /// Address for PostgreSQL clients.
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    listen: SocketAddr,
+    /// The user clients log in as.
+    #[arg(long, default_value = "ledger")]
+    user: String,
+    /// The password (or set HOTLEDGER_PASSWORD). With the default, only loopback addresses
+    /// are allowed.
+    #[arg(long, env = "HOTLEDGER_PASSWORD", default_value = DEFAULT_PASSWORD, hide_env_values = true)]
+    password: String,
+    /// This node's id in the cluster.
+    #[arg(long, default_value_t = 1)]
+    node_id: u64,
+    /// Buffer pool size in MiB.
+    #[arg(long, default_value_t = 256)]
+    pool_mb: usize,
+    /// Checkpoint at least this often while data changes, in seconds.
+    #[arg(long, default_value_t = 30)]
+    checkpoint_interval_s: u64,
+    /// File IO: auto (io_uring when available), uring or portable.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "uring", "portable"])]
+    io: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => match serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("hotledger: {message}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.is_loopback()
+}
+
+/// Takes an exclusive lock on the data directory so two servers never share it.
+fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("LOCK");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a file descriptor we own; no memory is involved.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(format!(
+            "data directory {} is in use by another hotledger process",
+            dir.display()
+        ));
+    }
+    Ok(file)
+}
+
+fn serve(args: ServeArgs) -> Result<(), String> {
+    if args.password == DEFAULT_PASSWORD && !is_loopback(args.listen.ip()) {
+        return Err(format!(
+            "refusing to listen on {} with the default password; set --password or HOTLEDGER_PASSWORD",
+            args.listen
+        ));
+    }
+    if args.password.is_empty() {
+        return Err("the password must not be empty".into());
+    }
+    std::fs::create_dir_all(&args.data_dir).map_err(|e| {
+        format!(
+            "cannot create data directory {}: {e}",
+            args.data_dir.display()
+        )
+    })?;
+    let _lock = lock_data_dir(&args.data_dir)?;
+    let io_mode = match args.io.as_str() {
+        "uring" => IoMode::Uring,
+        "portable" => IoMode::Portable,
+        _ => IoMode::Auto,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("hotledger")
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(run(args, io_mode))
+}
+
+async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
+    // Bind first, so a busy port fails fast before any recovery work.
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let options = ExecutorOptions {
+        data_file: args.data_dir.join("data.hl"),
+        pool_bytes: args.pool_mb << 20,
+        checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),
+        io_mode,
+    };
+    let (executor, recovered) = ledger::spawn(options)
+        .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;
+    let node = raft::start(
+        raft::NodeOptions {
+            node_id: args.node_id,
+            log_dir: args.data_dir.join("log"),
+            address: args.listen.to_string(),
+        },
+        executor.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let shared = Arc::new(Shared {
+        executor: executor.clone(),
+        proposer: node.proposer.clone(),
+    });
+    migrations::apply(&shared)
+        .await
+        .map_err(|e| format!("migration failed: {e}"))?;
+    let context = Arc::new(ServerContext::new(
+        shared,
+        args.user.clone(),
+        args.user.clone(),
+        &args.password,
+    ));
+    eprintln!(
+        "hotledger: listening on {} (data {}, recovered from log index {}); connect with: psql -h {} -p {} -U {}",
+        args.listen,
+        args.data_dir.display(),
+        recovered.index,
+        args.listen.ip(),
+        args.listen.port(),
+        args.user
+    );
+    let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((socket, _)) = accepted else { continue };
+                let _ = socket.set_nodelay(true);
+                let handlers = Arc::new(Connection::new(context.clone()));
+                tokio::spawn(async move {
+                    let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                });
+            }
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+        }
+    }
+    eprintln!("hotledger: shutting down");
+    drop(listener);
+    let _ = node.raft.shutdown().await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if executor.send(Request::Shutdown {
+        reply: Box::new(move |()| {
+            let _ = tx.send(());
+        }),
+    }) {
+        let _ = tokio::time::timeout(Duration::from_secs(60), rx).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,861 @@
+//! A client session: its transaction (reads and buffered writes, no locks held), its
+//! settings, an in-progress COPY, and running one bound statement to a result.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ledger::{
+    decode_result, encode_command, Command, ExecutorHandle, Outcome, Overlay, QueryResult,
+    ReadCheck, Request, Row, Staged, WriteOp,
+};
+use planner::{
+    explain, Bound, CopyPlan, DdlPlan, Expr, InsertPlan, InsertSource, Isolation, OutputColumn,
+    Plan, SelectPlan, WritePlan,
+};
+use raft::{ProposeError, Proposer};
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+use tokio::sync::oneshot;
+
+/// What the whole server shares with every session.
+pub struct Shared {
+    pub executor: ExecutorHandle,
+    pub proposer: Proposer,
+}
+
+/// What running a statement produced.
+#[derive(Debug)]
+pub enum StatementResult {
+    /// Rows and the command tag without its count (`SELECT`, `INSERT 0`, ...).
+    Rows {
+        columns: Vec<OutputColumn>,
+        rows: Vec<Row>,
+        tag: String,
+    },
+    /// A command tag, complete.
+    Command(String),
+    TransactionStart(String),
+    TransactionEnd(String),
+    CopyIn {
+        columns: usize,
+    },
+}
+
+struct Transaction {
+    isolation: Isolation,
+    read_only: bool,
+    now_micros: i64,
+    ops: Vec<WriteOp>,
+    reads: Vec<ReadCheck>,
+    overlay: Arc<Overlay>,
+}
+
+struct CopyState {
+    plan: CopyPlan,
+    partial: Vec<u8>,
+    rows: Vec<Row>,
+    bytes: usize,
+    header_pending: bool,
+    error: Option<SqlError>,
+}
+
+/// The most COPY data accepted in one statement; it becomes one log command.
+const COPY_BYTES_MAX: usize = 48 << 20;
+
+pub struct Session {
+    shared: Arc<Shared>,
+    transaction: Option<Transaction>,
+    /// An error happened inside the transaction: only ROLLBACK/COMMIT are accepted.
+    failed: bool,
+    settings: BTreeMap<String, String>,
+    copy: Option<CopyState>,
+    /// Warnings to send before the statement's result.
+    pub notices: Vec<String>,
+}
+
+pub fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// Settings a client may SET and SHOW, with their defaults.
+const SETTINGS: &[(&str, &str)] = &[
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("datestyle", "ISO, MDY"),
+    ("timezone", "UTC"),
+    ("search_path", "\"$user\", public"),
+    ("extra_float_digits", "1"),
+    ("statement_timeout", "0"),
+    ("lock_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("default_transaction_isolation", "read committed"),
+    ("default_transaction_read_only", "off"),
+    ("standard_conforming_strings", "on"),
+    ("client_min_messages", "notice"),
+    ("intervalstyle", "postgres"),
+    ("synchronous_commit", "on"),
+    ("bytea_output", "hex"),
+    ("read_consistency", "strong"),
+    ("server_version", "15.0"),
+    ("server_version_num", "150000"),
+    ("server_encoding", "UTF8"),
+    ("integer_datetimes", "on"),
+    ("max_identifier_length", "63"),
+    ("is_superuser", "on"),
+    ("lc_collate", "C.UTF-8"),
+    ("lc_ctype", "C.UTF-8"),
+    ("work_mem", "4MB"),
+    ("jit", "off"),
+    ("row_security", "on"),
+    ("max_parallel_workers_per_gather", "0"),
+    ("geqo", "on"),
+];
+
+const READ_ONLY_SETTINGS: &[&str] = &[
+    "server_version",
+    "server_version_num",
+    "server_encoding",
+    "integer_datetimes",
+    "max_identifier_length",
+    "is_superuser",
+    "lc_collate",
+    "lc_ctype",
+];
+
+fn setting_key(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+fn propose_error(e: ProposeError) -> SqlError {
+    match e {
+        ProposeError::NotLeader => SqlError::new(
+            ErrorKind::ReadOnlyTransaction,
+            "this node is not the leader",
+        ),
+        ProposeError::Stopped => SqlError::new(
+            ErrorKind::AdminShutdown,
+            "terminating connection due to administrator command",
+        ),
+        ProposeError::Raft(m) => {
+            SqlError::new(ErrorKind::Io, format!("the replicated log failed: {m}"))
+        }
+    }
+}
+
+fn stopped() -> SqlError {
+    SqlError::new(ErrorKind::AdminShutdown, "the executor has stopped")
+}
+
+fn isolation_name(i: Isolation) -> &'static str {
+    match i {
+        Isolation::ReadCommitted => "read committed",
+        Isolation::Serializable => "serializable",
+    }
+}
+
+impl Session {
+    pub fn new(
+        shared: Arc<Shared>,
+        startup: &std::collections::HashMap<String, String>,
+    ) -> Session {
+        let mut settings = BTreeMap::new();
+        for (k, v) in startup {
+            let key = setting_key(k);
+            if SETTINGS.iter().any(|(n, _)| *n == key)
+                && !READ_ONLY_SETTINGS.contains(&key.as_str())
+            {
+                settings.insert(key, v.clone());
+            }
+        }
+        Session {
+            shared,
+            transaction: None,
+            failed: false,
+            settings,
+            copy: None,
+            notices: Vec::new(),
+        }
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.transaction.is_some()
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// A statement failed before it ran (parse or bind): inside a transaction that aborts it.
+    pub fn execute_failed(&mut self) {
+        if self.transaction.is_some() {
+            self.failed = true;
+        }
+    }
+
+    fn setting(&self, name: &str) -> Option<String> {
+        let key = setting_key(name);
+        if key == "transaction_isolation" {
+            return Some(match &self.transaction {
+                Some(t) => isolation_name(t.isolation).to_string(),
+                None => self
+                    .setting("default_transaction_isolation")
+                    .unwrap_or_default(),
+            });
+        }
+        self.settings.get(&key).cloned().or_else(|| {
+            SETTINGS
+                .iter()
+                .find(|(n, _)| *n == key)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    fn default_isolation(&self) -> Isolation {
+        match self
+            .setting("default_transaction_isolation")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("serializable") | Some("repeatable read") => Isolation::Serializable,
+            _ => Isolation::ReadCommitted,
+        }
+    }
+
+    /// Runs one bound statement. An error inside a transaction marks it failed.
+    pub async fn execute(&mut self, bound: &Bound, params: &[Value]) -> SqlResult<StatementResult> {
+        let result = self.execute_inner(&bound.plan, params).await;
+        if result.is_err() && self.transaction.is_some() {
+            self.failed = true;
+        }
+        result
+    }
+
+    async fn execute_inner(&mut self, plan: &Plan, params: &[Value]) -> SqlResult<StatementResult> {
+        if self.failed && !matches!(plan, Plan::Commit | Plan::Rollback) {
+            return Err(SqlError::new(
+                ErrorKind::InFailedTransaction,
+                "current transaction is aborted, commands ignored until end of transaction block",
+            ));
+        }
+        match plan {
+            Plan::Select(select) => {
+                let rows = self.select(select, params).await?;
+                Ok(StatementResult::Rows {
+                    columns: select.columns.clone(),
+                    rows,
+                    tag: "SELECT".into(),
+                })
+            }
+            Plan::Write(write, columns) => self.write(write, columns, params).await,
+            Plan::Ddl(ddl) => self.ddl(ddl).await,
+            Plan::Begin {
+                isolation,
+                read_only,
+            } => {
+                if self.transaction.is_some() {
+                    self.notices
+                        .push("there is already a transaction in progress".into());
+                    return Ok(StatementResult::TransactionStart("BEGIN".into()));
+                }
+                let read_only = *read_only
+                    || self.setting("default_transaction_read_only").as_deref() == Some("on");
+                self.transaction = Some(Transaction {
+                    isolation: isolation.unwrap_or_else(|| self.default_isolation()),
+                    read_only,
+                    now_micros: now_micros(),
+                    ops: Vec::new(),
+                    reads: Vec::new(),
+                    overlay: Arc::new(Overlay::new()),
+                });
+                Ok(StatementResult::TransactionStart("BEGIN".into()))
+            }
+            Plan::Commit => self.commit().await,
+            Plan::Rollback => {
+                if self.transaction.take().is_none() {
+                    self.notices
+                        .push("there is no transaction in progress".into());
+                }
+                self.failed = false;
+                Ok(StatementResult::TransactionEnd("ROLLBACK".into()))
+            }
+            Plan::SetTransaction { isolation } => {
+                match (&mut self.transaction, isolation) {
+                    (Some(t), Some(i)) => {
+                        if !t.ops.is_empty() || !t.reads.is_empty() {
+                            return Err(SqlError::new(
+                                ErrorKind::ActiveTransaction,
+                                "SET TRANSACTION ISOLATION LEVEL must be called before any query",
+                            ));
+                        }
+                        t.isolation = *i;
+                    }
+                    (None, _) => self
+                        .notices
+                        .push("SET TRANSACTION can only be used in transaction blocks".into()),
+                    _ => {}
+                }
+                Ok(StatementResult::Command("SET".into()))
+            }
+            Plan::Set { name, value } => {
+                self.set(name, value.as_deref())?;
+                Ok(StatementResult::Command("SET".into()))
+            }
+            Plan::Show { name } => {
+                let key = setting_key(name);
+                if key == "all" {
+                    let rows = SETTINGS
+                        .iter()
+                        .map(|(n, _)| {
+                            vec![
+                                Value::text(*n),
+                                Value::Text(self.setting(n).unwrap_or_default()),
+                            ]
+                        })
+                        .collect();
+                    let columns = ["name", "setting"]
+                        .iter()
+                        .map(|n| OutputColumn {
+                            name: n.to_string(),
+                            ty: DataType::Text,
+                            table_oid: 0,
+                            column_number: 0,
+                        })
+                        .collect();
+                    return Ok(StatementResult::Rows {
+                        columns,
+                        rows,
+                        tag: "SHOW".into(),
+                    });
+                }
+                let value = self.setting(&key).ok_or_else(|| unknown_setting(name))?;
+                Ok(StatementResult::Rows {
+                    columns: plan.output_columns(),
+                    rows: vec![vec![Value::Text(value)]],
+                    tag: "SHOW".into(),
+                })
+            }
+            Plan::CopyFrom(copy) => {
+                if self.transaction.as_ref().is_some_and(|t| t.read_only) {
+                    return Err(read_only_error("COPY FROM"));
+                }
+                let columns = copy.columns.len();
+                self.copy = Some(CopyState {
+                    plan: copy.clone(),
+                    partial: Vec::new(),
+                    rows: Vec::new(),
+                    bytes: 0,
+                    header_pending: copy.header,
+                    error: None,
+                });
+                Ok(StatementResult::CopyIn { columns })
+            }
+            Plan::NoOp(tag) => Ok(StatementResult::Command(tag.to_string())),
+            Plan::Explain(inner) => {
+                let rows = explain(inner)
+                    .into_iter()
+                    .map(|l| vec![Value::Text(l)])
+                    .collect();
+                Ok(StatementResult::Rows {
+                    columns: plan.output_columns(),
+                    rows,
+                    tag: "EXPLAIN".into(),
+                })
+            }
+            Plan::Deallocate { name } => Ok(StatementResult::Command(if name.is_some() {
+                "DEALLOCATE".into()
+            } else {
+                "DEALLOCATE ALL".into()
+            })),
+        }
+    }
+
+    fn set(&mut self, name: &str, value: Option<&str>) -> SqlResult<()> {
+        let key = setting_key(name);
+        if key == "transaction_isolation" {
+            if let (Some(t), Some(v)) = (&mut self.transaction, value) {
+                t.isolation = if v.eq_ignore_ascii_case("serializable")
+                    || v.eq_ignore_ascii_case("repeatable read")
+                {
+                    Isolation::Serializable
+                } else {
+                    Isolation::ReadCommitted
+                };
+            }
+            return Ok(());
+        }
+        if READ_ONLY_SETTINGS.contains(&key.as_str()) {
+            return Err(SqlError::new(
+                ErrorKind::CannotConnectNow,
+                format!("parameter \"{key}\" cannot be changed"),
+            ));
+        }
+        if !SETTINGS.iter().any(|(n, _)| *n == key) && !key.contains('.') {
+            return Err(unknown_setting(name));
+        }
+        match (key.as_str(), value) {
+            ("client_encoding", Some(v))
+                if !matches!(
+                    v.to_ascii_uppercase().as_str(),
+                    "UTF8" | "UTF-8" | "UNICODE"
+                ) =>
+            {
+                return Err(SqlError::feature_not_supported(format!(
+                    "client_encoding {v}: only UTF8"
+                )));
+            }
+            ("read_consistency", Some(v)) if !matches!(v, "strong" | "weak") => {
+                return Err(SqlError::new(
+                    ErrorKind::InvalidParameterValue,
+                    format!("invalid value for parameter \"read_consistency\": \"{v}\""),
+                ));
+            }
+            _ => {}
+        }
+        match value {
+            Some(v) => self.settings.insert(key, v.to_string()),
+            None => self.settings.remove(&key),
+        };
+        Ok(())
+    }
+
+    // ----- executor and log -----
+
+    async fn ask<T: Send + 'static>(
+        &self,
+        make: impl FnOnce(Box<dyn FnOnce(T) + Send>) -> Request,
+    ) -> SqlResult<T> {
+        let (tx, rx) = oneshot::channel();
+        if !self
+            .shared
+            .executor
+            .send(make(Box::new(move |r| drop(tx.send(r)))))
+        {
+            return Err(stopped());
+        }
+        rx.await.map_err(|_| stopped())
+    }
+
+    async fn propose(&self, command: &Command) -> SqlResult<Outcome> {
+        let bytes = self
+            .shared
+            .proposer
+            .propose(encode_command(command))
+            .await
+            .map_err(propose_error)?;
+        decode_result(&bytes)
+    }
+
+    fn overlay(&self) -> Option<Arc<Overlay>> {
+        self.transaction
+            .as_ref()
+            .filter(|t| !t.overlay.is_empty())
+            .map(|t| t.overlay.clone())
+    }
+
+    fn record_reads(&self) -> bool {
+        self.transaction
+            .as_ref()
+            .is_some_and(|t| t.isolation == Isolation::Serializable)
+    }
+
+    fn statement_time(&self) -> i64 {
+        self.transaction
+            .as_ref()
+            .map(|t| t.now_micros)
+            .unwrap_or_else(now_micros)
+    }
+
+    async fn select(&mut self, plan: &Arc<SelectPlan>, params: &[Value]) -> SqlResult<Vec<Row>> {
+        let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let plan = plan.clone();
+        let params = params.to_vec();
+        let result: QueryResult = self
+            .ask(move |reply| Request::Query {
+                plan,
+                params,
+                now_micros: now,
+                overlay,
+                record_reads: record,
+                reply,
+            })
+            .await??;
+        if let Some(t) = &mut self.transaction {
+            t.reads.extend(result.reads);
+        }
+        Ok(result.rows)
+    }
+
+    async fn stage(&mut self, plan: Arc<WritePlan>, params: &[Value]) -> SqlResult<Staged> {
+        let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let params = params.to_vec();
+        let staged: Staged = self
+            .ask(move |reply| Request::Stage {
+                plan,
+                params,
+                now_micros: now,
+                overlay,
+                record_reads: record,
+                reply,
+            })
+            .await??;
+        let Some(t) = &mut self.transaction else {
+            return Err(SqlError::internal("staging outside a transaction"));
+        };
+        let overlay = Arc::make_mut(&mut t.overlay);
+        for (key, row) in &staged.overlay {
+            overlay.insert(key.clone(), row.clone());
+        }
+        t.reads.extend(staged.reads.iter().cloned());
+        t.ops.extend(staged.ops.iter().cloned());
+        Ok(staged)
+    }
+
+    async fn write(
+        &mut self,
+        plan: &Arc<WritePlan>,
+        columns: &[OutputColumn],
+        params: &[Value],
+    ) -> SqlResult<StatementResult> {
+        let (affected, rows) = match &self.transaction {
+            Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
+            Some(_) => {
+                let staged = self.stage(plan.clone(), params).await?;
+                (staged.rows_affected, staged.rows)
+            }
+            None => {
+                let command = Command::Write {
+                    plan: plan.clone(),
+                    params: params.to_vec(),
+                    now_micros: now_micros(),
+                };
+                let outcome = self.propose(&command).await?;
+                (outcome.rows_affected, outcome.rows)
+            }
+        };
+        let verb = plan.verb();
+        if plan.returning().is_some() {
+            let tag = if verb == "INSERT" {
+                "INSERT 0".to_string()
+            } else {
+                verb.to_string()
+            };
+            return Ok(StatementResult::Rows {
+                columns: columns.to_vec(),
+                rows,
+                tag,
+            });
+        }
+        Ok(StatementResult::Command(match verb {
+            "INSERT" => format!("INSERT 0 {affected}"),
+            other => format!("{other} {affected}"),
+        }))
+    }
+
+    async fn ddl(&mut self, ddl: &DdlPlan) -> SqlResult<StatementResult> {
+        let tag = match ddl {
+            DdlPlan::CreateTable { .. } => "CREATE TABLE",
+            DdlPlan::DropTables { .. } => "DROP TABLE",
+            DdlPlan::Truncate { .. } => "TRUNCATE TABLE",
+            DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
+        };
+        if let Some(t) = &self.transaction {
+            if t.read_only {
+                return Err(read_only_error(tag));
+            }
+            let DdlPlan::Truncate { tables } = ddl else {
+                return Err(SqlError::feature_not_supported(format!(
+                    "{tag} inside a transaction block"
+                )));
+            };
+            // Inside a transaction TRUNCATE deletes the rows it sees, so it commits or rolls
+            // back with the rest of the transaction.
+            for table in tables {
+                let plan = WritePlan::Delete(planner::DeletePlan {
+                    table: table.clone(),
+                    access: planner::Access::Full,
+                    filter: None,
+                    returning: None,
+                });
+                self.stage(Arc::new(plan), &[]).await?;
+            }
+            return Ok(StatementResult::Command(tag.into()));
+        }
+        self.propose(&Command::Ddl { plan: ddl.clone() }).await?;
+        Ok(StatementResult::Command(tag.into()))
+    }
+
+    async fn commit(&mut self) -> SqlResult<StatementResult> {
+        let Some(t) = self.transaction.take() else {
+            self.notices
+                .push("there is no transaction in progress".into());
+            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
+        };
+        if self.failed {
+            self.failed = false;
+            return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
+        }
+        let needs_validation = t.isolation == Isolation::Serializable && !t.reads.is_empty();
+        if t.ops.is_empty() && !needs_validation {
+            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
+        }
+        let reads = if t.isolation == Isolation::Serializable {
+            t.reads
+        } else {
+            Vec::new()
+        };
+        self.propose(&Command::Commit {
+            isolation: t.isolation,
+            reads,
+            ops: t.ops,
+        })
+        .await?;
+        Ok(StatementResult::TransactionEnd("COMMIT".into()))
+    }
+
+    // ----- COPY FROM STDIN -----
+
+    pub fn copy_data(&mut self, data: &[u8]) {
+        let Some(copy) = &mut self.copy else { return };
+        if copy.error.is_some() {
+            return;
+        }
+        copy.bytes += data.len();
+        if copy.bytes > COPY_BYTES_MAX {
+            copy.error = Some(SqlError::new(
+                ErrorKind::ProgramLimitExceeded,
+                format!(
+                    "not supported yet: COPY of more than {} MiB in one statement; split the data",
+                    COPY_BYTES_MAX >> 20
+                ),
+            ));
+            return;
+        }
+        copy.partial.extend_from_slice(data);
+        let mut start = 0;
+        while let Some(nl) = copy.partial[start..].iter().position(|&b| b == b'\n') {
+            let line = copy.partial[start..start + nl].to_vec();
+            start += nl + 1;
+            if let Err(e) = copy_line(copy, &line) {
+                copy.error = Some(e);
+                return;
+            }
+        }
+        copy.partial.drain(..start);
+    }
+
+    pub fn copy_fail(&mut self) {
+        self.copy = None;
+    }
+
+    /// Finishes COPY: all rows become one command (or staged writes in a transaction).
+    pub async fn copy_done(&mut self) -> SqlResult<u64> {
+        let Some(mut copy) = self.copy.take() else {
+            return Err(SqlError::new(
+                ErrorKind::ProtocolViolation,
+                "no COPY in progress",
+            ));
+        };
+        if !copy.partial.is_empty() && copy.error.is_none() {
+            let line = std::mem::take(&mut copy.partial);
+            if let Err(e) = copy_line(&mut copy, &line) {
+                copy.error = Some(e);
+            }
+        }
+        if let Some(e) = copy.error {
+            if self.transaction.is_some() {
+                self.failed = true;
+            }
+            return Err(e);
+        }
+        let count = copy.rows.len() as u64;
+        let table = copy.plan.table.reference();
+        if self.transaction.is_some() {
+            let rows = copy
+                .rows
+                .into_iter()
+                .map(|r| {
+                    r.into_iter()
+                        .map(|v| Expr::Literal(v, DataType::Unknown))
+                        .collect()
+                })
+                .collect();
+            let plan = WritePlan::Insert(InsertPlan {
+                table,
+                source: InsertSource::Values(rows),
+                target_columns: copy.plan.columns.clone(),
+                on_conflict: None,
+                returning: None,
+            });
+            if let Err(e) = self.stage(Arc::new(plan), &[]).await {
+                self.failed = true;
+                return Err(e);
+            }
+            return Ok(count);
+        }
+        self.propose(&Command::Copy {
+            table,
+            columns: copy.plan.columns.clone(),
+            rows: copy.rows,
+            now_micros: now_micros(),
+        })
+        .await?;
+        Ok(count)
+    }
+}
+
+fn unknown_setting(name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::UndefinedObject,
+        format!("unrecognized configuration parameter \"{name}\""),
+    )
+}
+
+fn read_only_error(what: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::ReadOnlyTransaction,
+        format!("cannot execute {what} in a read-only transaction"),
+    )
+}
+
+/// Parses one line of COPY input into a row.
+fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line == b"\\." {
+        return Ok(());
+    }
+    if copy.header_pending {
+        copy.header_pending = false;
+        return Ok(());
+    }
+    let text = std::str::from_utf8(line)
+        .map_err(|_| SqlError::invalid_text("invalid UTF-8 in COPY data"))?;
+    let fields: Vec<Option<String>> = if copy.plan.csv {
+        csv_fields(text, copy.plan.delimiter, &copy.plan.null)
+    } else {
+        text_fields(text, copy.plan.delimiter, &copy.plan.null)
+    };
+    let table = &copy.plan.table;
+    if fields.len() != copy.plan.columns.len() {
+        let what = if fields.len() < copy.plan.columns.len() {
+            "missing data for a column"
+        } else {
+            "extra data after last expected column"
+        };
+        return Err(SqlError::new(
+            ErrorKind::InvalidText,
+            format!("{what} (COPY {}, line {})", table.name, copy.rows.len() + 1),
+        ));
+    }
+    let mut row = Vec::with_capacity(fields.len());
+    for (f, &c) in fields.into_iter().zip(&copy.plan.columns) {
+        row.push(match f {
+            None => Value::Null,
+            Some(s) => Value::parse_text(&s, table.columns[c].ty)?,
+        });
+    }
+    copy.rows.push(row);
+    Ok(())
+}
+
+/// PostgreSQL's text COPY format: delimiter-separated, backslash escapes, `\N` for NULL.
+fn text_fields(line: &str, delimiter: char, null: &str) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for raw in line.split(delimiter) {
+        if raw == null {
+            out.push(None);
+            continue;
+        }
+        let mut s = String::with_capacity(raw.len());
+        let mut chars = raw.chars();
+        while let Some(c) = chars.next() {
+            if c != '\\' {
+                s.push(c);
+                continue;
+            }
+            match chars.next() {
+                Some('n') => s.push('\n'),
+                Some('t') => s.push('\t'),
+                Some('r') => s.push('\r'),
+                Some('b') => s.push('\u{8}'),
+                Some('f') => s.push('\u{c}'),
+                Some('v') => s.push('\u{b}'),
+                Some(other) => s.push(other),
+                None => s.push('\\'),
+            }
+        }
+        out.push(Some(s));
+    }
+    out
+}
+
+/// CSV fields: quotes with doubled-quote escapes; an unquoted field equal to `null` is NULL.
+fn csv_fields(line: &str, delimiter: char, null: &str) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    let mut field = String::new();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    field.push('"');
+                    chars.next();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                field.push(c);
+            }
+        } else if c == '"' {
+            quoted = true;
+            was_quoted = true;
+        } else if c == delimiter {
+            out.push(if !was_quoted && field == null {
+                None
+            } else {
+                Some(std::mem::take(&mut field))
+            });
+            field.clear();
+            was_quoted = false;
+        } else {
+            field.push(c);
+        }
+    }
+    out.push(if !was_quoted && field == null {
+        None
+    } else {
+        Some(field)
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_formats() {
+        assert_eq!(
+            text_fields("1\t\\N\ta\\tb", '\t', "\\N"),
+            vec![Some("1".into()), None, Some("a\tb".into())]
+        );
+        assert_eq!(
+            csv_fields("1,,\"a,\"\"b\"\"\",\"\"", ',', ""),
+            vec![
+                Some("1".into()),
+                None,
+                Some("a,\"b\"".into()),
+                Some("".into())
+            ]
+        );
+    }
+}

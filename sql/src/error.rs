@@ -1,0 +1,201 @@
+//! `SqlError`: the one error type every SQL-facing layer returns, and the one place where an
+//! error kind becomes a SQLSTATE. The server turns it into an ErrorResponse unchanged.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// What went wrong, as a client would classify it. Each kind maps to one SQLSTATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorKind {
+    Syntax,
+    FeatureNotSupported,
+    UndefinedTable,
+    UndefinedColumn,
+    UndefinedFunction,
+    UndefinedObject,
+    UndefinedParameter,
+    DuplicateTable,
+    DuplicateObject,
+    DuplicateColumn,
+    AmbiguousColumn,
+    DatatypeMismatch,
+    InvalidText,
+    InvalidBinary,
+    InvalidParameterValue,
+    NumericOutOfRange,
+    StringTooLong,
+    DivisionByZero,
+    UniqueViolation,
+    NotNullViolation,
+    CheckViolation,
+    InvalidPrimaryKey,
+    GroupingError,
+    CardinalityViolation,
+    SerializationFailure,
+    ActiveTransaction,
+    NoActiveTransaction,
+    InFailedTransaction,
+    ReadOnlyTransaction,
+    ProgramLimitExceeded,
+    QueryCanceled,
+    InvalidName,
+    InvalidPreparedStatement,
+    InvalidCursor,
+    ProtocolViolation,
+    OutOfMemory,
+    DiskFull,
+    Io,
+    Internal,
+    AdminShutdown,
+    CannotConnectNow,
+}
+
+impl ErrorKind {
+    /// The five-character SQLSTATE a PostgreSQL server would send.
+    pub fn sqlstate(self) -> &'static str {
+        use ErrorKind::*;
+        match self {
+            Syntax => "42601",
+            FeatureNotSupported => "0A000",
+            UndefinedTable => "42P01",
+            UndefinedColumn => "42703",
+            UndefinedFunction => "42883",
+            UndefinedObject => "42704",
+            UndefinedParameter => "42P02",
+            DuplicateTable => "42P07",
+            DuplicateObject => "42710",
+            DuplicateColumn => "42701",
+            AmbiguousColumn => "42702",
+            DatatypeMismatch => "42804",
+            InvalidText => "22P02",
+            InvalidBinary => "22P03",
+            InvalidParameterValue => "22023",
+            NumericOutOfRange => "22003",
+            StringTooLong => "22001",
+            DivisionByZero => "22012",
+            UniqueViolation => "23505",
+            NotNullViolation => "23502",
+            CheckViolation => "23514",
+            InvalidPrimaryKey => "42P16",
+            GroupingError => "42803",
+            CardinalityViolation => "21000",
+            SerializationFailure => "40001",
+            ActiveTransaction => "25001",
+            NoActiveTransaction => "25P01",
+            InFailedTransaction => "25P02",
+            ReadOnlyTransaction => "25006",
+            ProgramLimitExceeded => "54000",
+            QueryCanceled => "57014",
+            InvalidName => "42602",
+            InvalidPreparedStatement => "26000",
+            InvalidCursor => "34000",
+            ProtocolViolation => "08P01",
+            OutOfMemory => "53200",
+            DiskFull => "53100",
+            Io => "58030",
+            Internal => "XX000",
+            AdminShutdown => "57P01",
+            CannotConnectNow => "57P03",
+        }
+    }
+}
+
+/// An error with its kind, a message a person understands, and optionally a detail and the
+/// 1-based character position in the statement it refers to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SqlError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub detail: Option<String>,
+    pub position: Option<u32>,
+}
+
+pub type SqlResult<T> = Result<T, SqlError>;
+
+impl SqlError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> SqlError {
+        SqlError {
+            kind,
+            message: message.into(),
+            detail: None,
+            position: None,
+        }
+    }
+
+    pub fn with_detail(mut self, detail: impl Into<String>) -> SqlError {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn with_position(mut self, position: u32) -> SqlError {
+        self.position = Some(position);
+        self
+    }
+
+    pub fn sqlstate(&self) -> &'static str {
+        self.kind.sqlstate()
+    }
+
+    pub fn syntax(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::Syntax, message)
+    }
+
+    /// `0A000`, always naming what is missing: "not supported yet: X".
+    pub fn feature_not_supported(what: impl fmt::Display) -> SqlError {
+        SqlError::new(
+            ErrorKind::FeatureNotSupported,
+            format!("not supported yet: {what}"),
+        )
+    }
+
+    pub fn undefined_table(name: &str) -> SqlError {
+        SqlError::new(
+            ErrorKind::UndefinedTable,
+            format!("relation \"{name}\" does not exist"),
+        )
+    }
+
+    pub fn undefined_column(name: &str) -> SqlError {
+        SqlError::new(
+            ErrorKind::UndefinedColumn,
+            format!("column \"{name}\" does not exist"),
+        )
+    }
+
+    pub fn mismatch(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::DatatypeMismatch, message)
+    }
+
+    pub fn invalid_text(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::InvalidText, message)
+    }
+
+    pub fn invalid_binary(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::InvalidBinary, message)
+    }
+
+    pub fn numeric_out_of_range(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::NumericOutOfRange, message)
+    }
+
+    pub fn division_by_zero() -> SqlError {
+        SqlError::new(ErrorKind::DivisionByZero, "division by zero")
+    }
+
+    pub fn internal(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::Internal, message)
+    }
+
+    pub fn serialization_failure(message: impl Into<String>) -> SqlError {
+        SqlError::new(ErrorKind::SerializationFailure, message)
+    }
+}
+
+impl fmt::Display for SqlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.sqlstate())
+    }
+}
+
+impl std::error::Error for SqlError {}

@@ -1,0 +1,19 @@
+//! `sql`: the language layer. It owns parsing (sqlparser-rs with the PostgreSQL dialect, plus
+//! the few statements it cannot parse), the SQL value and type system with PostgreSQL's text
+//! forms, and `SqlError`, the one place where an error becomes a SQLSTATE.
+//!
+//! It must not touch storage, the network or the catalog: everything here is a pure function
+//! of its inputs.
+
+mod error;
+mod numeric;
+mod parse;
+mod types;
+mod value;
+
+pub use error::{ErrorKind, SqlError, SqlResult};
+pub use numeric::Numeric;
+pub use parse::{parse, split_statements, Parsed, ParsedStatement};
+pub use sqlparser::ast;
+pub use types::DataType;
+pub use value::{check_int_range, Value, PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};

@@ -1,0 +1,281 @@
+//! Parsing: split a query string into statements, intercept the few PostgreSQL statements
+//! sqlparser-rs does not accept (`VACUUM`, `ANALYZE`, `CHECKPOINT`, `COPY ... (freeze on)`),
+//! and parse the rest with the PostgreSQL dialect.
+
+use sqlparser::ast::Statement;
+use sqlparser::dialect::PostgreSqlDialect;
+use sqlparser::parser::Parser;
+
+use crate::error::{SqlError, SqlResult};
+
+/// One statement of a query string.
+#[derive(Clone, Debug)]
+pub enum Parsed {
+    Statement(Box<Statement>),
+    /// A maintenance statement PostgreSQL accepts that has nothing to do here (VACUUM,
+    /// ANALYZE, CHECKPOINT); the command tag to answer with.
+    Maintenance(&'static str),
+}
+
+/// A statement with the text it came from.
+#[derive(Clone, Debug)]
+pub struct ParsedStatement {
+    pub parsed: Parsed,
+    pub text: String,
+}
+
+/// Splits `sql` at top-level semicolons, honouring quotes, dollar quotes and comments.
+/// Returns each statement's text (without the semicolon) and its byte offset; empty
+/// statements are dropped.
+pub fn split_statements(sql: &str) -> Vec<(usize, &str)> {
+    let bytes = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' | b'"' => {
+                let quote = bytes[i];
+                i += 1;
+                while i < bytes.len() {
+                    if bytes[i] == quote {
+                        if i + 1 < bytes.len() && bytes[i + 1] == quote {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'$' => {
+                // A dollar quote is $tag$ ... $tag$ where the tag is an identifier or empty.
+                let rest = &sql[i + 1..];
+                if let Some(end) = rest.find('$') {
+                    let tag = &rest[..end];
+                    if tag.chars().all(|c| c.is_alphanumeric() || c == '_')
+                        && !tag.starts_with(|c: char| c.is_ascii_digit())
+                    {
+                        let delimiter = &sql[i..i + end + 2];
+                        let body_start = i + end + 2;
+                        match sql[body_start..].find(delimiter) {
+                            Some(close) => i = body_start + close + delimiter.len() - 1,
+                            None => i = bytes.len(),
+                        }
+                    }
+                }
+            }
+            b';' => {
+                push_statement(&mut out, sql, start, i);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    push_statement(&mut out, sql, start, bytes.len().min(sql.len()));
+    out
+}
+
+fn push_statement<'a>(out: &mut Vec<(usize, &'a str)>, sql: &'a str, start: usize, end: usize) {
+    let piece = &sql[start.min(sql.len())..end];
+    if !strip_comments(piece).trim().is_empty() {
+        out.push((start, piece));
+    }
+}
+
+/// The statement text without comments, for recognizing statements by their first words.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let line = rest.find("--");
+        let block = rest.find("/*");
+        match (line, block) {
+            (Some(l), b) if b.is_none_or(|b| l < b) => {
+                out.push_str(&rest[..l]);
+                rest = match rest[l..].find('\n') {
+                    Some(nl) => &rest[l + nl..],
+                    None => "",
+                };
+            }
+            (_, Some(b)) => {
+                out.push_str(&rest[..b]);
+                rest = match rest[b + 2..].find("*/") {
+                    Some(end) => &rest[b + 2 + end + 2..],
+                    None => "",
+                };
+            }
+            _ => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
+/// Parses a whole query string into statements.
+pub fn parse(sql: &str) -> SqlResult<Vec<ParsedStatement>> {
+    let mut out = Vec::new();
+    for (offset, text) in split_statements(sql) {
+        let parsed = parse_one(text).map_err(|mut e| {
+            if let Some(p) = e.position {
+                e.position = Some(p + sql[..offset].chars().count() as u32);
+            }
+            e
+        })?;
+        out.push(ParsedStatement {
+            parsed,
+            text: text.trim().to_string(),
+        });
+    }
+    Ok(out)
+}
+
+fn first_words(text: &str, n: usize) -> Vec<String> {
+    strip_comments(text)
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ';')
+        .filter(|w| !w.is_empty())
+        .take(n)
+        .map(|w| w.to_ascii_lowercase())
+        .collect()
+}
+
+fn parse_one(text: &str) -> SqlResult<Parsed> {
+    let words = first_words(text, 2);
+    match words.first().map(String::as_str) {
+        Some("vacuum") => return Ok(Parsed::Maintenance("VACUUM")),
+        Some("analyze") | Some("analyse") => return Ok(Parsed::Maintenance("ANALYZE")),
+        Some("checkpoint") => return Ok(Parsed::Maintenance("CHECKPOINT")),
+        Some("create")
+            if matches!(
+                words.get(1).map(String::as_str),
+                Some("procedure") | Some("or")
+            ) =>
+        {
+            let lower = text.to_ascii_lowercase();
+            if lower.contains("procedure") && !lower.contains("function") {
+                return Err(SqlError::feature_not_supported("CREATE PROCEDURE"));
+            }
+        }
+        _ => {}
+    }
+    let rewritten;
+    let text = if words.first().map(String::as_str) == Some("copy") {
+        rewritten = rewrite_copy_options(text);
+        rewritten.as_str()
+    } else {
+        text
+    };
+    let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text)
+        .map_err(|e| syntax_error(text, &e.to_string()))?;
+    match statements.len() {
+        1 => Ok(Parsed::Statement(Box::new(statements.remove(0)))),
+        _ => Err(SqlError::syntax("syntax error: expected one statement")),
+    }
+}
+
+/// `COPY ... WITH (freeze on, header off)`: sqlparser accepts only true/false there.
+fn rewrite_copy_options(text: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    let Some(open) = lower.rfind("with (").or_else(|| lower.rfind("with(")) else {
+        return text.to_string();
+    };
+    let mut out = text[..open].to_string();
+    let options = &text[open..];
+    let mut word = String::new();
+    for c in options.chars().chain(std::iter::once(' ')) {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        match word.to_ascii_lowercase().as_str() {
+            "on" => out.push_str("true"),
+            "off" => out.push_str("false"),
+            _ => out.push_str(&word),
+        }
+        word.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+/// Turns sqlparser's "... at Line: L, Column: C" into a message and a character position.
+fn syntax_error(text: &str, message: &str) -> SqlError {
+    let message = message.trim_start_matches("sql parser error: ");
+    let (clean, position) = match message.rfind(" at Line: ") {
+        Some(at) => {
+            let location = &message[at + " at Line: ".len()..];
+            let mut parts = location.split(", Column: ");
+            let line: usize = parts
+                .next()
+                .and_then(|l| l.trim().parse().ok())
+                .unwrap_or(1);
+            let column: usize = parts
+                .next()
+                .and_then(|c| c.trim().parse().ok())
+                .unwrap_or(1);
+            let before: usize = text
+                .split_inclusive('\n')
+                .take(line.saturating_sub(1))
+                .map(|l| l.chars().count())
+                .sum();
+            (&message[..at], Some((before + column) as u32))
+        }
+        None => (message, None),
+    };
+    let error = SqlError::syntax(format!("syntax error: {clean}"));
+    match position {
+        Some(p) => error.with_position(p),
+        None => error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_respecting_quotes_and_comments() {
+        let parts: Vec<&str> =
+            split_statements("select 'a;b'; -- x;y\nselect $$;$$;; select \"q;\"")
+                .into_iter()
+                .map(|(_, s)| s.trim())
+                .collect();
+        assert_eq!(
+            parts,
+            vec!["select 'a;b'", "-- x;y\nselect $$;$$", "select \"q;\""]
+        );
+        assert!(split_statements("  ;  ; -- only a comment").is_empty());
+    }
+
+    #[test]
+    fn intercepts_pgbench_statements() {
+        let parsed = parse(
+            "vacuum analyze pgbench_branches; copy pgbench_accounts from stdin with (freeze on)",
+        )
+        .unwrap();
+        assert!(matches!(parsed[0].parsed, Parsed::Maintenance("VACUUM")));
+        assert!(matches!(parsed[1].parsed, Parsed::Statement(_)));
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_position() {
+        let e = parse("select 1; selec 2").unwrap_err();
+        assert_eq!(e.sqlstate(), "42601");
+        assert!(e.position.unwrap() >= 11, "{e:?}");
+    }
+}

@@ -1,0 +1,273 @@
+//! `DataType`: the SQL types hotledger stores and sends, with their PostgreSQL OIDs and names.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{SqlError, SqlResult};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DataType {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    Float4,
+    Float8,
+    /// NUMERIC(precision, scale); no precision means unconstrained.
+    Numeric {
+        precision: Option<u32>,
+        scale: u32,
+    },
+    Text,
+    Varchar(Option<u32>),
+    /// CHAR(n): blank-padded to n.
+    Char(u32),
+    Bytea,
+    Timestamp,
+    TimestampTz,
+    Date,
+    /// PostgreSQL's `name` (catalog identifiers).
+    Name,
+    Oid,
+    /// The single-byte `"char"` of catalog columns such as `relkind`.
+    CatalogChar,
+    TextArray,
+    Int2Array,
+    /// An untyped literal or NULL whose type is decided by its context.
+    Unknown,
+}
+
+impl DataType {
+    pub const UNCONSTRAINED_NUMERIC: DataType = DataType::Numeric {
+        precision: None,
+        scale: 0,
+    };
+
+    /// The PostgreSQL type OID sent in RowDescription and ParameterDescription.
+    pub fn oid(self) -> u32 {
+        match self {
+            DataType::Bool => 16,
+            DataType::Int2 => 21,
+            DataType::Int4 => 23,
+            DataType::Int8 => 20,
+            DataType::Float4 => 700,
+            DataType::Float8 => 701,
+            DataType::Numeric { .. } => 1700,
+            DataType::Text => 25,
+            DataType::Varchar(_) => 1043,
+            DataType::Char(_) => 1042,
+            DataType::Bytea => 17,
+            DataType::Timestamp => 1114,
+            DataType::TimestampTz => 1184,
+            DataType::Date => 1082,
+            DataType::Name => 19,
+            DataType::Oid => 26,
+            DataType::CatalogChar => 18,
+            DataType::TextArray => 1009,
+            DataType::Int2Array => 1005,
+            DataType::Unknown => 25,
+        }
+    }
+
+    pub fn from_oid(oid: u32) -> Option<DataType> {
+        Some(match oid {
+            16 => DataType::Bool,
+            21 => DataType::Int2,
+            23 => DataType::Int4,
+            20 => DataType::Int8,
+            700 => DataType::Float4,
+            701 => DataType::Float8,
+            1700 => DataType::UNCONSTRAINED_NUMERIC,
+            25 => DataType::Text,
+            1043 => DataType::Varchar(None),
+            1042 => DataType::Char(1),
+            17 => DataType::Bytea,
+            1114 => DataType::Timestamp,
+            1184 => DataType::TimestampTz,
+            1082 => DataType::Date,
+            19 => DataType::Name,
+            26 => DataType::Oid,
+            18 => DataType::CatalogChar,
+            1009 => DataType::TextArray,
+            1005 => DataType::Int2Array,
+            0 | 705 => DataType::Unknown,
+            _ => return None,
+        })
+    }
+
+    /// The size PostgreSQL reports in RowDescription (-1 for variable length).
+    pub fn wire_size(self) -> i16 {
+        match self {
+            DataType::Bool | DataType::CatalogChar => 1,
+            DataType::Int2 => 2,
+            DataType::Int4 | DataType::Float4 | DataType::Oid | DataType::Date => 4,
+            DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => 8,
+            DataType::Name => 64,
+            _ => -1,
+        }
+    }
+
+    /// The type modifier PostgreSQL reports (`atttypmod`): -1 when there is none.
+    pub fn typmod(self) -> i32 {
+        match self {
+            DataType::Varchar(Some(n)) | DataType::Char(n @ 1..) if n > 0 => n as i32 + 4,
+            DataType::Numeric {
+                precision: Some(p),
+                scale,
+            } => (((p << 16) | scale) + 4) as i32,
+            _ => -1,
+        }
+    }
+
+    pub fn is_integer(self) -> bool {
+        matches!(
+            self,
+            DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Oid
+        )
+    }
+
+    pub fn is_numeric_family(self) -> bool {
+        self.is_integer()
+            || matches!(
+                self,
+                DataType::Float4 | DataType::Float8 | DataType::Numeric { .. }
+            )
+    }
+
+    pub fn is_text_family(self) -> bool {
+        matches!(
+            self,
+            DataType::Text
+                | DataType::Varchar(_)
+                | DataType::Char(_)
+                | DataType::Name
+                | DataType::Unknown
+        )
+    }
+
+    /// Parses a type name as written in SQL (`int`, `bigint`, `varchar(20)`, ...).
+    pub fn from_sql_name(name: &str, args: &[u32]) -> SqlResult<DataType> {
+        let lower = name.to_ascii_lowercase();
+        let lower = lower.trim_start_matches("pg_catalog.");
+        Ok(match lower {
+            "bool" | "boolean" => DataType::Bool,
+            "int2" | "smallint" => DataType::Int2,
+            "int" | "int4" | "integer" => DataType::Int4,
+            "int8" | "bigint" => DataType::Int8,
+            "float4" | "real" => DataType::Float4,
+            "float8" | "double precision" | "float" | "double" => DataType::Float8,
+            "numeric" | "decimal" => match args {
+                [] => DataType::UNCONSTRAINED_NUMERIC,
+                [p] => DataType::Numeric {
+                    precision: Some(*p),
+                    scale: 0,
+                },
+                [p, s] => DataType::Numeric {
+                    precision: Some(*p),
+                    scale: *s,
+                },
+                _ => return Err(SqlError::syntax("NUMERIC takes at most two arguments")),
+            },
+            "text" => DataType::Text,
+            "varchar" | "character varying" => DataType::Varchar(args.first().copied()),
+            "char" | "character" | "bpchar" => DataType::Char(args.first().copied().unwrap_or(1)),
+            "bytea" => DataType::Bytea,
+            "timestamp" | "timestamp without time zone" => DataType::Timestamp,
+            "timestamptz" | "timestamp with time zone" => DataType::TimestampTz,
+            "date" => DataType::Date,
+            "name" => DataType::Name,
+            "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" => DataType::Oid,
+            "\"char\"" => DataType::CatalogChar,
+            "text[]" | "_text" => DataType::TextArray,
+            _ => return Err(SqlError::feature_not_supported(format!("type {name}"))),
+        })
+    }
+
+    /// The name `format_type` and error messages use.
+    pub fn pg_name(self) -> String {
+        match self {
+            DataType::Bool => "boolean".into(),
+            DataType::Int2 => "smallint".into(),
+            DataType::Int4 => "integer".into(),
+            DataType::Int8 => "bigint".into(),
+            DataType::Float4 => "real".into(),
+            DataType::Float8 => "double precision".into(),
+            DataType::Numeric {
+                precision: Some(p),
+                scale,
+            } => format!("numeric({p},{scale})"),
+            DataType::Numeric {
+                precision: None, ..
+            } => "numeric".into(),
+            DataType::Text => "text".into(),
+            DataType::Varchar(Some(n)) => format!("character varying({n})"),
+            DataType::Varchar(None) => "character varying".into(),
+            DataType::Char(n) => format!("character({n})"),
+            DataType::Bytea => "bytea".into(),
+            DataType::Timestamp => "timestamp without time zone".into(),
+            DataType::TimestampTz => "timestamp with time zone".into(),
+            DataType::Date => "date".into(),
+            DataType::Name => "name".into(),
+            DataType::Oid => "oid".into(),
+            DataType::CatalogChar => "\"char\"".into(),
+            DataType::TextArray => "text[]".into(),
+            DataType::Int2Array => "smallint[]".into(),
+            DataType::Unknown => "unknown".into(),
+        }
+    }
+
+    /// `pg_type.typname` for the type's OID.
+    pub fn typname(self) -> &'static str {
+        match self {
+            DataType::Bool => "bool",
+            DataType::Int2 => "int2",
+            DataType::Int4 => "int4",
+            DataType::Int8 => "int8",
+            DataType::Float4 => "float4",
+            DataType::Float8 => "float8",
+            DataType::Numeric { .. } => "numeric",
+            DataType::Text | DataType::Unknown => "text",
+            DataType::Varchar(_) => "varchar",
+            DataType::Char(_) => "bpchar",
+            DataType::Bytea => "bytea",
+            DataType::Timestamp => "timestamp",
+            DataType::TimestampTz => "timestamptz",
+            DataType::Date => "date",
+            DataType::Name => "name",
+            DataType::Oid => "oid",
+            DataType::CatalogChar => "char",
+            DataType::TextArray => "_text",
+            DataType::Int2Array => "_int2",
+        }
+    }
+
+    /// Every type `pg_type` lists.
+    pub const ALL: [DataType; 19] = [
+        DataType::Bool,
+        DataType::Int2,
+        DataType::Int4,
+        DataType::Int8,
+        DataType::Float4,
+        DataType::Float8,
+        DataType::UNCONSTRAINED_NUMERIC,
+        DataType::Text,
+        DataType::Varchar(None),
+        DataType::Char(1),
+        DataType::Bytea,
+        DataType::Timestamp,
+        DataType::TimestampTz,
+        DataType::Date,
+        DataType::Name,
+        DataType::Oid,
+        DataType::CatalogChar,
+        DataType::TextArray,
+        DataType::Int2Array,
+    ];
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.pg_name())
+    }
+}
