@@ -527,7 +527,7 @@ impl Executor {
         record_reads: bool,
     ) -> Reader<'a> {
         Reader {
-            engine: RefCell::new(&mut self.engine),
+            engine: Some(RefCell::new(&mut self.engine)),
             storage: &self.storage,
             catalog: &self.catalog,
             overlay,

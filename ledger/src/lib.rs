@@ -21,4 +21,5 @@ pub use command::{
 pub use executor::{
     spawn, EntryPayload, ExecutorHandle, ExecutorOptions, ReplicationMeta, Reply, Request,
 };
+pub use query::evaluate_without_storage;
 pub use row::Row;

@@ -21,7 +21,8 @@ use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
 /// Everything a read needs: storage, the catalog it was planned against, the transaction's
 /// overlay, and where to record reads for serializable validation.
 pub struct Reader<'a> {
-    pub engine: RefCell<&'a mut Engine>,
+    /// None for plans that read no user table (evaluated outside the executor).
+    pub engine: Option<RefCell<&'a mut Engine>>,
     pub storage: &'a HashMap<u32, kv::Table>,
     pub catalog: &'a Catalog,
     pub overlay: Option<&'a Overlay>,
@@ -89,6 +90,12 @@ impl<'a> Reader<'a> {
         }
     }
 
+    fn engine(&self) -> SqlResult<&RefCell<&'a mut Engine>> {
+        self.engine
+            .as_ref()
+            .ok_or_else(|| SqlError::internal("a user table read outside the executor"))
+    }
+
     fn storage_of(&self, table: &TableDef) -> SqlResult<kv::Table> {
         self.storage
             .get(&table.id)
@@ -128,7 +135,7 @@ impl<'a> Reader<'a> {
                     Some(row) => raw.push((key, row.clone())),
                     None => {
                         let stored = self
-                            .engine
+                            .engine()?
                             .borrow_mut()
                             .get(storage, &key)
                             .map_err(kv_error)?;
@@ -188,7 +195,7 @@ impl<'a> Reader<'a> {
             version: self.table_versions.get(&table.id).copied().unwrap_or(0),
         });
         {
-            let mut engine = self.engine.borrow_mut();
+            let mut engine = self.engine()?.borrow_mut();
             let range = engine
                 .range(
                     storage,
@@ -412,6 +419,55 @@ impl<'a> Reader<'a> {
                 }
                 out
             }
+            Rel::Series { start, stop, step } => {
+                let int = |e: &Expr| -> SqlResult<Option<i64>> {
+                    match e.eval(outer, env)? {
+                        Value::Null => Ok(None),
+                        Value::Int(i) => Ok(Some(i)),
+                        other => Err(SqlError::mismatch(format!(
+                            "generate_series needs integers, not {}",
+                            other.natural_type()
+                        ))),
+                    }
+                };
+                let (Some(first), Some(last)) = (int(start)?, int(stop)?) else {
+                    return Ok(Vec::new());
+                };
+                let step = match step {
+                    Some(s) => match int(s)? {
+                        Some(0) => {
+                            return Err(SqlError::new(
+                                sql::ErrorKind::InvalidParameterValue,
+                                "step size cannot equal zero",
+                            ))
+                        }
+                        Some(s) => s,
+                        None => return Ok(Vec::new()),
+                    },
+                    None => 1,
+                };
+                let count = if step > 0 {
+                    (last - first).checked_div(step).map(|n| n + 1).unwrap_or(0)
+                } else {
+                    (first - last) / -step + 1
+                };
+                if count > 100_000_000 {
+                    return Err(SqlError::new(
+                        sql::ErrorKind::ProgramLimitExceeded,
+                        "generate_series of more than 100 million rows",
+                    ));
+                }
+                let mut rows = Vec::with_capacity(count.max(0) as usize);
+                let mut v = first;
+                while (step > 0 && v <= last) || (step < 0 && v >= last) {
+                    rows.push(vec![Value::Int(v)]);
+                    v = match v.checked_add(step) {
+                        Some(n) => n,
+                        None => break,
+                    };
+                }
+                rows
+            }
             Rel::Union { left, right, all } => {
                 let mut rows = self.rows(left, outer, env)?;
                 rows.extend(self.rows(right, outer, env)?);
@@ -547,6 +603,29 @@ pub fn sort_rows(
         Ordering::Equal
     });
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Evaluates a plan that reads no user table (constants, catalog views) without the
+/// executor: it needs only the catalog.
+pub fn evaluate_without_storage(
+    plan: &planner::SelectPlan,
+    catalog: &Catalog,
+    params: &[Value],
+    now_micros: i64,
+) -> SqlResult<Vec<Row>> {
+    let storage = HashMap::new();
+    let versions = HashMap::new();
+    let reader = Reader {
+        engine: None,
+        storage: &storage,
+        catalog,
+        overlay: None,
+        record_reads: false,
+        reads: RefCell::new(Vec::new()),
+        table_versions: &versions,
+    };
+    let env = reader.env(params, now_micros);
+    reader.rows(&plan.rel, &[], &env)
 }
 
 impl SubqueryRunner for Reader<'_> {

@@ -253,7 +253,11 @@ impl<'a> Binder<'a> {
     fn statement(&mut self, s: &ast::Statement) -> SqlResult<Plan> {
         use ast::Statement as S;
         Ok(match s {
-            S::Query(q) => Plan::Select(Arc::new(self.query(q, &Scope::default())?)),
+            S::Query(q) => {
+                let mut plan = self.query(q, &Scope::default())?;
+                plan.reads_user_tables = reads_user_tables(&plan.rel);
+                Plan::Select(Arc::new(plan))
+            }
             S::Insert(insert) => self.insert(insert)?,
             S::Update(update) => self.update(update)?,
             S::Delete(delete) => self.delete(delete)?,
@@ -619,6 +623,83 @@ impl<'a> Binder<'a> {
         })
     }
 
+    fn table_function(
+        &mut self,
+        name: &ast::ObjectName,
+        args: &[ast::FunctionArg],
+        alias: &Option<ast::TableAlias>,
+        outer: &Scope,
+    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+        let (_, function) = object_name(name)?;
+        if function != "generate_series" {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                format!("function {function}() does not exist"),
+            ));
+        }
+        let scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        let mut bound = Vec::new();
+        for a in args {
+            match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
+                    bound.push(self.expr(e, &scope, Some(DataType::Int8))?)
+                }
+                _ => {
+                    return Err(SqlError::feature_not_supported(
+                        "this argument form in generate_series()",
+                    ))
+                }
+            }
+        }
+        if !(2..=3).contains(&bound.len()) {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                "function generate_series takes 2 or 3 arguments",
+            ));
+        }
+        let rank = |t: &DataType| match t {
+            DataType::Int8 => 3,
+            DataType::Int4 => 2,
+            _ => 1,
+        };
+        let ty = bound
+            .iter()
+            .map(|b| b.ty())
+            .max_by_key(rank)
+            .unwrap_or(DataType::Int8);
+        if !ty.is_integer() {
+            return Err(SqlError::feature_not_supported(format!(
+                "generate_series over {}",
+                ty.pg_name()
+            )));
+        }
+        let mut it = bound.into_iter();
+        let (start, stop, step) = (
+            it.next().expect("two arguments"),
+            it.next().expect("two arguments"),
+            it.next(),
+        );
+        let alias_name = alias
+            .as_ref()
+            .map(|a| ident(&a.name))
+            .unwrap_or_else(|| "generate_series".into());
+        let column = alias
+            .as_ref()
+            .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
+            .unwrap_or_else(|| alias_name.clone());
+        let cols = vec![ScopeColumn {
+            qualifier: Some(alias_name),
+            name: column,
+            ty,
+            table_oid: 0,
+            column_number: 0,
+        }];
+        Ok((Rel::Series { start, stop, step }, cols, false, false))
+    }
+
     fn bind_from_item(
         &mut self,
         factor: &ast::TableFactor,
@@ -626,6 +707,19 @@ impl<'a> Binder<'a> {
         left: Option<&Scope>,
     ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
         match factor {
+            ast::TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } => self.table_function(name, &args.args, alias, outer),
+            ast::TableFactor::Function {
+                lateral: false,
+                name,
+                args,
+                alias,
+                ..
+            } => self.table_function(name, args, alias, outer),
             ast::TableFactor::Table {
                 name,
                 alias,

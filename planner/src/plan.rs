@@ -98,6 +98,12 @@ pub enum Rel {
         right: Box<Rel>,
         all: bool,
     },
+    /// `generate_series(start, stop [, step])`: one integer column.
+    Series {
+        start: Expr,
+        stop: Expr,
+        step: Option<Expr>,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -408,11 +414,106 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             lines.push(line);
             explain_rel(input, depth + 1, lines);
         }
+        Rel::Series { .. } => {
+            line.push_str("Function Scan on generate_series");
+            lines.push(line);
+        }
         Rel::Union { left, right, all } => {
             line.push_str(if *all { "Union All" } else { "Union" });
             lines.push(line);
             explain_rel(left, depth + 1, lines);
             explain_rel(right, depth + 1, lines);
         }
+    }
+}
+
+/// True when a relation (or any subquery inside its expressions) scans a user table.
+pub fn reads_user_tables(rel: &Rel) -> bool {
+    let mut found = false;
+    visit_rel(rel, &mut |r| {
+        if let Rel::Scan {
+            source: TableSource::User(_),
+            ..
+        } = r
+        {
+            found = true;
+        }
+    });
+    found
+}
+
+fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
+    f(rel);
+    let mut exprs: Vec<&Expr> = Vec::new();
+    let mut children: Vec<&Rel> = Vec::new();
+    match rel {
+        Rel::Scan { access, filter, .. } => {
+            exprs.extend(filter);
+            match access {
+                Access::Point(keys) => exprs.extend(keys),
+                Access::Range { lower, upper } => {
+                    exprs.extend(lower.iter().map(|(e, _)| e));
+                    exprs.extend(upper.iter().map(|(e, _)| e));
+                }
+                Access::Full => {}
+            }
+        }
+        Rel::Values { rows } => rows.iter().for_each(|r| exprs.extend(r)),
+        Rel::Filter { input, predicate } => {
+            children.push(input);
+            exprs.push(predicate);
+        }
+        Rel::Project { input, exprs: e } => {
+            children.push(input);
+            exprs.extend(e);
+        }
+        Rel::Join {
+            left, right, on, ..
+        } => {
+            children.push(left);
+            children.push(right);
+            exprs.extend(on);
+        }
+        Rel::Aggregate {
+            input,
+            group_by,
+            aggregates,
+        } => {
+            children.push(input);
+            exprs.extend(group_by);
+            aggregates.iter().for_each(|a| exprs.extend(&a.args));
+        }
+        Rel::Sort { input, keys } => {
+            children.push(input);
+            exprs.extend(keys.iter().map(|k| &k.expr));
+        }
+        Rel::Limit {
+            input,
+            limit,
+            offset,
+        } => {
+            children.push(input);
+            exprs.extend(limit);
+            exprs.extend(offset);
+        }
+        Rel::Distinct { input } => children.push(input),
+        Rel::Series { start, stop, step } => {
+            exprs.push(start);
+            exprs.push(stop);
+            exprs.extend(step);
+        }
+        Rel::Union { left, right, .. } => {
+            children.push(left);
+            children.push(right);
+        }
+    }
+    for e in exprs {
+        e.visit(&mut |x| match x {
+            Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => visit_rel(rel, f),
+            _ => {}
+        });
+    }
+    for c in children {
+        visit_rel(c, f);
     }
 }

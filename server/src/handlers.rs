@@ -22,6 +22,8 @@ use pgwire::api::query::{
 };
 use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::stmt::QueryParser;
+use pgwire::api::stmt::StoredStatement;
+use pgwire::api::store::Entry as StoreEntry;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireConnectionState,
@@ -29,7 +31,7 @@ use pgwire::api::{
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::Sync as PgSync;
+use pgwire::messages::extendedquery::{Bind, BindComplete, Parse, ParseComplete, Sync as PgSync};
 use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
@@ -521,6 +523,70 @@ impl ExtendedQueryHandler for Connection {
                 Ok(Response::CopyIn(copy_in_response(columns)))
             }
         }
+    }
+
+    // Parse and Bind replies are buffered (fed, not flushed): like PostgreSQL, everything
+    // up to the next Sync or Flush goes out in one write.
+    async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message
+            .name
+            .clone()
+            .unwrap_or_else(|| pgwire::api::DEFAULT_NAME.to_owned());
+        match StoredStatement::parse(client, &message, self.parser.clone()).await? {
+            Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        client
+            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement_name = message
+            .statement_name
+            .as_deref()
+            .unwrap_or(pgwire::api::DEFAULT_NAME);
+        let portal_name = message
+            .portal_name
+            .as_deref()
+            .unwrap_or(pgwire::api::DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(StoreEntry::Value(statement)) => {
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(StoreEntry::Empty) => {
+                if !message.parameters.is_empty() {
+                    let e = SqlError::new(ErrorKind::ProtocolViolation, format!("bind message supplies {} parameters, but prepared statement \"{statement_name}\" requires 0", message.parameters.len()));
+                    return Err(pg_error(&e));
+                }
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            None => {
+                let e = SqlError::new(
+                    ErrorKind::InvalidPreparedStatement,
+                    format!("prepared statement \"{statement_name}\" does not exist"),
+                );
+                return Err(pg_error(&e));
+            }
+        }
+        client
+            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(())
     }
 
     async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>

@@ -474,6 +474,10 @@ impl Session {
     }
 
     async fn select(&mut self, plan: &Arc<SelectPlan>, params: &[Value]) -> SqlResult<Vec<Row>> {
+        if !plan.reads_user_tables {
+            let catalog = self.shared.executor.catalog();
+            return ledger::evaluate_without_storage(plan, &catalog, params, self.statement_time());
+        }
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let plan = plan.clone();
         let params = params.to_vec();
