@@ -14,7 +14,7 @@ fn field(output: &str, label: &str) -> Option<u64> {
     output.lines().find_map(|l| {
         l.trim()
             .strip_prefix(label)
-            .and_then(|rest| rest.trim().split_whitespace().next()?.parse().ok())
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
     })
 }
 
