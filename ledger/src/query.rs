@@ -632,6 +632,10 @@ impl SubqueryRunner for Reader<'_> {
     fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>> {
         self.rows(rel, outer, env)
     }
+
+    fn catalog(&self) -> Option<&Catalog> {
+        Some(self.catalog)
+    }
 }
 
 /// The running state of one aggregate in one group.

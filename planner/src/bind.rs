@@ -486,23 +486,8 @@ impl<'a> Binder<'a> {
                 set_quantifier,
                 right,
             } => {
-                let l = self.set_side(left, outer)?;
-                let r = self.set_side(right, outer)?;
-                if l.columns.len() != r.columns.len() {
-                    return Err(SqlError::syntax(
-                        "each UNION query must have the same number of columns",
-                    ));
-                }
                 let all = matches!(set_quantifier, ast::SetQuantifier::All);
-                let mut p = SelectPlan {
-                    rel: Rel::Union {
-                        left: Box::new(l.rel),
-                        right: Box::new(r.rel),
-                        all,
-                    },
-                    columns: l.columns,
-                    reads_user_tables: l.reads_user_tables || r.reads_user_tables,
-                };
+                let mut p = self.union(left, right, all, outer)?;
                 if !order_by.is_empty() {
                     p = self.sort_output(p, order_by, outer)?;
                 }
@@ -542,8 +527,44 @@ impl<'a> Binder<'a> {
             ast::SetExpr::Select(s) => self.select(s, outer, &[]),
             ast::SetExpr::Query(q) => self.query(q, outer),
             ast::SetExpr::Values(v) => self.values(v, outer),
-            _ => Err(SqlError::feature_not_supported("nested set operations")),
+            ast::SetExpr::SetOperation {
+                left,
+                op: ast::SetOperator::Union,
+                set_quantifier,
+                right,
+            } => self.union(
+                left,
+                right,
+                matches!(set_quantifier, ast::SetQuantifier::All),
+                outer,
+            ),
+            _ => Err(SqlError::feature_not_supported("INTERSECT and EXCEPT")),
         }
+    }
+
+    fn union(
+        &mut self,
+        left: &ast::SetExpr,
+        right: &ast::SetExpr,
+        all: bool,
+        outer: &Scope,
+    ) -> SqlResult<SelectPlan> {
+        let l = self.set_side(left, outer)?;
+        let r = self.set_side(right, outer)?;
+        if l.columns.len() != r.columns.len() {
+            return Err(SqlError::syntax(
+                "each UNION query must have the same number of columns",
+            ));
+        }
+        Ok(SelectPlan {
+            rel: Rel::Union {
+                left: Box::new(l.rel),
+                right: Box::new(r.rel),
+                all,
+            },
+            columns: l.columns,
+            reads_user_tables: l.reads_user_tables || r.reads_user_tables,
+        })
     }
 
     fn values(&mut self, values: &ast::Values, outer: &Scope) -> SqlResult<SelectPlan> {

@@ -85,6 +85,25 @@ pub fn contains_aggregate(e: &ast::Expr) -> bool {
     }
 }
 
+/// (negated, case-insensitive) when the operator is a regular-expression match.
+fn regex_operator(op: &ast::BinaryOperator) -> Option<(bool, bool)> {
+    use ast::BinaryOperator as B;
+    match op {
+        B::PGRegexMatch => Some((false, false)),
+        B::PGRegexIMatch => Some((false, true)),
+        B::PGRegexNotMatch => Some((true, false)),
+        B::PGRegexNotIMatch => Some((true, true)),
+        B::PGCustomBinaryOperator(parts) => match parts.last().map(String::as_str) {
+            Some("~") => Some((false, false)),
+            Some("~*") => Some((false, true)),
+            Some("!~") => Some((true, false)),
+            Some("!~*") => Some((true, true)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn map_binary(op: &ast::BinaryOperator) -> SqlResult<BinaryOp> {
     use ast::BinaryOperator as B;
     Ok(match op {
@@ -318,8 +337,96 @@ impl Binder<'_> {
                 other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
             },
             E::BinaryOp { left, op, right } => {
+                if let Some((negated, case_insensitive)) = regex_operator(op) {
+                    let expr = self.expr(left, scope, Some(DataType::Text))?;
+                    let pattern = self.expr(right, scope, Some(DataType::Text))?;
+                    return Ok(Expr::Regex {
+                        expr: Box::new(expr),
+                        pattern: Box::new(pattern),
+                        negated,
+                        case_insensitive,
+                    });
+                }
                 let op = map_binary(op)?;
                 self.binary(op, left, right, scope, expected)?
+            }
+            E::Collate { expr, .. } => self.expr(expr, scope, expected)?,
+            E::AnyOp {
+                left,
+                compare_op,
+                right,
+                ..
+            }
+            | E::AllOp {
+                left,
+                compare_op,
+                right,
+            } => {
+                let all = matches!(e, E::AllOp { .. });
+                let op = map_binary(compare_op)?;
+                if !op.is_comparison() {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "operator {compare_op} with ANY/ALL"
+                    )));
+                }
+                let subject = self.expr(left, scope, None)?;
+                if let E::Subquery(q) = right.as_ref() {
+                    if op == BinaryOp::Eq && !all {
+                        let plan = self.query(q, &scope.nested())?;
+                        return Ok(Expr::InSubquery {
+                            expr: Box::new(subject),
+                            rel: Box::new(plan.rel),
+                            negated: false,
+                        });
+                    }
+                    return Err(SqlError::feature_not_supported(
+                        "this form of ANY/ALL (subquery)",
+                    ));
+                }
+                let array = self.expr(right, scope, None)?;
+                let array = match subject.ty() {
+                    t if t.is_integer() => self.coerce(array, DataType::Int2Array)?,
+                    _ => self.coerce(array, DataType::TextArray)?,
+                };
+                Expr::AnyArray {
+                    expr: Box::new(subject),
+                    op,
+                    array: Box::new(array),
+                    all,
+                }
+            }
+            E::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
+                [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] => {
+                    let array = self.expr(root, scope, None)?;
+                    let index = self.expr(index, scope, Some(DataType::Int4))?;
+                    let ty = if array.ty() == DataType::Int2Array {
+                        DataType::Int2
+                    } else {
+                        DataType::Text
+                    };
+                    Expr::Function {
+                        func: Func::ArraySubscript,
+                        args: vec![array, index],
+                        ty,
+                    }
+                }
+                _ => return Err(SqlError::feature_not_supported(format!("field access {e}"))),
+            },
+            E::Array(array) => {
+                let mut items = Vec::new();
+                for item in &array.elem {
+                    items.push(self.expr(item, scope, None)?);
+                }
+                let ty = if items.iter().all(|i| i.ty().is_integer()) && !items.is_empty() {
+                    DataType::Int2Array
+                } else {
+                    DataType::TextArray
+                };
+                Expr::Function {
+                    func: Func::MakeArray,
+                    args: items,
+                    ty,
+                }
             }
             E::IsNull(x) => Expr::IsNull {
                 expr: Box::new(self.expr(x, scope, None)?),
@@ -581,9 +688,10 @@ impl Binder<'_> {
                     None => Err(SqlError::undefined_table(&name)),
                 }
             }
-            other => Ok(Expr::Cast {
-                expr: Box::new(other),
-                ty: DataType::Oid,
+            other => Ok(Expr::Function {
+                func: Func::RegClassName,
+                args: vec![other],
+                ty: DataType::Name,
             }),
         }
     }
@@ -726,6 +834,19 @@ impl Binder<'_> {
         }
         let (args, distinct, star) = match &f.args {
             ast::FunctionArguments::None => (Vec::new(), false, false),
+            ast::FunctionArguments::Subquery(q) if name == "array" => {
+                let plan = self.query(q, &scope.nested())?;
+                let ty = match plan.columns.first().map(|c| c.ty) {
+                    Some(t) if t.is_integer() => DataType::Int2Array,
+                    _ => DataType::TextArray,
+                };
+                return Ok(Expr::Subquery {
+                    rel: Box::new(plan.rel),
+                    kind: SubqueryKind::Array,
+                    negated: false,
+                    ty,
+                });
+            }
             ast::FunctionArguments::Subquery(_) => {
                 return Err(SqlError::feature_not_supported("function over a subquery"))
             }
@@ -811,6 +932,15 @@ impl Binder<'_> {
                 return fixed(Value::Bool(true), DataType::Bool)
             }
             ("pg_get_userbyid", 1) => return fixed(Value::text("ledger"), DataType::Name),
+            ("pg_relation_is_publishable", 1) => return fixed(Value::Bool(false), DataType::Bool),
+            ("pg_encoding_to_char", 1) => return fixed(Value::text("UTF8"), DataType::Name),
+            (
+                "pg_get_statisticsobjdef_columns"
+                | "obj_description"
+                | "col_description"
+                | "shobj_description",
+                _,
+            ) => return fixed(Value::Null, DataType::Text),
             ("random", 0) => {
                 return Err(SqlError::feature_not_supported(
                     "random(): writes must be deterministic",
@@ -877,6 +1007,11 @@ impl Binder<'_> {
                     "concat" => (Func::Concat, DataType::Text, 0..=100),
                     "array_position" => (Func::ArrayPosition, DataType::Int4, 2..=2),
                     "array_to_string" => (Func::ArrayToString, DataType::Text, 2..=2),
+                    "array_upper" => (Func::ArrayUpper, DataType::Int4, 2..=2),
+                    "format_type" => (Func::FormatType, DataType::Text, 2..=2),
+                    "pg_get_expr" => (Func::GetExpr, DataType::Text, 2..=3),
+                    "pg_get_indexdef" => (Func::GetIndexDef, DataType::Text, 1..=3),
+                    "pg_get_constraintdef" => (Func::GetConstraintDef, DataType::Text, 1..=2),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -895,6 +1030,13 @@ impl Binder<'_> {
                 let mut coerced = Vec::with_capacity(bound.len());
                 for (i, b) in bound.drain(..).enumerate() {
                     let want = match func {
+                        Func::GetExpr if i == 0 => DataType::Text,
+                        Func::FormatType
+                        | Func::GetExpr
+                        | Func::GetIndexDef
+                        | Func::GetConstraintDef => DataType::Int8,
+                        Func::ArrayUpper if i > 0 => DataType::Int4,
+                        Func::ArrayUpper => DataType::Unknown,
                         Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,
                         Func::Abs | Func::Round | Func::Trunc | Func::Floor | Func::Ceil => ty,
                         _ => DataType::Text,

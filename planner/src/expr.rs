@@ -92,6 +92,21 @@ pub enum Func {
     ArrayPosition,
     ArrayToString,
     Random,
+    /// `arr[i]` (1-based).
+    ArraySubscript,
+    /// `ARRAY[a, b, ...]`.
+    MakeArray,
+    ArrayUpper,
+    /// `format_type(type_oid, typmod)`.
+    FormatType,
+    /// `pg_get_expr(text, relation [, pretty])`: stored expressions are kept as SQL text.
+    GetExpr,
+    /// `pg_get_indexdef(index_oid, ...)`.
+    GetIndexDef,
+    /// `pg_get_constraintdef(constraint_oid, ...)`.
+    GetConstraintDef,
+    /// `oid::regclass`: the relation's name.
+    RegClassName,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +135,8 @@ pub struct AggCall {
 pub enum SubqueryKind {
     Scalar,
     Exists,
+    /// `ARRAY(subquery)`: the first column of every row.
+    Array,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -185,11 +202,30 @@ pub enum Expr {
         rel: Box<Rel>,
         negated: bool,
     },
+    /// `expr ~ pattern` and its negated and case-insensitive forms.
+    Regex {
+        expr: Box<Expr>,
+        pattern: Box<Expr>,
+        negated: bool,
+        case_insensitive: bool,
+    },
+    /// `expr op ANY (array)` or `expr op ALL (array)`.
+    AnyArray {
+        expr: Box<Expr>,
+        op: BinaryOp,
+        array: Box<Expr>,
+        all: bool,
+    },
 }
 
 /// Runs subqueries for the evaluator; the executor implements it over its storage.
 pub trait SubqueryRunner {
     fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>>;
+
+    /// The catalog, for functions that describe it (`pg_get_indexdef`, `::regclass`).
+    fn catalog(&self) -> Option<&crate::catalog::Catalog> {
+        None
+    }
 }
 
 /// A runner for contexts where subqueries cannot appear (checks, defaults).
@@ -226,6 +262,7 @@ impl Expr {
                 DataType::Bool
             }
             Expr::Like { .. } | Expr::InSubquery { .. } => DataType::Bool,
+            Expr::Regex { .. } | Expr::AnyArray { .. } => DataType::Bool,
             Expr::Binary { ty, .. } | Expr::Case { ty, .. } | Expr::Cast { ty, .. } => *ty,
             Expr::Function { ty, .. } | Expr::Subquery { ty, .. } => *ty,
         }
@@ -260,9 +297,13 @@ impl Expr {
                 expr.visit(f);
                 list.iter().for_each(|e| e.visit(f));
             }
-            Expr::Like { expr, pattern, .. } => {
+            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
                 expr.visit(f);
                 pattern.visit(f);
+            }
+            Expr::AnyArray { expr, array, .. } => {
+                expr.visit(f);
+                array.visit(f);
             }
             Expr::Case {
                 operand,
@@ -391,6 +432,28 @@ impl Expr {
                     .map(|e| e.bind_constants(params, now_micros))
                     .collect::<SqlResult<_>>()?,
                 ty: *ty,
+            },
+            Expr::Regex {
+                expr,
+                pattern,
+                negated,
+                case_insensitive,
+            } => Expr::Regex {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                pattern: Box::new(pattern.bind_constants(params, now_micros)?),
+                negated: *negated,
+                case_insensitive: *case_insensitive,
+            },
+            Expr::AnyArray {
+                expr,
+                op,
+                array,
+                all,
+            } => Expr::AnyArray {
+                expr: Box::new(expr.bind_constants(params, now_micros)?),
+                op: *op,
+                array: Box::new(array.bind_constants(params, now_micros)?),
+                all: *all,
             },
             Expr::Subquery { .. } | Expr::InSubquery { .. } => {
                 return Err(SqlError::feature_not_supported(
@@ -547,6 +610,11 @@ impl Expr {
                 let rows = env.subqueries.run(rel, row, env)?;
                 match kind {
                     SubqueryKind::Exists => Value::Bool(rows.is_empty() == *negated),
+                    SubqueryKind::Array => Value::Array(
+                        rows.into_iter()
+                            .map(|r| r.into_iter().next().unwrap_or(Value::Null))
+                            .collect(),
+                    ),
                     SubqueryKind::Scalar => {
                         match rows.len() {
                             0 => Value::Null,
@@ -561,6 +629,74 @@ impl Expr {
                             )),
                         }
                     }
+                }
+            }
+            Expr::Regex {
+                expr,
+                pattern,
+                negated,
+                case_insensitive,
+            } => {
+                let (v, p) = (expr.eval(row, env)?, pattern.eval(row, env)?);
+                if v.is_null() || p.is_null() {
+                    return Ok(Value::Null);
+                }
+                let pattern = text_of(&p);
+                let re = regex::RegexBuilder::new(&pattern)
+                    .case_insensitive(*case_insensitive)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| {
+                        SqlError::new(
+                            ErrorKind::InvalidParameterValue,
+                            format!("invalid regular expression: {e}"),
+                        )
+                    })?;
+                Value::Bool(re.is_match(&text_of(&v)) != *negated)
+            }
+            Expr::AnyArray {
+                expr,
+                op,
+                array,
+                all,
+            } => {
+                let v = expr.eval(row, env)?;
+                let items = match array.eval(row, env)? {
+                    Value::Null => return Ok(Value::Null),
+                    Value::Array(items) => items,
+                    other => {
+                        return Err(SqlError::mismatch(format!(
+                            "op ANY/ALL (array) requires an array, not {}",
+                            other.natural_type()
+                        )))
+                    }
+                };
+                if v.is_null() {
+                    return Ok(Value::Null);
+                }
+                let mut saw_null = false;
+                for item in &items {
+                    if item.is_null() {
+                        saw_null = true;
+                        continue;
+                    }
+                    let ord = compare_values(&v, item)?;
+                    let hit = match op {
+                        BinaryOp::Eq => ord == Ordering::Equal,
+                        BinaryOp::NotEq => ord != Ordering::Equal,
+                        BinaryOp::Lt => ord == Ordering::Less,
+                        BinaryOp::LtEq => ord != Ordering::Greater,
+                        BinaryOp::Gt => ord == Ordering::Greater,
+                        _ => ord != Ordering::Less,
+                    };
+                    if hit != *all {
+                        return Ok(Value::Bool(hit));
+                    }
+                }
+                if saw_null {
+                    Value::Null
+                } else {
+                    Value::Bool(*all)
                 }
             }
             Expr::InSubquery { expr, rel, negated } => {
@@ -850,6 +986,7 @@ fn eval_function(
             | Func::Concat
             | Func::NullIf
             | Func::ArrayPosition
+            | Func::MakeArray
     );
     if strict && values.iter().any(Value::is_null) {
         return Ok(Value::Null);
@@ -1005,6 +1142,42 @@ fn eval_function(
                 .unwrap_or(Value::Null),
             _ => Value::Null,
         },
+        Func::ArraySubscript => match (arg(0), arg(1)) {
+            (Value::Array(items), Value::Int(i)) if i >= 1 => {
+                items.get(i as usize - 1).cloned().unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        },
+        Func::MakeArray => Value::Array(values),
+        Func::ArrayUpper => match arg(0) {
+            Value::Array(items) if !items.is_empty() => Value::Int(items.len() as i64),
+            _ => Value::Null,
+        },
+        Func::FormatType => match (arg(0), arg(1)) {
+            (Value::Int(oid), typmod) => {
+                let typmod = match typmod {
+                    Value::Int(t) => t as i32,
+                    _ => -1,
+                };
+                match DataType::from_oid_and_typmod(oid as u32, typmod) {
+                    Some(t) => Value::Text(t.pg_name()),
+                    None => Value::text("???"),
+                }
+            }
+            _ => Value::Null,
+        },
+        Func::GetExpr => arg(0),
+        Func::GetIndexDef | Func::GetConstraintDef | Func::RegClassName => {
+            let Value::Int(oid) = arg(0) else {
+                return Ok(Value::Null);
+            };
+            let Some(catalog) = env.subqueries.catalog() else {
+                return Ok(Value::Text(oid.to_string()));
+            };
+            crate::system::describe_oid(catalog, func, oid as u32)
+                .map(Value::Text)
+                .unwrap_or(Value::Null)
+        }
         Func::ArrayToString => match arg(0) {
             Value::Array(items) => {
                 let sep = text_of(&arg(1));

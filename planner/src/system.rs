@@ -1,17 +1,32 @@
 //! Virtual catalog tables (`pg_catalog`, `information_schema`): their columns, and their rows
-//! computed from a `Catalog`. Only what clients actually query is here; each table lists
-//! the columns clients read.
+//! computed from a `Catalog`. Only what clients actually query is here — psql's `\d`
+//! family, pgbench's partition check, drivers' type lookups — and tables hotledger has no
+//! use for (policies, publications, statistics) exist empty so those queries run.
 
 use serde::{Deserialize, Serialize};
 use sql::{DataType, Value};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, TableDef, FIRST_USER_OID};
+use crate::expr::Func;
 
 pub const PG_CATALOG_NAMESPACE: i64 = 11;
 pub const PUBLIC_NAMESPACE: i64 = 2200;
 pub const INFORMATION_SCHEMA_NAMESPACE: i64 = 13_000;
 pub const DATABASE_OID: i64 = 16_383;
 pub const OWNER_OID: i64 = 10;
+const HEAP_AM: i64 = 2;
+const BTREE_AM: i64 = 403;
+const DEFAULT_COLLATION: i64 = 100;
+
+/// The OID a table's primary key index (and its constraint) is reported under.
+pub fn index_oid(table_oid: u32) -> u32 {
+    table_oid + 1_000_000
+}
+
+/// The OID of a table's n-th CHECK constraint.
+pub fn check_oid(table_oid: u32, n: usize) -> u32 {
+    3_000_000 + (table_oid - FIRST_USER_OID) * 64 + n as u32
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SystemTable {
@@ -26,61 +41,123 @@ pub enum SystemTable {
     PgRoles,
     PgAttrdef,
     PgConstraint,
+    PgAm,
+    PgCollation,
+    PgPolicy,
+    PgStatisticExt,
+    PgPublication,
+    PgPublicationNamespace,
+    PgPublicationRel,
+    PgSettings,
     InfoTables,
     InfoColumns,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
 
+const TEXT_ARRAY: DataType = DataType::TextArray;
+const INT2_ARRAY: DataType = DataType::Int2Array;
+
+fn int(v: impl Into<i64>) -> Value {
+    Value::Int(v.into())
+}
+
+fn text(s: &str) -> Value {
+    Value::Text(s.to_string())
+}
+
+fn pkey_name(t: &TableDef) -> String {
+    t.primary_key_name
+        .clone()
+        .unwrap_or_else(|| format!("{}_pkey", t.name))
+}
+
+fn key_columns(t: &TableDef) -> String {
+    t.primary_key
+        .iter()
+        .map(|&c| t.columns[c].name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl SystemTable {
     pub fn lookup(schema: Option<&str>, name: &str) -> Option<SystemTable> {
+        use SystemTable::*;
         let in_pg_catalog = matches!(schema, None | Some("pg_catalog"));
-        let in_info = schema == Some("information_schema");
+        if schema == Some("information_schema") {
+            return match name {
+                "tables" => Some(InfoTables),
+                "columns" => Some(InfoColumns),
+                _ => None,
+            };
+        }
+        if !in_pg_catalog {
+            return None;
+        }
         Some(match name {
-            "pg_class" if in_pg_catalog => SystemTable::PgClass,
-            "pg_namespace" if in_pg_catalog => SystemTable::PgNamespace,
-            "pg_attribute" if in_pg_catalog => SystemTable::PgAttribute,
-            "pg_type" if in_pg_catalog => SystemTable::PgType,
-            "pg_inherits" if in_pg_catalog => SystemTable::PgInherits,
-            "pg_partitioned_table" if in_pg_catalog => SystemTable::PgPartitionedTable,
-            "pg_database" if in_pg_catalog => SystemTable::PgDatabase,
-            "pg_index" if in_pg_catalog => SystemTable::PgIndex,
-            "pg_roles" | "pg_user" if in_pg_catalog => SystemTable::PgRoles,
-            "pg_attrdef" if in_pg_catalog => SystemTable::PgAttrdef,
-            "pg_constraint" if in_pg_catalog => SystemTable::PgConstraint,
-            "tables" if in_info => SystemTable::InfoTables,
-            "columns" if in_info => SystemTable::InfoColumns,
+            "pg_class" => PgClass,
+            "pg_namespace" => PgNamespace,
+            "pg_attribute" => PgAttribute,
+            "pg_type" => PgType,
+            "pg_inherits" => PgInherits,
+            "pg_partitioned_table" => PgPartitionedTable,
+            "pg_database" => PgDatabase,
+            "pg_index" => PgIndex,
+            "pg_roles" | "pg_user" | "pg_authid" => PgRoles,
+            "pg_attrdef" => PgAttrdef,
+            "pg_constraint" => PgConstraint,
+            "pg_am" => PgAm,
+            "pg_collation" => PgCollation,
+            "pg_policy" => PgPolicy,
+            "pg_statistic_ext" => PgStatisticExt,
+            "pg_publication" => PgPublication,
+            "pg_publication_namespace" => PgPublicationNamespace,
+            "pg_publication_rel" => PgPublicationRel,
+            "pg_settings" => PgSettings,
             _ => return None,
         })
     }
 
     pub fn name(self) -> &'static str {
+        use SystemTable::*;
         match self {
-            SystemTable::PgClass => "pg_class",
-            SystemTable::PgNamespace => "pg_namespace",
-            SystemTable::PgAttribute => "pg_attribute",
-            SystemTable::PgType => "pg_type",
-            SystemTable::PgInherits => "pg_inherits",
-            SystemTable::PgPartitionedTable => "pg_partitioned_table",
-            SystemTable::PgDatabase => "pg_database",
-            SystemTable::PgIndex => "pg_index",
-            SystemTable::PgRoles => "pg_roles",
-            SystemTable::PgAttrdef => "pg_attrdef",
-            SystemTable::PgConstraint => "pg_constraint",
-            SystemTable::InfoTables => "tables",
-            SystemTable::InfoColumns => "columns",
+            PgClass => "pg_class",
+            PgNamespace => "pg_namespace",
+            PgAttribute => "pg_attribute",
+            PgType => "pg_type",
+            PgInherits => "pg_inherits",
+            PgPartitionedTable => "pg_partitioned_table",
+            PgDatabase => "pg_database",
+            PgIndex => "pg_index",
+            PgRoles => "pg_roles",
+            PgAttrdef => "pg_attrdef",
+            PgConstraint => "pg_constraint",
+            PgAm => "pg_am",
+            PgCollation => "pg_collation",
+            PgPolicy => "pg_policy",
+            PgStatisticExt => "pg_statistic_ext",
+            PgPublication => "pg_publication",
+            PgPublicationNamespace => "pg_publication_namespace",
+            PgPublicationRel => "pg_publication_rel",
+            PgSettings => "pg_settings",
+            InfoTables => "tables",
+            InfoColumns => "columns",
         }
     }
 
     pub fn columns(self) -> Vec<(&'static str, DataType)> {
+        use SystemTable::*;
         match self {
-            SystemTable::PgClass => vec![
+            PgClass => vec![
                 ("oid", Oid),
                 ("relname", Name),
                 ("relnamespace", Oid),
                 ("reltype", Oid),
+                ("reloftype", Oid),
                 ("relowner", Oid),
                 ("relam", Oid),
+                ("reltablespace", Oid),
+                ("reltoastrelid", Oid),
                 ("reltuples", DataType::Float4),
                 ("relkind", CatalogChar),
                 ("relpersistence", CatalogChar),
@@ -90,23 +167,20 @@ impl SystemTable {
                 ("relhastriggers", Bool),
                 ("relrowsecurity", Bool),
                 ("relforcerowsecurity", Bool),
-                ("relhasoids", Bool),
                 ("relchecks", Int2),
                 ("relnatts", Int2),
-                ("reloptions", DataType::TextArray),
-                ("reltablespace", Oid),
+                ("reloptions", TEXT_ARRAY),
                 ("relpartbound", Text),
-                ("reloftype", Oid),
                 ("relreplident", CatalogChar),
-                ("relacl", DataType::TextArray),
+                ("relacl", TEXT_ARRAY),
             ],
-            SystemTable::PgNamespace => vec![
+            PgNamespace => vec![
                 ("oid", Oid),
                 ("nspname", Name),
                 ("nspowner", Oid),
-                ("nspacl", DataType::TextArray),
+                ("nspacl", TEXT_ARRAY),
             ],
-            SystemTable::PgAttribute => vec![
+            PgAttribute => vec![
                 ("attrelid", Oid),
                 ("attname", Name),
                 ("atttypid", Oid),
@@ -119,25 +193,33 @@ impl SystemTable {
                 ("attidentity", CatalogChar),
                 ("attgenerated", CatalogChar),
                 ("attcollation", Oid),
+                ("attstorage", CatalogChar),
+                ("attndims", Int4),
             ],
-            SystemTable::PgType => vec![
+            PgType => vec![
                 ("oid", Oid),
                 ("typname", Name),
                 ("typnamespace", Oid),
                 ("typlen", Int2),
                 ("typtype", CatalogChar),
+                ("typcategory", CatalogChar),
                 ("typelem", Oid),
                 ("typarray", Oid),
                 ("typbasetype", Oid),
                 ("typrelid", Oid),
                 ("typnotnull", Bool),
                 ("typtypmod", Int4),
+                ("typcollation", Oid),
+                ("typdelim", CatalogChar),
             ],
-            SystemTable::PgInherits => {
-                vec![("inhrelid", Oid), ("inhparent", Oid), ("inhseqno", Int4)]
-            }
-            SystemTable::PgPartitionedTable => vec![("partrelid", Oid), ("partstrat", CatalogChar)],
-            SystemTable::PgDatabase => vec![
+            PgInherits => vec![
+                ("inhrelid", Oid),
+                ("inhparent", Oid),
+                ("inhseqno", Int4),
+                ("inhdetachpending", Bool),
+            ],
+            PgPartitionedTable => vec![("partrelid", Oid), ("partstrat", CatalogChar)],
+            PgDatabase => vec![
                 ("oid", Oid),
                 ("datname", Name),
                 ("datdba", Oid),
@@ -145,44 +227,84 @@ impl SystemTable {
                 ("datcollate", Name),
                 ("datctype", Name),
                 ("datallowconn", Bool),
+                ("datistemplate", Bool),
             ],
-            SystemTable::PgIndex => vec![
+            PgIndex => vec![
                 ("indexrelid", Oid),
                 ("indrelid", Oid),
+                ("indnatts", Int2),
                 ("indisunique", Bool),
                 ("indisprimary", Bool),
-                ("indkey", DataType::Int2Array),
+                ("indisclustered", Bool),
+                ("indisvalid", Bool),
+                ("indisreplident", Bool),
+                ("indkey", INT2_ARRAY),
             ],
-            SystemTable::PgRoles => vec![
+            PgRoles => vec![
                 ("oid", Oid),
                 ("rolname", Name),
                 ("rolsuper", Bool),
+                ("rolcanlogin", Bool),
                 ("usename", Name),
                 ("usesysid", Oid),
             ],
-            SystemTable::PgAttrdef => vec![
+            PgAttrdef => vec![
                 ("oid", Oid),
                 ("adrelid", Oid),
                 ("adnum", Int2),
                 ("adbin", Text),
             ],
-            SystemTable::PgConstraint => vec![
+            PgConstraint => vec![
                 ("oid", Oid),
                 ("conname", Name),
                 ("connamespace", Oid),
                 ("contype", CatalogChar),
+                ("condeferrable", Bool),
+                ("condeferred", Bool),
+                ("convalidated", Bool),
                 ("conrelid", Oid),
                 ("conindid", Oid),
-                ("conkey", DataType::Int2Array),
-                ("consrc", Text),
+                ("confrelid", Oid),
+                ("conkey", INT2_ARRAY),
+                ("conbin", Text),
             ],
-            SystemTable::InfoTables => vec![
+            PgAm => vec![("oid", Oid), ("amname", Name), ("amtype", CatalogChar)],
+            PgCollation => vec![("oid", Oid), ("collname", Name), ("collnamespace", Oid)],
+            PgPolicy => vec![
+                ("oid", Oid),
+                ("polname", Name),
+                ("polrelid", Oid),
+                ("polcmd", CatalogChar),
+                ("polpermissive", Bool),
+                ("polroles", INT2_ARRAY),
+                ("polqual", Text),
+                ("polwithcheck", Text),
+            ],
+            PgStatisticExt => vec![
+                ("oid", Oid),
+                ("stxrelid", Oid),
+                ("stxname", Name),
+                ("stxnamespace", Oid),
+                ("stxstattarget", Int4),
+                ("stxkind", TEXT_ARRAY),
+            ],
+            PgPublication => vec![("oid", Oid), ("pubname", Name), ("puballtables", Bool)],
+            PgPublicationNamespace => vec![("oid", Oid), ("pnpubid", Oid), ("pnnspid", Oid)],
+            PgPublicationRel => vec![
+                ("oid", Oid),
+                ("prpubid", Oid),
+                ("prrelid", Oid),
+                ("prqual", Text),
+                ("prattrs", INT2_ARRAY),
+            ],
+            PgSettings => vec![("name", Text), ("setting", Text)],
+            InfoTables => vec![
                 ("table_catalog", Name),
                 ("table_schema", Name),
                 ("table_name", Name),
                 ("table_type", Text),
             ],
-            SystemTable::InfoColumns => vec![
+            InfoColumns => vec![
                 ("table_catalog", Name),
                 ("table_schema", Name),
                 ("table_name", Name),
@@ -200,20 +322,23 @@ impl SystemTable {
 
     /// The table's rows for the given catalog.
     pub fn rows(self, catalog: &Catalog) -> Vec<Vec<Value>> {
-        let int = |v: i64| Value::Int(v);
-        let text = |s: &str| Value::Text(s.to_string());
+        use SystemTable::*;
         let b = Value::Bool;
+        let null = || Value::Null;
         let mut rows = Vec::new();
         match self {
-            SystemTable::PgClass => {
+            PgClass => {
                 for t in catalog.tables.values() {
                     rows.push(vec![
-                        int(t.oid() as i64),
+                        int(t.oid()),
                         text(&t.name),
                         int(PUBLIC_NAMESPACE),
                         int(0),
+                        int(0),
                         int(OWNER_OID),
-                        int(2),
+                        int(HEAP_AM),
+                        int(0),
+                        int(0),
                         Value::Float(-1.0),
                         text("r"),
                         text("p"),
@@ -223,103 +348,118 @@ impl SystemTable {
                         b(false),
                         b(false),
                         b(false),
-                        b(false),
                         int(t.checks.len() as i64),
                         int(t.columns.len() as i64),
-                        Value::Null,
-                        int(0),
-                        Value::Null,
-                        int(0),
+                        null(),
+                        null(),
                         text("d"),
-                        Value::Null,
+                        null(),
                     ]);
-                }
-                for t in catalog.tables.values().filter(|t| t.has_primary_key()) {
-                    let name = t
-                        .primary_key_name
-                        .clone()
-                        .unwrap_or_else(|| format!("{}_pkey", t.name));
-                    rows.push(vec![
-                        int(index_oid(t.oid()) as i64),
-                        Value::Text(name),
-                        int(PUBLIC_NAMESPACE),
-                        int(0),
-                        int(OWNER_OID),
-                        int(403),
-                        Value::Float(-1.0),
-                        text("i"),
-                        text("p"),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        int(0),
-                        int(t.primary_key.len() as i64),
-                        Value::Null,
-                        int(0),
-                        Value::Null,
-                        int(0),
-                        text("n"),
-                        Value::Null,
-                    ]);
+                    if t.has_primary_key() {
+                        rows.push(vec![
+                            int(index_oid(t.oid())),
+                            Value::Text(pkey_name(t)),
+                            int(PUBLIC_NAMESPACE),
+                            int(0),
+                            int(0),
+                            int(OWNER_OID),
+                            int(BTREE_AM),
+                            int(0),
+                            int(0),
+                            Value::Float(-1.0),
+                            text("i"),
+                            text("p"),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            int(0),
+                            int(t.primary_key.len() as i64),
+                            null(),
+                            null(),
+                            text("n"),
+                            null(),
+                        ]);
+                    }
                 }
             }
-            SystemTable::PgNamespace => {
+            PgNamespace => {
                 for (oid, name) in [
                     (PG_CATALOG_NAMESPACE, "pg_catalog"),
                     (PUBLIC_NAMESPACE, "public"),
                     (INFORMATION_SCHEMA_NAMESPACE, "information_schema"),
                 ] {
-                    rows.push(vec![int(oid), text(name), int(OWNER_OID), Value::Null]);
+                    rows.push(vec![int(oid), text(name), int(OWNER_OID), null()]);
                 }
             }
-            SystemTable::PgAttribute => {
+            PgAttribute => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
+                        let collation = if c.ty.is_text_family() {
+                            DEFAULT_COLLATION
+                        } else {
+                            0
+                        };
                         rows.push(vec![
-                            int(t.oid() as i64),
+                            int(t.oid()),
                             text(&c.name),
-                            int(c.ty.oid() as i64),
-                            int(c.ty.wire_size() as i64),
+                            int(c.ty.oid()),
+                            int(c.ty.wire_size()),
                             int(i as i64 + 1),
-                            int(c.ty.typmod() as i64),
+                            int(c.ty.typmod()),
                             b(!c.nullable),
                             b(c.default.is_some()),
                             b(false),
                             text(""),
                             text(""),
+                            int(collation),
+                            text("p"),
                             int(0),
                         ]);
                     }
                 }
             }
-            SystemTable::PgType => {
+            PgType => {
                 for ty in DataType::ALL {
                     let elem = match ty {
                         DataType::TextArray => 25,
                         DataType::Int2Array => 21,
                         _ => 0,
                     };
+                    let collation = if ty.is_text_family() {
+                        DEFAULT_COLLATION
+                    } else {
+                        0
+                    };
+                    let category = match ty {
+                        DataType::Bool => "B",
+                        t if t.is_numeric_family() => "N",
+                        t if t.is_text_family() => "S",
+                        DataType::Timestamp | DataType::TimestampTz | DataType::Date => "D",
+                        DataType::TextArray | DataType::Int2Array => "A",
+                        _ => "U",
+                    };
                     rows.push(vec![
-                        int(ty.oid() as i64),
+                        int(ty.oid()),
                         text(ty.typname()),
                         int(PG_CATALOG_NAMESPACE),
-                        int(ty.wire_size() as i64),
+                        int(ty.wire_size()),
                         text("b"),
+                        text(category),
                         int(elem),
                         int(0),
                         int(0),
                         int(0),
                         b(false),
                         int(-1),
+                        int(collation),
+                        text(","),
                     ]);
                 }
             }
-            SystemTable::PgInherits | SystemTable::PgPartitionedTable => {}
-            SystemTable::PgDatabase => rows.push(vec![
+            PgDatabase => rows.push(vec![
                 int(DATABASE_OID),
                 text("ledger"),
                 int(OWNER_OID),
@@ -327,74 +467,96 @@ impl SystemTable {
                 text("C.UTF-8"),
                 text("C.UTF-8"),
                 b(true),
+                b(false),
             ]),
-            SystemTable::PgIndex => {
+            PgIndex => {
                 for t in catalog.tables.values().filter(|t| t.has_primary_key()) {
                     rows.push(vec![
-                        int(index_oid(t.oid()) as i64),
-                        int(t.oid() as i64),
+                        int(index_oid(t.oid())),
+                        int(t.oid()),
+                        int(t.primary_key.len() as i64),
                         b(true),
                         b(true),
+                        b(false),
+                        b(true),
+                        b(false),
                         Value::Array(t.primary_key.iter().map(|c| int(*c as i64 + 1)).collect()),
                     ]);
                 }
             }
-            SystemTable::PgRoles => rows.push(vec![
+            PgRoles => rows.push(vec![
                 int(OWNER_OID),
                 text("ledger"),
+                b(true),
                 b(true),
                 text("ledger"),
                 int(OWNER_OID),
             ]),
-            SystemTable::PgAttrdef => {
+            PgAttrdef => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
                         if let Some(sql) = &c.default_sql {
-                            rows.push(vec![
-                                int(0),
-                                int(t.oid() as i64),
-                                int(i as i64 + 1),
-                                text(sql),
-                            ]);
+                            rows.push(vec![int(0), int(t.oid()), int(i as i64 + 1), text(sql)]);
                         }
                     }
                 }
             }
-            SystemTable::PgConstraint => {
+            PgConstraint => {
                 for t in catalog.tables.values() {
                     if t.has_primary_key() {
-                        let name = t
-                            .primary_key_name
-                            .clone()
-                            .unwrap_or_else(|| format!("{}_pkey", t.name));
                         rows.push(vec![
-                            int(0),
-                            Value::Text(name),
+                            int(index_oid(t.oid())),
+                            Value::Text(pkey_name(t)),
                             int(PUBLIC_NAMESPACE),
                             text("p"),
-                            int(t.oid() as i64),
-                            int(index_oid(t.oid()) as i64),
+                            b(false),
+                            b(false),
+                            b(true),
+                            int(t.oid()),
+                            int(index_oid(t.oid())),
+                            int(0),
                             Value::Array(
                                 t.primary_key.iter().map(|c| int(*c as i64 + 1)).collect(),
                             ),
-                            Value::Null,
+                            null(),
                         ]);
                     }
-                    for c in &t.checks {
+                    for (n, c) in t.checks.iter().enumerate() {
                         rows.push(vec![
-                            int(0),
+                            int(check_oid(t.oid(), n)),
                             text(&c.name),
                             int(PUBLIC_NAMESPACE),
                             text("c"),
-                            int(t.oid() as i64),
+                            b(false),
+                            b(false),
+                            b(true),
+                            int(t.oid()),
                             int(0),
-                            Value::Null,
+                            int(0),
+                            null(),
                             text(&c.sql),
                         ]);
                     }
                 }
             }
-            SystemTable::InfoTables => {
+            PgAm => {
+                rows.push(vec![int(HEAP_AM), text("heap"), text("t")]);
+                rows.push(vec![int(BTREE_AM), text("btree"), text("i")]);
+            }
+            PgCollation => rows.push(vec![
+                int(DEFAULT_COLLATION),
+                text("default"),
+                int(PG_CATALOG_NAMESPACE),
+            ]),
+            PgInherits
+            | PgPartitionedTable
+            | PgPolicy
+            | PgStatisticExt
+            | PgPublication
+            | PgPublicationNamespace
+            | PgPublicationRel
+            | PgSettings => {}
+            InfoTables => {
                 for t in catalog.tables.values() {
                     rows.push(vec![
                         text("ledger"),
@@ -404,21 +566,21 @@ impl SystemTable {
                     ]);
                 }
             }
-            SystemTable::InfoColumns => {
+            InfoColumns => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
                         let (length, precision, scale) = match c.ty {
                             DataType::Varchar(Some(n)) | DataType::Char(n) => {
-                                (int(n as i64), Value::Null, Value::Null)
+                                (int(n), null(), null())
                             }
                             DataType::Numeric {
                                 precision: Some(p),
                                 scale,
-                            } => (Value::Null, int(p as i64), int(scale as i64)),
-                            DataType::Int2 => (Value::Null, int(16), int(0)),
-                            DataType::Int4 => (Value::Null, int(32), int(0)),
-                            DataType::Int8 => (Value::Null, int(64), int(0)),
-                            _ => (Value::Null, Value::Null, Value::Null),
+                            } => (null(), int(p), int(scale)),
+                            DataType::Int2 => (null(), int(16), int(0)),
+                            DataType::Int4 => (null(), int(32), int(0)),
+                            DataType::Int8 => (null(), int(64), int(0)),
+                            _ => (null(), null(), null()),
                         };
                         rows.push(vec![
                             text("ledger"),
@@ -447,7 +609,37 @@ impl SystemTable {
     }
 }
 
-/// The OID a table's primary key index is reported under.
-pub fn index_oid(table_oid: u32) -> u32 {
-    table_oid + 1_000_000
+/// What the catalog-describing functions return for an OID: a relation's name
+/// (`::regclass`), an index's definition, a constraint's definition.
+pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
+    for t in catalog.tables.values() {
+        let idx = index_oid(t.oid());
+        match func {
+            Func::RegClassName if oid == t.oid() => return Some(t.name.clone()),
+            Func::RegClassName if oid == idx && t.has_primary_key() => return Some(pkey_name(t)),
+            Func::GetIndexDef if oid == idx && t.has_primary_key() => {
+                return Some(format!(
+                    "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
+                    pkey_name(t),
+                    t.name,
+                    key_columns(t)
+                ))
+            }
+            Func::GetConstraintDef if oid == idx && t.has_primary_key() => {
+                return Some(format!("PRIMARY KEY ({})", key_columns(t)))
+            }
+            Func::GetConstraintDef => {
+                for (n, c) in t.checks.iter().enumerate() {
+                    if check_oid(t.oid(), n) == oid {
+                        return Some(format!("CHECK ({})", c.sql));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    match func {
+        Func::RegClassName => Some(oid.to_string()),
+        _ => None,
+    }
 }

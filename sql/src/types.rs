@@ -177,10 +177,31 @@ impl DataType {
             "timestamptz" | "timestamp with time zone" => DataType::TimestampTz,
             "date" => DataType::Date,
             "name" => DataType::Name,
-            "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" => DataType::Oid,
+            "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
+                DataType::Oid
+            }
             "\"char\"" => DataType::CatalogChar,
-            "text[]" | "_text" => DataType::TextArray,
+            "text[]" | "_text" | "name[]" | "varchar[]" | "\"char\"[]" => DataType::TextArray,
+            "int2[]" | "smallint[]" | "_int2" | "int4[]" | "integer[]" | "int[]" | "oid[]"
+            | "int8[]" | "bigint[]" => DataType::Int2Array,
             _ => return Err(SqlError::feature_not_supported(format!("type {name}"))),
+        })
+    }
+
+    /// The type a catalog's (type OID, type modifier) pair describes, as `format_type` sees it.
+    pub fn from_oid_and_typmod(oid: u32, typmod: i32) -> Option<DataType> {
+        let base = DataType::from_oid(oid)?;
+        Some(match base {
+            DataType::Varchar(_) if typmod >= 4 => DataType::Varchar(Some((typmod - 4) as u32)),
+            DataType::Char(_) if typmod >= 4 => DataType::Char((typmod - 4) as u32),
+            DataType::Numeric { .. } if typmod >= 4 => {
+                let t = (typmod - 4) as u32;
+                DataType::Numeric {
+                    precision: Some(t >> 16),
+                    scale: t & 0xFFFF,
+                }
+            }
+            other => other,
         })
     }
 

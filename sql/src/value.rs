@@ -162,9 +162,7 @@ impl Value {
             DataType::Timestamp => Value::Timestamp(parse_timestamp(text, false)?),
             DataType::TimestampTz => Value::TimestampTz(parse_timestamp(text, true)?),
             DataType::Date => Value::Date(parse_date(text)?),
-            DataType::TextArray | DataType::Int2Array => {
-                return Err(SqlError::feature_not_supported("array input"))
-            }
+            DataType::TextArray | DataType::Int2Array => parse_array(text, ty)?,
         })
     }
 
@@ -468,6 +466,62 @@ fn parse_timestamp(text: &str, tz: bool) -> SqlResult<i64> {
         return Ok(d.and_time(NaiveTime::MIN).and_utc().timestamp_micros());
     }
     Err(invalid())
+}
+
+/// A one-dimensional array literal: `{a,b,"c d",NULL}`.
+fn parse_array(text: &str, ty: DataType) -> SqlResult<Value> {
+    let invalid = || SqlError::invalid_text(format!("malformed array literal: \"{text}\""));
+    let inner = text
+        .trim()
+        .strip_prefix('{')
+        .and_then(|t| t.strip_suffix('}'))
+        .ok_or_else(invalid)?;
+    let mut items = Vec::new();
+    if inner.trim().is_empty() {
+        return Ok(Value::Array(items));
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        let mut item = String::new();
+        let mut quoted = false;
+        while chars.peek() == Some(&' ') {
+            chars.next();
+        }
+        if chars.peek() == Some(&'"') {
+            quoted = true;
+            chars.next();
+            while let Some(c) = chars.next() {
+                match c {
+                    '"' => break,
+                    '\\' => item.extend(chars.next()),
+                    c => item.push(c),
+                }
+            }
+        }
+        while let Some(&c) = chars.peek() {
+            if c == ',' {
+                break;
+            }
+            item.push(c);
+            chars.next();
+        }
+        let element = if !quoted && item.trim().eq_ignore_ascii_case("null") {
+            Value::Null
+        } else if ty == DataType::Int2Array {
+            Value::Int(item.trim().parse().map_err(|_| invalid())?)
+        } else {
+            Value::Text(if quoted {
+                item
+            } else {
+                item.trim().to_string()
+            })
+        };
+        items.push(element);
+        if chars.next().is_none() {
+            break;
+        }
+    }
+    Ok(Value::Array(items))
 }
 
 fn parse_bytea(text: &str) -> SqlResult<Vec<u8>> {
