@@ -337,6 +337,9 @@ impl Executor {
                     ReadCheck::Table { table, version } => {
                         self.table_versions.get(table).copied().unwrap_or(0) <= *version
                     }
+                    ReadCheck::Exists { table, key, exists } => {
+                        (self.current_version(*table, key)? > 0) == *exists
+                    }
                 };
                 if !unchanged {
                     return Err(SqlError::serialization_failure(
@@ -735,8 +738,54 @@ impl Executor {
             }
         }
         staged.reads = reader.reads.take();
+        // `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists:
+        // its assignments are evaluated when the commit applies. Recording the row's version
+        // would make every concurrent increment of a hot row a conflict.
+        if let Some(key) = key_only_target(&table, plan, params, now_micros) {
+            let exists = staged.rows_affected > 0;
+            staged
+                .reads
+                .retain(|r| !matches!(r, ReadCheck::Row { table: t, .. } if *t == table.id));
+            if record_reads {
+                staged.reads.push(ReadCheck::Exists {
+                    table: table.id,
+                    key,
+                    exists,
+                });
+            }
+        }
         Ok(staged)
     }
+}
+
+/// The key an UPDATE or DELETE targets when its WHERE is nothing but primary-key equality
+/// with constants and it returns nothing, so its outcome depends only on the row existing.
+fn key_only_target(
+    table: &TableDef,
+    plan: &WritePlan,
+    params: &[Value],
+    now_micros: i64,
+) -> Option<Vec<u8>> {
+    let (access, filter, returning) = match plan {
+        WritePlan::Update(p) => (&p.access, &p.filter, &p.returning),
+        WritePlan::Delete(p) => (&p.access, &p.filter, &p.returning),
+        WritePlan::Insert(_) => return None,
+    };
+    if returning.is_some() {
+        return None;
+    }
+    let planner::Access::Point(key_exprs) = access else {
+        return None;
+    };
+    if !planner::filter_is_key_equality(table, filter.as_ref()) {
+        return None;
+    }
+    let env = Executor::no_subqueries_env(params, now_micros);
+    let values: Vec<Value> = key_exprs
+        .iter()
+        .map(|e| e.eval(&[], &env).ok())
+        .collect::<Option<_>>()?;
+    encode_key(&crate::row::cast_key(table, &values)?).ok()
 }
 
 /// Temporary keys of uncommitted rows in tables without a primary key are negative row ids.

@@ -73,6 +73,13 @@ pub enum ReadCheck {
     },
     /// A scan of the table saw it as of this table version.
     Table { table: u32, version: u64 },
+    /// Only whether the row existed mattered (an UPDATE or DELETE by primary key whose
+    /// result depends on nothing else): later changes to its values do not conflict.
+    Exists {
+        table: u32,
+        key: Vec<u8>,
+        exists: bool,
+    },
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -127,6 +127,28 @@ fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     }
 }
 
+/// True when a filter is nothing but equalities between primary-key columns and values
+/// known before the scan (so a point lookup decides it completely).
+pub fn filter_is_key_equality(table: &TableDef, filter: Option<&Expr>) -> bool {
+    let Some(filter) = filter else { return false };
+    let mut parts = Vec::new();
+    conjuncts(filter.clone(), &mut parts);
+    parts.iter().all(|p| match p {
+        Expr::Binary {
+            op: BinaryOp::Eq,
+            left,
+            right,
+            ..
+        } => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c, _), other) | (other, Expr::Column(c, _)) => {
+                table.primary_key.contains(c) && other.is_independent_of(0)
+            }
+            _ => false,
+        },
+        _ => false,
+    })
+}
+
 /// Picks the primary-key access path a filter allows. The filter stays whole: it is
 /// re-checked on every row the access path returns, so the key only narrows the search.
 pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) -> Access {

@@ -14,7 +14,7 @@ mod plan;
 mod scope;
 mod system;
 
-pub use bind::{bind, choose_access, Bound, DEFAULT_MARKER};
+pub use bind::{bind, choose_access, filter_is_key_equality, Bound, DEFAULT_MARKER};
 pub use catalog::{Catalog, CheckDef, ColumnDef, TableDef, TableRef, FIRST_USER_OID};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,

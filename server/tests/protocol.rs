@@ -1,0 +1,279 @@
+//! The Rust driver (tokio-postgres, extended protocol with binary results) against the real
+//! server: DDL, parameters, transactions, prepared statement reuse, SQLSTATEs for every
+//! class of error, serializable conflicts versus commuting increments, cancel, auth.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{scalar, TestServer, PASSWORD};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::NoTls;
+
+fn code(e: &tokio_postgres::Error) -> String {
+    e.code()
+        .map(|c| c.code().to_string())
+        .unwrap_or_else(|| format!("no SQLSTATE: {e:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_round_trip() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table people (id bigint primary key, name text not null, score numeric(10,2), born date, active boolean default true)")
+        .await
+        .unwrap();
+    let insert = c.prepare("insert into people (id, name, score, born) values ($1, $2, $3::text::numeric, $4::text::date)").await.unwrap();
+    for i in 1..=5i64 {
+        let n = c
+            .execute(
+                &insert,
+                &[
+                    &i,
+                    &format!("p{i}"),
+                    &format!("{}.5", i * 10),
+                    &"2000-01-31",
+                ],
+            )
+            .await;
+        assert_eq!(n.unwrap(), 1);
+    }
+    let row = c
+        .query_one(
+            "select name, active, born::text, score::text from people where id = $1",
+            &[&3i64],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "p3");
+    assert!(row.get::<_, bool>(1));
+    assert_eq!(row.get::<_, String>(2), "2000-01-31");
+    assert_eq!(row.get::<_, String>(3), "30.50");
+    let total: i64 = c
+        .query_one("select count(*) from people where id > $1", &[&2i64])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(total, 3);
+
+    // Commit and rollback.
+    let mut c2 = server.client().await;
+    let t = c2.transaction().await.unwrap();
+    t.execute("update people set name = 'changed' where id = 1", &[])
+        .await
+        .unwrap();
+    t.rollback().await.unwrap();
+    let t = c2.transaction().await.unwrap();
+    t.execute("update people set name = 'committed' where id = 2", &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        t.query_one("select name from people where id = 2", &[])
+            .await
+            .unwrap()
+            .get::<_, String>(0),
+        "committed"
+    );
+    t.commit().await.unwrap();
+    assert_eq!(
+        scalar(&c, "select name from people where id = 1")
+            .await
+            .as_deref(),
+        Some("p1")
+    );
+    assert_eq!(
+        scalar(&c, "select name from people where id = 2")
+            .await
+            .as_deref(),
+        Some("committed")
+    );
+
+    // An error carries its SQLSTATE and the session stays usable.
+    let e = c
+        .execute("insert into people (id, name) values (1, 'dup')", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Some(&SqlState::UNIQUE_VIOLATION));
+    assert_eq!(
+        scalar(&c, "select count(*) from people").await.as_deref(),
+        Some("5")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_have_the_right_sqlstate() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute(
+        "create table e (id int primary key, v int not null, s smallint, check (v >= 0))",
+    )
+    .await
+    .unwrap();
+    c.batch_execute("insert into e values (1, 1, 1)")
+        .await
+        .unwrap();
+    let cases = [
+        ("selec 1", "42601"),
+        ("select * from nowhere", "42P01"),
+        ("select nope from e", "42703"),
+        ("insert into e values (1, 1, 1)", "23505"),
+        ("insert into e (id) values (2)", "23502"),
+        ("insert into e values (3, -1, 1)", "23514"),
+        ("insert into e values (4, 1, 70000)", "22003"),
+        ("select 'abc'::int", "22P02"),
+        ("select 1/0", "22012"),
+        ("create index on e (v)", "0A000"),
+        ("savepoint a", "0A000"),
+        ("select nosuchfunction(1)", "42883"),
+        ("create table e (id int)", "42P07"),
+        ("set no_such_setting = 1", "42704"),
+    ];
+    for (sql, expected) in cases {
+        let e = c.batch_execute(sql).await.unwrap_err();
+        assert_eq!(code(&e), expected, "{sql}: {e:?}");
+        // The session is still usable.
+        assert_eq!(scalar(&c, "select 1").await.as_deref(), Some("1"));
+    }
+    // Inside a transaction an error aborts it until ROLLBACK.
+    c.batch_execute("begin").await.unwrap();
+    assert_eq!(
+        code(&c.batch_execute("select * from nowhere").await.unwrap_err()),
+        "42P01"
+    );
+    assert_eq!(
+        code(&c.batch_execute("select 1").await.unwrap_err()),
+        "25P02"
+    );
+    c.batch_execute("rollback").await.unwrap();
+    assert_eq!(scalar(&c, "select 1").await.as_deref(), Some("1"));
+    // A syntax error reports where it is.
+    let e = c.batch_execute("select 1 frm e").await.unwrap_err();
+    let db = e.as_db_error().expect("a database error");
+    assert!(db.position().is_some(), "no position in {db:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serializable_conflicts_but_increments_commute() {
+    let server = TestServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    a.batch_execute("create table acct (id int primary key, bal bigint not null)")
+        .await
+        .unwrap();
+    a.batch_execute("insert into acct values (1, 100), (2, 100)")
+        .await
+        .unwrap();
+
+    // A read-modify-write that another transaction invalidates fails with 40001.
+    a.batch_execute("begin isolation level serializable")
+        .await
+        .unwrap();
+    assert_eq!(
+        scalar(&a, "select bal from acct where id = 1")
+            .await
+            .as_deref(),
+        Some("100")
+    );
+    b.batch_execute("update acct set bal = bal + 1 where id = 1")
+        .await
+        .unwrap();
+    a.batch_execute("update acct set bal = 500 where id = 1")
+        .await
+        .unwrap();
+    let e = a.batch_execute("commit").await.unwrap_err();
+    assert_eq!(code(&e), "40001", "{e:?}");
+    assert_eq!(
+        scalar(&a, "select bal from acct where id = 1")
+            .await
+            .as_deref(),
+        Some("101")
+    );
+
+    // Increments never conflict, even serializable and interleaved.
+    a.batch_execute("begin isolation level serializable")
+        .await
+        .unwrap();
+    a.batch_execute("update acct set bal = bal + 10 where id = 2")
+        .await
+        .unwrap();
+    b.batch_execute("begin isolation level serializable")
+        .await
+        .unwrap();
+    b.batch_execute("update acct set bal = bal + 5 where id = 2")
+        .await
+        .unwrap();
+    b.batch_execute("commit").await.unwrap();
+    a.batch_execute("commit").await.unwrap();
+    assert_eq!(
+        scalar(&a, "select bal from acct where id = 2")
+            .await
+            .as_deref(),
+        Some("115")
+    );
+
+    // Many concurrent increments of one hot row: none lost, none failed.
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let client = server.client().await;
+        tasks.push(tokio::spawn(async move {
+            let stmt = client
+                .prepare("update acct set bal = bal + $1 where id = 1")
+                .await
+                .unwrap();
+            for _ in 0..50 {
+                client.execute(&stmt, &[&1i64]).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        scalar(&a, "select bal from acct where id = 1")
+            .await
+            .as_deref(),
+        Some("501")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_and_authentication() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table big (id int primary key)")
+        .await
+        .unwrap();
+    c.batch_execute("insert into big select g from generate_series(1, 3000) g")
+        .await
+        .unwrap();
+    let token = c.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await
+    });
+    let e = c
+        .batch_execute("select count(*) from big a, big b where a.id + b.id < 0")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "57014", "{e:?}");
+    canceller.await.unwrap().unwrap();
+
+    let wrong = format!(
+        "host=127.0.0.1 port={} user=ledger password=wrong dbname=ledger",
+        server.port
+    );
+    let e = tokio_postgres::connect(&wrong, NoTls)
+        .await
+        .err()
+        .expect("a wrong password must fail");
+    assert_eq!(code(&e), "28P01", "{e:?}");
+    let unknown_db = format!(
+        "host=127.0.0.1 port={} user=ledger password={PASSWORD} dbname=other",
+        server.port
+    );
+    let e = tokio_postgres::connect(&unknown_db, NoTls)
+        .await
+        .err()
+        .expect("an unknown database must fail");
+    assert_eq!(code(&e), "3D000", "{e:?}");
+}

@@ -1,0 +1,107 @@
+//! Real psql against the real server: DDL and DML, the `\d` family, `\timing`, `\copy`.
+
+mod common;
+
+use std::io::Write;
+
+use common::{stderr, stdout, TestServer};
+
+fn run(server: &TestServer, script: &str) -> String {
+    let mut file = tempfile::NamedTempFile::new().expect("script file");
+    file.write_all(script.as_bytes()).expect("write script");
+    let out = server.psql(&["-f", file.path().to_str().expect("utf-8 path")]);
+    assert!(
+        out.status.success(),
+        "psql failed:\n{}\n{}\nserver log:\n{}",
+        stdout(&out),
+        stderr(&out),
+        server.log()
+    );
+    stdout(&out)
+}
+
+#[test]
+fn psql_creates_queries_and_describes() {
+    let server = TestServer::start();
+    let out = run(
+        &server,
+        "create table accounts_demo (id bigint primary key, owner varchar(40) not null, balance numeric(14,2) default 0 check (balance >= 0), opened date);
+         insert into accounts_demo values (1, 'ada', 10.50, '2024-01-02'), (2, 'bob', 0, null);
+         select id, owner, balance, opened from accounts_demo order by id;
+         \\dt
+         \\d
+         \\d accounts_demo
+         \\timing on
+         select count(*) as n from accounts_demo;
+         ",
+    );
+    assert!(out.contains(" 1 | ada   |   10.50 | 2024-01-02"), "{out}");
+    assert!(out.contains(" 2 | bob   |    0.00 | "), "{out}");
+    assert!(out.contains("public | accounts_demo"), "{out}");
+    assert!(out.contains("Table \"public.accounts_demo\""), "{out}");
+    assert!(out.contains("character varying(40)"), "{out}");
+    assert!(out.contains("numeric(14,2)"), "{out}");
+    assert!(
+        out.contains("\"accounts_demo_pkey\" PRIMARY KEY, btree (id)"),
+        "{out}"
+    );
+    assert!(out.contains("CHECK (balance >= 0)"), "{out}");
+    assert!(out.contains("Time: "), "\\timing printed no time: {out}");
+}
+
+#[test]
+fn psql_copy_from_a_file_and_stdin() {
+    let server = TestServer::start();
+    let mut data = tempfile::NamedTempFile::new().expect("data file");
+    for i in 1..=500 {
+        writeln!(data, "{i}\tname {i}\t{}", i * 2).expect("write row");
+    }
+    writeln!(data, "501\t\\N\t0").expect("write row");
+    data.flush().expect("flush");
+    let path = data.path().to_str().expect("utf-8 path").to_string();
+    let out = run(
+        &server,
+        &format!(
+            "create table items (id int primary key, name text, qty int);\n\
+             \\copy items from '{path}'\n\
+             select count(*), sum(qty), count(name) from items;\n\
+             \\copy items (id, name, qty) from stdin with (format csv)\n\
+             600,\"quoted, name\",7\n\
+             601,,8\n\
+             \\.\n\
+             select name is null, qty from items where id >= 600 order by id;\n"
+        ),
+    );
+    assert!(out.contains("COPY 501"), "{out}");
+    assert!(out.contains("   501 | 250500 |   500"), "{out}");
+    assert!(out.contains("COPY 2"), "{out}");
+    assert!(out.contains(" f        |   7"), "{out}");
+    assert!(out.contains(" t        |   8"), "{out}");
+}
+
+#[test]
+fn psql_shows_errors_and_keeps_going() {
+    let server = TestServer::start();
+    let out = server.psql(&["-c", "select * from missing_table"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("relation \"missing_table\" does not exist"),
+        "{}",
+        stderr(&out)
+    );
+    // A duplicate key on COPY applies nothing.
+    let mut file = tempfile::NamedTempFile::new().expect("script");
+    write!(file, "create table k (id int primary key);\ninsert into k values (2);\n\\copy k from stdin\n1\n2\n3\n\\.\n").expect("write");
+    let failed = server.psql(&["-f", file.path().to_str().unwrap()]);
+    assert!(
+        stderr(&failed).contains("duplicate key value violates unique constraint \"k_pkey\""),
+        "{}",
+        stderr(&failed)
+    );
+    let count = server.psql(&["-At", "-c", "select count(*) from k"]);
+    assert_eq!(
+        stdout(&count).trim(),
+        "1",
+        "a failed COPY must apply no rows"
+    );
+}
