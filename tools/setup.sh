@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing hotledger needs, idempotently. Called by tools/test.sh.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
@@ -14,4 +15,29 @@ if command -v rustup >/dev/null 2>&1; then
     for component in rustfmt clippy; do
         rustup component list --installed 2>/dev/null | grep -q "^$component" || rustup component add "$component"
     done
+fi
+
+# PostgreSQL 15 tools the tests drive (psql, pgbench); the server package also brings the
+# postgres binary the benchmark compares against.
+if ! command -v pgbench >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+    echo "setup: installing PostgreSQL 15 (psql, pgbench)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq postgresql-15 postgresql-client-15 >/dev/null
+fi
+
+# Driver packages for tests/drivers (see tests/drivers/README.md).
+venv="$HOME/.cache/hotledger-venv"
+if [ ! -x "$venv/bin/python" ]; then
+    python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python" -c "import psycopg" >/dev/null 2>&1; then
+    "$venv/bin/pip" install -q "psycopg[binary]==3.2.3"
+fi
+if [ ! -d tests/drivers/node/node_modules/pg ]; then
+    (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
+fi
+(cd tests/drivers/go && go mod download)
+if [ ! -f tests/drivers/java/target/deps/postgresql-42.7.4.jar ]; then
+    (cd tests/drivers/java && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/deps)
 fi

@@ -1,0 +1,85 @@
+// pgx v5 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
+// statement reuse (pgx caches and describes every statement). Run by server/tests/drivers.rs.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func check(ok bool, format string, args ...any) {
+	if !ok {
+		fmt.Fprintf(os.Stderr, "FAILED: "+format+"\n", args...)
+		os.Exit(1)
+	}
+}
+
+func must(err error, what string) {
+	check(err == nil, "%s: %v", what, err)
+}
+
+func sqlstate(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return fmt.Sprintf("not a server error: %v", err)
+}
+
+func main() {
+	ctx := context.Background()
+	url := fmt.Sprintf("postgres://ledger:%s@127.0.0.1:%s/ledger?sslmode=disable", os.Getenv("HOTLEDGER_PASSWORD"), os.Getenv("HOTLEDGER_PORT"))
+	conn, err := pgx.Connect(ctx, url)
+	must(err, "connect")
+	defer conn.Close(ctx)
+
+	_, err = conn.Exec(ctx, "create table go_items (id bigint primary key, name text not null, qty int default 0)")
+	must(err, "create table")
+	for i := int64(1); i <= 10; i++ {
+		_, err = conn.Exec(ctx, "insert into go_items (id, name, qty) values ($1, $2, $3)", i, fmt.Sprintf("item %d", i), int32(i*3))
+		must(err, "insert")
+	}
+	var name string
+	var qty int32
+	must(conn.QueryRow(ctx, "select name, qty from go_items where id = $1", int64(4)).Scan(&name, &qty), "select")
+	check(name == "item 4" && qty == 12, "select returned %q %d", name, qty)
+	// SUM(bigint) is NUMERIC, read in binary.
+	var total int64
+	must(conn.QueryRow(ctx, "select sum(id) from go_items").Scan(&total), "sum")
+	check(total == 55, "sum(id) = %d", total)
+
+	for i := 0; i < 20; i++ {
+		id := int64(1 + i%10)
+		must(conn.QueryRow(ctx, "select qty from go_items where id = $1", id).Scan(&qty), "prepared select")
+		check(qty == int32(id*3), "prepared select returned %d", qty)
+	}
+
+	tx, err := conn.Begin(ctx)
+	must(err, "begin")
+	_, err = tx.Exec(ctx, "update go_items set qty = qty + 100 where id = 1")
+	must(err, "update in tx")
+	must(tx.Rollback(ctx), "rollback")
+	tx, err = conn.Begin(ctx)
+	must(err, "begin")
+	_, err = tx.Exec(ctx, "update go_items set qty = qty + 1000 where id = 2")
+	must(err, "update in tx")
+	must(tx.Commit(ctx), "commit")
+	must(conn.QueryRow(ctx, "select qty from go_items where id = 1").Scan(&qty), "after rollback")
+	check(qty == 3, "rollback kept a change: %d", qty)
+	must(conn.QueryRow(ctx, "select qty from go_items where id = 2").Scan(&qty), "after commit")
+	check(qty == 1006, "commit lost a change: %d", qty)
+
+	_, err = conn.Exec(ctx, "insert into go_items (id, name) values (1, 'dup')")
+	check(sqlstate(err) == "23505", "duplicate key: %v", err)
+	_, err = conn.Exec(ctx, "select * from no_such_table")
+	check(sqlstate(err) == "42P01", "unknown table: %v", err)
+	var n int64
+	must(conn.QueryRow(ctx, "select count(*) from go_items").Scan(&n), "count")
+	check(n == 10, "rows after errors: %d", n)
+	fmt.Println("pgx: ok")
+}

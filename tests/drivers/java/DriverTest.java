@@ -1,0 +1,91 @@
+// pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
+// statement reuse (server-side after five executions), executeBatch. Run by
+// server/tests/drivers.rs.
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.Properties;
+
+public class DriverTest {
+    static void check(boolean ok, String message) {
+        if (!ok) {
+            System.err.println("FAILED: " + message);
+            System.exit(1);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        String url = "jdbc:postgresql://127.0.0.1:" + System.getenv("HOTLEDGER_PORT") + "/ledger";
+        Properties props = new Properties();
+        props.setProperty("user", "ledger");
+        props.setProperty("password", System.getenv("HOTLEDGER_PASSWORD"));
+        try (Connection conn = DriverManager.getConnection(url, props)) {
+            try (Statement s = conn.createStatement()) {
+                s.execute("create table java_items (id bigint primary key, name text not null, qty int default 0)");
+            }
+            try (PreparedStatement insert = conn.prepareStatement("insert into java_items (id, name, qty) values (?, ?, ?)")) {
+                for (int i = 1; i <= 10; i++) {
+                    insert.setLong(1, i);
+                    insert.setString(2, "item " + i);
+                    insert.setInt(3, i * 3);
+                    check(insert.executeUpdate() == 1, "insert count");
+                }
+                for (int i = 11; i <= 30; i++) {
+                    insert.setLong(1, i);
+                    insert.setString(2, "batch " + i);
+                    insert.setInt(3, 0);
+                    insert.addBatch();
+                }
+                int[] counts = insert.executeBatch();
+                check(counts.length == 20, "batch returned " + counts.length + " counts");
+            }
+            try (PreparedStatement select = conn.prepareStatement("select name, qty from java_items where id = ?")) {
+                for (int i = 0; i < 20; i++) {
+                    int id = 1 + i % 10;
+                    select.setLong(1, id);
+                    try (ResultSet rs = select.executeQuery()) {
+                        check(rs.next(), "no row for " + id);
+                        check(rs.getString(1).equals("item " + id), "name " + rs.getString(1));
+                        check(rs.getInt(2) == id * 3, "qty " + rs.getInt(2));
+                    }
+                }
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select sum(qty), count(*) from java_items")) {
+                check(rs.next() && rs.getLong(1) == 165 && rs.getLong(2) == 30, "sum and count");
+            }
+
+            conn.setAutoCommit(false);
+            try (Statement s = conn.createStatement()) {
+                s.executeUpdate("update java_items set qty = qty + 100 where id = 1");
+                conn.rollback();
+                s.executeUpdate("update java_items set qty = qty + 1000 where id = 2");
+                conn.commit();
+            }
+            conn.setAutoCommit(true);
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select qty from java_items where id in (1, 2) order by id")) {
+                check(rs.next() && rs.getInt(1) == 3, "rollback kept a change");
+                check(rs.next() && rs.getInt(1) == 1006, "commit lost a change");
+            }
+
+            try (Statement s = conn.createStatement()) {
+                s.executeUpdate("insert into java_items (id, name) values (1, 'dup')");
+                check(false, "duplicate key did not fail");
+            } catch (SQLException e) {
+                check("23505".equals(e.getSQLState()), "sqlstate " + e.getSQLState());
+            }
+            try (Statement s = conn.createStatement()) {
+                s.executeQuery("select * from no_such_table");
+                check(false, "unknown table did not fail");
+            } catch (SQLException e) {
+                check("42P01".equals(e.getSQLState()), "sqlstate " + e.getSQLState());
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select count(*) from java_items")) {
+                check(rs.next() && rs.getLong(1) == 30, "rows after errors");
+            }
+        }
+        System.out.println("pgJDBC: ok");
+    }
+}

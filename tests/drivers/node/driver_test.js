@@ -1,0 +1,65 @@
+// node-postgres against hotledger: connect, DDL, parameters, transactions, SQLSTATE,
+// prepared statement reuse. Run by server/tests/drivers.rs.
+const { Client } = require('pg');
+
+function check(condition, message) {
+  if (!condition) {
+    console.error(`FAILED: ${message}`);
+    process.exit(1);
+  }
+}
+
+async function main() {
+  const client = new Client({
+    host: '127.0.0.1',
+    port: Number(process.env.HOTLEDGER_PORT),
+    user: 'ledger',
+    password: process.env.HOTLEDGER_PASSWORD,
+    database: 'ledger',
+  });
+  await client.connect();
+  await client.query('create table js_items (id bigint primary key, name text not null, qty int default 0)');
+  for (let i = 1; i <= 10; i++) {
+    await client.query('insert into js_items (id, name, qty) values ($1, $2, $3)', [i, `item ${i}`, i * 3]);
+  }
+  const one = await client.query('select name, qty from js_items where id = $1', [4]);
+  check(one.rows[0].name === 'item 4' && one.rows[0].qty === 12, `select returned ${JSON.stringify(one.rows)}`);
+  const sum = await client.query('select sum(qty) as s from js_items');
+  check(Number(sum.rows[0].s) === 165, `sum returned ${JSON.stringify(sum.rows)}`);
+
+  // A named prepared statement, reused.
+  for (let i = 0; i < 20; i++) {
+    const r = await client.query({ name: 'qty_by_id', text: 'select qty from js_items where id = $1', values: [1 + (i % 10)] });
+    check(r.rows[0].qty === (1 + (i % 10)) * 3, `prepared select returned ${JSON.stringify(r.rows)}`);
+  }
+
+  await client.query('begin');
+  await client.query('update js_items set qty = qty + 100 where id = 1');
+  await client.query('rollback');
+  await client.query('begin');
+  await client.query('update js_items set qty = qty + 1000 where id = 2');
+  await client.query('commit');
+  check((await client.query('select qty from js_items where id = 1')).rows[0].qty === 3, 'rollback kept a change');
+  check((await client.query('select qty from js_items where id = 2')).rows[0].qty === 1006, 'commit lost a change');
+
+  try {
+    await client.query("insert into js_items (id, name) values (1, 'dup')");
+    check(false, 'duplicate key did not fail');
+  } catch (e) {
+    check(e.code === '23505', `sqlstate ${e.code}`);
+  }
+  try {
+    await client.query('select * from no_such_table');
+    check(false, 'unknown table did not fail');
+  } catch (e) {
+    check(e.code === '42P01', `sqlstate ${e.code}`);
+  }
+  check(Number((await client.query('select count(*) as n from js_items')).rows[0].n) === 10, 'rows after errors');
+  await client.end();
+  console.log('node-postgres: ok');
+}
+
+main().catch((e) => {
+  console.error(`FAILED: ${e.stack || e}`);
+  process.exit(1);
+});

@@ -1,0 +1,61 @@
+"""psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse.
+
+Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
+"""
+import os
+import sys
+
+import psycopg
+from psycopg import errors
+
+conninfo = (
+    f"host=127.0.0.1 port={os.environ['HOTLEDGER_PORT']} dbname=ledger user=ledger "
+    f"password={os.environ['HOTLEDGER_PASSWORD']}"
+)
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn.execute("create table py_items (id bigint primary key, name text not null, qty int default 0)")
+    for i in range(1, 11):
+        # psycopg binds small integers as binary int2: the server must accept them for bigint.
+        conn.execute("insert into py_items (id, name, qty) values (%s, %s, %s)", (i, f"item {i}", i * 3))
+    row = conn.execute("select name, qty from py_items where id = %s", (4,)).fetchone()
+    check(row == ("item 4", 12), f"select returned {row}")
+    total = conn.execute("select sum(qty) from py_items").fetchone()[0]
+    check(int(total) == 165, f"sum(qty) = {total}")
+
+    # Prepared statement reuse: psycopg prepares server-side after a few executions.
+    for i in range(20):
+        got = conn.execute("select qty from py_items where id = %s", (1 + i % 10,), prepare=True).fetchone()[0]
+        check(got == (1 + i % 10) * 3, f"prepared select returned {got}")
+
+    # Transactions: rollback discards, commit keeps.
+    conn.autocommit = False
+    conn.execute("update py_items set qty = qty + 100 where id = 1")
+    conn.rollback()
+    conn.execute("update py_items set qty = qty + 1000 where id = 2")
+    conn.commit()
+    conn.autocommit = True
+    check(conn.execute("select qty from py_items where id = 1").fetchone()[0] == 3, "rollback kept a change")
+    check(conn.execute("select qty from py_items where id = 2").fetchone()[0] == 1006, "commit lost a change")
+
+    # An error with its SQLSTATE; the connection stays usable.
+    try:
+        conn.execute("insert into py_items (id, name) values (1, 'dup')")
+        check(False, "duplicate key did not fail")
+    except errors.UniqueViolation as e:
+        check(e.sqlstate == "23505", f"sqlstate {e.sqlstate}")
+    try:
+        conn.execute("select * from no_such_table")
+        check(False, "unknown table did not fail")
+    except errors.UndefinedTable as e:
+        check(e.sqlstate == "42P01", f"sqlstate {e.sqlstate}")
+    check(conn.execute("select count(*) from py_items").fetchone()[0] == 10, "rows after errors")
+
+print("psycopg: ok")
