@@ -649,9 +649,10 @@ impl<'a> Binder<'a> {
                     Expr::Column(scope.outer_len + n - 1, plan.columns[n - 1].ty)
                 }
                 Some(n) => {
-                    return Err(SqlError::syntax(format!(
-                        "ORDER BY position {n} is not in select list"
-                    )))
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidColumnReference,
+                        format!("ORDER BY position {n} is not in select list"),
+                    ))
                 }
                 None => self.expr(&o.expr, &scope, None)?,
             };
@@ -1077,9 +1078,10 @@ impl<'a> Binder<'a> {
                         items[n - 1].0.clone().expect("checked above")
                     }
                     Some(n) => {
-                        return Err(SqlError::syntax(format!(
-                            "GROUP BY position {n} is not in select list"
-                        )))
+                        return Err(SqlError::new(
+                            ErrorKind::InvalidColumnReference,
+                            format!("GROUP BY position {n} is not in select list"),
+                        ))
                     }
                     None => g.clone(),
                 };
@@ -1151,9 +1153,10 @@ impl<'a> Binder<'a> {
                     Expr::Column(outer.columns.len() + n - 1, columns[n - 1].ty)
                 }
                 (Some(n), _) => {
-                    return Err(SqlError::syntax(format!(
-                        "ORDER BY position {n} is not in select list"
-                    )))
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidColumnReference,
+                        format!("ORDER BY position {n} is not in select list"),
+                    ))
                 }
                 (None, Some(i)) => Expr::Column(outer.columns.len() + i, columns[i].ty),
                 (None, None) => {
@@ -1292,8 +1295,21 @@ impl<'a> Binder<'a> {
             .as_ref()
             .map(|a| ident(&a.alias))
             .unwrap_or_else(|| table.name.clone());
-        let target_columns: Vec<usize> = if insert.columns.is_empty() {
-            (0..table.columns.len()).collect()
+        let source_query = insert
+            .source
+            .as_ref()
+            .ok_or_else(|| SqlError::feature_not_supported("INSERT without VALUES or SELECT"))?;
+        // Without a column list, the values fill the leading columns (PostgreSQL allows
+        // fewer values than columns; the rest get their defaults).
+        let implicit_width = match source_query.body.as_ref() {
+            ast::SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
+            _ => None,
+        };
+        let mut target_columns: Vec<usize> = if insert.columns.is_empty() {
+            (0..implicit_width
+                .unwrap_or(usize::MAX)
+                .min(table.columns.len()))
+                .collect()
         } else {
             let mut cols = Vec::new();
             for c in &insert.columns {
@@ -1311,10 +1327,6 @@ impl<'a> Binder<'a> {
             }
             cols
         };
-        let source_query = insert
-            .source
-            .as_ref()
-            .ok_or_else(|| SqlError::feature_not_supported("INSERT without VALUES or SELECT"))?;
         let empty = Scope::default();
         let source = match source_query.body.as_ref() {
             ast::SetExpr::Values(values)
@@ -1352,6 +1364,9 @@ impl<'a> Binder<'a> {
             }
             _ => {
                 let plan = self.query(source_query, &empty)?;
+                if insert.columns.is_empty() && plan.columns.len() < target_columns.len() {
+                    target_columns.truncate(plan.columns.len());
+                }
                 if plan.columns.len() != target_columns.len() {
                     return Err(SqlError::syntax(
                         "INSERT has more target columns than expressions",
@@ -1382,7 +1397,7 @@ impl<'a> Binder<'a> {
                     pk.sort_unstable();
                     if sorted != pk {
                         return Err(SqlError::new(
-                            ErrorKind::InvalidParameterValue,
+                            ErrorKind::InvalidColumnReference,
                             "there is no unique or exclusion constraint matching the ON CONFLICT specification",
                         ));
                     }
@@ -1409,7 +1424,7 @@ impl<'a> Binder<'a> {
         };
         if on_conflict.is_some() && !table.has_primary_key() {
             return Err(SqlError::new(
-                ErrorKind::InvalidParameterValue,
+                ErrorKind::InvalidColumnReference,
                 "there is no unique or exclusion constraint matching the ON CONFLICT specification",
             ));
         }

@@ -724,6 +724,19 @@ impl Binder<'_> {
         scope: &Scope,
         expected: Option<DataType>,
     ) -> SqlResult<Expr> {
+        if op == BinaryOp::Concat {
+            // Untyped literals next to || are text, whatever the other side is.
+            let l = self.expr(left, scope, None)?;
+            let r = self.expr(right, scope, None)?;
+            let l = self.coerce(l, DataType::Text)?;
+            let r = self.coerce(r, DataType::Text)?;
+            return Ok(Expr::Binary {
+                op,
+                left: Box::new(l),
+                right: Box::new(r),
+                ty: DataType::Text,
+            });
+        }
         if matches!(op, BinaryOp::And | BinaryOp::Or) {
             let l = self.expr(left, scope, Some(DataType::Bool))?;
             let r = self.expr(right, scope, Some(DataType::Bool))?;

@@ -19,7 +19,9 @@ fn run_driver(name: &str, mut command: Command) {
         .env("HOTLEDGER_PORT", server.port.to_string())
         .env("HOTLEDGER_PASSWORD", PASSWORD)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run the {name} driver test (did tools/setup.sh run?): {e}"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run the {name} driver test (did tools/setup.sh run?): {e}")
+        });
     assert!(
         out.status.success(),
         "{name} driver test failed:\n{}\n{}\nserver log:\n{}",
@@ -32,7 +34,8 @@ fn run_driver(name: &str, mut command: Command) {
 
 #[test]
 fn psycopg3() {
-    let python = PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cache/hotledger-venv/bin/python");
+    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
+        .join(".cache/hotledger-venv/bin/python");
     let mut c = Command::new(python);
     c.arg(drivers_dir().join("python/driver_test.py"));
     run_driver("psycopg", c);
@@ -41,20 +44,24 @@ fn psycopg3() {
 #[test]
 fn node_postgres() {
     let mut c = Command::new("node");
-    c.arg("driver_test.js").current_dir(drivers_dir().join("node"));
+    c.arg("driver_test.js")
+        .current_dir(drivers_dir().join("node"));
     run_driver("node-postgres", c);
 }
 
 #[test]
 fn pgx() {
     let mut c = Command::new("go");
-    c.args(["run", "."]).current_dir(drivers_dir().join("go")).env("GOFLAGS", "-mod=readonly");
+    c.args(["run", "."])
+        .current_dir(drivers_dir().join("go"))
+        .env("GOFLAGS", "-mod=readonly");
     run_driver("pgx", c);
 }
 
 #[test]
 fn pgjdbc() {
     let mut c = Command::new("java");
-    c.args(["-cp", "target/deps/*", "DriverTest.java"]).current_dir(drivers_dir().join("java"));
+    c.args(["-cp", "target/deps/*", "DriverTest.java"])
+        .current_dir(drivers_dir().join("java"));
     run_driver("pgJDBC", c);
 }

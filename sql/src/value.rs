@@ -229,7 +229,7 @@ impl Value {
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
             (Value::Array(a), DataType::TextArray | DataType::Int2Array) => Value::Array(a.clone()),
             (_, DataType::Varchar(limit)) => {
-                let s = self.to_pg_text(self.natural_type()).unwrap_or_default();
+                let s = self.cast_text();
                 if let Some(n) = limit {
                     if s.chars().count() > n as usize {
                         let trimmed = s.trim_end_matches(' ');
@@ -245,7 +245,7 @@ impl Value {
                 Value::Text(s)
             }
             (_, DataType::Char(n)) => {
-                let s = self.to_pg_text(self.natural_type()).unwrap_or_default();
+                let s = self.cast_text();
                 let trimmed = s.trim_end_matches(' ');
                 if trimmed.chars().count() > n as usize {
                     return Err(SqlError::new(
@@ -258,7 +258,7 @@ impl Value {
                 Value::Text(trimmed.to_string())
             }
             (_, DataType::Text | DataType::Name | DataType::Unknown) => {
-                Value::Text(self.to_pg_text(self.natural_type()).unwrap_or_default())
+                Value::Text(self.cast_text())
             }
             (_, DataType::CatalogChar) => Value::Text(
                 self.to_pg_text(self.natural_type())
@@ -269,6 +269,15 @@ impl Value {
             ),
             _ => return Err(cannot()),
         })
+    }
+
+    /// The text a value becomes when cast to a text type (booleans spell themselves out, as
+    /// in PostgreSQL's `true::text`).
+    fn cast_text(&self) -> String {
+        match self {
+            Value::Bool(b) => if *b { "true" } else { "false" }.to_string(),
+            other => other.to_pg_text(other.natural_type()).unwrap_or_default(),
+        }
     }
 
     /// Compares two non-NULL values of compatible types; None when they are not comparable.
