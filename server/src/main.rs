@@ -164,6 +164,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     let shared = Arc::new(Shared {
         executor: executor.clone(),
         proposer: node.proposer.clone(),
+        log_stats: node.log_stats.clone(),
     });
     migrations::apply(&shared)
         .await

@@ -21,6 +21,8 @@ use tokio::sync::oneshot;
 pub struct Shared {
     pub executor: ExecutorHandle,
     pub proposer: Proposer,
+    /// Entries and fsyncs of the Raft log, for `SHOW group_commit_stats`.
+    pub log_stats: Arc<raft::LogStats>,
 }
 
 /// What running a statement produced.
@@ -217,6 +219,21 @@ impl Session {
         })
     }
 
+    /// How well group commit works since start: commands proposed, Raft entries they went
+    /// into, entries written to the log and the fsyncs that made them durable.
+    fn group_commit_stats(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let proposer = self.shared.proposer.stats();
+        let log = &self.shared.log_stats;
+        format!(
+            "commands={} entries={} log_entries={} fsyncs={}",
+            proposer.commands.load(Relaxed),
+            proposer.entries.load(Relaxed),
+            log.entries.load(Relaxed),
+            log.flushes.load(Relaxed)
+        )
+    }
+
     fn default_isolation(&self) -> Isolation {
         match self
             .setting("default_transaction_isolation")
@@ -335,7 +352,11 @@ impl Session {
                         tag: "SHOW".into(),
                     });
                 }
-                let value = self.setting(&key).ok_or_else(|| unknown_setting(name))?;
+                let value = if key == "group_commit_stats" {
+                    self.group_commit_stats()
+                } else {
+                    self.setting(&key).ok_or_else(|| unknown_setting(name))?
+                };
                 Ok(StatementResult::Rows {
                     columns: plan.output_columns(),
                     rows: vec![vec![Value::Text(value)]],
