@@ -22,6 +22,11 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::handlers::{Connection, ServerContext};
 use crate::session::Shared;
 
+// The session path allocates small objects on every message; glibc's malloc showed up at
+// about 17% of CPU under pgbench, mimalloc's thread-local free lists cut that down.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const DEFAULT_PASSWORD: &str = "ledger";
 
 #[derive(Parser)]
