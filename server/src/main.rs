@@ -2,6 +2,7 @@
 //! listener and sessions, and wiring the executor and the Raft node together. It contains no
 //! business rules: statements are planned by `planner` and applied by `ledger`.
 
+mod frontend;
 mod handlers;
 mod migrations;
 mod session;
@@ -70,6 +71,9 @@ struct ServeArgs {
     /// Checkpoint at least this often while data changes, in seconds.
     #[arg(long, default_value_t = 30)]
     checkpoint_interval_s: u64,
+    /// The largest message a client may send, in MiB (larger ones are refused unread).
+    #[arg(long, default_value_t = 64)]
+    max_message_mb: usize,
     /// File IO: auto (io_uring when available), uring or portable.
     #[arg(long, default_value = "auto", value_parser = ["auto", "uring", "portable"])]
     io: String,
@@ -189,6 +193,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         args.listen.port(),
         args.user
     );
+    let max_message = args.max_message_mb.max(1) << 20;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     loop {
@@ -198,7 +203,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let _ = socket.set_nodelay(true);
                 let handlers = Arc::new(Connection::new(context.clone()));
                 tokio::spawn(async move {
-                    let _ = pgwire::tokio::process_socket(socket, None, handlers).await;
+                    let _ = frontend::serve_connection(socket, handlers, max_message).await;
                 });
             }
             _ = terminate.recv() => break,

@@ -277,3 +277,23 @@ async fn cancel_and_authentication() {
         .expect("an unknown database must fail");
     assert_eq!(code(&e), "3D000", "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_messages_are_refused_unread() {
+    let server = TestServer::start_with(&["--max-message-mb", "1"]);
+    let c = server.client().await;
+    // Just under the limit works.
+    let fits = format!("select length('{}')", "x".repeat(1_000_000));
+    assert_eq!(scalar(&c, &fits).await.as_deref(), Some("1000000"));
+    // Over it: the server answers FATAL 54000 from the header and closes the connection.
+    let huge = format!("select length('{}')", "x".repeat(2 << 20));
+    let e = c.simple_query(&huge).await.unwrap_err();
+    assert_eq!(code(&e), "54000", "{e:?}");
+    assert!(
+        c.simple_query("select 1").await.is_err(),
+        "the connection must be closed"
+    );
+    // The server is fine and serves new connections.
+    let again = server.client().await;
+    assert_eq!(scalar(&again, "select 1").await.as_deref(), Some("1"));
+}

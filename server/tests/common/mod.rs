@@ -14,6 +14,7 @@ pub struct TestServer {
     pub port: u16,
     pub dir: tempfile::TempDir,
     child: Option<Child>,
+    extra_args: Vec<String>,
 }
 
 /// A free port from the OS's ephemeral range (far from 5432).
@@ -28,11 +29,18 @@ pub fn binary() -> PathBuf {
 
 impl TestServer {
     pub fn start() -> TestServer {
+        TestServer::start_with(&[])
+    }
+
+    /// Starts with extra `hotledger serve` flags.
+    pub fn start_with(args: &[&str]) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
+        let extra_args = args.iter().map(|a| a.to_string()).collect();
         let mut server = TestServer {
             port: free_port(),
             dir,
             child: None,
+            extra_args,
         };
         server.launch();
         server
@@ -59,6 +67,7 @@ impl TestServer {
                 "--pool-mb",
                 "64",
             ])
+            .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,0 +1,310 @@
+//! One client connection's message loop, with a limit on message size enforced on the bytes
+//! as they arrive: a message whose header announces more than the limit is refused before
+//! its body is read, with a FATAL 54000, instead of being buffered (pgwire alone would buffer
+//! up to 1 GiB per message). Everything else is pgwire's own dispatch.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
+use pgwire::error::ErrorInfo;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Framed, FramedParts};
+
+/// A client that does not finish authenticating within this long is dropped.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Where the framing of the incoming byte stream is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    /// Before the startup message: messages are a 4-byte length, no type byte.
+    Untyped,
+    /// Between messages: a type byte and a 4-byte length come next.
+    Typed,
+    /// Inside a message body: this many bytes remain.
+    Body { remaining: usize, then_typed: bool },
+}
+
+/// The socket as pgwire reads it, with message headers checked against the limit.
+pub struct LimitedIo<S> {
+    inner: S,
+    limit: usize,
+    framing: Framing,
+    header: [u8; 8],
+    header_len: usize,
+    /// Set to the announced length when a message was refused.
+    refused: Arc<AtomicUsize>,
+}
+
+impl<S> LimitedIo<S> {
+    fn new(inner: S, limit: usize, refused: Arc<AtomicUsize>) -> LimitedIo<S> {
+        // negotiate_tls has already consumed an SSLRequest; the startup message is next.
+        LimitedIo {
+            inner,
+            limit,
+            framing: Framing::Untyped,
+            header: [0; 8],
+            header_len: 0,
+            refused,
+        }
+    }
+
+    /// Advances the framing over newly read bytes; Err(length) for a message over the limit.
+    fn scan(&mut self, mut data: &[u8]) -> Result<(), usize> {
+        while !data.is_empty() {
+            match self.framing {
+                Framing::Body {
+                    remaining,
+                    then_typed,
+                } => {
+                    let n = remaining.min(data.len());
+                    data = &data[n..];
+                    self.framing = if n < remaining {
+                        Framing::Body {
+                            remaining: remaining - n,
+                            then_typed,
+                        }
+                    } else if then_typed {
+                        Framing::Typed
+                    } else {
+                        Framing::Untyped
+                    };
+                }
+                Framing::Untyped | Framing::Typed => {
+                    let typed = self.framing == Framing::Typed;
+                    // Typed: type byte and length. Untyped: length and protocol code.
+                    let need = if typed { 5 } else { 8 };
+                    let n = (need - self.header_len).min(data.len());
+                    self.header[self.header_len..self.header_len + n].copy_from_slice(&data[..n]);
+                    self.header_len += n;
+                    data = &data[n..];
+                    if self.header_len < need {
+                        continue;
+                    }
+                    self.header_len = 0;
+                    let at = if typed { 1 } else { 0 };
+                    let length =
+                        u32::from_be_bytes(self.header[at..at + 4].try_into().expect("4 bytes"))
+                            as usize;
+                    if length > self.limit {
+                        return Err(length);
+                    }
+                    let (remaining, then_typed) = if typed {
+                        (length.saturating_sub(4), true)
+                    } else {
+                        // After an SSL or GSS encryption request another untyped message
+                        // follows; after the startup message, typed messages do.
+                        let code =
+                            u32::from_be_bytes(self.header[4..8].try_into().expect("4 bytes"));
+                        (
+                            length.saturating_sub(8),
+                            !matches!(code, 80_877_103 | 80_877_104),
+                        )
+                    };
+                    self.framing = match (remaining, then_typed) {
+                        (0, true) => Framing::Typed,
+                        (0, false) => Framing::Untyped,
+                        _ => Framing::Body {
+                            remaining,
+                            then_typed,
+                        },
+                    };
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for LimitedIo<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if let Err(length) = this.scan(&buf.filled()[before..]) {
+                    this.refused.store(length, Ordering::Relaxed);
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "message too large",
+                    )));
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for LimitedIo<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Serves one connection until the client leaves, is refused, or fails.
+pub async fn serve_connection<H: PgWireServerHandlers>(
+    tcp: TcpStream,
+    handlers: Arc<H>,
+    limit: usize,
+) -> io::Result<()> {
+    let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, None)).await;
+    let Ok(Ok(Some(socket))) = negotiated else {
+        return Ok(());
+    };
+    let parts = socket.into_parts();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let mut io = LimitedIo::new(parts.io, limit, refused.clone());
+    // negotiate_tls may have read past the SSL request already: account for those bytes.
+    if io.scan(&parts.read_buf).is_err() {
+        return Ok(());
+    }
+    let mut limited = FramedParts::new(io, parts.codec);
+    limited.read_buf = parts.read_buf;
+    limited.write_buf = parts.write_buf;
+    let mut socket = Framed::from_parts(limited);
+
+    let startup_handler = handlers.startup_handler();
+    let simple_query_handler = handlers.simple_query_handler();
+    let extended_query_handler = handlers.extended_query_handler();
+    let copy_handler = handlers.copy_handler();
+    let cancel_handler = handlers.cancel_handler();
+    let startup_deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        let starting = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        );
+        let next = if starting {
+            match tokio::time::timeout_at(startup_deadline, socket.next()).await {
+                Ok(m) => m,
+                Err(_) => return Ok(()),
+            }
+        } else {
+            socket.next().await
+        };
+        let message = match next {
+            Some(Ok(m)) => m,
+            Some(Err(_)) | None => {
+                let length = refused.load(Ordering::Relaxed);
+                if length > 0 {
+                    let info = ErrorInfo::new(
+                        "FATAL".to_owned(),
+                        "54000".to_owned(),
+                        format!(
+                            "message of {length} bytes exceeds the server's limit of {limit} bytes"
+                        ),
+                    );
+                    let _ = socket
+                        .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                        .await;
+                }
+                return Ok(());
+            }
+        };
+        if matches!(message, PgWireFrontendMessage::Terminate(_)) {
+            return Ok(());
+        }
+        let is_extended = match socket.state() {
+            PgWireConnectionState::CopyInProgress(extended) => extended,
+            _ => message.is_extended_query(),
+        };
+        let is_cancel = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        let result = process_message(
+            message,
+            &mut socket,
+            startup_handler.clone(),
+            simple_query_handler.clone(),
+            extended_query_handler.clone(),
+            copy_handler.clone(),
+            cancel_handler.clone(),
+        )
+        .await;
+        if let Err(e) = result {
+            let fatal = e.is_fatal();
+            process_error(&mut socket, e, is_extended).await?;
+            if fatal {
+                return Ok(());
+            }
+        }
+        if is_cancel {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn io(limit: usize) -> LimitedIo<()> {
+        LimitedIo::new((), limit, Arc::new(AtomicUsize::new(0)))
+    }
+
+    fn typed(kind: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![kind];
+        m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn startup() -> Vec<u8> {
+        let params = b"user\0ledger\0\0";
+        let mut m = ((params.len() + 8) as u32).to_be_bytes().to_vec();
+        m.extend_from_slice(&196_608u32.to_be_bytes());
+        m.extend_from_slice(params);
+        m
+    }
+
+    #[test]
+    fn follows_messages_split_anywhere() {
+        let mut stream = startup();
+        stream.extend(typed(b'Q', b"select 1\0"));
+        stream.extend(typed(b'S', b""));
+        stream.extend(typed(b'Q', &[b'x'; 100]));
+        for split in 1..stream.len() {
+            let mut l = io(1000);
+            assert!(l.scan(&stream[..split]).is_ok());
+            assert!(l.scan(&stream[split..]).is_ok());
+            assert_eq!(l.framing, Framing::Typed, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn refuses_a_large_message_from_its_header() {
+        let mut l = io(1000);
+        let mut stream = startup();
+        stream.extend(typed(b'Q', b"select 1\0"));
+        assert!(l.scan(&stream).is_ok());
+        // Only the header of a 2000-byte query has arrived: refuse now, not after buffering.
+        let header = &typed(b'Q', &[b'x'; 2000])[..5];
+        assert_eq!(l.scan(header), Err(2004));
+        let mut fresh = io(10);
+        assert_eq!(fresh.scan(&startup()), Err(startup().len()));
+    }
+}
