@@ -446,7 +446,7 @@ impl Executor {
                 mut table,
                 if_not_exists,
             } => {
-                if catalog.tables.contains_key(&table.name) {
+                if catalog.relation_exists(&table.name) {
                     if if_not_exists {
                         return Ok(Outcome::default());
                     }
@@ -463,6 +463,22 @@ impl Executor {
                     .create_table(&table.storage)
                     .map_err(kv_error)?;
                 self.storage.insert(table.id, handle);
+                for index in &mut table.indexes {
+                    if catalog.relation_exists(&index.name) {
+                        return Err(SqlError::new(
+                            ErrorKind::DuplicateTable,
+                            format!("relation \"{}\" already exists", index.name),
+                        ));
+                    }
+                    index.id = catalog.next_table_id + 1;
+                    catalog.next_table_id += 1;
+                    index.storage = format!("i{}", index.id);
+                    let handle = self
+                        .engine_mut()
+                        .create_table(&index.storage)
+                        .map_err(kv_error)?;
+                    self.storage.insert(index.id, handle);
+                }
                 catalog.tables.insert(table.name.clone(), Arc::new(table));
             }
             DdlPlan::DropTables { names, if_exists } => {
@@ -475,6 +491,12 @@ impl Executor {
                     if let Some(t) = catalog.tables.remove(n) {
                         self.engine_mut().drop_table(&t.storage).map_err(kv_error)?;
                         self.storage.remove(&t.id);
+                        for index in &t.indexes {
+                            self.engine_mut()
+                                .drop_table(&index.storage)
+                                .map_err(kv_error)?;
+                            self.storage.remove(&index.id);
+                        }
                         self.table_versions.remove(&t.id);
                     }
                 }
@@ -489,6 +511,14 @@ impl Executor {
                     self.engine_mut()
                         .truncate_table(storage)
                         .map_err(kv_error)?;
+                    for index in &d.indexes {
+                        let handle = self
+                            .storage
+                            .get(&index.id)
+                            .copied()
+                            .ok_or_else(|| SqlError::internal("index storage missing"))?;
+                        self.engine_mut().truncate_table(handle).map_err(kv_error)?;
+                    }
                     self.table_versions.insert(d.id, version);
                 }
                 catalog.version -= 1;
@@ -500,6 +530,11 @@ impl Executor {
                 name,
             } => {
                 let old = self.resolve(&table)?;
+                if !old.indexes.is_empty() {
+                    return Err(SqlError::feature_not_supported(
+                        "adding a primary key to a table that has indexes",
+                    ));
+                }
                 let mut def = (*old).clone();
                 def.primary_key = columns.clone();
                 def.primary_key_name = Some(name);
@@ -511,9 +546,121 @@ impl Executor {
                 self.rebuild_keyed(&old, &def)?;
                 catalog.tables.insert(def.name.clone(), Arc::new(def));
             }
+            DdlPlan::CreateIndex {
+                table,
+                name,
+                columns,
+                unique,
+                if_not_exists,
+            } => {
+                if catalog.relation_exists(&name) {
+                    if if_not_exists {
+                        return Ok(Outcome::default());
+                    }
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateTable,
+                        format!("relation \"{name}\" already exists"),
+                    ));
+                }
+                let old = self.resolve(&table)?;
+                let mut def = (*old).clone();
+                let id = catalog.next_table_id + 1;
+                catalog.next_table_id += 1;
+                let index = planner::IndexDef {
+                    id,
+                    name,
+                    columns,
+                    unique,
+                    storage: format!("i{id}"),
+                };
+                self.build_index(&old, &index)?;
+                def.indexes.push(index);
+                def.shape_version += 1;
+                catalog.tables.insert(def.name.clone(), Arc::new(def));
+            }
+            DdlPlan::DropIndexes { names, if_exists } => {
+                for n in &names {
+                    if catalog.index(n).is_none() && !if_exists {
+                        return Err(SqlError::new(
+                            ErrorKind::UndefinedObject,
+                            format!("index \"{n}\" does not exist"),
+                        ));
+                    }
+                }
+                for n in &names {
+                    let Some((table, position)) = catalog.index(n) else {
+                        continue;
+                    };
+                    let mut def = (**table).clone();
+                    let index = def.indexes.remove(position);
+                    def.shape_version += 1;
+                    self.engine_mut()
+                        .drop_table(&index.storage)
+                        .map_err(kv_error)?;
+                    self.storage.remove(&index.id);
+                    catalog.tables.insert(def.name.clone(), Arc::new(def));
+                }
+            }
         }
         self.set_catalog(catalog)?;
         Ok(Outcome::default())
+    }
+
+    /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
+    /// On failure the storage is dropped again.
+    fn build_index(&mut self, table: &TableDef, index: &planner::IndexDef) -> SqlResult<()> {
+        let rows: Vec<(Vec<u8>, Row)> = {
+            let reader = self.reader(None, false);
+            let env = reader.env(&[], 0);
+            reader.scan(table, &planner::Access::Full, None, &[], &env)?
+        };
+        let storage = self
+            .engine_mut()
+            .create_table(&index.storage)
+            .map_err(kv_error)?;
+        let result = (|| -> SqlResult<()> {
+            for (row_key, row) in &rows {
+                let entry = crate::executor::index_entry(index, row, row_key)?;
+                if !self
+                    .engine_mut()
+                    .insert(storage, &entry, row_key)
+                    .map_err(kv_error)?
+                {
+                    let cols: Vec<&str> = index
+                        .columns
+                        .iter()
+                        .map(|&c| table.columns[c].name.as_str())
+                        .collect();
+                    let vals: Vec<String> = index
+                        .columns
+                        .iter()
+                        .map(|&c| row[c].to_pg_text(table.columns[c].ty).unwrap_or_default())
+                        .collect();
+                    return Err(SqlError::new(
+                        ErrorKind::UniqueViolation,
+                        format!("could not create unique index \"{}\"", index.name),
+                    )
+                    .with_detail(format!(
+                        "Key ({})=({}) is duplicated.",
+                        cols.join(", "),
+                        vals.join(", ")
+                    )));
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                self.storage.insert(index.id, storage);
+                Ok(())
+            }
+            Err(e) => {
+                self.engine_mut()
+                    .drop_table(&index.storage)
+                    .map_err(kv_error)?;
+                Err(e)
+            }
+        }
     }
 
     /// Copies every row of `old` into fresh storage keyed by `new`'s primary key, checking

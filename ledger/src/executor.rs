@@ -181,6 +181,12 @@ impl Executor {
                 SqlError::internal(format!("storage of table {} is missing", table.name))
             })?;
             storage.insert(table.id, handle);
+            for index in &table.indexes {
+                let handle = engine.table(&index.storage).ok_or_else(|| {
+                    SqlError::internal(format!("storage of index {} is missing", index.name))
+                })?;
+                storage.insert(index.id, handle);
+            }
         }
         let replication = ReplicationMeta {
             applied_log_id: engine.get(meta, META_APPLIED).map_err(kv_error)?,
@@ -490,6 +496,13 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let storage = self.storage_of(table)?;
+        if !table.indexes.is_empty() {
+            let old_row = match &old {
+                Some(bytes) => Some(decode_row(bytes)?.1),
+                None => None,
+            };
+            self.update_indexes(table, key, old_row.as_deref(), Some(row))?;
+        }
         encode_row(version, row, &mut self.scratch);
         self.engine
             .put(storage, key, &self.scratch)
@@ -503,6 +516,74 @@ impl Executor {
         Ok(())
     }
 
+    /// Moves a row's index entries from its old values to its new ones (either may be
+    /// absent), checking unique indexes; every change is undoable.
+    fn update_indexes(
+        &mut self,
+        table: &TableDef,
+        row_key: &[u8],
+        old: Option<&[Value]>,
+        new: Option<&[Value]>,
+    ) -> SqlResult<()> {
+        for index in &table.indexes {
+            let storage = self.storage.get(&index.id).copied().ok_or_else(|| {
+                SqlError::internal(format!("storage of index {} is missing", index.name))
+            })?;
+            let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
+            let new_entry = new.map(|r| index_entry(index, r, row_key)).transpose()?;
+            if old_entry == new_entry {
+                continue;
+            }
+            if let Some(entry) = old_entry {
+                let previous = self.engine.get(storage, &entry).map_err(kv_error)?;
+                self.engine.delete(storage, &entry).map_err(kv_error)?;
+                self.undo.push(Undo {
+                    storage,
+                    key: entry,
+                    old: previous,
+                });
+            }
+            if let Some(entry) = new_entry {
+                if let Some(existing) = self.engine.get(storage, &entry).map_err(kv_error)? {
+                    if existing != row_key {
+                        let row = new.unwrap_or_default();
+                        let cols: Vec<&str> = index
+                            .columns
+                            .iter()
+                            .map(|&c| table.columns[c].name.as_str())
+                            .collect();
+                        let vals: Vec<String> = index
+                            .columns
+                            .iter()
+                            .map(|&c| row[c].to_pg_text(table.columns[c].ty).unwrap_or_default())
+                            .collect();
+                        return Err(SqlError::new(
+                            ErrorKind::UniqueViolation,
+                            format!(
+                                "duplicate key value violates unique constraint \"{}\"",
+                                index.name
+                            ),
+                        )
+                        .with_detail(format!(
+                            "Key ({})=({}) already exists.",
+                            cols.join(", "),
+                            vals.join(", ")
+                        )));
+                    }
+                }
+                self.engine
+                    .put(storage, &entry, row_key)
+                    .map_err(kv_error)?;
+                self.undo.push(Undo {
+                    storage,
+                    key: entry,
+                    old: None,
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn delete_row(
         &mut self,
         table: &TableDef,
@@ -511,6 +592,10 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let storage = self.storage_of(table)?;
+        if !table.indexes.is_empty() {
+            let old_row = decode_row(&old)?.1;
+            self.update_indexes(table, key, Some(&old_row), None)?;
+        }
         self.engine.delete(storage, key).map_err(kv_error)?;
         self.undo.push(Undo {
             storage,
@@ -596,4 +681,19 @@ impl Executor {
             rows,
         }
     }
+}
+
+/// The key of a row's entry in an index: the indexed values, then (unless the index is
+/// unique and the values have no NULL, which never collide) the row's own key.
+pub(crate) fn index_entry(
+    index: &planner::IndexDef,
+    row: &[Value],
+    row_key: &[u8],
+) -> SqlResult<Vec<u8>> {
+    let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
+    let mut key = crate::row::encode_key(&values)?;
+    if !index.unique || values.iter().any(Value::is_null) {
+        key.extend_from_slice(row_key);
+    }
+    Ok(key)
 }

@@ -120,6 +120,7 @@ impl<'a> Reader<'a> {
     ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
         let storage = self.storage_of(table)?;
         let mut raw: Vec<(Vec<u8>, Option<Row>)> = Vec::new();
+        let mut prefetched = false;
         let (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>) = match access {
             Access::Point(exprs) => {
                 let values: Vec<Value> = exprs
@@ -188,13 +189,55 @@ impl<'a> Reader<'a> {
                 };
                 (lower, upper)
             }
+            Access::Index { index, key, .. } => {
+                let def = table
+                    .indexes
+                    .get(*index)
+                    .ok_or_else(|| SqlError::internal("index position out of range"))?;
+                let mut values = Vec::with_capacity(key.len());
+                for (e, &column) in key.iter().zip(&def.columns) {
+                    let v = e.eval(outer, env)?;
+                    if v.is_null() {
+                        return Ok(Vec::new());
+                    }
+                    values.push(v.cast(table.columns[column].ty)?);
+                }
+                let prefix = encode_key(&values)?;
+                let index_storage = self
+                    .storage
+                    .get(&def.id)
+                    .copied()
+                    .ok_or_else(|| SqlError::internal("index storage missing"))?;
+                let upper = match successor(&prefix) {
+                    Some(s) => Bound::Excluded(s),
+                    None => Bound::Unbounded,
+                };
+                let mut engine = self.engine()?.borrow_mut();
+                let row_keys: Vec<Vec<u8>> = engine
+                    .range(
+                        index_storage,
+                        Bound::Included(prefix.as_slice()),
+                        as_ref_bound(&upper),
+                        Direction::Forward,
+                    )
+                    .map_err(kv_error)?
+                    .map(|item| item.map(|(_, row_key)| row_key).map_err(kv_error))
+                    .collect::<SqlResult<_>>()?;
+                for row_key in row_keys {
+                    if let Some(bytes) = engine.get(storage, &row_key).map_err(kv_error)? {
+                        raw.push((row_key, Some(decode_row(&bytes)?.1)));
+                    }
+                }
+                prefetched = true;
+                (Bound::Unbounded, Bound::Unbounded)
+            }
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
         };
         self.record(ReadCheck::Table {
             table: table.id,
             version: self.table_versions.get(&table.id).copied().unwrap_or(0),
         });
-        {
+        if !prefetched {
             let mut engine = self.engine()?.borrow_mut();
             let range = engine
                 .range(
@@ -446,10 +489,12 @@ impl<'a> Reader<'a> {
                     },
                     None => 1,
                 };
-                let count = if step > 0 {
-                    (last - first).checked_div(step).map(|n| n + 1).unwrap_or(0)
+                // i128: the span of two i64 bounds, or a step of i64::MIN, cannot overflow.
+                let span = last as i128 - first as i128;
+                let count = if (span >= 0) == (step > 0) {
+                    span / step as i128 + 1
                 } else {
-                    (first - last) / -step + 1
+                    0
                 };
                 if count > 100_000_000 {
                     return Err(SqlError::new(
@@ -457,7 +502,7 @@ impl<'a> Reader<'a> {
                         "generate_series of more than 100 million rows",
                     ));
                 }
-                let mut rows = Vec::with_capacity(count.max(0) as usize);
+                let mut rows = Vec::with_capacity(count as usize);
                 let mut v = first;
                 while (step > 0 && v <= last) || (step < 0 && v >= last) {
                     rows.push(vec![Value::Int(v)]);

@@ -7,7 +7,7 @@ use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, Value};
 
 use crate::bind_expr::{contains_aggregate, data_type_of, ident, literal_text, AggregateContext};
-use crate::catalog::{Catalog, CheckDef, ColumnDef, TableDef};
+use crate::catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef};
 use crate::expr::{BinaryOp, Expr};
 use crate::plan::*;
 use crate::scope::{Scope, ScopeColumn};
@@ -155,9 +155,6 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
     let Some(filter) = filter else {
         return Access::Full;
     };
-    if table.primary_key.is_empty() {
-        return Access::Full;
-    }
     let mut parts = Vec::new();
     conjuncts(filter.clone(), &mut parts);
     // (column, op, independent expression) for each comparison against a known value.
@@ -191,9 +188,36 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
             .find(|(c, op, _)| *c == col && *op == BinaryOp::Eq)
             .map(|(_, _, e)| e.clone())
     };
-    let key: Option<Vec<Expr>> = table.primary_key.iter().map(|c| equal(*c)).collect();
-    if let Some(key) = key {
-        return Access::Point(key);
+    if !table.primary_key.is_empty() {
+        let key: Option<Vec<Expr>> = table.primary_key.iter().map(|c| equal(*c)).collect();
+        if let Some(key) = key {
+            return Access::Point(key);
+        }
+    }
+    // The index whose leading columns the filter fixes the most of (a unique index fixed
+    // completely first).
+    let best_index = table
+        .indexes
+        .iter()
+        .enumerate()
+        .map(|(i, index)| {
+            let key: Vec<Expr> = index.columns.iter().map_while(|c| equal(*c)).collect();
+            let complete = key.len() == index.columns.len();
+            (i, key, complete && index.unique)
+        })
+        .filter(|(_, key, _)| !key.is_empty())
+        .max_by_key(|(_, key, unique)| (*unique, key.len()));
+    if let Some((index, key, unique)) = &best_index {
+        if *unique || table.primary_key.is_empty() || equal(table.primary_key[0]).is_none() {
+            return Access::Index {
+                index: *index,
+                name: table.indexes[*index].name.clone(),
+                key: key.clone(),
+            };
+        }
+    }
+    if table.primary_key.is_empty() {
+        return Access::Full;
     }
     let first = table.primary_key[0];
     if table.primary_key.len() > 1 {
@@ -299,6 +323,21 @@ impl<'a> Binder<'a> {
                     if_exists: *if_exists,
                 })
             }
+            S::Drop {
+                object_type: ast::ObjectType::Index,
+                if_exists,
+                names,
+                ..
+            } => {
+                let names = names
+                    .iter()
+                    .map(|n| object_name(n).map(|(_, n)| n))
+                    .collect::<SqlResult<_>>()?;
+                Plan::Ddl(DdlPlan::DropIndexes {
+                    names,
+                    if_exists: *if_exists,
+                })
+            }
             S::Drop { object_type, .. } => {
                 return Err(SqlError::feature_not_supported(format!(
                     "DROP {object_type}"
@@ -365,7 +404,7 @@ impl<'a> Binder<'a> {
                 }
             }
             S::Discard { .. } => Plan::NoOp("DISCARD ALL"),
-            S::CreateIndex(_) => return Err(SqlError::feature_not_supported("CREATE INDEX")),
+            S::CreateIndex(index) => self.create_index(index)?,
             other => {
                 let text = other.to_string();
                 let words: Vec<&str> = text.split_whitespace().take(2).collect();
@@ -1574,6 +1613,7 @@ impl<'a> Binder<'a> {
         let mut primary_key: Vec<usize> = Vec::new();
         let mut primary_key_name = None;
         let mut check_asts: Vec<(Option<String>, ast::Expr)> = Vec::new();
+        let mut uniques: Vec<(Option<String>, Vec<usize>)> = Vec::new();
         for (i, c) in create.columns.iter().enumerate() {
             let column_name = ident(&c.name);
             if columns.iter().any(|x| x.name == column_name) {
@@ -1615,7 +1655,7 @@ impl<'a> Binder<'a> {
                         check_asts.push((option.name.as_ref().map(ident), (*check.expr).clone()))
                     }
                     ast::ColumnOption::Unique(_) => {
-                        return Err(SqlError::feature_not_supported("UNIQUE constraints"))
+                        uniques.push((option.name.as_ref().map(ident), vec![i]))
                     }
                     ast::ColumnOption::ForeignKey(_) => {
                         return Err(SqlError::feature_not_supported("foreign keys"))
@@ -1644,8 +1684,9 @@ impl<'a> Binder<'a> {
                 ast::TableConstraint::Check(check) => {
                     check_asts.push((check.name.as_ref().map(ident), (*check.expr).clone()))
                 }
-                ast::TableConstraint::Unique(_) => {
-                    return Err(SqlError::feature_not_supported("UNIQUE constraints"))
+                ast::TableConstraint::Unique(u) => {
+                    let cols = self.key_columns(&columns, &u.columns)?;
+                    uniques.push((u.name.as_ref().map(ident), cols));
                 }
                 ast::TableConstraint::ForeignKey(_) => {
                     return Err(SqlError::feature_not_supported("foreign keys"))
@@ -1673,9 +1714,36 @@ impl<'a> Binder<'a> {
             primary_key,
             primary_key_name,
             checks: Vec::new(),
+            indexes: Vec::new(),
             shape_version: 0,
             storage: String::new(),
         };
+        for (index_name, cols) in uniques {
+            if cols == table.primary_key {
+                continue;
+            }
+            let default = format!(
+                "{name}_{}_key",
+                cols.iter()
+                    .map(|&c| table.columns[c].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("_")
+            );
+            let index_name = index_name.unwrap_or(default);
+            if table.indexes.iter().any(|i| i.name == index_name) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateTable,
+                    format!("relation \"{index_name}\" already exists"),
+                ));
+            }
+            table.indexes.push(IndexDef {
+                id: 0,
+                name: index_name,
+                columns: cols,
+                unique: true,
+                storage: String::new(),
+            });
+        }
         let scope = Scope {
             columns: table_scope(&table, &name),
             outer_len: 0,
@@ -1706,6 +1774,47 @@ impl<'a> Binder<'a> {
         Ok(Plan::Ddl(DdlPlan::CreateTable {
             table,
             if_not_exists: create.if_not_exists,
+        }))
+    }
+
+    fn create_index(&mut self, index: &ast::CreateIndex) -> SqlResult<Plan> {
+        if index.predicate.is_some() {
+            return Err(SqlError::feature_not_supported("partial indexes"));
+        }
+        if !index.include.is_empty() {
+            return Err(SqlError::feature_not_supported("INCLUDE columns"));
+        }
+        if let Some(using) = &index.using {
+            if !using.to_string().eq_ignore_ascii_case("btree") {
+                return Err(SqlError::feature_not_supported(format!(
+                    "index method {using}"
+                )));
+            }
+        }
+        let (_, table_name) = object_name(&index.table_name)?;
+        let table = self.user_table(&table_name)?;
+        let columns = self.key_columns(&table.columns, &index.columns)?;
+        let name = match &index.name {
+            Some(n) => object_name(n)?.1,
+            None => {
+                let cols = columns
+                    .iter()
+                    .map(|&c| table.columns[c].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("_");
+                format!(
+                    "{}_{cols}_{}",
+                    table.name,
+                    if index.unique { "key" } else { "idx" }
+                )
+            }
+        };
+        Ok(Plan::Ddl(DdlPlan::CreateIndex {
+            table: table.reference(),
+            name,
+            columns,
+            unique: index.unique,
+            if_not_exists: index.if_not_exists,
         }))
     }
 

@@ -31,6 +31,23 @@ pub struct CheckDef {
     pub sql: String,
 }
 
+/// A secondary index: its own kv table mapping the indexed values to the row's key.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexDef {
+    /// Shares the id space with tables (its OID is `FIRST_USER_OID + id`).
+    pub id: u32,
+    pub name: String,
+    pub columns: Vec<usize>,
+    pub unique: bool,
+    pub storage: String,
+}
+
+impl IndexDef {
+    pub fn oid(&self) -> u32 {
+        FIRST_USER_OID + self.id
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TableDef {
     pub id: u32,
@@ -40,6 +57,7 @@ pub struct TableDef {
     pub primary_key: Vec<usize>,
     pub primary_key_name: Option<String>,
     pub checks: Vec<CheckDef>,
+    pub indexes: Vec<IndexDef>,
     /// Bumped by every change to the definition; plans carry it so a statement planned
     /// against an older shape is refused instead of misapplied.
     pub shape_version: u64,
@@ -92,5 +110,25 @@ impl Catalog {
 
     pub fn table_by_id(&self, id: u32) -> Option<&Arc<TableDef>> {
         self.tables.values().find(|t| t.id == id)
+    }
+
+    /// The table owning the index called `name`, and the index's position in it.
+    pub fn index(&self, name: &str) -> Option<(&Arc<TableDef>, usize)> {
+        self.tables.values().find_map(|t| {
+            t.indexes
+                .iter()
+                .position(|i| i.name == name)
+                .map(|p| (t, p))
+        })
+    }
+
+    /// Whether any relation (table or index) is called `name`.
+    pub fn relation_exists(&self, name: &str) -> bool {
+        self.tables.contains_key(name)
+            || self.index(name).is_some()
+            || self
+                .tables
+                .values()
+                .any(|t| t.primary_key_name.as_deref() == Some(name))
     }
 }

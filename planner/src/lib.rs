@@ -15,7 +15,7 @@ mod scope;
 mod system;
 
 pub use bind::{bind, choose_access, filter_is_key_equality, Bound, DEFAULT_MARKER};
-pub use catalog::{Catalog, CheckDef, ColumnDef, TableDef, TableRef, FIRST_USER_OID};
+pub use catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, FIRST_USER_OID};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
     SubqueryKind, SubqueryRunner,

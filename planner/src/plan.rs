@@ -28,6 +28,12 @@ pub enum Access {
         lower: Option<(Expr, bool)>,
         upper: Option<(Expr, bool)>,
     },
+    /// Equality on the leading `key.len()` columns of the table's `index`-th index.
+    Index {
+        index: usize,
+        name: String,
+        key: Vec<Expr>,
+    },
     Full,
 }
 
@@ -222,6 +228,17 @@ pub enum DdlPlan {
         columns: Vec<usize>,
         name: String,
     },
+    CreateIndex {
+        table: TableRef,
+        name: String,
+        columns: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+    },
+    DropIndexes {
+        names: Vec<String>,
+        if_exists: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -330,6 +347,7 @@ fn describe_access(access: &Access, table: &str) -> String {
     match access {
         Access::Point(_) => format!("Point Get on {table} using primary key"),
         Access::Range { .. } => format!("Range Scan on {table} using primary key"),
+        Access::Index { name, .. } => format!("Index Scan on {table} using {name}"),
         Access::Full => format!("Full Scan on {table}"),
     }
 }
@@ -455,6 +473,7 @@ fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
                     exprs.extend(lower.iter().map(|(e, _)| e));
                     exprs.extend(upper.iter().map(|(e, _)| e));
                 }
+                Access::Index { key, .. } => exprs.extend(key),
                 Access::Full => {}
             }
         }

@@ -342,7 +342,7 @@ impl SystemTable {
                         Value::Float(-1.0),
                         text("r"),
                         text("p"),
-                        b(t.has_primary_key()),
+                        b(t.has_primary_key() || !t.indexes.is_empty()),
                         b(false),
                         b(false),
                         b(false),
@@ -377,6 +377,34 @@ impl SystemTable {
                             b(false),
                             int(0),
                             int(t.primary_key.len() as i64),
+                            null(),
+                            null(),
+                            text("n"),
+                            null(),
+                        ]);
+                    }
+                    for index in &t.indexes {
+                        rows.push(vec![
+                            int(index.oid()),
+                            text(&index.name),
+                            int(PUBLIC_NAMESPACE),
+                            int(0),
+                            int(0),
+                            int(OWNER_OID),
+                            int(BTREE_AM),
+                            int(0),
+                            int(0),
+                            Value::Float(-1.0),
+                            text("i"),
+                            text("p"),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            b(false),
+                            int(0),
+                            int(index.columns.len() as i64),
                             null(),
                             null(),
                             text("n"),
@@ -482,6 +510,23 @@ impl SystemTable {
                         b(false),
                         Value::Array(t.primary_key.iter().map(|c| int(*c as i64 + 1)).collect()),
                     ]);
+                }
+                for t in catalog.tables.values() {
+                    for index in &t.indexes {
+                        rows.push(vec![
+                            int(index.oid()),
+                            int(t.oid()),
+                            int(index.columns.len() as i64),
+                            b(index.unique),
+                            b(false),
+                            b(false),
+                            b(true),
+                            b(false),
+                            Value::Array(
+                                index.columns.iter().map(|c| int(*c as i64 + 1)).collect(),
+                            ),
+                        ]);
+                    }
                 }
             }
             PgRoles => rows.push(vec![
@@ -636,6 +681,27 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
                 }
             }
             _ => {}
+        }
+    }
+    for t in catalog.tables.values() {
+        for index in t.indexes.iter().filter(|i| i.oid() == oid) {
+            let columns = index
+                .columns
+                .iter()
+                .map(|&c| t.columns[c].name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            match func {
+                Func::RegClassName => return Some(index.name.clone()),
+                Func::GetIndexDef => {
+                    let unique = if index.unique { "UNIQUE " } else { "" };
+                    return Some(format!(
+                        "CREATE {unique}INDEX {} ON public.{} USING btree ({columns})",
+                        index.name, t.name
+                    ));
+                }
+                _ => {}
+            }
         }
     }
     match func {

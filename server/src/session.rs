@@ -590,6 +590,8 @@ impl Session {
             DdlPlan::DropTables { .. } => "DROP TABLE",
             DdlPlan::Truncate { .. } => "TRUNCATE TABLE",
             DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
+            DdlPlan::CreateIndex { .. } => "CREATE INDEX",
+            DdlPlan::DropIndexes { .. } => "DROP INDEX",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

@@ -122,7 +122,7 @@ async fn errors_have_the_right_sqlstate() {
         ("insert into e values (4, 1, 70000)", "22003"),
         ("select 'abc'::int", "22P02"),
         ("select 1/0", "22012"),
-        ("create index on e (v)", "0A000"),
+        ("create index e_v on e using hash (v)", "0A000"),
         ("savepoint a", "0A000"),
         ("select nosuchfunction(1)", "42883"),
         ("create table e (id int)", "42P07"),

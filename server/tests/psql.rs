@@ -27,6 +27,7 @@ fn psql_creates_queries_and_describes() {
         &server,
         "create table accounts_demo (id bigint primary key, owner varchar(40) not null, balance numeric(14,2) default 0 check (balance >= 0), opened date);
          insert into accounts_demo values (1, 'ada', 10.50, '2024-01-02'), (2, 'bob', 0, null);
+         create index accounts_demo_owner_idx on accounts_demo (owner);
          select id, owner, balance, opened from accounts_demo order by id;
          \\dt
          \\d
@@ -46,6 +47,7 @@ fn psql_creates_queries_and_describes() {
         "{out}"
     );
     assert!(out.contains("CHECK (balance >= 0)"), "{out}");
+    assert!(out.contains("\"accounts_demo_owner_idx\" btree (owner)"), "{out}");
     assert!(out.contains("Time: "), "\\timing printed no time: {out}");
 }
 

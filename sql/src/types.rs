@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{SqlError, SqlResult};
+use crate::error::{ErrorKind, SqlError, SqlResult};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DataType {
@@ -150,6 +150,16 @@ impl DataType {
     pub fn from_sql_name(name: &str, args: &[u32]) -> SqlResult<DataType> {
         let lower = name.to_ascii_lowercase();
         let lower = lower.trim_start_matches("pg_catalog.");
+        if matches!(
+            lower,
+            "varchar" | "character varying" | "char" | "character" | "bpchar"
+        ) && args.first().is_some_and(|n| *n == 0 || *n > 10_485_760)
+        {
+            return Err(SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                format!("length for type {lower} must be between 1 and 10485760"),
+            ));
+        }
         Ok(match lower {
             "bool" | "boolean" => DataType::Bool,
             "int2" | "smallint" => DataType::Int2,
@@ -157,18 +167,31 @@ impl DataType {
             "int8" | "bigint" => DataType::Int8,
             "float4" | "real" => DataType::Float4,
             "float8" | "double precision" | "float" | "double" => DataType::Float8,
-            "numeric" | "decimal" => match args {
-                [] => DataType::UNCONSTRAINED_NUMERIC,
-                [p] => DataType::Numeric {
-                    precision: Some(*p),
-                    scale: 0,
-                },
-                [p, s] => DataType::Numeric {
-                    precision: Some(*p),
-                    scale: *s,
-                },
-                _ => return Err(SqlError::syntax("NUMERIC takes at most two arguments")),
-            },
+            "numeric" | "decimal" => {
+                let (precision, scale) = match args {
+                    [] => return Ok(DataType::UNCONSTRAINED_NUMERIC),
+                    [p] => (*p, 0),
+                    [p, s] => (*p, *s),
+                    _ => return Err(SqlError::syntax("NUMERIC takes at most two arguments")),
+                };
+                if precision == 0 || scale > precision {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidParameterValue,
+                        format!(
+                            "NUMERIC scale {scale} must be between 0 and precision {precision}"
+                        ),
+                    ));
+                }
+                if precision > 38 {
+                    return Err(SqlError::feature_not_supported(
+                        "NUMERIC precision above 38",
+                    ));
+                }
+                DataType::Numeric {
+                    precision: Some(precision),
+                    scale,
+                }
+            }
             "text" => DataType::Text,
             "varchar" | "character varying" => DataType::Varchar(args.first().copied()),
             "char" | "character" | "bpchar" => DataType::Char(args.first().copied().unwrap_or(1)),
