@@ -939,3 +939,61 @@ fn key_only_target(
 fn is_temporary_key(key: &[u8]) -> bool {
     matches!(kv::keycode::decode_key(key).as_deref(), Some([kv::keycode::KeyValue::Int(i)]) if *i < 0)
 }
+
+/// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
+/// outcome: a table with no primary key and no index (no duplicate to find), values without
+/// subqueries. The session then saves a round trip to the executor; the commit applies the
+/// rows exactly as if the executor had staged them.
+pub fn stage_insert_locally(
+    plan: &WritePlan,
+    table: &TableDef,
+    params: &[Value],
+    now_micros: i64,
+    overlay_len: usize,
+) -> Option<SqlResult<Staged>> {
+    let WritePlan::Insert(p) = plan else {
+        return None;
+    };
+    if table.has_primary_key()
+        || !table.indexes.is_empty()
+        || p.on_conflict.is_some()
+        || p.table.shape_version != table.shape_version
+    {
+        return None;
+    }
+    let InsertSource::Values(rows) = &p.source else {
+        return None;
+    };
+    let mut has_subquery = false;
+    for e in rows.iter().flatten().chain(p.returning.iter().flatten()) {
+        e.visit(&mut |x| {
+            has_subquery |= matches!(x, Expr::Subquery { .. } | Expr::InSubquery { .. })
+        });
+    }
+    if has_subquery {
+        return None;
+    }
+    let env = Executor::no_subqueries_env(params, now_micros);
+    let stage = || -> SqlResult<Staged> {
+        let mut staged = Staged::default();
+        for (n, r) in rows.iter().enumerate() {
+            let values = r
+                .iter()
+                .map(|e| e.eval(&[], &env))
+                .collect::<SqlResult<Row>>()?;
+            let row = build_row(table, &p.target_columns, values, &env)?;
+            check_row(table, &row, &env)?;
+            let key = encode_key(&[Value::Int(-1 - (overlay_len + n) as i64)])?;
+            returning(p.returning.as_ref(), &row, &env, &mut staged.rows)?;
+            staged.rows_affected += 1;
+            staged.overlay.push(((table.id, key), Some(row.clone())));
+            staged.ops.push(WriteOp::Insert {
+                table: p.table.clone(),
+                row,
+                on_conflict: None,
+            });
+        }
+        Ok(staged)
+    };
+    Some(stage())
+}

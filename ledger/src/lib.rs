@@ -14,6 +14,7 @@ mod executor;
 mod query;
 mod row;
 
+pub use apply::stage_insert_locally;
 pub use command::{
     decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
     Overlay, QueryResult, ReadCheck, Staged, WriteOp,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::future::{select, Either};
-use futures::{stream, Sink, SinkExt};
+use futures::{stream, Sink, SinkExt, StreamExt};
 use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
 use pgwire::api::auth::sasl::SASLAuthStartupHandler;
 use pgwire::api::auth::{
@@ -15,6 +15,7 @@ use pgwire::api::auth::{
 };
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::PortalExecutionState;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{
     send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler,
@@ -31,7 +32,9 @@ use pgwire::api::{
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
-use pgwire::messages::extendedquery::{Bind, BindComplete, Parse, ParseComplete, Sync as PgSync};
+use pgwire::messages::extendedquery::{
+    Bind, BindComplete, Execute, Parse, ParseComplete, PortalSuspended, Sync as PgSync,
+};
 use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
@@ -523,6 +526,130 @@ impl ExtendedQueryHandler for Connection {
                 Ok(Response::CopyIn(copy_in_response(columns)))
             }
         }
+    }
+
+    // Like pgwire's own, but every reply is buffered (fed) rather than flushed: the Sync that
+    // ends the batch flushes once, as PostgreSQL does.
+    async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let portal_name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+        let max_rows = message.max_rows as usize;
+        let portal = match client.portal_store().get_portal(portal_name) {
+            Some(StoreEntry::Value(portal)) => portal,
+            Some(StoreEntry::Empty) => {
+                client
+                    .feed(PgWireBackendMessage::EmptyQueryResponse(
+                        pgwire::messages::response::EmptyQueryResponse::new(),
+                    ))
+                    .await?;
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                return Ok(());
+            }
+            None => {
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                let e = SqlError::new(
+                    ErrorKind::InvalidCursor,
+                    format!("portal \"{portal_name}\" does not exist"),
+                );
+                return Err(pg_error(&e));
+            }
+        };
+        let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
+        let needs_fetch = if started {
+            let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+                Some(handle) => Some(handle.start_query().await),
+                None => None,
+            };
+            let work = ExtendedQueryHandler::do_query(self, client, portal.as_ref(), max_rows);
+            let response = match cancel {
+                Some(rx) => match select(Box::pin(work), rx).await {
+                    Either::Left((r, _)) => r,
+                    Either::Right(_) => Err(pg_error(&SqlError::new(
+                        ErrorKind::QueryCanceled,
+                        "canceling statement due to user request",
+                    ))),
+                },
+                None => work.await,
+            };
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    client.set_state(PgWireConnectionState::ReadyForQuery);
+                    return Err(e);
+                }
+            };
+            match response {
+                Response::Query(results) => {
+                    portal.start(results).await;
+                    true
+                }
+                Response::EmptyQuery => {
+                    client
+                        .feed(PgWireBackendMessage::EmptyQueryResponse(
+                            pgwire::messages::response::EmptyQueryResponse::new(),
+                        ))
+                        .await?;
+                    false
+                }
+                Response::Execution(tag) | Response::TransactionStart(tag) => {
+                    send_execution_response(client, tag).await?;
+                    false
+                }
+                Response::TransactionEnd(tag) => {
+                    send_execution_response(client, tag).await?;
+                    client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+                    false
+                }
+                Response::Error(e) => {
+                    client
+                        .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                        .await?;
+                    false
+                }
+                Response::CopyIn(result) => {
+                    client.set_state(PgWireConnectionState::CopyInProgress(true));
+                    pgwire::api::copy::send_copy_in_response(client, result).await?;
+                    return Ok(());
+                }
+                Response::CopyOut(_) | Response::CopyBoth(_) => {
+                    client.set_state(PgWireConnectionState::ReadyForQuery);
+                    return Err(pg_error(&SqlError::feature_not_supported("COPY TO")));
+                }
+            }
+        } else {
+            true
+        };
+        if needs_fetch {
+            let fetched = portal.fetch(max_rows).await?;
+            let mut response = fetched.response;
+            let tag = response.command_tag().to_owned();
+            let mut rows = 0;
+            while let Some(row) = response.data_rows().next().await {
+                client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+                rows += 1;
+            }
+            if fetched.suspended {
+                client
+                    .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+                    .await?;
+            } else {
+                let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
+                client
+                    .feed(PgWireBackendMessage::CommandComplete(complete))
+                    .await?;
+            }
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        Ok(())
     }
 
     // Parse and Bind replies are buffered (fed, not flushed): like PostgreSQL, everything

@@ -520,6 +520,15 @@ impl Session {
 
     async fn stage(&mut self, plan: Arc<WritePlan>, params: &[Value]) -> SqlResult<Staged> {
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let catalog = self.shared.executor.catalog();
+        if let Some(table) = catalog.table_by_id(plan.table().id) {
+            let overlay_len = overlay.as_ref().map(|o| o.len()).unwrap_or(0);
+            if let Some(local) =
+                ledger::stage_insert_locally(&plan, table, params, now, overlay_len)
+            {
+                return self.absorb(local?);
+            }
+        }
         let params = params.to_vec();
         let staged: Staged = self
             .ask(move |reply| Request::Stage {
@@ -531,6 +540,11 @@ impl Session {
                 reply,
             })
             .await??;
+        self.absorb(staged)
+    }
+
+    /// Adds a staged statement's writes, overlay rows and reads to the transaction.
+    fn absorb(&mut self, staged: Staged) -> SqlResult<Staged> {
         let Some(t) = &mut self.transaction else {
             return Err(SqlError::internal("staging outside a transaction"));
         };

@@ -47,7 +47,10 @@ fn psql_creates_queries_and_describes() {
         "{out}"
     );
     assert!(out.contains("CHECK (balance >= 0)"), "{out}");
-    assert!(out.contains("\"accounts_demo_owner_idx\" btree (owner)"), "{out}");
+    assert!(
+        out.contains("\"accounts_demo_owner_idx\" btree (owner)"),
+        "{out}"
+    );
     assert!(out.contains("Time: "), "\\timing printed no time: {out}");
 }
 
