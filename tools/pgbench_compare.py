@@ -116,6 +116,31 @@ def percentiles(logdir):
     return {"p50_ms": pick(0.50), "p99_ms": pick(0.99), "p999_ms": pick(0.999), "max_ms": latencies[-1] / 1000.0}
 
 
+def median(values):
+    values = sorted(v for v in values if v is not None)
+    return values[len(values) // 2] if values else None
+
+
+def markdown(rows):
+    """Medians over rounds: TPS, latency percentiles, ratio to PostgreSQL and to the ceiling."""
+    counts = sorted({r["clients"] for r in rows})
+    pick = lambda system, c, key: median([r.get(key) for r in rows if r["system"] == system and r["clients"] == c])
+    lines = [
+        "| clients | PostgreSQL TPS | hotledger TPS | ratio | ceiling TPS (noop, PostgreSQL) | hotledger / ceiling "
+        "| PostgreSQL p99.9 ms | hotledger p50 / p99 / p99.9 ms | commands per fsync |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for c in counts:
+        pg, hl = pick("postgresql", c, "tps"), pick("hotledger", c, "tps")
+        ceiling = pick("ceiling (noop, postgresql)", c, "tps")
+        lines.append(
+            f"| {c} | {pg:,} | {hl:,} | {hl / pg:.1f}x | {ceiling:,} | {100 * hl / ceiling:.0f}% "
+            f"| {pick('postgresql', c, 'p999_ms')} | {pick('hotledger', c, 'p50_ms')} / {pick('hotledger', c, 'p99_ms')} / "
+            f"{pick('hotledger', c, 'p999_ms')} | {pick('hotledger', c, 'commands_per_fsync')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", default="1,4,16,64,128")
@@ -178,7 +203,10 @@ def main():
         w.writeheader()
         for r in rows:
             w.writerow(r)
-    print(f"wrote {args.out}/summary.csv")
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write(markdown(rows))
+    print(markdown(rows))
+    print(f"wrote {args.out}/summary.csv and summary.md")
     shutil.rmtree(work, ignore_errors=True)
 
 

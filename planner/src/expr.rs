@@ -1116,9 +1116,9 @@ fn eval_function(
                 Value::Int(i) => Some(i),
                 _ => None,
             };
-            let from = (start - 1).max(0) as usize;
+            let from = (start.saturating_sub(1).max(0) as usize).min(s.len());
             let to = match len {
-                Some(l) => ((start - 1 + l).max(0) as usize).min(s.len()),
+                Some(l) => (start.saturating_sub(1).saturating_add(l).max(0) as usize).min(s.len()),
                 None => s.len(),
             };
             Value::Text(if from < to {

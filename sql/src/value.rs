@@ -324,6 +324,11 @@ impl Value {
             (true, true) => Ordering::Equal,
             (true, false) => Ordering::Greater,
             (false, true) => Ordering::Less,
+            // Text against a non-text value orders by kind: parsing the text (as SQL
+            // comparison does for untyped literals) would not give a total order.
+            _ if matches!(self, Value::Text(_)) != matches!(other, Value::Text(_)) => {
+                self.kind_rank().cmp(&other.kind_rank())
+            }
             _ => self
                 .compare(other)
                 .unwrap_or_else(|| self.kind_rank().cmp(&other.kind_rank())),
