@@ -52,30 +52,45 @@ fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()
     Ok(())
 }
 
-fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
-    let cols: Vec<&str> = table
-        .primary_key
+/// A row a committed op applies to: its table, stored bytes (for undo) and values.
+type CommitTarget = (Arc<TableDef>, Vec<u8>, Row);
+
+/// `Key (a, b)=(1, x)`: how PostgreSQL names the key values in a uniqueness error.
+pub(crate) fn key_description(table: &TableDef, columns: &[usize], row: &[Value]) -> String {
+    let names: Vec<&str> = columns
         .iter()
-        .map(|&i| table.columns[i].name.as_str())
+        .map(|&c| table.columns[c].name.as_str())
         .collect();
-    let vals: Vec<String> = table
-        .primary_key
+    let values: Vec<String> = columns
         .iter()
-        .map(|&i| row[i].to_pg_text(table.columns[i].ty).unwrap_or_default())
+        .map(|&c| row[c].to_pg_text(table.columns[c].ty).unwrap_or_default())
         .collect();
-    let name = table
-        .primary_key_name
-        .clone()
-        .unwrap_or_else(|| format!("{}_pkey", table.name));
+    format!("Key ({})=({})", names.join(", "), values.join(", "))
+}
+
+/// The error for a row whose unique key (primary key or unique index `name`) is taken.
+pub(crate) fn unique_violation(
+    table: &TableDef,
+    name: &str,
+    columns: &[usize],
+    row: &[Value],
+) -> SqlError {
     SqlError::new(
         ErrorKind::UniqueViolation,
         format!("duplicate key value violates unique constraint \"{name}\""),
     )
     .with_detail(format!(
-        "Key ({})=({}) already exists.",
-        cols.join(", "),
-        vals.join(", ")
+        "{} already exists.",
+        key_description(table, columns, row)
     ))
+}
+
+fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
+    let name = table
+        .primary_key_name
+        .clone()
+        .unwrap_or_else(|| format!("{}_pkey", table.name));
+    unique_violation(table, &name, &table.primary_key, row)
 }
 
 /// Casts every value to its column's type.
@@ -242,6 +257,20 @@ impl Executor {
         self.put_row(table, &new_key, None, new, version)
     }
 
+    /// The stored rows an UPDATE or DELETE applied outside a transaction touches.
+    fn write_targets(
+        &mut self,
+        table: &TableDef,
+        access: &planner::Access,
+        filter: Option<&Expr>,
+        params: &[Value],
+        now_micros: i64,
+    ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+        let reader = self.reader(None, false);
+        let env = reader.env(params, now_micros);
+        reader.scan(table, access, filter, &[], &env)
+    }
+
     pub(crate) fn apply_write(
         &mut self,
         plan: &WritePlan,
@@ -281,11 +310,8 @@ impl Executor {
                 }
             }
             WritePlan::Update(p) => {
-                let targets = {
-                    let reader = self.reader(None, false);
-                    let env = reader.env(params, now_micros);
-                    reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?
-                };
+                let targets =
+                    self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
                 let env = Executor::no_subqueries_env(params, now_micros);
                 let storage = self.storage_of(&table)?;
                 for (key, old) in targets {
@@ -299,11 +325,8 @@ impl Executor {
                 }
             }
             WritePlan::Delete(p) => {
-                let targets = {
-                    let reader = self.reader(None, false);
-                    let env = reader.env(params, now_micros);
-                    reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?
-                };
+                let targets =
+                    self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
                 let env = Executor::no_subqueries_env(params, now_micros);
                 let storage = self.storage_of(&table)?;
                 for (key, old) in targets {
@@ -317,6 +340,28 @@ impl Executor {
             }
         }
         Ok(Executor::outcome(affected, out))
+    }
+
+    /// The row a committed UPDATE or DELETE op applies to, as it is now. Read committed: a
+    /// row deleted meanwhile is skipped, and the statement's WHERE is re-checked.
+    fn commit_target(
+        &mut self,
+        table: &TableRef,
+        key: &[u8],
+        recheck: Option<&Expr>,
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Option<CommitTarget>> {
+        let def = self.resolve(table)?;
+        let storage = self.storage_of(&def)?;
+        let Some((old_bytes, _, old)) = self.get_row(storage, key)? else {
+            return Ok(None);
+        };
+        if let Some(r) = recheck {
+            if !r.eval(&old, env)?.is_true() {
+                return Ok(None);
+            }
+        }
+        Ok(Some((def, old_bytes, old)))
     }
 
     pub(crate) fn apply_commit(
@@ -372,18 +417,11 @@ impl Executor {
                     assignments,
                     recheck,
                 } => {
-                    let def = self.resolve(&table)?;
-                    let storage = self.storage_of(&def)?;
-                    // Read committed: a row deleted meanwhile is skipped, and the WHERE is
-                    // re-checked against the row as it is now.
-                    let Some((old_bytes, _, old)) = self.get_row(storage, &key)? else {
+                    let Some((def, old_bytes, old)) =
+                        self.commit_target(&table, &key, recheck.as_ref(), &env)?
+                    else {
                         continue;
                     };
-                    if let Some(r) = &recheck {
-                        if !r.eval(&old, &env)?.is_true() {
-                            continue;
-                        }
-                    }
                     let new = assign(&def, &old, &assignments, &old, &env)?;
                     self.replace_row(&def, &key, old_bytes, &new, &env, version)?;
                     affected += 1;
@@ -393,16 +431,11 @@ impl Executor {
                     key,
                     recheck,
                 } => {
-                    let def = self.resolve(&table)?;
-                    let storage = self.storage_of(&def)?;
-                    let Some((old_bytes, _, old)) = self.get_row(storage, &key)? else {
+                    let Some((def, old_bytes, _)) =
+                        self.commit_target(&table, &key, recheck.as_ref(), &env)?
+                    else {
                         continue;
                     };
-                    if let Some(r) = &recheck {
-                        if !r.eval(&old, &env)?.is_true() {
-                            continue;
-                        }
-                    }
                     self.delete_row(&def, &key, old_bytes, version)?;
                     affected += 1;
                 }
@@ -626,24 +659,13 @@ impl Executor {
                     .insert(storage, &entry, row_key)
                     .map_err(kv_error)?
                 {
-                    let cols: Vec<&str> = index
-                        .columns
-                        .iter()
-                        .map(|&c| table.columns[c].name.as_str())
-                        .collect();
-                    let vals: Vec<String> = index
-                        .columns
-                        .iter()
-                        .map(|&c| row[c].to_pg_text(table.columns[c].ty).unwrap_or_default())
-                        .collect();
                     return Err(SqlError::new(
                         ErrorKind::UniqueViolation,
                         format!("could not create unique index \"{}\"", index.name),
                     )
                     .with_detail(format!(
-                        "Key ({})=({}) is duplicated.",
-                        cols.join(", "),
-                        vals.join(", ")
+                        "{} is duplicated.",
+                        key_description(table, &index.columns, row)
                     )));
                 }
             }

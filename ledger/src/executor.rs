@@ -547,28 +547,12 @@ impl Executor {
                 if let Some(existing) = self.engine.get(storage, &entry).map_err(kv_error)? {
                     if existing != row_key {
                         let row = new.unwrap_or_default();
-                        let cols: Vec<&str> = index
-                            .columns
-                            .iter()
-                            .map(|&c| table.columns[c].name.as_str())
-                            .collect();
-                        let vals: Vec<String> = index
-                            .columns
-                            .iter()
-                            .map(|&c| row[c].to_pg_text(table.columns[c].ty).unwrap_or_default())
-                            .collect();
-                        return Err(SqlError::new(
-                            ErrorKind::UniqueViolation,
-                            format!(
-                                "duplicate key value violates unique constraint \"{}\"",
-                                index.name
-                            ),
-                        )
-                        .with_detail(format!(
-                            "Key ({})=({}) already exists.",
-                            cols.join(", "),
-                            vals.join(", ")
-                        )));
+                        return Err(crate::apply::unique_violation(
+                            table,
+                            &index.name,
+                            &index.columns,
+                            row,
+                        ));
                     }
                 }
                 self.engine
