@@ -42,6 +42,8 @@ pub struct LimitedIo<S> {
     header_len: usize,
     /// Set to the announced length when a message was refused.
     refused: Arc<AtomicUsize>,
+    /// After a refusal: bytes pass through unexamined, to be discarded.
+    draining: bool,
 }
 
 impl<S> LimitedIo<S> {
@@ -54,6 +56,7 @@ impl<S> LimitedIo<S> {
             header: [0; 8],
             header_len: 0,
             refused,
+            draining: false,
         }
     }
 
@@ -134,7 +137,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for LimitedIo<S> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
+                if this.draining {
+                    return Poll::Ready(Ok(()));
+                }
                 if let Err(length) = this.scan(&buf.filled()[before..]) {
+                    this.draining = true;
                     this.refused.store(length, Ordering::Relaxed);
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::InvalidData,
@@ -163,6 +170,22 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for LimitedIo<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Reads and discards what the client is still sending (the rest of the refused message), so
+/// that closing the socket does not reset the connection before the client has read the
+/// error. Bounded in bytes and time.
+async fn drain<S: AsyncRead + Unpin>(io: &mut S, limit: usize) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut budget = limit.saturating_mul(4);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while budget > 0 {
+        match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => budget = budget.saturating_sub(n),
+            _ => return,
+        }
     }
 }
 
@@ -223,6 +246,10 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     let _ = socket
                         .send(PgWireBackendMessage::ErrorResponse(info.into()))
                         .await;
+                    // Half-close, so the client sees the error and then the end, and
+                    // hangs up; meanwhile read what it still sends.
+                    let _ = tokio::io::AsyncWriteExt::shutdown(socket.get_mut()).await;
+                    drain(socket.get_mut(), limit).await;
                 }
                 return Ok(());
             }

@@ -297,3 +297,69 @@ async fn oversized_messages_are_refused_unread() {
     let again = server.client().await;
     assert_eq!(scalar(&again, "select 1").await.as_deref(), Some("1"));
 }
+
+/// Malformed and hostile statements: each gets an error (or a result), never a crash or a
+/// hung session, and the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_input_never_breaks_the_server() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table h (id int primary key, t text, n numeric(10,2))")
+        .await
+        .unwrap();
+    let nested = format!("select {}1{}", "(".repeat(200), ")".repeat(200));
+    let long_ident = format!("select 1 as {}", "x".repeat(10_000));
+    let inputs: Vec<String> = vec![
+        "".into(),
+        ";;;".into(),
+        "select 'unterminated".into(),
+        "select $$unterminated".into(),
+        "select \"unterminated".into(),
+        "/* unterminated comment".into(),
+        "select 99999999999999999999999999999999999999999999".into(),
+        "select -9223372036854775808::bigint - 1".into(),
+        "select 1e999999".into(),
+        "select 'x'::numeric(1000, 2000)".into(),
+        "select '1'::varchar(0)".into(),
+        "select substring('abc', 9223372036854775807, 9223372036854775807)".into(),
+        "select * from generate_series(-9223372036854775808, 9223372036854775807, -9223372036854775808)".into(),
+        "select 'ä' || '🦀' || E'\\x01'".into(),
+        "insert into h values (1, repeat('x', 10), 1e30)".into(),
+        "insert into h values (2, null, 'NaN')".into(),
+        "select n / 0 from h".into(),
+        "select * from h where id = 'not a number'".into(),
+        "select * from h order by 99".into(),
+        "select id from h group by t".into(),
+        "update h set id = id / 0".into(),
+        "select (select id from h union all select 2)".into(),
+        "copy h to stdout".into(),
+        "prepare p as select 1".into(),
+        "listen channel".into(),
+        "lock table h".into(),
+        "create view v as select 1".into(),
+        "create sequence s".into(),
+        "alter table h drop column t".into(),
+        "select array[1,2][5]".into(),
+        "select 1 = any('{1,2,x}')".into(),
+        "select 'a' ~ '('".into(),
+        "set transaction isolation level serializable".into(),
+        "commit and chain".into(),
+        nested,
+        long_ident,
+    ];
+    for sql in &inputs {
+        let _ = c.simple_query(sql).await;
+        // Whatever the outcome, the session still answers.
+        assert_eq!(
+            scalar(&c, "select 41 + 1").await.as_deref(),
+            Some("42"),
+            "after {sql:.60}"
+        );
+    }
+    // And through the extended protocol, with parameters of the wrong kind.
+    let stmt = c.prepare("select id from h where id = $1").await.unwrap();
+    assert!(c.query(&stmt, &[&"text for an int"]).await.is_err());
+    assert!(c.query(&stmt, &[&i64::MAX]).await.is_err());
+    assert_eq!(scalar(&c, "select 1").await.as_deref(), Some("1"));
+    assert!(server.client().await.simple_query("select 1").await.is_ok());
+}
