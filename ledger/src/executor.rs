@@ -345,11 +345,13 @@ impl Executor {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    // A failed journal leaves the previous checkpoint intact; try again later.
+                    // A failed journal leaves the previous checkpoint intact and the log
+                    // still holds everything since: try again at the next interval. A failure
+                    // after the journal poisons the engine, and the next apply stops the
+                    // executor (see apply_command).
+                    eprintln!("hotledger: checkpoint failed: {e}");
                     self.checkpointing = None;
-                    if self.engine.stats().page_count == 0 {
-                        self.fail(kv_error(e));
-                    }
+                    self.last_checkpoint = Instant::now();
                 }
             }
             return;
@@ -426,7 +428,7 @@ impl Executor {
                 reads,
                 ops,
             } => self.apply_commit(isolation, &reads, ops, version),
-            Command::Ddl { plan } => return self.apply_ddl(plan, version),
+            Command::Ddl { plan } => self.apply_ddl(plan, version),
             Command::Copy {
                 table,
                 columns,
@@ -434,7 +436,20 @@ impl Executor {
                 now_micros,
             } => self.apply_copy(&table, &columns, rows, now_micros, version),
         };
-        if result.is_err() {
+        if let Err(e) = &result {
+            // An IO failure is not a property of the command: replaying the log after a
+            // restart may well apply it. Stop here, so nothing applies out of order and no
+            // client is told a committed command failed for good.
+            if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) {
+                self.fail(e.clone());
+                return Err(SqlError::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the executor stopped after an IO error ({}); restart the server to recover; whether this command applies is decided by the replicated log",
+                        e.message
+                    ),
+                ));
+            }
             self.rollback();
         }
         self.undo.clear();
