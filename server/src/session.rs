@@ -518,7 +518,7 @@ impl Session {
         Ok(result.rows)
     }
 
-    async fn stage(&mut self, plan: Arc<WritePlan>, params: &[Value]) -> SqlResult<Staged> {
+    async fn stage(&mut self, plan: Arc<WritePlan>, params: &[Value]) -> SqlResult<(u64, Vec<Row>)> {
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let catalog = self.shared.executor.catalog();
         if let Some(table) = catalog.table_by_id(plan.table().id) {
@@ -544,17 +544,16 @@ impl Session {
     }
 
     /// Adds a staged statement's writes, overlay rows and reads to the transaction.
-    fn absorb(&mut self, staged: Staged) -> SqlResult<Staged> {
+    /// Returns what the statement reports: rows affected and RETURNING rows.
+    fn absorb(&mut self, staged: Staged) -> SqlResult<(u64, Vec<Row>)> {
         let Some(t) = &mut self.transaction else {
             return Err(SqlError::internal("staging outside a transaction"));
         };
         let overlay = Arc::make_mut(&mut t.overlay);
-        for (key, row) in &staged.overlay {
-            overlay.insert(key.clone(), row.clone());
-        }
-        t.reads.extend(staged.reads.iter().cloned());
-        t.ops.extend(staged.ops.iter().cloned());
-        Ok(staged)
+        overlay.extend(staged.overlay);
+        t.reads.extend(staged.reads);
+        t.ops.extend(staged.ops);
+        Ok((staged.rows_affected, staged.rows))
     }
 
     async fn write(
@@ -566,8 +565,7 @@ impl Session {
         let (affected, rows) = match &self.transaction {
             Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
             Some(_) => {
-                let staged = self.stage(plan.clone(), params).await?;
-                (staged.rows_affected, staged.rows)
+                self.stage(plan.clone(), params).await?
             }
             None => {
                 let command = Command::Write {
