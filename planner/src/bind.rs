@@ -1147,7 +1147,9 @@ impl<'a> Binder<'a> {
             let bound = match (e, col) {
                 (Some(e), _) => self.expr(e, &output_scope, None)?,
                 (None, Some(i)) => Expr::Column(*i, scope.columns[*i].ty),
-                _ => unreachable_item(),
+                (None, None) => {
+                    return Err(SqlError::internal("a select item without an expression"))
+                }
             };
             let (table_oid, column_number) = match (&bound, aggregating) {
                 (Expr::Column(i, _), false) if *i >= scope.outer_len => {
@@ -1966,10 +1968,6 @@ impl<'a> Binder<'a> {
 /// default. (A real string literal cannot produce it: it is not valid UTF-8 text a client
 /// can send, since it contains a NUL.)
 pub const DEFAULT_MARKER: &str = "\0default\0";
-
-fn unreachable_item() -> Expr {
-    Expr::Literal(Value::Null, DataType::Unknown)
-}
 
 fn ordinal(e: &ast::Expr) -> Option<usize> {
     match e {

@@ -518,7 +518,11 @@ impl Session {
         Ok(result.rows)
     }
 
-    async fn stage(&mut self, plan: Arc<WritePlan>, params: &[Value]) -> SqlResult<(u64, Vec<Row>)> {
+    async fn stage(
+        &mut self,
+        plan: Arc<WritePlan>,
+        params: &[Value],
+    ) -> SqlResult<(u64, Vec<Row>)> {
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let catalog = self.shared.executor.catalog();
         if let Some(table) = catalog.table_by_id(plan.table().id) {
@@ -564,9 +568,7 @@ impl Session {
     ) -> SqlResult<StatementResult> {
         let (affected, rows) = match &self.transaction {
             Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
-            Some(_) => {
-                self.stage(plan.clone(), params).await?
-            }
+            Some(_) => self.stage(plan.clone(), params).await?,
             None => {
                 let command = Command::Write {
                     plan: plan.clone(),
