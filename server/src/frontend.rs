@@ -192,10 +192,11 @@ async fn drain<S: AsyncRead + Unpin>(io: &mut S, limit: usize) {
 /// Serves one connection until the client leaves, is refused, or fails.
 pub async fn serve_connection<H: PgWireServerHandlers>(
     tcp: TcpStream,
+    tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: Arc<H>,
     limit: usize,
 ) -> io::Result<()> {
-    let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, None)).await;
+    let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
     let Ok(Ok(Some(socket))) = negotiated else {
         return Ok(());
     };

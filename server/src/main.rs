@@ -6,6 +6,7 @@ mod frontend;
 mod handlers;
 mod migrations;
 mod session;
+mod tls;
 mod wire;
 
 use std::net::{IpAddr, SocketAddr};
@@ -71,6 +72,13 @@ struct ServeArgs {
     /// Checkpoint at least this often while data changes, in seconds.
     #[arg(long, default_value_t = 30)]
     checkpoint_interval_s: u64,
+    /// PEM certificate chain for TLS (with --tls-key); without it the server speaks plain
+    /// text only.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key for TLS (with --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// The largest message a client may send, in MiB (larger ones are refused unread).
     #[arg(long, default_value_t = 64)]
     max_message_mb: usize,
@@ -148,6 +156,10 @@ fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
     // Bind first, so a busy port fails fast before any recovery work.
     let listener = TcpListener::bind(args.listen)
         .await
@@ -194,6 +206,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         args.user
     );
     let max_message = args.max_message_mb.max(1) << 20;
+
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     loop {
@@ -202,8 +215,9 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let Ok((socket, _)) = accepted else { continue };
                 let _ = socket.set_nodelay(true);
                 let handlers = Arc::new(Connection::new(context.clone()));
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = frontend::serve_connection(socket, handlers, max_message).await;
+                    let _ = frontend::serve_connection(socket, tls, handlers, max_message).await;
                 });
             }
             _ = terminate.recv() => break,

@@ -1,0 +1,143 @@
+//! The command line and startup: one-line errors for bad flags, a busy port, a locked data
+//! directory and the default password on a public address; TLS when a certificate is given.
+
+mod common;
+
+use std::process::Command;
+
+use common::{binary, stderr, stdout, TestServer, PASSWORD};
+
+fn serve(args: &[&str]) -> std::process::Output {
+    Command::new(binary())
+        .arg("serve")
+        .args(args)
+        .env_remove("HOTLEDGER_PASSWORD")
+        .output()
+        .expect("run hotledger")
+}
+
+#[test]
+fn bad_flags_and_unsafe_setups_fail_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+
+    let unknown = serve(&["--no-such-flag"]);
+    assert!(!unknown.status.success());
+    assert!(
+        stderr(&unknown).contains("--no-such-flag"),
+        "{}",
+        stderr(&unknown)
+    );
+
+    let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
+    assert!(!public.status.success());
+    assert!(
+        stderr(&public).contains("refusing to listen on 0.0.0.0:0 with the default password"),
+        "{}",
+        stderr(&public)
+    );
+
+    let help = Command::new(binary())
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    for flag in [
+        "--data-dir",
+        "--listen",
+        "--password",
+        "--node-id",
+        "--tls-cert",
+        "--max-message-mb",
+    ] {
+        assert!(
+            stdout(&help).contains(flag),
+            "--help does not mention {flag}"
+        );
+    }
+
+    // A second server on the same data directory, or on a busy port, is refused.
+    let running = TestServer::start();
+    let data_dir = running.data_dir().join("data");
+    let locked = serve(&[
+        "--data-dir",
+        data_dir.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert!(!locked.status.success());
+    assert!(
+        stderr(&locked).contains("is in use by another hotledger process"),
+        "{}",
+        stderr(&locked)
+    );
+    let port = format!("127.0.0.1:{}", running.port);
+    let busy = serve(&["--data-dir", data, "--listen", &port]);
+    assert!(!busy.status.success());
+    assert!(
+        stderr(&busy).contains(&format!("cannot listen on {port}")),
+        "{}",
+        stderr(&busy)
+    );
+    assert_eq!(stderr(&busy).trim().lines().count(), 1, "{}", stderr(&busy));
+}
+
+#[test]
+fn tls_when_a_certificate_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl");
+    assert!(made.status.success(), "{}", stderr(&made));
+    let server = TestServer::start_with(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let conninfo = format!(
+        "host=127.0.0.1 port={} user=ledger dbname=ledger sslmode=require",
+        server.port
+    );
+    let out = Command::new("psql")
+        .args(["-X", &conninfo, "-c", "select 40 + 2", "-c", "\\conninfo"])
+        .env("PGPASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("42"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("SSL connection (protocol: TLSv1.3"),
+        "{}",
+        stdout(&out)
+    );
+    // Plain text still works for clients that do not ask for TLS.
+    let plain = format!(
+        "host=127.0.0.1 port={} user=ledger dbname=ledger sslmode=disable",
+        server.port
+    );
+    let out = Command::new("psql")
+        .args(["-X", "-At", &plain, "-c", "select 1"])
+        .env("PGPASSWORD", PASSWORD)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "1", "{}", stderr(&out));
+}
