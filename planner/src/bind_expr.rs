@@ -656,6 +656,27 @@ impl Binder<'_> {
                     ty: DataType::Text,
                 }
             }
+            E::Trim {
+                expr,
+                trim_where,
+                trim_what,
+                trim_characters: None,
+            } => {
+                let func = match trim_where {
+                    Some(ast::TrimWhereField::Leading) => Func::TrimLeading,
+                    Some(ast::TrimWhereField::Trailing) => Func::TrimTrailing,
+                    _ => Func::TrimBoth,
+                };
+                let mut args = vec![self.expr(expr, scope, Some(DataType::Text))?];
+                if let Some(what) = trim_what {
+                    args.push(self.expr(what, scope, Some(DataType::Text))?);
+                }
+                Expr::Function {
+                    func,
+                    args,
+                    ty: DataType::Text,
+                }
+            }
             E::Ceil { expr, .. } | E::Floor { expr, .. } => {
                 let arg = self.expr(expr, scope, None)?;
                 let ty = arg.ty();
@@ -1021,6 +1042,13 @@ impl Binder<'_> {
                     "array_position" => (Func::ArrayPosition, DataType::Int4, 2..=2),
                     "array_to_string" => (Func::ArrayToString, DataType::Text, 2..=2),
                     "array_upper" => (Func::ArrayUpper, DataType::Int4, 2..=2),
+                    "repeat" => (Func::Repeat, DataType::Text, 2..=2),
+                    "replace" => (Func::Replace, DataType::Text, 3..=3),
+                    "left" => (Func::Left, DataType::Text, 2..=2),
+                    "right" => (Func::Right, DataType::Text, 2..=2),
+                    "btrim" => (Func::TrimBoth, DataType::Text, 1..=2),
+                    "ltrim" => (Func::TrimLeading, DataType::Text, 1..=2),
+                    "rtrim" => (Func::TrimTrailing, DataType::Text, 1..=2),
                     "format_type" => (Func::FormatType, DataType::Text, 2..=2),
                     "pg_get_expr" => (Func::GetExpr, DataType::Text, 2..=3),
                     "pg_get_indexdef" => (Func::GetIndexDef, DataType::Text, 1..=3),
@@ -1049,6 +1077,7 @@ impl Binder<'_> {
                         | Func::GetIndexDef
                         | Func::GetConstraintDef => DataType::Int8,
                         Func::ArrayUpper if i > 0 => DataType::Int4,
+                        Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,
                         Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,
                         Func::Abs | Func::Round | Func::Trunc | Func::Floor | Func::Ceil => ty,

@@ -107,6 +107,14 @@ pub enum Func {
     GetConstraintDef,
     /// `oid::regclass`: the relation's name.
     RegClassName,
+    Repeat,
+    Replace,
+    Left,
+    Right,
+    /// `btrim`/`ltrim`/`rtrim` (and `TRIM(...)`): which ends, and the characters.
+    TrimBoth,
+    TrimLeading,
+    TrimTrailing,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1177,6 +1185,62 @@ fn eval_function(
             crate::system::describe_oid(catalog, func, oid as u32)
                 .map(Value::Text)
                 .unwrap_or(Value::Null)
+        }
+        Func::Repeat => {
+            let text = text_of(&arg(0));
+            let times = match arg(1) {
+                Value::Int(n) => n.max(0) as usize,
+                v => {
+                    return Err(SqlError::mismatch(format!(
+                        "repeat count must be an integer, not {}",
+                        v.natural_type()
+                    )))
+                }
+            };
+            if text.len().saturating_mul(times) > 256 << 20 {
+                return Err(SqlError::new(
+                    ErrorKind::ProgramLimitExceeded,
+                    "requested length too large",
+                ));
+            }
+            Value::Text(text.repeat(times))
+        }
+        Func::Replace => {
+            Value::Text(text_of(&arg(0)).replace(&text_of(&arg(1)), &text_of(&arg(2))))
+        }
+        Func::Left | Func::Right => {
+            let chars: Vec<char> = text_of(&arg(0)).chars().collect();
+            let n = match arg(1) {
+                Value::Int(n) => n,
+                v => {
+                    return Err(SqlError::mismatch(format!(
+                        "{} length must be an integer",
+                        v.natural_type()
+                    )))
+                }
+            };
+            let len = chars.len() as i64;
+            // A negative n counts from the other end, as in PostgreSQL.
+            let keep = if n >= 0 { n.min(len) } else { (len + n).max(0) } as usize;
+            let picked: String = if func == Func::Left {
+                chars[..keep].iter().collect()
+            } else {
+                chars[chars.len() - keep..].iter().collect()
+            };
+            Value::Text(picked)
+        }
+        Func::TrimBoth | Func::TrimLeading | Func::TrimTrailing => {
+            let text = text_of(&arg(0));
+            let set: Vec<char> = match values.get(1) {
+                Some(v) => text_of(v).chars().collect(),
+                None => vec![' '],
+            };
+            let trimmed = match func {
+                Func::TrimLeading => text.trim_start_matches(|c| set.contains(&c)),
+                Func::TrimTrailing => text.trim_end_matches(|c| set.contains(&c)),
+                _ => text.trim_matches(|c| set.contains(&c)),
+            };
+            Value::Text(trimmed.to_string())
         }
         Func::ArrayToString => match arg(0) {
             Value::Array(items) => {

@@ -63,6 +63,9 @@ struct CopyState {
 
 /// The most COPY data accepted in one statement; it becomes one log command.
 const COPY_BYTES_MAX: usize = 48 << 20;
+/// The largest encoded command proposed to the log (the proposer adds up to 8 MiB of other
+/// commands to an entry, and the log store's limit is 64 MiB per entry).
+const COMMAND_BYTES_MAX: usize = 48 << 20;
 
 pub struct Session {
     shared: Arc<Shared>,
@@ -465,10 +468,23 @@ impl Session {
     }
 
     async fn propose(&self, command: &Command) -> SqlResult<Outcome> {
+        let encoded = encode_command(command);
+        // One command is one part of one log entry; the log refuses entries past 64 MiB, and a
+        // refused append would stop replication, so a command that large is refused here.
+        if encoded.len() > COMMAND_BYTES_MAX {
+            return Err(SqlError::new(
+                ErrorKind::ProgramLimitExceeded,
+                format!(
+                    "not supported yet: a write of {} MiB in one command (the limit is {} MiB); split the transaction or statement",
+                    encoded.len() >> 20,
+                    COMMAND_BYTES_MAX >> 20
+                ),
+            ));
+        }
         let bytes = self
             .shared
             .proposer
-            .propose(encode_command(command))
+            .propose(encoded)
             .await
             .map_err(propose_error)?;
         decode_result(&bytes)

@@ -363,3 +363,33 @@ async fn hostile_input_never_breaks_the_server() {
     assert_eq!(scalar(&c, "select 1").await.as_deref(), Some("1"));
     assert!(server.client().await.simple_query("select 1").await.is_ok());
 }
+
+/// A transaction too large for one log entry is refused at COMMIT with 54000; nothing of it
+/// applies, and the server keeps committing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_transaction_is_refused_whole() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table big_tx (id int primary key, pad text)")
+        .await
+        .unwrap();
+    c.batch_execute("begin").await.unwrap();
+    c.batch_execute(
+        "insert into big_tx select g, repeat('x', 1000) from generate_series(1, 60000) g",
+    )
+    .await
+    .unwrap();
+    let e = c.batch_execute("commit").await.unwrap_err();
+    assert_eq!(code(&e), "54000", "{e:?}");
+    assert_eq!(
+        scalar(&c, "select count(*) from big_tx").await.as_deref(),
+        Some("0")
+    );
+    c.batch_execute("insert into big_tx values (1, 'small')")
+        .await
+        .unwrap();
+    assert_eq!(
+        scalar(&c, "select count(*) from big_tx").await.as_deref(),
+        Some("1")
+    );
+}
