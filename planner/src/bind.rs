@@ -372,6 +372,13 @@ impl<'a> Binder<'a> {
                 return Err(SqlError::feature_not_supported("savepoints"))
             }
             S::Set(set) => self.set(set)?,
+            S::Reset(reset) => match &reset.reset {
+                ast::Reset::ALL => Plan::Reset { name: None },
+                ast::Reset::ConfigurationParameter(name) => Plan::Reset {
+                    name: Some(name.to_string().to_ascii_lowercase()),
+                },
+                ast::Reset::SessionAuthorization => Plan::NoOp("RESET"),
+            },
             S::ShowVariable { variable } => {
                 let name = variable.iter().map(ident).collect::<Vec<_>>().join(" ");
                 Plan::Show { name }

@@ -280,6 +280,10 @@ pub enum Plan {
     Show {
         name: String,
     },
+    /// RESET name, or RESET ALL (None).
+    Reset {
+        name: Option<String>,
+    },
     CopyFrom(CopyPlan),
     /// A statement with nothing to do here; the tag to answer with.
     NoOp(&'static str),

@@ -328,6 +328,13 @@ impl Session {
                 self.set(name, value.as_deref())?;
                 Ok(StatementResult::Command("SET".into()))
             }
+            Plan::Reset { name } => {
+                match name {
+                    Some(name) => self.set(name, None)?,
+                    None => self.settings.clear(),
+                }
+                Ok(StatementResult::Command("RESET".into()))
+            }
             Plan::Show { name } => {
                 let key = setting_key(name);
                 if key == "all" {
