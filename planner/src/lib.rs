@@ -6,15 +6,20 @@
 //! the virtual `pg_catalog` tables, and EXPLAIN's text. It must not do IO: the executor in
 //! `ledger` runs plans over storage.
 
+mod access;
 mod bind;
+mod bind_ddl;
 mod bind_expr;
+mod bind_query;
+mod bind_write;
 mod catalog;
 mod expr;
 mod plan;
 mod scope;
 mod system;
 
-pub use bind::{bind, choose_access, filter_is_key_equality, Bound, DEFAULT_MARKER};
+pub use access::{choose_access, filter_is_key_equality};
+pub use bind::{bind, Bound, DEFAULT_MARKER};
 pub use catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, FIRST_USER_OID};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,

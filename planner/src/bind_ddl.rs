@@ -1,0 +1,382 @@
+//! Binding schema statements: CREATE TABLE, CREATE INDEX, ALTER TABLE, and COPY FROM.
+
+use sql::ast;
+use sql::{DataType, ErrorKind, SqlError, SqlResult};
+
+use crate::bind::*;
+use crate::bind_expr::*;
+use crate::catalog::*;
+use crate::expr::*;
+use crate::plan::*;
+use crate::scope::Scope;
+
+impl Binder<'_> {
+    pub(crate) fn create_table(&mut self, create: &ast::CreateTable) -> SqlResult<Plan> {
+        if create.temporary {
+            return Err(SqlError::feature_not_supported("temporary tables"));
+        }
+        if create.query.is_some() {
+            return Err(SqlError::feature_not_supported("CREATE TABLE AS"));
+        }
+        let (schema, name) = object_name(&create.name)?;
+        if schema.as_deref().is_some_and(|s| s != "public") {
+            return Err(SqlError::feature_not_supported(format!(
+                "schema \"{}\"",
+                schema.unwrap_or_default()
+            )));
+        }
+        if create.columns.is_empty() {
+            return Err(SqlError::feature_not_supported("tables without columns"));
+        }
+        let mut columns: Vec<ColumnDef> = Vec::new();
+        let mut primary_key: Vec<usize> = Vec::new();
+        let mut primary_key_name = None;
+        let mut check_asts: Vec<(Option<String>, ast::Expr)> = Vec::new();
+        let mut uniques: Vec<(Option<String>, Vec<usize>)> = Vec::new();
+        for (i, c) in create.columns.iter().enumerate() {
+            let column_name = ident(&c.name);
+            if columns.iter().any(|x| x.name == column_name) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateColumn,
+                    format!("column \"{column_name}\" specified more than once"),
+                ));
+            }
+            let ty = data_type_of(&c.data_type)?;
+            let mut def = ColumnDef {
+                name: column_name.clone(),
+                ty,
+                nullable: true,
+                default: None,
+                default_sql: None,
+            };
+            for option in &c.options {
+                match &option.option {
+                    ast::ColumnOption::Null => def.nullable = true,
+                    ast::ColumnOption::NotNull => def.nullable = false,
+                    ast::ColumnOption::Default(e) => {
+                        let b = self.expr(e, &Scope::default(), Some(ty))?;
+                        def.default = Some(self.assign(b, ty)?);
+                        def.default_sql = Some(e.to_string());
+                    }
+                    ast::ColumnOption::PrimaryKey(_) => {
+                        if !primary_key.is_empty() {
+                            return Err(SqlError::new(
+                                ErrorKind::InvalidPrimaryKey,
+                                format!(
+                                    "multiple primary keys for table \"{name}\" are not allowed"
+                                ),
+                            ));
+                        }
+                        primary_key = vec![i];
+                        primary_key_name = option.name.as_ref().map(ident);
+                    }
+                    ast::ColumnOption::Check(check) => {
+                        check_asts.push((option.name.as_ref().map(ident), (*check.expr).clone()))
+                    }
+                    ast::ColumnOption::Unique(_) => {
+                        uniques.push((option.name.as_ref().map(ident), vec![i]))
+                    }
+                    ast::ColumnOption::ForeignKey(_) => {
+                        return Err(SqlError::feature_not_supported("foreign keys"))
+                    }
+                    other => {
+                        return Err(SqlError::feature_not_supported(format!(
+                            "column option {other}"
+                        )))
+                    }
+                }
+            }
+            columns.push(def);
+        }
+        for constraint in &create.constraints {
+            match constraint {
+                ast::TableConstraint::PrimaryKey(pk) => {
+                    if !primary_key.is_empty() {
+                        return Err(SqlError::new(
+                            ErrorKind::InvalidPrimaryKey,
+                            format!("multiple primary keys for table \"{name}\" are not allowed"),
+                        ));
+                    }
+                    primary_key = self.key_columns(&columns, &pk.columns)?;
+                    primary_key_name = pk.name.as_ref().map(ident);
+                }
+                ast::TableConstraint::Check(check) => {
+                    check_asts.push((check.name.as_ref().map(ident), (*check.expr).clone()))
+                }
+                ast::TableConstraint::Unique(u) => {
+                    let cols = self.key_columns(&columns, &u.columns)?;
+                    uniques.push((u.name.as_ref().map(ident), cols));
+                }
+                ast::TableConstraint::ForeignKey(_) => {
+                    return Err(SqlError::feature_not_supported("foreign keys"))
+                }
+                other => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "table constraint {other}"
+                    )))
+                }
+            }
+        }
+        for &k in &primary_key {
+            columns[k].nullable = false;
+            if matches!(columns[k].ty, DataType::Numeric { .. } | DataType::Float4) {
+                return Err(SqlError::feature_not_supported(format!(
+                    "a primary key column of type {}",
+                    columns[k].ty.pg_name()
+                )));
+            }
+        }
+        let mut table = TableDef {
+            id: 0,
+            name: name.clone(),
+            columns,
+            primary_key,
+            primary_key_name,
+            checks: Vec::new(),
+            indexes: Vec::new(),
+            shape_version: 0,
+            storage: String::new(),
+        };
+        for (index_name, cols) in uniques {
+            if cols == table.primary_key {
+                continue;
+            }
+            let default = format!(
+                "{name}_{}_key",
+                cols.iter()
+                    .map(|&c| table.columns[c].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("_")
+            );
+            let index_name = index_name.unwrap_or(default);
+            if table.indexes.iter().any(|i| i.name == index_name) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateTable,
+                    format!("relation \"{index_name}\" already exists"),
+                ));
+            }
+            table.indexes.push(IndexDef {
+                id: 0,
+                name: index_name,
+                columns: cols,
+                unique: true,
+                storage: String::new(),
+            });
+        }
+        let scope = Scope {
+            columns: table_scope(&table, &name),
+            outer_len: 0,
+        };
+        for (n, (check_name, e)) in check_asts.into_iter().enumerate() {
+            let expr = self.expr(&e, &scope, Some(DataType::Bool))?;
+            if expr.ty() != DataType::Bool {
+                return Err(SqlError::mismatch("argument of CHECK must be type boolean"));
+            }
+            let default_name = match &expr {
+                Expr::Binary { left, .. } => match left.as_ref() {
+                    Expr::Column(i, _) => format!("{name}_{}_check", table.columns[*i].name),
+                    _ => format!("{name}_check{}", n + 1),
+                },
+                _ => format!("{name}_check{}", n + 1),
+            };
+            table.checks.push(CheckDef {
+                name: check_name.unwrap_or(default_name),
+                expr,
+                sql: e.to_string(),
+            });
+        }
+        if !self.params.is_empty() {
+            return Err(SqlError::feature_not_supported(
+                "parameters in CREATE TABLE",
+            ));
+        }
+        Ok(Plan::Ddl(DdlPlan::CreateTable {
+            table,
+            if_not_exists: create.if_not_exists,
+        }))
+    }
+
+    pub(crate) fn create_index(&mut self, index: &ast::CreateIndex) -> SqlResult<Plan> {
+        if index.predicate.is_some() {
+            return Err(SqlError::feature_not_supported("partial indexes"));
+        }
+        if !index.include.is_empty() {
+            return Err(SqlError::feature_not_supported("INCLUDE columns"));
+        }
+        if let Some(using) = &index.using {
+            if !using.to_string().eq_ignore_ascii_case("btree") {
+                return Err(SqlError::feature_not_supported(format!(
+                    "index method {using}"
+                )));
+            }
+        }
+        let (_, table_name) = object_name(&index.table_name)?;
+        let table = self.user_table(&table_name)?;
+        let columns = self.key_columns(&table.columns, &index.columns)?;
+        let name = match &index.name {
+            Some(n) => object_name(n)?.1,
+            None => {
+                let cols = columns
+                    .iter()
+                    .map(|&c| table.columns[c].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join("_");
+                format!(
+                    "{}_{cols}_{}",
+                    table.name,
+                    if index.unique { "key" } else { "idx" }
+                )
+            }
+        };
+        Ok(Plan::Ddl(DdlPlan::CreateIndex {
+            table: table.reference(),
+            name,
+            columns,
+            unique: index.unique,
+            if_not_exists: index.if_not_exists,
+        }))
+    }
+
+    pub(crate) fn key_columns(
+        &self,
+        columns: &[ColumnDef],
+        index_columns: &[ast::IndexColumn],
+    ) -> SqlResult<Vec<usize>> {
+        let mut out = Vec::new();
+        for c in index_columns {
+            let ast::Expr::Identifier(i) = &c.column.expr else {
+                return Err(SqlError::feature_not_supported("expressions in a key"));
+            };
+            let n = ident(i);
+            let position = columns
+                .iter()
+                .position(|c| c.name == n)
+                .ok_or_else(|| SqlError::undefined_column(&format!("{n}\" named in key")))?;
+            out.push(position);
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn alter_table(&mut self, alter: &ast::AlterTable) -> SqlResult<Plan> {
+        let (_, name) = object_name(&alter.name)?;
+        let table = self.user_table(&name)?;
+        match alter.operations.as_slice() {
+            [ast::AlterTableOperation::AddConstraint {
+                constraint: ast::TableConstraint::PrimaryKey(pk),
+                ..
+            }] => {
+                if table.has_primary_key() {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidPrimaryKey,
+                        format!("multiple primary keys for table \"{name}\" are not allowed"),
+                    ));
+                }
+                let columns = self.key_columns(&table.columns, &pk.columns)?;
+                let key_name = pk
+                    .name
+                    .as_ref()
+                    .map(ident)
+                    .unwrap_or_else(|| format!("{name}_pkey"));
+                Ok(Plan::Ddl(DdlPlan::AddPrimaryKey {
+                    table: table.reference(),
+                    columns,
+                    name: key_name,
+                }))
+            }
+            _ => Err(SqlError::feature_not_supported(format!(
+                "ALTER TABLE {}",
+                alter
+                    .operations
+                    .iter()
+                    .map(|o| o.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+                    .chars()
+                    .take(50)
+                    .collect::<String>()
+            ))),
+        }
+    }
+
+    pub(crate) fn copy_from(
+        &mut self,
+        source: &ast::CopySource,
+        options: &[ast::CopyOption],
+        legacy: &[ast::CopyLegacyOption],
+    ) -> SqlResult<Plan> {
+        let ast::CopySource::Table {
+            table_name,
+            columns,
+        } = source
+        else {
+            return Err(SqlError::feature_not_supported("COPY (query) FROM"));
+        };
+        let (_, name) = object_name(table_name)?;
+        let table = self.user_table(&name)?;
+        let columns: Vec<usize> = if columns.is_empty() {
+            (0..table.columns.len()).collect()
+        } else {
+            columns
+                .iter()
+                .map(|c| {
+                    table
+                        .column_index(&ident(c))
+                        .ok_or_else(|| SqlError::undefined_column(&ident(c)))
+                })
+                .collect::<SqlResult<_>>()?
+        };
+        let mut plan = CopyPlan {
+            table,
+            columns,
+            csv: false,
+            delimiter: '\t',
+            null: "\\N".into(),
+            header: false,
+        };
+        for o in options {
+            match o {
+                ast::CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                    "csv" => {
+                        plan.csv = true;
+                        plan.delimiter = ',';
+                        plan.null = String::new();
+                    }
+                    "text" => {}
+                    other => {
+                        return Err(SqlError::feature_not_supported(format!(
+                            "COPY format {other}"
+                        )))
+                    }
+                },
+                ast::CopyOption::Freeze(_) => {}
+                ast::CopyOption::Delimiter(d) => plan.delimiter = *d,
+                ast::CopyOption::Null(n) => plan.null = n.clone(),
+                ast::CopyOption::Header(h) => plan.header = *h,
+                ast::CopyOption::Encoding(_) => {}
+                other => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "COPY option {other}"
+                    )))
+                }
+            }
+        }
+        for o in legacy {
+            match o {
+                ast::CopyLegacyOption::Csv(_) => {
+                    plan.csv = true;
+                    plan.delimiter = ',';
+                    plan.null = String::new();
+                }
+                ast::CopyLegacyOption::Header => plan.header = true,
+                ast::CopyLegacyOption::Delimiter(d) => plan.delimiter = *d,
+                ast::CopyLegacyOption::Null(n) => plan.null = n.clone(),
+                other => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "COPY option {other}"
+                    )))
+                }
+            }
+        }
+        Ok(Plan::CopyFrom(plan))
+    }
+}

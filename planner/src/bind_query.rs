@@ -1,0 +1,800 @@
+//! Binding queries: FROM (tables, subqueries, LATERAL, generate_series, joins), WHERE,
+//! grouping and aggregates, the projection, ORDER BY, LIMIT, VALUES and UNION.
+
+use sql::ast;
+use sql::{DataType, ErrorKind, SqlError, SqlResult};
+
+use crate::access::*;
+use crate::bind::*;
+use crate::bind_expr::*;
+use crate::expr::*;
+use crate::plan::*;
+use crate::scope::{Scope, ScopeColumn};
+use crate::system::SystemTable;
+
+impl Binder<'_> {
+    pub(crate) fn query(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
+        if q.with.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "WITH (common table expressions)",
+            ));
+        }
+        if !q.locks.is_empty() {
+            // FOR UPDATE / FOR SHARE: transactions are validated at commit instead of locking,
+            // so the clause changes nothing; accept it as PostgreSQL's clients expect.
+        }
+        let saved = self.aggregate.take();
+        let result = self.query_inner(q, outer);
+        self.aggregate = saved;
+        result
+    }
+
+    pub(crate) fn query_inner(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
+        let order_by: &[ast::OrderByExpr] = match &q.order_by {
+            Some(ast::OrderBy {
+                kind: ast::OrderByKind::Expressions(list),
+                ..
+            }) => list,
+            Some(_) => return Err(SqlError::feature_not_supported("ORDER BY ALL")),
+            None => &[],
+        };
+        let (limit, offset) = match &q.limit_clause {
+            Some(ast::LimitClause::LimitOffset {
+                limit,
+                offset,
+                limit_by,
+            }) if limit_by.is_empty() => (limit.as_ref(), offset.as_ref().map(|o| &o.value)),
+            Some(ast::LimitClause::OffsetCommaLimit { offset, limit }) => {
+                (Some(limit), Some(offset))
+            }
+            Some(_) => return Err(SqlError::feature_not_supported("LIMIT BY")),
+            None => (None, None),
+        };
+        let mut plan = match q.body.as_ref() {
+            ast::SetExpr::Select(select) => self.select(select, outer, order_by)?,
+            ast::SetExpr::Query(inner) => {
+                let mut p = self.query(inner, outer)?;
+                if !order_by.is_empty() {
+                    p = self.sort_output(p, order_by, outer)?;
+                }
+                p
+            }
+            ast::SetExpr::Values(values) => {
+                let mut p = self.values(values, outer)?;
+                if !order_by.is_empty() {
+                    p = self.sort_output(p, order_by, outer)?;
+                }
+                p
+            }
+            ast::SetExpr::SetOperation {
+                left,
+                op: ast::SetOperator::Union,
+                set_quantifier,
+                right,
+            } => {
+                let all = matches!(set_quantifier, ast::SetQuantifier::All);
+                let mut p = self.union(left, right, all, outer)?;
+                if !order_by.is_empty() {
+                    p = self.sort_output(p, order_by, outer)?;
+                }
+                p
+            }
+            other => {
+                return Err(SqlError::feature_not_supported(format!(
+                    "query form {}",
+                    other.to_string().chars().take(30).collect::<String>()
+                )))
+            }
+        };
+        if limit.is_some() || offset.is_some() {
+            let scope = Scope {
+                columns: outer.columns.clone(),
+                outer_len: outer.columns.len(),
+            };
+            let limit = match limit {
+                Some(e) => Some(self.expr(e, &scope, Some(DataType::Int8))?),
+                None => None,
+            };
+            let offset = match offset {
+                Some(e) => Some(self.expr(e, &scope, Some(DataType::Int8))?),
+                None => None,
+            };
+            plan.rel = Rel::Limit {
+                input: Box::new(plan.rel),
+                limit,
+                offset,
+            };
+        }
+        Ok(plan)
+    }
+
+    pub(crate) fn set_side(&mut self, side: &ast::SetExpr, outer: &Scope) -> SqlResult<SelectPlan> {
+        match side {
+            ast::SetExpr::Select(s) => self.select(s, outer, &[]),
+            ast::SetExpr::Query(q) => self.query(q, outer),
+            ast::SetExpr::Values(v) => self.values(v, outer),
+            ast::SetExpr::SetOperation {
+                left,
+                op: ast::SetOperator::Union,
+                set_quantifier,
+                right,
+            } => self.union(
+                left,
+                right,
+                matches!(set_quantifier, ast::SetQuantifier::All),
+                outer,
+            ),
+            _ => Err(SqlError::feature_not_supported("INTERSECT and EXCEPT")),
+        }
+    }
+
+    pub(crate) fn union(
+        &mut self,
+        left: &ast::SetExpr,
+        right: &ast::SetExpr,
+        all: bool,
+        outer: &Scope,
+    ) -> SqlResult<SelectPlan> {
+        let l = self.set_side(left, outer)?;
+        let r = self.set_side(right, outer)?;
+        if l.columns.len() != r.columns.len() {
+            return Err(SqlError::syntax(
+                "each UNION query must have the same number of columns",
+            ));
+        }
+        Ok(SelectPlan {
+            rel: Rel::Union {
+                left: Box::new(l.rel),
+                right: Box::new(r.rel),
+                all,
+            },
+            columns: l.columns,
+            reads_user_tables: l.reads_user_tables || r.reads_user_tables,
+        })
+    }
+
+    pub(crate) fn values(&mut self, values: &ast::Values, outer: &Scope) -> SqlResult<SelectPlan> {
+        let scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        let mut rows = Vec::new();
+        for row in &values.rows {
+            let mut bound = Vec::new();
+            for e in &row.content {
+                bound.push(self.expr(e, &scope, None)?);
+            }
+            rows.push(bound);
+        }
+        let width = rows.first().map(Vec::len).unwrap_or(0);
+        if rows.iter().any(|r| r.len() != width) {
+            return Err(SqlError::syntax("VALUES lists must all be the same length"));
+        }
+        let columns = (0..width)
+            .map(|i| OutputColumn {
+                name: format!("column{}", i + 1),
+                ty: rows[0][i].ty(),
+                table_oid: 0,
+                column_number: 0,
+            })
+            .collect();
+        Ok(SelectPlan {
+            rel: Rel::Values { rows },
+            columns,
+            reads_user_tables: false,
+        })
+    }
+
+    /// ORDER BY over a finished result (after a set operation or VALUES): only output
+    /// columns by name or position.
+    pub(crate) fn sort_output(
+        &mut self,
+        plan: SelectPlan,
+        order_by: &[ast::OrderByExpr],
+        outer: &Scope,
+    ) -> SqlResult<SelectPlan> {
+        let mut scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        for c in &plan.columns {
+            scope.columns.push(ScopeColumn {
+                qualifier: None,
+                name: c.name.clone(),
+                ty: c.ty,
+                table_oid: 0,
+                column_number: 0,
+            });
+        }
+        let mut keys = Vec::new();
+        for o in order_by {
+            let expr = match ordinal(&o.expr) {
+                Some(n) if n >= 1 && n <= plan.columns.len() => {
+                    Expr::Column(scope.outer_len + n - 1, plan.columns[n - 1].ty)
+                }
+                Some(n) => {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidColumnReference,
+                        format!("ORDER BY position {n} is not in select list"),
+                    ))
+                }
+                None => self.expr(&o.expr, &scope, None)?,
+            };
+            keys.push(sort_key(expr, o));
+        }
+        Ok(SelectPlan {
+            rel: Rel::Sort {
+                input: Box::new(plan.rel),
+                keys,
+            },
+            ..plan
+        })
+    }
+
+    pub(crate) fn table_function(
+        &mut self,
+        name: &ast::ObjectName,
+        args: &[ast::FunctionArg],
+        alias: &Option<ast::TableAlias>,
+        outer: &Scope,
+    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+        let (_, function) = object_name(name)?;
+        if function != "generate_series" {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                format!("function {function}() does not exist"),
+            ));
+        }
+        let scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        let mut bound = Vec::new();
+        for a in args {
+            match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
+                    bound.push(self.expr(e, &scope, Some(DataType::Int8))?)
+                }
+                _ => {
+                    return Err(SqlError::feature_not_supported(
+                        "this argument form in generate_series()",
+                    ))
+                }
+            }
+        }
+        if !(2..=3).contains(&bound.len()) {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                "function generate_series takes 2 or 3 arguments",
+            ));
+        }
+        let rank = |t: &DataType| match t {
+            DataType::Int8 => 3,
+            DataType::Int4 => 2,
+            _ => 1,
+        };
+        let ty = bound
+            .iter()
+            .map(|b| b.ty())
+            .max_by_key(rank)
+            .unwrap_or(DataType::Int8);
+        if !ty.is_integer() {
+            return Err(SqlError::feature_not_supported(format!(
+                "generate_series over {}",
+                ty.pg_name()
+            )));
+        }
+        let mut it = bound.into_iter();
+        let (start, stop, step) = (
+            it.next().expect("two arguments"),
+            it.next().expect("two arguments"),
+            it.next(),
+        );
+        let alias_name = alias
+            .as_ref()
+            .map(|a| ident(&a.name))
+            .unwrap_or_else(|| "generate_series".into());
+        let column = alias
+            .as_ref()
+            .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
+            .unwrap_or_else(|| alias_name.clone());
+        let cols = vec![ScopeColumn {
+            qualifier: Some(alias_name),
+            name: column,
+            ty,
+            table_oid: 0,
+            column_number: 0,
+        }];
+        Ok((Rel::Series { start, stop, step }, cols, false, false))
+    }
+
+    pub(crate) fn bind_from_item(
+        &mut self,
+        factor: &ast::TableFactor,
+        outer: &Scope,
+        left: Option<&Scope>,
+    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+        match factor {
+            ast::TableFactor::Table {
+                name,
+                alias,
+                args: Some(args),
+                ..
+            } => self.table_function(name, &args.args, alias, outer),
+            ast::TableFactor::Function {
+                lateral: false,
+                name,
+                args,
+                alias,
+                ..
+            } => self.table_function(name, args, alias, outer),
+            ast::TableFactor::Table {
+                name,
+                alias,
+                args: None,
+                ..
+            } => {
+                let (schema, table_name) = object_name(name)?;
+                let alias_name = alias
+                    .as_ref()
+                    .map(|a| ident(&a.name))
+                    .unwrap_or_else(|| table_name.clone());
+                let user = match schema.as_deref() {
+                    None | Some("public") => self.catalog.table(&table_name).cloned(),
+                    _ => None,
+                };
+                if let Some(table) = user {
+                    let mut cols = table_scope(&table, &alias_name);
+                    rename_columns(&mut cols, alias)?;
+                    let rel = Rel::Scan {
+                        source: TableSource::User(table),
+                        access: Access::Full,
+                        filter: None,
+                    };
+                    return Ok((rel, cols, true, false));
+                }
+                if let Some(system) = SystemTable::lookup(schema.as_deref(), &table_name) {
+                    let mut cols: Vec<ScopeColumn> = system
+                        .columns()
+                        .into_iter()
+                        .map(|(n, ty)| ScopeColumn {
+                            qualifier: Some(alias_name.clone()),
+                            name: n.to_string(),
+                            ty,
+                            table_oid: 0,
+                            column_number: 0,
+                        })
+                        .collect();
+                    rename_columns(&mut cols, alias)?;
+                    let rel = Rel::Scan {
+                        source: TableSource::System(system),
+                        access: Access::Full,
+                        filter: None,
+                    };
+                    return Ok((rel, cols, false, false));
+                }
+                let shown = match schema {
+                    Some(s) => format!("{s}.{table_name}"),
+                    None => table_name,
+                };
+                Err(SqlError::undefined_table(&shown))
+            }
+            ast::TableFactor::Derived {
+                lateral,
+                subquery,
+                alias,
+                ..
+            } => {
+                let sub_outer = match (lateral, left) {
+                    (true, Some(l)) => l.nested(),
+                    _ => Scope {
+                        columns: outer.columns.clone(),
+                        outer_len: outer.columns.len(),
+                    },
+                };
+                let plan = self.query(subquery, &sub_outer)?;
+                let alias_name = alias.as_ref().map(|a| ident(&a.name));
+                let mut cols: Vec<ScopeColumn> = plan
+                    .columns
+                    .iter()
+                    .map(|c| ScopeColumn {
+                        qualifier: alias_name.clone(),
+                        name: c.name.clone(),
+                        ty: c.ty,
+                        table_oid: c.table_oid,
+                        column_number: c.column_number,
+                    })
+                    .collect();
+                rename_columns(&mut cols, alias)?;
+                Ok((
+                    plan.rel,
+                    cols,
+                    plan.reads_user_tables,
+                    *lateral && left.is_some(),
+                ))
+            }
+            ast::TableFactor::NestedJoin {
+                table_with_joins,
+                alias: None,
+            } => {
+                let (rel, scope, reads) =
+                    self.bind_from(std::slice::from_ref(table_with_joins), outer)?;
+                Ok((rel, scope.own().to_vec(), reads, false))
+            }
+            other => Err(SqlError::feature_not_supported(format!(
+                "FROM item {}",
+                other.to_string().chars().take(40).collect::<String>()
+            ))),
+        }
+    }
+
+    /// Binds FROM: joins left to right. Returns the relation, its scope (outer columns
+    /// first), and whether it reads user tables.
+    pub(crate) fn bind_from(
+        &mut self,
+        from: &[ast::TableWithJoins],
+        outer: &Scope,
+    ) -> SqlResult<(Rel, Scope, bool)> {
+        let mut scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        if from.is_empty() {
+            return Ok((
+                Rel::Values {
+                    rows: vec![Vec::new()],
+                },
+                scope,
+                false,
+            ));
+        }
+        let mut current: Option<Rel> = None;
+        let mut reads = false;
+        let items = from.iter().flat_map(|twj| {
+            std::iter::once((&twj.relation, None)).chain(
+                twj.joins
+                    .iter()
+                    .map(|j| (&j.relation, Some(&j.join_operator))),
+            )
+        });
+        for (factor, operator) in items {
+            let left_scope = scope.clone();
+            let (rel, cols, r, lateral) =
+                self.bind_from_item(factor, outer, current.as_ref().map(|_| &left_scope))?;
+            reads |= r;
+            let right_width = cols.len();
+            scope.columns.extend(cols);
+            current = Some(match current {
+                None => rel,
+                Some(left) => {
+                    let (kind, constraint) = match operator {
+                        None => (JoinKind::Inner, None),
+                        Some(ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c)) => {
+                            (JoinKind::Inner, Some(c))
+                        }
+                        Some(ast::JoinOperator::Left(c) | ast::JoinOperator::LeftOuter(c)) => {
+                            (JoinKind::Left, Some(c))
+                        }
+                        Some(ast::JoinOperator::CrossJoin(c)) => (JoinKind::Inner, Some(c)),
+                        Some(other) => {
+                            return Err(SqlError::feature_not_supported(
+                                format!("join type {other:?}")
+                                    .chars()
+                                    .take(40)
+                                    .collect::<String>(),
+                            ))
+                        }
+                    };
+                    let on = match constraint {
+                        Some(ast::JoinConstraint::On(e)) => {
+                            Some(self.expr(e, &scope, Some(DataType::Bool))?)
+                        }
+                        Some(ast::JoinConstraint::Using(cols)) => {
+                            let mut preds = Vec::new();
+                            for c in cols {
+                                let (_, name) = object_name(c)?;
+                                let right_start = scope.columns.len() - right_width;
+                                let l = (scope.outer_len..right_start)
+                                    .find(|&i| scope.columns[i].name == name);
+                                let r = (right_start..scope.columns.len())
+                                    .find(|&i| scope.columns[i].name == name);
+                                match (l, r) {
+                                    (Some(l), Some(r)) => preds.push(Expr::Binary {
+                                        op: BinaryOp::Eq,
+                                        left: Box::new(Expr::Column(l, scope.columns[l].ty)),
+                                        right: Box::new(Expr::Column(r, scope.columns[r].ty)),
+                                        ty: DataType::Bool,
+                                    }),
+                                    _ => return Err(SqlError::undefined_column(&name)),
+                                }
+                            }
+                            preds.into_iter().reduce(|a, b| Expr::Binary {
+                                op: BinaryOp::And,
+                                left: Box::new(a),
+                                right: Box::new(b),
+                                ty: DataType::Bool,
+                            })
+                        }
+                        Some(ast::JoinConstraint::Natural) => {
+                            return Err(SqlError::feature_not_supported("NATURAL JOIN"))
+                        }
+                        Some(ast::JoinConstraint::None) | None => None,
+                    };
+                    if kind == JoinKind::Left && on.is_none() {
+                        return Err(SqlError::syntax("LEFT JOIN needs an ON or USING clause"));
+                    }
+                    Rel::Join {
+                        left: Box::new(left),
+                        right: Box::new(rel),
+                        kind,
+                        on,
+                        lateral,
+                        right_width,
+                    }
+                }
+            });
+        }
+        Ok((current.expect("at least one FROM item"), scope, reads))
+    }
+
+    pub(crate) fn select(
+        &mut self,
+        select: &ast::Select,
+        outer: &Scope,
+        order_by: &[ast::OrderByExpr],
+    ) -> SqlResult<SelectPlan> {
+        if select.into.is_some() {
+            return Err(SqlError::feature_not_supported("SELECT INTO"));
+        }
+        let (mut rel, scope, reads) = self.bind_from(&select.from, outer)?;
+        if let Some(w) = &select.selection {
+            if contains_aggregate(w) {
+                return Err(SqlError::new(
+                    ErrorKind::GroupingError,
+                    "aggregate functions are not allowed in WHERE",
+                ));
+            }
+            let predicate = self.expr(w, &scope, Some(DataType::Bool))?;
+            rel = match rel {
+                Rel::Scan {
+                    source: TableSource::User(table),
+                    filter: None,
+                    ..
+                } => {
+                    let access = choose_access(&table, Some(&predicate), scope.outer_len);
+                    Rel::Scan {
+                        source: TableSource::User(table),
+                        access,
+                        filter: Some(predicate),
+                    }
+                }
+                Rel::Scan {
+                    source,
+                    access,
+                    filter: None,
+                } => Rel::Scan {
+                    source,
+                    access,
+                    filter: Some(predicate),
+                },
+                other => Rel::Filter {
+                    input: Box::new(other),
+                    predicate,
+                },
+            };
+        }
+        let group_exprs: Vec<ast::Expr> = match &select.group_by {
+            ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
+                exprs.clone()
+            }
+            ast::GroupByExpr::Expressions(..) => {
+                return Err(SqlError::feature_not_supported("GROUP BY modifiers"))
+            }
+            ast::GroupByExpr::All(_) => {
+                return Err(SqlError::feature_not_supported("GROUP BY ALL"))
+            }
+        };
+        // Expand the projection into (ast, output name) pairs first.
+        let mut items: Vec<(Option<ast::Expr>, Option<usize>, String)> = Vec::new();
+        for item in &select.projection {
+            match item {
+                ast::SelectItem::UnnamedExpr(e) => {
+                    items.push((Some(e.clone()), None, output_name(e)))
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    items.push((Some(expr.clone()), None, ident(alias)))
+                }
+                ast::SelectItem::Wildcard(_) => {
+                    for i in scope.wildcard(None)? {
+                        items.push((None, Some(i), scope.columns[i].name.clone()));
+                    }
+                }
+                ast::SelectItem::QualifiedWildcard(kind, _) => {
+                    let q = match kind {
+                        ast::SelectItemQualifiedWildcardKind::ObjectName(n) => object_name(n)?.1,
+                        _ => return Err(SqlError::feature_not_supported("this wildcard form")),
+                    };
+                    for i in scope.wildcard(Some(&q))? {
+                        items.push((None, Some(i), scope.columns[i].name.clone()));
+                    }
+                }
+                _ => return Err(SqlError::feature_not_supported("this select item form")),
+            }
+        }
+        let aggregating = !group_exprs.is_empty()
+            || items
+                .iter()
+                .any(|(e, _, _)| e.as_ref().is_some_and(contains_aggregate))
+            || select.having.as_ref().is_some_and(contains_aggregate)
+            || order_by.iter().any(|o| contains_aggregate(&o.expr));
+        let output_scope;
+        if aggregating {
+            if items.iter().any(|(e, _, _)| e.is_none()) {
+                return Err(SqlError::new(
+                    ErrorKind::GroupingError,
+                    "SELECT * is not allowed with GROUP BY",
+                ));
+            }
+            let mut groups = Vec::new();
+            for g in &group_exprs {
+                let source = match ordinal(g) {
+                    Some(n) if n >= 1 && n <= items.len() => {
+                        items[n - 1].0.clone().expect("checked above")
+                    }
+                    Some(n) => {
+                        return Err(SqlError::new(
+                            ErrorKind::InvalidColumnReference,
+                            format!("GROUP BY position {n} is not in select list"),
+                        ))
+                    }
+                    None => g.clone(),
+                };
+                let bound = self.expr(&source, &scope, None)?;
+                groups.push((source.to_string(), bound));
+            }
+            self.aggregate = Some(AggregateContext {
+                groups,
+                aggregates: Vec::new(),
+                input_scope: scope.clone(),
+            });
+            // After aggregation the row is: group values, then aggregate values (filled in as
+            // the projection binds them). The scope only needs the outer part and a width.
+            output_scope = Scope {
+                columns: outer.columns.clone(),
+                outer_len: outer.columns.len(),
+            };
+        } else {
+            output_scope = scope.clone();
+        }
+        let mut exprs = Vec::new();
+        let mut columns = Vec::new();
+        for (e, col, name) in &items {
+            let bound = match (e, col) {
+                (Some(e), _) => self.expr(e, &output_scope, None)?,
+                (None, Some(i)) => Expr::Column(*i, scope.columns[*i].ty),
+                (None, None) => {
+                    return Err(SqlError::internal("a select item without an expression"))
+                }
+            };
+            let (table_oid, column_number) = match (&bound, aggregating) {
+                (Expr::Column(i, _), false) if *i >= scope.outer_len => {
+                    (scope.columns[*i].table_oid, scope.columns[*i].column_number)
+                }
+                _ => (0, 0),
+            };
+            let ty = if bound.ty() == DataType::Unknown {
+                DataType::Text
+            } else {
+                bound.ty()
+            };
+            columns.push(OutputColumn {
+                name: name.clone(),
+                ty,
+                table_oid,
+                column_number,
+            });
+            exprs.push(bound);
+        }
+        let having = match &select.having {
+            Some(h) if aggregating => Some(self.expr(h, &output_scope, Some(DataType::Bool))?),
+            Some(_) => {
+                return Err(SqlError::new(
+                    ErrorKind::GroupingError,
+                    "HAVING needs GROUP BY or an aggregate",
+                ))
+            }
+            None => None,
+        };
+        // ORDER BY keys: an output position, an output name, or an expression over the input
+        // (computed as a hidden extra column).
+        let visible = exprs.len();
+        let mut keys = Vec::new();
+        for o in order_by {
+            let by_name = match &o.expr {
+                ast::Expr::Identifier(i) => columns.iter().position(|c| c.name == ident(i)),
+                _ => None,
+            };
+            let key = match (ordinal(&o.expr), by_name) {
+                (Some(n), _) if n >= 1 && n <= visible => {
+                    Expr::Column(outer.columns.len() + n - 1, columns[n - 1].ty)
+                }
+                (Some(n), _) => {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidColumnReference,
+                        format!("ORDER BY position {n} is not in select list"),
+                    ))
+                }
+                (None, Some(i)) => Expr::Column(outer.columns.len() + i, columns[i].ty),
+                (None, None) => {
+                    let bound = self.expr(&o.expr, &output_scope, None)?;
+                    let ty = bound.ty();
+                    exprs.push(bound);
+                    Expr::Column(outer.columns.len() + exprs.len() - 1, ty)
+                }
+            };
+            keys.push(sort_key(key, o));
+        }
+        if let Some(ctx) = self.aggregate.take() {
+            let group_by = ctx.groups.into_iter().map(|(_, e)| e).collect();
+            rel = Rel::Aggregate {
+                input: Box::new(rel),
+                group_by,
+                aggregates: ctx.aggregates,
+            };
+            if let Some(h) = having {
+                rel = Rel::Filter {
+                    input: Box::new(rel),
+                    predicate: h,
+                };
+            }
+        }
+        rel = Rel::Project {
+            input: Box::new(rel),
+            exprs,
+        };
+        match &select.distinct {
+            None | Some(ast::Distinct::All) => {}
+            Some(ast::Distinct::Distinct) => {
+                if let Rel::Project { exprs, .. } = &rel {
+                    if exprs.len() > visible {
+                        return Err(SqlError::syntax(
+                            "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
+                        ));
+                    }
+                }
+                rel = Rel::Distinct {
+                    input: Box::new(rel),
+                };
+            }
+            Some(ast::Distinct::On(_)) => {
+                return Err(SqlError::feature_not_supported("DISTINCT ON"))
+            }
+        }
+        if !keys.is_empty() {
+            rel = Rel::Sort {
+                input: Box::new(rel),
+                keys,
+            };
+        }
+        if let Rel::Sort { input, .. } = &rel {
+            if let Rel::Project { exprs, .. } = input.as_ref() {
+                if exprs.len() > visible {
+                    let trim = (0..visible)
+                        .map(|i| Expr::Column(outer.columns.len() + i, columns[i].ty))
+                        .collect();
+                    rel = Rel::Project {
+                        input: Box::new(rel),
+                        exprs: trim,
+                    };
+                }
+            }
+        }
+        Ok(SelectPlan {
+            rel,
+            columns,
+            reads_user_tables: reads,
+        })
+    }
+
+    // ----- writes -----
+}

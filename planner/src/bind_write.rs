@@ -1,0 +1,340 @@
+//! Binding INSERT, UPDATE and DELETE (with ON CONFLICT and RETURNING).
+
+use std::sync::Arc;
+
+use sql::ast;
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+
+use crate::access::*;
+use crate::bind::*;
+use crate::bind_expr::*;
+use crate::catalog::*;
+use crate::expr::*;
+use crate::plan::*;
+use crate::scope::Scope;
+
+impl Binder<'_> {
+    pub(crate) fn returning(
+        &mut self,
+        items: &Option<Vec<ast::SelectItem>>,
+        scope: &Scope,
+    ) -> SqlResult<(Option<Vec<Expr>>, Vec<OutputColumn>)> {
+        let Some(items) = items else {
+            return Ok((None, Vec::new()));
+        };
+        let mut exprs = Vec::new();
+        let mut columns = Vec::new();
+        for item in items {
+            match item {
+                ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    let name = match item {
+                        ast::SelectItem::ExprWithAlias { alias, .. } => ident(alias),
+                        _ => output_name(e),
+                    };
+                    let bound = self.expr(e, scope, None)?;
+                    let ty = if bound.ty() == DataType::Unknown {
+                        DataType::Text
+                    } else {
+                        bound.ty()
+                    };
+                    columns.push(OutputColumn {
+                        name,
+                        ty,
+                        table_oid: 0,
+                        column_number: 0,
+                    });
+                    exprs.push(bound);
+                }
+                ast::SelectItem::Wildcard(_) => {
+                    for i in scope.wildcard(None)? {
+                        let c = &scope.columns[i];
+                        columns.push(OutputColumn {
+                            name: c.name.clone(),
+                            ty: c.ty,
+                            table_oid: c.table_oid,
+                            column_number: c.column_number,
+                        });
+                        exprs.push(Expr::Column(i, c.ty));
+                    }
+                }
+                _ => return Err(SqlError::feature_not_supported("this RETURNING item")),
+            }
+        }
+        Ok((Some(exprs), columns))
+    }
+
+    pub(crate) fn insert(&mut self, insert: &ast::Insert) -> SqlResult<Plan> {
+        let ast::TableObject::TableName(name) = &insert.table else {
+            return Err(SqlError::feature_not_supported(
+                "INSERT into a table function",
+            ));
+        };
+        let (_, table_name) = object_name(name)?;
+        let table = self.user_table(&table_name)?;
+        let alias = insert
+            .table_alias
+            .as_ref()
+            .map(|a| ident(&a.alias))
+            .unwrap_or_else(|| table.name.clone());
+        let source_query = insert
+            .source
+            .as_ref()
+            .ok_or_else(|| SqlError::feature_not_supported("INSERT without VALUES or SELECT"))?;
+        // Without a column list, the values fill the leading columns (PostgreSQL allows
+        // fewer values than columns; the rest get their defaults).
+        let implicit_width = match source_query.body.as_ref() {
+            ast::SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
+            _ => None,
+        };
+        let mut target_columns: Vec<usize> = if insert.columns.is_empty() {
+            (0..implicit_width
+                .unwrap_or(usize::MAX)
+                .min(table.columns.len()))
+                .collect()
+        } else {
+            let mut cols = Vec::new();
+            for c in &insert.columns {
+                let (_, n) = object_name(c)?;
+                let i = table.column_index(&n).ok_or_else(|| {
+                    SqlError::undefined_column(&format!("{n}\" of relation \"{}", table.name))
+                })?;
+                if cols.contains(&i) {
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateColumn,
+                        format!("column \"{n}\" specified more than once"),
+                    ));
+                }
+                cols.push(i);
+            }
+            cols
+        };
+        let empty = Scope::default();
+        let source = match source_query.body.as_ref() {
+            ast::SetExpr::Values(values)
+                if source_query.order_by.is_none() && source_query.limit_clause.is_none() =>
+            {
+                let mut rows = Vec::with_capacity(values.rows.len());
+                for row in &values.rows {
+                    if row.content.len() > target_columns.len() {
+                        return Err(SqlError::syntax(
+                            "INSERT has more expressions than target columns",
+                        ));
+                    }
+                    if row.content.len() < target_columns.len() {
+                        return Err(SqlError::syntax(
+                            "INSERT has more target columns than expressions",
+                        ));
+                    }
+                    let mut bound = Vec::with_capacity(row.content.len());
+                    for (e, col) in row.content.iter().zip(&target_columns) {
+                        let ty = table.columns[*col].ty;
+                        let is_default = matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+                        if is_default {
+                            bound.push(Expr::Literal(
+                                Value::Text(DEFAULT_MARKER.into()),
+                                DataType::Unknown,
+                            ));
+                            continue;
+                        }
+                        let b = self.expr(e, &empty, Some(ty))?;
+                        bound.push(self.assign(b, ty)?);
+                    }
+                    rows.push(bound);
+                }
+                InsertSource::Values(rows)
+            }
+            _ => {
+                let plan = self.query(source_query, &empty)?;
+                if insert.columns.is_empty() && plan.columns.len() < target_columns.len() {
+                    target_columns.truncate(plan.columns.len());
+                }
+                if plan.columns.len() != target_columns.len() {
+                    return Err(SqlError::syntax(
+                        "INSERT has more target columns than expressions",
+                    ));
+                }
+                InsertSource::Query(Box::new(plan.rel))
+            }
+        };
+        let scope = Scope {
+            columns: table_scope(&table, &alias),
+            outer_len: 0,
+        };
+        let on_conflict = match &insert.on {
+            None => None,
+            Some(ast::OnInsert::OnConflict(c)) => {
+                if let Some(ast::ConflictTarget::Columns(cols)) = &c.conflict_target {
+                    let named: Vec<usize> = cols
+                        .iter()
+                        .map(|c| {
+                            table
+                                .column_index(&ident(c))
+                                .ok_or_else(|| SqlError::undefined_column(&ident(c)))
+                        })
+                        .collect::<SqlResult<_>>()?;
+                    let mut sorted = named.clone();
+                    sorted.sort_unstable();
+                    let mut pk = table.primary_key.clone();
+                    pk.sort_unstable();
+                    if sorted != pk {
+                        return Err(SqlError::new(
+                            ErrorKind::InvalidColumnReference,
+                            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+                        ));
+                    }
+                }
+                Some(match &c.action {
+                    ast::OnConflictAction::DoNothing => OnConflict::DoNothing,
+                    ast::OnConflictAction::DoUpdate(update) => {
+                        let mut both = scope.clone();
+                        let mut excluded = table_scope(&table, "excluded");
+                        both.columns.append(&mut excluded);
+                        let assignments = self.assignments(&table, &update.assignments, &both)?;
+                        let filter = match &update.selection {
+                            Some(w) => Some(self.expr(w, &both, Some(DataType::Bool))?),
+                            None => None,
+                        };
+                        OnConflict::DoUpdate {
+                            assignments,
+                            filter,
+                        }
+                    }
+                })
+            }
+            Some(_) => return Err(SqlError::feature_not_supported("ON DUPLICATE KEY")),
+        };
+        if on_conflict.is_some() && !table.has_primary_key() {
+            return Err(SqlError::new(
+                ErrorKind::InvalidColumnReference,
+                "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+            ));
+        }
+        let (returning, columns) = self.returning(&insert.returning, &scope)?;
+        let plan = WritePlan::Insert(InsertPlan {
+            table: table.reference(),
+            source,
+            target_columns,
+            on_conflict,
+            returning,
+        });
+        Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    pub(crate) fn assignments(
+        &mut self,
+        table: &TableDef,
+        assignments: &[ast::Assignment],
+        scope: &Scope,
+    ) -> SqlResult<Vec<(usize, Expr)>> {
+        let mut out: Vec<(usize, Expr)> = Vec::new();
+        for a in assignments {
+            let ast::AssignmentTarget::ColumnName(name) = &a.target else {
+                return Err(SqlError::feature_not_supported("tuple assignment"));
+            };
+            let (_, column) = object_name(name)?;
+            let i = table.column_index(&column).ok_or_else(|| {
+                SqlError::undefined_column(&format!("{column}\" of relation \"{}", table.name))
+            })?;
+            if out.iter().any(|(c, _)| *c == i) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateColumn,
+                    format!("multiple assignments to same column \"{column}\""),
+                ));
+            }
+            let ty = table.columns[i].ty;
+            let is_default = matches!(&a.value, ast::Expr::Identifier(id) if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"));
+            let bound = if is_default {
+                match &table.columns[i].default {
+                    Some(d) => d.clone(),
+                    None => Expr::Literal(Value::Null, ty),
+                }
+            } else {
+                let b = self.expr(&a.value, scope, Some(ty))?;
+                self.assign(b, ty)?
+            };
+            out.push((i, bound));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn single_table(
+        &mut self,
+        twj: &ast::TableWithJoins,
+    ) -> SqlResult<(Arc<TableDef>, String)> {
+        if !twj.joins.is_empty() {
+            return Err(SqlError::feature_not_supported("joins in UPDATE or DELETE"));
+        }
+        match &twj.relation {
+            ast::TableFactor::Table { name, alias, .. } => {
+                let (_, table_name) = object_name(name)?;
+                let table = self.user_table(&table_name)?;
+                let alias = alias
+                    .as_ref()
+                    .map(|a| ident(&a.name))
+                    .unwrap_or_else(|| table.name.clone());
+                Ok((table, alias))
+            }
+            _ => Err(SqlError::feature_not_supported(
+                "UPDATE or DELETE of a subquery",
+            )),
+        }
+    }
+
+    pub(crate) fn update(&mut self, update: &ast::Update) -> SqlResult<Plan> {
+        if update.from.is_some() {
+            return Err(SqlError::feature_not_supported("UPDATE ... FROM"));
+        }
+        let (table, alias) = self.single_table(&update.table)?;
+        let scope = Scope {
+            columns: table_scope(&table, &alias),
+            outer_len: 0,
+        };
+        let assignments = self.assignments(&table, &update.assignments, &scope)?;
+        let filter = match &update.selection {
+            Some(w) => Some(self.expr(w, &scope, Some(DataType::Bool))?),
+            None => None,
+        };
+        let access = choose_access(&table, filter.as_ref(), 0);
+        let (returning, columns) = self.returning(&update.returning, &scope)?;
+        let plan = WritePlan::Update(UpdatePlan {
+            table: table.reference(),
+            access,
+            filter,
+            assignments,
+            returning,
+        });
+        Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    pub(crate) fn delete(&mut self, delete: &ast::Delete) -> SqlResult<Plan> {
+        let from = match &delete.from {
+            ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
+        };
+        if from.len() != 1 || delete.using.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "DELETE from several tables",
+            ));
+        }
+        let (table, alias) = self.single_table(&from[0])?;
+        let scope = Scope {
+            columns: table_scope(&table, &alias),
+            outer_len: 0,
+        };
+        let filter = match &delete.selection {
+            Some(w) => Some(self.expr(w, &scope, Some(DataType::Bool))?),
+            None => None,
+        };
+        let access = choose_access(&table, filter.as_ref(), 0);
+        let (returning, columns) = self.returning(&delete.returning, &scope)?;
+        let plan = WritePlan::Delete(DeletePlan {
+            table: table.reference(),
+            access,
+            filter,
+            returning,
+        });
+        Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    // ----- schema -----
+}
