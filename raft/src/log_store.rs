@@ -92,8 +92,14 @@ fn read_error(message: impl ToString) -> StorageError<NodeId> {
 }
 
 impl RaftLog {
-    pub fn open(dir: &Path) -> Result<RaftLog, kv::KvError> {
-        let store = LogStore::open(dir, LogStoreOptions::default())?;
+    pub fn open(dir: &Path, io_mode: kv::IoMode) -> Result<RaftLog, kv::KvError> {
+        let store = LogStore::open(
+            dir,
+            LogStoreOptions {
+                io_mode,
+                ..LogStoreOptions::default()
+            },
+        )?;
         let meta: Meta = bincode::deserialize(store.user_meta()).unwrap_or_default();
         let last_log_id = match store.last_index() {
             Some(last) => {

@@ -82,9 +82,12 @@ struct ServeArgs {
     /// The largest message a client may send, in MiB (larger ones are refused unread).
     #[arg(long, default_value_t = 64)]
     max_message_mb: usize,
-    /// File IO: auto (io_uring when available), uring or portable.
+    /// File IO for the data file: auto (io_uring when available), uring or portable.
     #[arg(long, default_value = "auto", value_parser = ["auto", "uring", "portable"])]
     io: String,
+    /// File IO for the replicated log (portable measured faster: see docs/ARCHITECTURE.md).
+    #[arg(long, default_value = "portable", value_parser = ["auto", "uring", "portable"])]
+    log_io: String,
 }
 
 fn main() -> ExitCode {
@@ -97,6 +100,14 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+fn parse_io(mode: &str) -> IoMode {
+    match mode {
+        "uring" => IoMode::Uring,
+        "portable" => IoMode::Portable,
+        _ => IoMode::Auto,
     }
 }
 
@@ -142,11 +153,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         )
     })?;
     let _lock = lock_data_dir(&args.data_dir)?;
-    let io_mode = match args.io.as_str() {
-        "uring" => IoMode::Uring,
-        "portable" => IoMode::Portable,
-        _ => IoMode::Auto,
-    };
+    let io_mode = parse_io(&args.io);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("hotledger")
@@ -177,6 +184,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             node_id: args.node_id,
             log_dir: args.data_dir.join("log"),
             address: args.listen.to_string(),
+            log_io: parse_io(&args.log_io),
         },
         executor.clone(),
     )
