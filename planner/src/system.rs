@@ -356,60 +356,18 @@ impl SystemTable {
                         null(),
                     ]);
                     if t.has_primary_key() {
-                        rows.push(vec![
-                            int(index_oid(t.oid())),
-                            Value::Text(pkey_name(t)),
-                            int(PUBLIC_NAMESPACE),
-                            int(0),
-                            int(0),
-                            int(OWNER_OID),
-                            int(BTREE_AM),
-                            int(0),
-                            int(0),
-                            Value::Float(-1.0),
-                            text("i"),
-                            text("p"),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            int(0),
-                            int(t.primary_key.len() as i64),
-                            null(),
-                            null(),
-                            text("n"),
-                            null(),
-                        ]);
+                        rows.push(index_class_row(
+                            index_oid(t.oid()),
+                            pkey_name(t),
+                            t.primary_key.len(),
+                        ));
                     }
                     for index in &t.indexes {
-                        rows.push(vec![
-                            int(index.oid()),
-                            text(&index.name),
-                            int(PUBLIC_NAMESPACE),
-                            int(0),
-                            int(0),
-                            int(OWNER_OID),
-                            int(BTREE_AM),
-                            int(0),
-                            int(0),
-                            Value::Float(-1.0),
-                            text("i"),
-                            text("p"),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            b(false),
-                            int(0),
-                            int(index.columns.len() as i64),
-                            null(),
-                            null(),
-                            text("n"),
-                            null(),
-                        ]);
+                        rows.push(index_class_row(
+                            index.oid(),
+                            index.name.clone(),
+                            index.columns.len(),
+                        ));
                     }
                 }
             }
@@ -652,6 +610,37 @@ impl SystemTable {
         }
         rows
     }
+}
+
+/// A `pg_class` row for an index.
+fn index_class_row(oid: u32, name: String, columns: usize) -> Vec<Value> {
+    let f = || Value::Bool(false);
+    vec![
+        int(oid),
+        Value::Text(name),
+        int(PUBLIC_NAMESPACE),
+        int(0),
+        int(0),
+        int(OWNER_OID),
+        int(BTREE_AM),
+        int(0),
+        int(0),
+        Value::Float(-1.0),
+        text("i"),
+        text("p"),
+        f(),
+        f(),
+        f(),
+        f(),
+        f(),
+        f(),
+        int(0),
+        int(columns as i64),
+        Value::Null,
+        Value::Null,
+        text("n"),
+        Value::Null,
+    ]
 }
 
 /// What the catalog-describing functions return for an OID: a relation's name
