@@ -52,6 +52,14 @@ fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()
     Ok(())
 }
 
+/// A row's stored form, rebuilt from the version and values a scan returned (it equals the
+/// bytes read, so undo can restore it without reading the row again).
+fn stored_bytes(version: u64, row: &[Value]) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    crate::row::encode_row(version, row, &mut bytes);
+    bytes
+}
+
 /// A row a committed op applies to: its table, stored bytes (for undo) and values.
 type CommitTarget = (Arc<TableDef>, Vec<u8>, Row);
 
@@ -265,10 +273,10 @@ impl Executor {
         filter: Option<&Expr>,
         params: &[Value],
         now_micros: i64,
-    ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+    ) -> SqlResult<Vec<crate::query::ScannedRow>> {
         let reader = self.reader(None, false);
         let env = reader.env(params, now_micros);
-        reader.scan(table, access, filter, &[], &env)
+        reader.scan_stored(table, access, filter, &[], &env)
     }
 
     pub(crate) fn apply_write(
@@ -313,11 +321,9 @@ impl Executor {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
                 let env = Executor::no_subqueries_env(params, now_micros);
-                let storage = self.storage_of(&table)?;
-                for (key, old) in targets {
-                    let Some((old_bytes, _, _)) = self.get_row(storage, &key)? else {
-                        continue;
-                    };
+                for target in targets {
+                    let (key, old) = (target.key, target.row);
+                    let old_bytes = stored_bytes(target.version, &old);
                     let new = assign(&table, &old, &p.assignments, &old, &env)?;
                     self.replace_row(&table, &key, old_bytes, &new, &env, version)?;
                     affected += 1;
@@ -328,11 +334,9 @@ impl Executor {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
                 let env = Executor::no_subqueries_env(params, now_micros);
-                let storage = self.storage_of(&table)?;
-                for (key, old) in targets {
-                    let Some((old_bytes, _, _)) = self.get_row(storage, &key)? else {
-                        continue;
-                    };
+                for target in targets {
+                    let (key, old) = (target.key, target.row);
+                    let old_bytes = stored_bytes(target.version, &old);
                     self.delete_row(&table, &key, old_bytes, version)?;
                     affected += 1;
                     returning(p.returning.as_ref(), &old, &env, &mut out)?;
@@ -642,109 +646,101 @@ impl Executor {
     /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
     /// On failure the storage is dropped again.
     fn build_index(&mut self, table: &TableDef, index: &planner::IndexDef) -> SqlResult<()> {
-        let rows: Vec<(Vec<u8>, Row)> = {
-            let reader = self.reader(None, false);
-            let env = reader.env(&[], 0);
-            reader.scan(table, &planner::Access::Full, None, &[], &env)?
-        };
-        let storage = self
-            .engine_mut()
-            .create_table(&index.storage)
-            .map_err(kv_error)?;
-        let result = (|| -> SqlResult<()> {
-            for (row_key, row) in &rows {
-                let entry = crate::executor::index_entry(index, row, row_key)?;
-                if !self
-                    .engine_mut()
-                    .insert(storage, &entry, row_key)
-                    .map_err(kv_error)?
-                {
-                    return Err(SqlError::new(
-                        ErrorKind::UniqueViolation,
-                        format!("could not create unique index \"{}\"", index.name),
-                    )
-                    .with_detail(format!(
-                        "{} is duplicated.",
-                        key_description(table, &index.columns, row)
-                    )));
-                }
-            }
-            Ok(())
-        })();
-        match result {
-            Ok(()) => {
-                self.storage.insert(index.id, storage);
-                Ok(())
-            }
-            Err(e) => {
-                self.engine_mut()
-                    .drop_table(&index.storage)
-                    .map_err(kv_error)?;
-                Err(e)
-            }
-        }
+        let storage = self.fill_new_storage(
+            table,
+            &index.storage,
+            |row_key, row| {
+                Ok((
+                    crate::executor::index_entry(index, row, row_key)?,
+                    row_key.to_vec(),
+                ))
+            },
+            |row| {
+                SqlError::new(
+                    ErrorKind::UniqueViolation,
+                    format!("could not create unique index \"{}\"", index.name),
+                )
+                .with_detail(format!(
+                    "{} is duplicated.",
+                    key_description(table, &index.columns, row)
+                ))
+            },
+        )?;
+        self.storage.insert(index.id, storage);
+        Ok(())
     }
 
     /// Copies every row of `old` into fresh storage keyed by `new`'s primary key, checking
     /// NOT NULL and uniqueness, then swaps the storage. On failure the new storage is dropped
     /// and `old` is untouched.
     fn rebuild_keyed(&mut self, old: &TableDef, new: &TableDef) -> SqlResult<()> {
-        let rows: Vec<Row> = {
-            let reader = self.reader(None, false);
-            let env = reader.env(&[], 0);
-            reader
-                .scan(old, &planner::Access::Full, None, &[], &env)?
-                .into_iter()
-                .map(|(_, r)| r)
-                .collect()
-        };
-        let engine = self.engine_mut();
-        let target = engine.create_table(&new.storage).map_err(kv_error)?;
-        let result = (|| -> SqlResult<()> {
-            let mut scratch = Vec::new();
-            for row in &rows {
-                for &c in &new.primary_key {
-                    if row[c].is_null() {
-                        return Err(SqlError::new(
-                            ErrorKind::NotNullViolation,
-                            format!(
-                                "column \"{}\" of relation \"{}\" contains null values",
-                                new.columns[c].name, new.name
-                            ),
-                        ));
-                    }
+        let target = self.fill_new_storage(
+            old,
+            &new.storage,
+            |_, row| {
+                if let Some(&c) = new.primary_key.iter().find(|&&c| row[c].is_null()) {
+                    return Err(SqlError::new(
+                        ErrorKind::NotNullViolation,
+                        format!(
+                            "column \"{}\" of relation \"{}\" contains null values",
+                            new.columns[c].name, new.name
+                        ),
+                    ));
                 }
                 let key_values: Vec<Value> =
                     new.primary_key.iter().map(|&c| row[c].clone()).collect();
-                let key = encode_key(&key_values)?;
-                crate::row::encode_row(0, row, &mut scratch);
+                let mut value = Vec::new();
+                crate::row::encode_row(0, row, &mut value);
+                Ok((encode_key(&key_values)?, value))
+            },
+            |row| {
+                let mut e = duplicate_key(new, row);
+                e.message = format!(
+                    "could not create unique index \"{}\"",
+                    new.primary_key_name.clone().unwrap_or_default()
+                );
+                e
+            },
+        )?;
+        self.engine_mut()
+            .drop_table(&old.storage)
+            .map_err(kv_error)?;
+        self.storage.insert(new.id, target);
+        Ok(())
+    }
+
+    /// Creates kv table `name` holding one entry per row of `source`, made by `entry`; a key
+    /// already present fails with `duplicate`. On any failure the new table is dropped again.
+    fn fill_new_storage(
+        &mut self,
+        source: &TableDef,
+        name: &str,
+        entry: impl Fn(&[u8], &Row) -> SqlResult<(Vec<u8>, Vec<u8>)>,
+        duplicate: impl Fn(&Row) -> SqlError,
+    ) -> SqlResult<kv::Table> {
+        let rows: Vec<(Vec<u8>, Row)> = {
+            let reader = self.reader(None, false);
+            let env = reader.env(&[], 0);
+            reader.scan(source, &planner::Access::Full, None, &[], &env)?
+        };
+        let target = self.engine_mut().create_table(name).map_err(kv_error)?;
+        let result = (|| -> SqlResult<()> {
+            for (row_key, row) in &rows {
+                let (key, value) = entry(row_key, row)?;
                 if !self
                     .engine_mut()
-                    .insert(target, &key, &scratch)
+                    .insert(target, &key, &value)
                     .map_err(kv_error)?
                 {
-                    let mut e = duplicate_key(new, row);
-                    e.message = format!(
-                        "could not create unique index \"{}\"",
-                        new.primary_key_name.clone().unwrap_or_default()
-                    );
-                    return Err(e);
+                    return Err(duplicate(row));
                 }
             }
             Ok(())
         })();
         match result {
-            Ok(()) => {
-                self.engine_mut()
-                    .drop_table(&old.storage)
-                    .map_err(kv_error)?;
-                self.storage.insert(new.id, target);
-                Ok(())
-            }
+            Ok(()) => Ok(target),
             Err(e) => {
-                self.engine_mut()
-                    .drop_table(&new.storage)
-                    .map_err(kv_error)?;
+                self.engine_mut().drop_table(name).map_err(kv_error)?;
                 Err(e)
             }
         }

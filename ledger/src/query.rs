@@ -31,6 +31,17 @@ pub struct Reader<'a> {
     pub table_versions: &'a HashMap<u32, u64>,
 }
 
+/// Rows a scan found before filtering, by key: (version, values), or None where the
+/// transaction deleted the row.
+type Candidates = Vec<(Vec<u8>, Option<(u64, Row)>)>;
+
+/// A row a scan selected: its storage key, stored version and values.
+pub struct ScannedRow {
+    pub key: Vec<u8>,
+    pub version: u64,
+    pub row: Row,
+}
+
 /// Orders rows for grouping and DISTINCT.
 #[derive(Clone, Debug)]
 pub struct RowKey(pub Vec<Value>);
@@ -118,8 +129,22 @@ impl<'a> Reader<'a> {
         outer: &[Value],
         env: &EvalEnv<'_>,
     ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+        let rows = self.scan_stored(table, access, filter, outer, env)?;
+        Ok(rows.into_iter().map(|r| (r.key, r.row)).collect())
+    }
+
+    /// `scan`, also giving each row's stored version (0 for a transaction's own rows), so a
+    /// write can keep the row's prior state for undo without reading it again.
+    pub fn scan_stored(
+        &self,
+        table: &TableDef,
+        access: &Access,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<ScannedRow>> {
         let storage = self.storage_of(table)?;
-        let mut raw: Vec<(Vec<u8>, Option<Row>)> = Vec::new();
+        let mut raw: Candidates = Vec::new();
         let mut prefetched = false;
         let (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>) = match access {
             Access::Point(exprs) => {
@@ -133,7 +158,7 @@ impl<'a> Reader<'a> {
                 let key = encode_key(&key_values)?;
                 let overlaid = self.overlay.and_then(|o| o.get(&(table.id, key.clone())));
                 match overlaid {
-                    Some(row) => raw.push((key, row.clone())),
+                    Some(row) => raw.push((key, row.clone().map(|r| (0, r)))),
                     None => {
                         let stored = self
                             .engine()?
@@ -146,7 +171,7 @@ impl<'a> Reader<'a> {
                             version: stored.as_deref().map(row_version).unwrap_or(0),
                         });
                         if let Some(bytes) = stored {
-                            raw.push((key, Some(decode_row(&bytes)?.1)));
+                            raw.push((key, Some(decode_row(&bytes)?)));
                         }
                     }
                 }
@@ -225,7 +250,7 @@ impl<'a> Reader<'a> {
                     .collect::<SqlResult<_>>()?;
                 for row_key in row_keys {
                     if let Some(bytes) = engine.get(storage, &row_key).map_err(kv_error)? {
-                        raw.push((row_key, Some(decode_row(&bytes)?.1)));
+                        raw.push((row_key, Some(decode_row(&bytes)?)));
                     }
                 }
                 prefetched = true;
@@ -249,7 +274,7 @@ impl<'a> Reader<'a> {
                 .map_err(kv_error)?;
             for item in range {
                 let (key, bytes) = item.map_err(kv_error)?;
-                raw.push((key, Some(decode_row(&bytes)?.1)));
+                raw.push((key, Some(decode_row(&bytes)?)));
             }
         }
         if let Some(overlay) = self.overlay {
@@ -260,18 +285,14 @@ impl<'a> Reader<'a> {
                     Bound::Unbounded => Vec::new(),
                 },
             );
-            let mut changes: BTreeMap<Vec<u8>, Option<Row>> = BTreeMap::new();
-            for ((t, key), row) in overlay.range(start..) {
-                if *t != table.id || !within(key, &lower, &upper) {
-                    if *t != table.id {
-                        break;
-                    }
-                    continue;
-                }
-                changes.insert(key.clone(), row.clone());
-            }
+            let changes: BTreeMap<Vec<u8>, Option<(u64, Row)>> = overlay
+                .range(start..)
+                .take_while(|((t, _), _)| *t == table.id)
+                .filter(|((_, key), _)| within(key, &lower, &upper))
+                .map(|((_, key), row)| (key.clone(), row.clone().map(|r| (0, r))))
+                .collect();
             if !changes.is_empty() {
-                let mut merged: BTreeMap<Vec<u8>, Option<Row>> = raw.into_iter().collect();
+                let mut merged: BTreeMap<Vec<u8>, Option<(u64, Row)>> = raw.into_iter().collect();
                 merged.extend(changes);
                 raw = merged.into_iter().collect();
             }
@@ -281,20 +302,22 @@ impl<'a> Reader<'a> {
 
     fn finish_scan(
         &self,
-        raw: Vec<(Vec<u8>, Option<Row>)>,
+        raw: Candidates,
         filter: Option<&Expr>,
         outer: &[Value],
         env: &EvalEnv<'_>,
-    ) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+    ) -> SqlResult<Vec<ScannedRow>> {
         let mut out = Vec::with_capacity(raw.len());
-        for (key, row) in raw {
-            let Some(row) = row else { continue };
+        for (key, stored) in raw {
+            let Some((version, row)) = stored else {
+                continue;
+            };
             if let Some(f) = filter {
                 if !f.eval(&joined(outer, &row), env)?.is_true() {
                     continue;
                 }
             }
-            out.push((key, row));
+            out.push(ScannedRow { key, version, row });
         }
         Ok(out)
     }

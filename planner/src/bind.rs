@@ -171,7 +171,7 @@ impl<'a> Binder<'a> {
             S::Delete(delete) => self.delete(delete)?,
             S::CreateTable(create) => self.create_table(create)?,
             S::Drop {
-                object_type: ast::ObjectType::Table,
+                object_type: kind @ (ast::ObjectType::Table | ast::ObjectType::Index),
                 if_exists,
                 names,
                 ..
@@ -180,24 +180,10 @@ impl<'a> Binder<'a> {
                     .iter()
                     .map(|n| object_name(n).map(|(_, n)| n))
                     .collect::<SqlResult<_>>()?;
-                Plan::Ddl(DdlPlan::DropTables {
-                    names,
-                    if_exists: *if_exists,
-                })
-            }
-            S::Drop {
-                object_type: ast::ObjectType::Index,
-                if_exists,
-                names,
-                ..
-            } => {
-                let names = names
-                    .iter()
-                    .map(|n| object_name(n).map(|(_, n)| n))
-                    .collect::<SqlResult<_>>()?;
-                Plan::Ddl(DdlPlan::DropIndexes {
-                    names,
-                    if_exists: *if_exists,
+                let if_exists = *if_exists;
+                Plan::Ddl(match kind {
+                    ast::ObjectType::Table => DdlPlan::DropTables { names, if_exists },
+                    _ => DdlPlan::DropIndexes { names, if_exists },
                 })
             }
             S::Drop { object_type, .. } => {

@@ -559,15 +559,7 @@ impl Binder<'_> {
                 for c in conditions {
                     let when_expected = operand.as_ref().map(|o| o.ty()).or(Some(DataType::Bool));
                     let w = self.expr(&c.condition, scope, when_expected)?;
-                    let t = self.expr(
-                        &c.result,
-                        scope,
-                        if ty == DataType::Unknown {
-                            None
-                        } else {
-                            Some(ty)
-                        },
-                    )?;
+                    let t = self.expr(&c.result, scope, known(ty))?;
                     if ty == DataType::Unknown {
                         ty = t.ty();
                     }
@@ -986,15 +978,7 @@ impl Binder<'_> {
             "coalesce" | "greatest" | "least" => {
                 let mut ty = expected.unwrap_or(DataType::Unknown);
                 for a in &args {
-                    let b = self.expr(
-                        a,
-                        scope,
-                        if ty == DataType::Unknown {
-                            None
-                        } else {
-                            Some(ty)
-                        },
-                    )?;
+                    let b = self.expr(a, scope, known(ty))?;
                     if ty == DataType::Unknown {
                         ty = b.ty();
                     }
@@ -1203,6 +1187,11 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
             b.pg_name()
         ),
     ))
+}
+
+/// A type to expect, if it is known yet.
+fn known(ty: DataType) -> Option<DataType> {
+    (ty != DataType::Unknown).then_some(ty)
 }
 
 fn wrong_args(name: &str) -> SqlError {

@@ -293,182 +293,115 @@ impl Expr {
 
     pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
+        for child in self.children() {
+            child.visit(f);
+        }
+    }
+
+    /// The expressions directly under this one (a subquery's own plan is not a child).
+    fn children(&self) -> Vec<&Expr> {
         match self {
-            Expr::Literal(..) | Expr::Column(..) | Expr::Param(..) => {}
-            Expr::Not(e) | Expr::Negate(e) | Expr::Cast { expr: e, .. } => e.visit(f),
-            Expr::IsNull { expr, .. } => expr.visit(f),
-            Expr::Binary { left, right, .. } | Expr::IsDistinct { left, right, .. } => {
-                left.visit(f);
-                right.visit(f);
+            Expr::Literal(..) | Expr::Column(..) | Expr::Param(..) | Expr::Subquery { .. } => {
+                Vec::new()
             }
-            Expr::InList { expr, list, .. } => {
-                expr.visit(f);
-                list.iter().for_each(|e| e.visit(f));
+            Expr::Not(e)
+            | Expr::Negate(e)
+            | Expr::Cast { expr: e, .. }
+            | Expr::IsNull { expr: e, .. } => vec![e],
+            Expr::InSubquery { expr, .. } => vec![expr],
+            Expr::Binary { left, right, .. } | Expr::IsDistinct { left, right, .. } => {
+                vec![left, right]
             }
             Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
-                expr.visit(f);
-                pattern.visit(f);
+                vec![expr, pattern]
             }
-            Expr::AnyArray { expr, array, .. } => {
-                expr.visit(f);
-                array.visit(f);
-            }
+            Expr::AnyArray { expr, array, .. } => vec![expr, array],
+            Expr::InList { expr, list, .. } => std::iter::once(&**expr).chain(list).collect(),
+            Expr::Function { args, .. } => args.iter().collect(),
             Expr::Case {
                 operand,
                 whens,
                 otherwise,
                 ..
-            } => {
-                if let Some(o) = operand {
-                    o.visit(f);
-                }
-                for (w, t) in whens {
-                    w.visit(f);
-                    t.visit(f);
-                }
-                if let Some(o) = otherwise {
-                    o.visit(f);
-                }
+            } => operand
+                .iter()
+                .map(|o| &**o)
+                .chain(whens.iter().flat_map(|(w, t)| [w, t]))
+                .chain(otherwise.iter().map(|o| &**o))
+                .collect(),
+        }
+    }
+
+    /// `children`, mutably.
+    fn children_mut(&mut self) -> Vec<&mut Expr> {
+        match self {
+            Expr::Literal(..) | Expr::Column(..) | Expr::Param(..) | Expr::Subquery { .. } => {
+                Vec::new()
             }
-            Expr::Function { args, .. } => args.iter().for_each(|e| e.visit(f)),
-            Expr::Subquery { .. } => {}
-            Expr::InSubquery { expr, .. } => expr.visit(f),
+            Expr::Not(e)
+            | Expr::Negate(e)
+            | Expr::Cast { expr: e, .. }
+            | Expr::IsNull { expr: e, .. } => vec![e],
+            Expr::InSubquery { expr, .. } => vec![expr],
+            Expr::Binary { left, right, .. } | Expr::IsDistinct { left, right, .. } => {
+                vec![left, right]
+            }
+            Expr::Like { expr, pattern, .. } | Expr::Regex { expr, pattern, .. } => {
+                vec![expr, pattern]
+            }
+            Expr::AnyArray { expr, array, .. } => vec![expr, array],
+            Expr::InList { expr, list, .. } => std::iter::once(&mut **expr).chain(list).collect(),
+            Expr::Function { args, .. } => args.iter_mut().collect(),
+            Expr::Case {
+                operand,
+                whens,
+                otherwise,
+                ..
+            } => operand
+                .iter_mut()
+                .map(|o| &mut **o)
+                .chain(whens.iter_mut().flat_map(|(w, t)| [w, t]))
+                .chain(otherwise.iter_mut().map(|o| &mut **o))
+                .collect(),
         }
     }
 
     /// Replaces parameters and `now()` with literals, so the expression can travel in a
     /// command and evaluate identically anywhere.
     pub fn bind_constants(&self, params: &[Value], now_micros: i64) -> SqlResult<Expr> {
-        Ok(match self {
+        let mut bound = self.clone();
+        bound.replace_constants(params, now_micros)?;
+        Ok(bound)
+    }
+
+    fn replace_constants(&mut self, params: &[Value], now_micros: i64) -> SqlResult<()> {
+        match self {
             Expr::Param(i, ty) => {
                 let v = params.get(*i).cloned().ok_or_else(|| {
                     SqlError::new(
                         ErrorKind::UndefinedParameter,
-                        format!("there is no parameter ${}", i + 1),
+                        format!("there is no parameter ${}", *i + 1),
                     )
                 })?;
-                Expr::Literal(v, *ty)
+                *self = Expr::Literal(v, *ty);
             }
             Expr::Function {
                 func: Func::Now,
                 ty,
                 ..
-            } => Expr::Literal(Value::TimestampTz(now_micros), *ty),
-            Expr::Literal(..) | Expr::Column(..) => self.clone(),
-            Expr::Not(e) => Expr::Not(Box::new(e.bind_constants(params, now_micros)?)),
-            Expr::Negate(e) => Expr::Negate(Box::new(e.bind_constants(params, now_micros)?)),
-            Expr::Cast { expr, ty } => Expr::Cast {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                ty: *ty,
-            },
-            Expr::IsNull { expr, negated } => Expr::IsNull {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                negated: *negated,
-            },
-            Expr::Binary {
-                op,
-                left,
-                right,
-                ty,
-            } => Expr::Binary {
-                op: *op,
-                left: Box::new(left.bind_constants(params, now_micros)?),
-                right: Box::new(right.bind_constants(params, now_micros)?),
-                ty: *ty,
-            },
-            Expr::IsDistinct {
-                left,
-                right,
-                negated,
-            } => Expr::IsDistinct {
-                left: Box::new(left.bind_constants(params, now_micros)?),
-                right: Box::new(right.bind_constants(params, now_micros)?),
-                negated: *negated,
-            },
-            Expr::InList {
-                expr,
-                list,
-                negated,
-            } => Expr::InList {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                list: list
-                    .iter()
-                    .map(|e| e.bind_constants(params, now_micros))
-                    .collect::<SqlResult<_>>()?,
-                negated: *negated,
-            },
-            Expr::Like {
-                expr,
-                pattern,
-                negated,
-                case_insensitive,
-            } => Expr::Like {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                pattern: Box::new(pattern.bind_constants(params, now_micros)?),
-                negated: *negated,
-                case_insensitive: *case_insensitive,
-            },
-            Expr::Case {
-                operand,
-                whens,
-                otherwise,
-                ty,
-            } => Expr::Case {
-                operand: match operand {
-                    Some(o) => Some(Box::new(o.bind_constants(params, now_micros)?)),
-                    None => None,
-                },
-                whens: whens
-                    .iter()
-                    .map(|(w, t)| {
-                        Ok((
-                            w.bind_constants(params, now_micros)?,
-                            t.bind_constants(params, now_micros)?,
-                        ))
-                    })
-                    .collect::<SqlResult<_>>()?,
-                otherwise: match otherwise {
-                    Some(o) => Some(Box::new(o.bind_constants(params, now_micros)?)),
-                    None => None,
-                },
-                ty: *ty,
-            },
-            Expr::Function { func, args, ty } => Expr::Function {
-                func: *func,
-                args: args
-                    .iter()
-                    .map(|e| e.bind_constants(params, now_micros))
-                    .collect::<SqlResult<_>>()?,
-                ty: *ty,
-            },
-            Expr::Regex {
-                expr,
-                pattern,
-                negated,
-                case_insensitive,
-            } => Expr::Regex {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                pattern: Box::new(pattern.bind_constants(params, now_micros)?),
-                negated: *negated,
-                case_insensitive: *case_insensitive,
-            },
-            Expr::AnyArray {
-                expr,
-                op,
-                array,
-                all,
-            } => Expr::AnyArray {
-                expr: Box::new(expr.bind_constants(params, now_micros)?),
-                op: *op,
-                array: Box::new(array.bind_constants(params, now_micros)?),
-                all: *all,
-            },
+            } => *self = Expr::Literal(Value::TimestampTz(now_micros), *ty),
             Expr::Subquery { .. } | Expr::InSubquery { .. } => {
                 return Err(SqlError::feature_not_supported(
                     "subqueries in a write that is applied later",
                 ))
             }
-        })
+            _ => {
+                for child in self.children_mut() {
+                    child.replace_constants(params, now_micros)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn eval(&self, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<Value> {

@@ -67,7 +67,7 @@ impl ServerContext {
         database: String,
         password: &str,
     ) -> ServerContext {
-        let salt: Vec<u8> = (0..16).map(|_| rand_byte()).collect();
+        let salt = rand::random::<[u8; 16]>().to_vec();
         let salted_password = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
         let connections = Arc::new(ConnectionManager::new());
         let cancel = Arc::new(DefaultCancelHandler::new(connections.clone()));
@@ -81,26 +81,6 @@ impl ServerContext {
             cancel,
         }
     }
-}
-
-fn rand_byte() -> u8 {
-    let mut b = [0u8; 1];
-    if getrandom_fill(&mut b) {
-        b[0]
-    } else {
-        (std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(7)
-            & 0xFF) as u8
-    }
-}
-
-fn getrandom_fill(buf: &mut [u8]) -> bool {
-    use std::io::Read;
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
-        .is_ok()
 }
 
 #[derive(Debug)]

@@ -670,14 +670,10 @@ impl Session {
         if t.ops.is_empty() && !needs_validation {
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         }
-        let reads = if t.isolation == Isolation::Serializable {
-            t.reads
-        } else {
-            Vec::new()
-        };
+        // Reads are recorded only under SERIALIZABLE, and validated only then.
         self.propose(&Command::Commit {
             isolation: t.isolation,
-            reads,
+            reads: t.reads,
             ops: t.ops,
         })
         .await?;
