@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use planner::{
-    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, OnConflict, TableDef, TableRef,
-    WritePlan, DEFAULT_MARKER,
+    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, LedgerRole, OnConflict, TableDef,
+    TableRef, WritePlan, DEFAULT_MARKER,
 };
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
@@ -197,6 +197,14 @@ impl Executor {
         env: &EvalEnv<'_>,
         version: u64,
     ) -> SqlResult<Option<Row>> {
+        let row = match table.ledger {
+            Some(LedgerRole::Transfers) => {
+                check_row(table, &row, env)?;
+                return self.create_transfer(table, row, on_conflict, version);
+            }
+            Some(LedgerRole::Accounts) => self.prepare_account(row)?,
+            _ => row,
+        };
         check_row(table, &row, env)?;
         let rowid = if table.has_primary_key() {
             0
@@ -307,13 +315,36 @@ impl Executor {
                     }
                 };
                 let env = Executor::no_subqueries_env(params, now_micros);
-                for values in sources {
-                    let row = build_row(&table, &p.target_columns, values, &env)?;
-                    if let Some(stored) =
-                        self.insert_row(&table, row, p.on_conflict.as_ref(), &env, version)?
-                    {
-                        affected += 1;
-                        returning(p.returning.as_ref(), &stored, &env, &mut out)?;
+                let count = sources.len();
+                for (n, values) in sources.into_iter().enumerate() {
+                    let inserted = build_row(&table, &p.target_columns, values, &env)
+                        .and_then(|row| {
+                            let id = p.call.then(|| call_id(&table, &row));
+                            let stored = self.insert_row(
+                                &table,
+                                row,
+                                p.on_conflict.as_ref(),
+                                &env,
+                                version,
+                            )?;
+                            Ok((id, stored))
+                        })
+                        .map_err(|e| in_row(&table, e, n, count))?;
+                    match inserted {
+                        (Some(id), stored) => {
+                            affected += stored.is_some() as u64;
+                            let status = if stored.is_some() {
+                                "created"
+                            } else {
+                                "exists"
+                            };
+                            out.push(vec![id, Value::Text(status.into())]);
+                        }
+                        (None, Some(stored)) => {
+                            affected += 1;
+                            returning(p.returning.as_ref(), &stored, &env, &mut out)?;
+                        }
+                        (None, None) => {}
                     }
                 }
             }
@@ -373,6 +404,7 @@ impl Executor {
         isolation: Isolation,
         reads: &[ReadCheck],
         ops: Vec<WriteOp>,
+        now_micros: i64,
         version: u64,
     ) -> CommandResult {
         if isolation == Isolation::Serializable {
@@ -398,7 +430,7 @@ impl Executor {
                 }
             }
         }
-        let env = Executor::no_subqueries_env(&[], 0);
+        let env = Executor::no_subqueries_env(&[], now_micros);
         let mut affected = 0;
         for op in ops {
             match op {
@@ -462,10 +494,12 @@ impl Executor {
         let def = self.resolve(table)?;
         let env = Executor::no_subqueries_env(&[], now_micros);
         let mut affected = 0;
-        for values in rows {
-            let row = build_row(&def, columns, values, &env)?;
-            self.insert_row(&def, row, None, &env, version)?;
-            affected += 1;
+        let count = rows.len();
+        for (n, values) in rows.into_iter().enumerate() {
+            let inserted = build_row(&def, columns, values, &env)
+                .and_then(|row| self.insert_row(&def, row, None, &env, version))
+                .map_err(|e| in_row(&def, e, n, count))?;
+            affected += inserted.is_some() as u64;
         }
         Ok(Outcome {
             rows_affected: affected,
@@ -798,19 +832,22 @@ impl Executor {
                     } else {
                         encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
                     };
-                    let existing = if table.has_primary_key() {
-                        let pk: Vec<Expr> = table
-                            .primary_key
-                            .iter()
-                            .map(|&c| Expr::literal(row[c].clone()))
-                            .collect();
-                        reader
-                            .scan(&table, &planner::Access::Point(pk), None, &[], &env)?
-                            .pop()
-                            .map(|(_, r)| r)
-                    } else {
-                        None
-                    };
+                    // A transfer's id is checked when the commit applies: a retry with the
+                    // same fields is not an error there.
+                    let existing =
+                        if table.has_primary_key() && table.ledger != Some(LedgerRole::Transfers) {
+                            let pk: Vec<Expr> = table
+                                .primary_key
+                                .iter()
+                                .map(|&c| Expr::literal(row[c].clone()))
+                                .collect();
+                            reader
+                                .scan(&table, &planner::Access::Point(pk), None, &[], &env)?
+                                .pop()
+                                .map(|(_, r)| r)
+                        } else {
+                            None
+                        };
                     let stored = match (existing, &on_conflict) {
                         (None, _) => Some(row.clone()),
                         (Some(_), None) => return Err(duplicate_key(&table, &row)),
@@ -842,6 +879,10 @@ impl Executor {
                     });
                     if let Some(stored) = stored {
                         staged.rows_affected += 1;
+                        if p.call {
+                            let id = call_id(&table, &stored);
+                            staged.rows.push(vec![id, Value::Text("staged".into())]);
+                        }
                         returning(p.returning.as_ref(), &stored, &env, &mut staged.rows)?;
                         staged.overlay.push(((table.id, key), Some(stored)));
                     }
@@ -1014,4 +1055,20 @@ pub fn stage_insert_locally(
         Ok(staged)
     };
     Some(stage())
+}
+
+/// Names the row of a multi-row INSERT or COPY into a ledger table that failed: the whole
+/// statement is one linked chain, and the client needs to know which link broke.
+fn in_row(table: &TableDef, mut e: SqlError, n: usize, count: usize) -> SqlError {
+    if table.ledger.is_some() && count > 1 {
+        e.message = format!("row {} of {count}: {}", n + 1, e.message);
+    }
+    e
+}
+
+/// The transfer id a `CALL transfer(...)` answers with.
+fn call_id(table: &TableDef, row: &[Value]) -> Value {
+    table
+        .column_index("id")
+        .map_or(Value::Null, |i| row[i].clone())
 }

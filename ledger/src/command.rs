@@ -24,6 +24,8 @@ pub enum Command {
         isolation: Isolation,
         reads: Vec<ReadCheck>,
         ops: Vec<WriteOp>,
+        /// The time of COMMIT: moves the ledger clock like a statement's `now()`.
+        now_micros: i64,
     },
     Ddl {
         plan: DdlPlan,

@@ -25,6 +25,9 @@ const META_TABLE: &str = "__meta";
 const META_CATALOG: &[u8] = b"catalog";
 const META_APPLIED: &[u8] = b"applied_log_id";
 const META_MEMBERSHIP: &[u8] = b"membership";
+const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
+/// Pending transfers with a timeout, keyed by (expiry time, transfer id).
+const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 
 #[derive(Clone, Debug)]
 pub struct ExecutorOptions {
@@ -136,6 +139,12 @@ pub struct Executor {
     /// later command is refused until a restart replays the log.
     failed: Option<SqlError>,
     pub(crate) scratch: Vec<u8>,
+    /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
+    pub(crate) ledger_clock: i64,
+    pub(crate) expiry: kv::Table,
+    /// No pending transfer expires before this (None: none has a timeout).
+    pub(crate) next_expiry: Option<i64>,
+    pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
 }
 
 /// Opens the data file, recovers, and starts the executor thread.
@@ -188,6 +197,19 @@ impl Executor {
                 storage.insert(index.id, handle);
             }
         }
+        let expiry = match engine.table(LEDGER_EXPIRY_TABLE) {
+            Some(t) => t,
+            None => engine.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
+        };
+        let ledger_clock = match engine.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
+            Some(bytes) => i64::from_le_bytes(
+                bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SqlError::internal("stored ledger clock is unreadable"))?,
+            ),
+            None => 0,
+        };
         let replication = ReplicationMeta {
             applied_log_id: engine.get(meta, META_APPLIED).map_err(kv_error)?,
             membership: engine.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
@@ -211,6 +233,11 @@ impl Executor {
             rowid_next: 0,
             failed: None,
             scratch: Vec::new(),
+            ledger_clock,
+            expiry,
+            // Unknown after a start: the first sweep looks.
+            next_expiry: Some(i64::MIN),
+            ledger_schema: None,
         })
     }
 
@@ -321,6 +348,13 @@ impl Executor {
                 &snapshot.membership,
             )
         })
+        .and_then(|_| {
+            self.engine.put(
+                self.meta,
+                META_LEDGER_CLOCK,
+                &self.ledger_clock.to_le_bytes(),
+            )
+        })
         .and_then(|_| self.engine.begin_checkpoint(self.applied));
         match result {
             Ok(()) => {
@@ -417,6 +451,23 @@ impl Executor {
             ));
         }
         self.undo.clear();
+        let now = match &command {
+            Command::Write { now_micros, .. }
+            | Command::Commit { now_micros, .. }
+            | Command::Copy { now_micros, .. } => Some(*now_micros),
+            Command::Ddl { .. } => None,
+        };
+        if let Some(now) = now {
+            self.advance_clock(now);
+            if let Err(e) = self.expire_pending(version) {
+                if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) {
+                    self.fail(e.clone());
+                    return Err(e);
+                }
+                self.rollback();
+            }
+            self.undo.clear();
+        }
         let result = match command {
             Command::Write {
                 plan,
@@ -427,7 +478,8 @@ impl Executor {
                 isolation,
                 reads,
                 ops,
-            } => self.apply_commit(isolation, &reads, ops, version),
+                now_micros,
+            } => self.apply_commit(isolation, &reads, ops, now_micros, version),
             Command::Ddl { plan } => self.apply_ddl(plan, version),
             Command::Copy {
                 table,
@@ -454,6 +506,27 @@ impl Executor {
         }
         self.undo.clear();
         result
+    }
+
+    /// Puts (Some) or deletes (None) a raw kv entry, undoably.
+    pub(crate) fn put_raw(
+        &mut self,
+        storage: kv::Table,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> SqlResult<()> {
+        let old = self.engine.get(storage, key).map_err(kv_error)?;
+        match value {
+            Some(v) => self.engine.put(storage, key, v).map(|_| ()),
+            None => self.engine.delete(storage, key).map(|_| ()),
+        }
+        .map_err(kv_error)?;
+        self.undo.push(Undo {
+            storage,
+            key: key.to_vec(),
+            old,
+        });
+        Ok(())
     }
 
     fn rollback(&mut self) {

@@ -3,6 +3,9 @@
 //! evaluated at apply time, checking constraints), serves reads between applies, and takes
 //! checkpoints that record the log position they cover.
 //!
+//! The ledger's semantics (accounts, transfers, two-phase transfers and their expiry,
+//! limits, idempotency, history) are applied here too, in `transfer`.
+//!
 //! It must not know about Raft or sockets: log entries arrive as positions and opaque bytes,
 //! and every reply is a callback. Commands are deterministic, so every replica applying the
 //! same log reaches the same state.
@@ -13,6 +16,7 @@ mod error;
 mod executor;
 mod query;
 mod row;
+mod transfer;
 
 pub use apply::stage_insert_locally;
 pub use command::{

@@ -176,10 +176,17 @@ impl<'a> Binder<'a> {
                 names,
                 ..
             } => {
-                let names = names
+                let names: Vec<String> = names
                     .iter()
                     .map(|n| object_name(n).map(|(_, n)| n))
                     .collect::<SqlResult<_>>()?;
+                if *kind == ast::ObjectType::Table {
+                    for name in &names {
+                        if let Some(table) = self.catalog.table(name) {
+                            crate::ledger::check_remove(table)?;
+                        }
+                    }
+                }
                 let if_exists = *if_exists;
                 Plan::Ddl(match kind {
                     ast::ObjectType::Table => DdlPlan::DropTables { names, if_exists },
@@ -196,6 +203,7 @@ impl<'a> Binder<'a> {
                 for target in &t.table_names {
                     let (_, name) = object_name(&target.name)?;
                     let table = self.user_table(&name)?;
+                    crate::ledger::check_remove(&table)?;
                     tables.push(table.reference());
                 }
                 Plan::Ddl(DdlPlan::Truncate { tables })
@@ -260,6 +268,7 @@ impl<'a> Binder<'a> {
             }
             S::Discard { .. } => Plan::NoOp("DISCARD ALL"),
             S::CreateIndex(index) => self.create_index(index)?,
+            S::Call(function) => self.call(function)?,
             other => {
                 let text = other.to_string();
                 let words: Vec<&str> = text.split_whitespace().take(2).collect();

@@ -7,6 +7,7 @@ use crate::bind::*;
 use crate::bind_expr::*;
 use crate::catalog::*;
 use crate::expr::*;
+use crate::ledger::LedgerRole;
 use crate::plan::*;
 use crate::scope::Scope;
 
@@ -136,6 +137,7 @@ impl Binder<'_> {
             indexes: Vec::new(),
             shape_version: 0,
             storage: String::new(),
+            ledger: None,
         };
         for (index_name, cols) in uniques {
             if cols == table.primary_key {
@@ -184,6 +186,13 @@ impl Binder<'_> {
                 expr,
                 sql: e.to_string(),
             });
+        }
+        table.ledger = ledger_role_option(&create.table_options)?;
+        if let Some(role) = table.ledger {
+            let exists = self.catalog.table(&name).is_some();
+            if !(exists && create.if_not_exists) {
+                crate::ledger::validate_table(self.catalog, role, &table)?;
+            }
         }
         if !self.params.is_empty() {
             return Err(SqlError::feature_not_supported(
@@ -325,6 +334,7 @@ impl Binder<'_> {
                 })
                 .collect::<SqlResult<_>>()?
         };
+        crate::ledger::check_insert(&table, &columns, false)?;
         let mut plan = CopyPlan {
             table,
             columns,
@@ -379,4 +389,31 @@ impl Binder<'_> {
         }
         Ok(Plan::CopyFrom(plan))
     }
+}
+
+/// The `ledger_role` storage option of CREATE TABLE (other options, such as `fillfactor`,
+/// are accepted and have no effect).
+fn ledger_role_option(options: &ast::CreateTableOptions) -> SqlResult<Option<LedgerRole>> {
+    let ast::CreateTableOptions::With(options) = options else {
+        return Ok(None);
+    };
+    for option in options {
+        let ast::SqlOption::KeyValue { key, value } = option else {
+            continue;
+        };
+        if !key.value.eq_ignore_ascii_case("ledger_role") {
+            continue;
+        }
+        let text = match value {
+            ast::Expr::Value(v) => literal_text(&v.value)?,
+            other => other.to_string(),
+        };
+        return LedgerRole::parse(&text).map(Some).ok_or_else(|| {
+            SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                format!("unknown ledger_role \"{text}\"; expected accounts, transfers, pending_transfers or account_balances"),
+            )
+        });
+    }
+    Ok(None)
 }

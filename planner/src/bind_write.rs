@@ -210,6 +210,11 @@ impl Binder<'_> {
                 "there is no unique or exclusion constraint matching the ON CONFLICT specification",
             ));
         }
+        crate::ledger::check_insert(
+            &table,
+            &target_columns,
+            matches!(on_conflict, Some(OnConflict::DoUpdate { .. })),
+        )?;
         let (returning, columns) = self.returning(&insert.returning, &scope)?;
         let plan = WritePlan::Insert(InsertPlan {
             table: table.reference(),
@@ -217,6 +222,7 @@ impl Binder<'_> {
             target_columns,
             on_conflict,
             returning,
+            call: false,
         });
         Ok(Plan::Write(Arc::new(plan), columns))
     }
@@ -291,6 +297,8 @@ impl Binder<'_> {
             outer_len: 0,
         };
         let assignments = self.assignments(&table, &update.assignments, &scope)?;
+        let assigned: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
+        crate::ledger::check_update(&table, &assigned)?;
         let filter = match &update.selection {
             Some(w) => Some(self.expr(w, &scope, Some(DataType::Bool))?),
             None => None,
@@ -317,6 +325,7 @@ impl Binder<'_> {
             ));
         }
         let (table, alias) = self.single_table(&from[0])?;
+        crate::ledger::check_remove(&table)?;
         let scope = Scope {
             columns: table_scope(&table, &alias),
             outer_len: 0,

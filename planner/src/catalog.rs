@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use sql::DataType;
 
 use crate::expr::Expr;
+use crate::ledger::LedgerRole;
 
 /// User tables get OIDs from here up, as in PostgreSQL.
 pub const FIRST_USER_OID: u32 = 16_384;
@@ -63,6 +64,8 @@ pub struct TableDef {
     pub shape_version: u64,
     /// The kv table holding the rows.
     pub storage: String,
+    /// The part the table plays in the ledger, for the tables the ledger migration creates.
+    pub ledger: Option<LedgerRole>,
 }
 
 impl TableDef {
@@ -120,6 +123,10 @@ impl Catalog {
                 .position(|i| i.name == name)
                 .map(|p| (t, p))
         })
+    }
+
+    pub fn ledger_table(&self, role: LedgerRole) -> Option<&Arc<TableDef>> {
+        self.tables.values().find(|t| t.ledger == Some(role))
     }
 
     /// Whether any relation (table or index) is called `name`.

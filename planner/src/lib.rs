@@ -8,12 +8,14 @@
 
 mod access;
 mod bind;
+mod bind_call;
 mod bind_ddl;
 mod bind_expr;
 mod bind_query;
 mod bind_write;
 mod catalog;
 mod expr;
+mod ledger;
 mod plan;
 mod scope;
 mod system;
@@ -24,6 +26,9 @@ pub use catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, FI
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
     SubqueryKind, SubqueryRunner,
+};
+pub use ledger::{
+    check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
 };
 pub use plan::*;
 pub use system::SystemTable;

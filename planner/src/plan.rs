@@ -154,6 +154,8 @@ pub struct InsertPlan {
     pub target_columns: Vec<usize>,
     pub on_conflict: Option<OnConflict>,
     pub returning: Option<Vec<Expr>>,
+    /// A `CALL transfer(...)`: answers with one (id, status) row per transfer, tagged CALL.
+    pub call: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -202,6 +204,7 @@ impl WritePlan {
     /// The command tag verb: INSERT, UPDATE or DELETE.
     pub fn verb(&self) -> &'static str {
         match self {
+            WritePlan::Insert(p) if p.call => "CALL",
             WritePlan::Insert(_) => "INSERT",
             WritePlan::Update(_) => "UPDATE",
             WritePlan::Delete(_) => "DELETE",

@@ -10,11 +10,18 @@ use sql::{SqlError, SqlResult, Value};
 use crate::session::{Session, Shared, StatementResult};
 
 /// (version, name, SQL), in version order.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "migrations_table",
-    include_str!("../../migrations/0001_migrations_table.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "migrations_table",
+        include_str!("../../migrations/0001_migrations_table.sql"),
+    ),
+    (
+        2,
+        "ledger",
+        include_str!("../../migrations/0002_ledger.sql"),
+    ),
+];
 
 async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>> {
     let mut results = Vec::new();

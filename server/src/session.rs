@@ -603,7 +603,7 @@ impl Session {
             }
         };
         let verb = plan.verb();
-        if plan.returning().is_some() {
+        if plan.returning().is_some() || verb == "CALL" {
             let tag = if verb == "INSERT" {
                 "INSERT 0".to_string()
             } else {
@@ -675,6 +675,7 @@ impl Session {
             isolation: t.isolation,
             reads: t.reads,
             ops: t.ops,
+            now_micros: now_micros(),
         })
         .await?;
         Ok(StatementResult::TransactionEnd("COMMIT".into()))
@@ -753,6 +754,7 @@ impl Session {
                 target_columns: copy.plan.columns.clone(),
                 on_conflict: None,
                 returning: None,
+                call: false,
             });
             if let Err(e) = self.stage(Arc::new(plan), &[]).await {
                 self.failed = true;

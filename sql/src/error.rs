@@ -27,6 +27,7 @@ pub enum ErrorKind {
     StringTooLong,
     DivisionByZero,
     UniqueViolation,
+    ForeignKeyViolation,
     NotNullViolation,
     CheckViolation,
     InvalidPrimaryKey,
@@ -50,6 +51,8 @@ pub enum ErrorKind {
     Internal,
     AdminShutdown,
     CannotConnectNow,
+    InsufficientPrivilege,
+    GeneratedAlways,
 }
 
 impl ErrorKind {
@@ -76,6 +79,7 @@ impl ErrorKind {
             StringTooLong => "22001",
             DivisionByZero => "22012",
             UniqueViolation => "23505",
+            ForeignKeyViolation => "23503",
             NotNullViolation => "23502",
             CheckViolation => "23514",
             InvalidPrimaryKey => "42P16",
@@ -99,6 +103,8 @@ impl ErrorKind {
             Internal => "XX000",
             AdminShutdown => "57P01",
             CannotConnectNow => "57P03",
+            InsufficientPrivilege => "42501",
+            GeneratedAlways => "428C9",
         }
     }
 }

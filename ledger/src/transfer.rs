@@ -1,0 +1,686 @@
+//! Ledger semantics on the executor: creating accounts and transfers, two-phase transfers
+//! and their expiry, balance limits, idempotent transfer ids, and balance history. Every
+//! rule is checked when the command applies, in log order, so every replica decides the
+//! same; a failing transfer returns an error and the command's undo removes whatever the
+//! statement had already written (a multi-row INSERT is one linked chain).
+//!
+//! Time here is the ledger clock: the largest `now()` of any command applied so far. It
+//! only moves forward, is part of the checkpointed state, and decides both `created_at` and
+//! when a pending transfer expires, so expiry is the same on every replica.
+
+use std::sync::Arc;
+
+use planner::{LedgerSchema, OnConflict, TableDef};
+use sql::{ErrorKind, SqlError, SqlResult, Value};
+
+use crate::error::kv_error;
+use crate::executor::Executor;
+use crate::row::{encode_key, Row};
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+
+/// The state of a pending transfer, as `pending_transfers.status` shows it.
+const PENDING: &str = "pending";
+const POSTED: &str = "posted";
+const VOIDED: &str = "voided";
+const EXPIRED: &str = "expired";
+
+/// A ledger rule broken: the message names the transfer and the account; the detail gives
+/// TigerBeetle's name for the result, for people who know it.
+fn rule(kind: ErrorKind, id: i64, message: String, result: &str) -> SqlError {
+    SqlError::new(kind, format!("transfer {id}: {message}"))
+        .with_detail(format!("result: {result}"))
+}
+
+fn check(id: i64, message: String, result: &str) -> SqlError {
+    rule(ErrorKind::CheckViolation, id, message, result)
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    }
+}
+
+fn flag(v: &Value) -> bool {
+    matches!(v, Value::Bool(true))
+}
+
+fn same(a: &Value, b: &Value) -> bool {
+    a.compare(b) == Some(std::cmp::Ordering::Equal)
+}
+
+fn shown(v: &Value, ty: sql::DataType) -> String {
+    v.to_pg_text(ty).unwrap_or_else(|| "NULL".into())
+}
+
+fn text(v: &Value) -> &str {
+    match v {
+        Value::Text(t) => t,
+        _ => "",
+    }
+}
+
+/// An account row as read for a transfer: its storage key, raw bytes (for undo) and values.
+struct Account {
+    key: Vec<u8>,
+    old: Vec<u8>,
+    row: Row,
+}
+
+/// Which balance of an account a change moves.
+#[derive(Clone, Copy)]
+enum Side {
+    Debits,
+    Credits,
+}
+
+impl Executor {
+    /// The ledger's columns for the catalog in force, or an error before the ledger
+    /// migration has run.
+    pub(crate) fn ledger_schema(&mut self) -> SqlResult<Arc<LedgerSchema>> {
+        if let Some((version, schema)) = &self.ledger_schema {
+            if *version == self.catalog.version {
+                return Ok(schema.clone());
+            }
+        }
+        let schema = LedgerSchema::resolve(&self.catalog)?
+            .map(Arc::new)
+            .ok_or_else(|| SqlError::internal("the ledger tables do not exist yet"))?;
+        self.ledger_schema = Some((self.catalog.version, schema.clone()));
+        Ok(schema)
+    }
+
+    /// Moves the ledger clock to a command's `now()` if that is later.
+    pub(crate) fn advance_clock(&mut self, now_micros: i64) {
+        self.ledger_clock = self.ledger_clock.max(now_micros);
+    }
+
+    /// A new account: the engine sets its balances to zero and its creation time.
+    pub(crate) fn prepare_account(&mut self, mut row: Row) -> SqlResult<Row> {
+        let schema = self.ledger_schema()?;
+        let a = &schema.account;
+        for c in [
+            a.debits_pending,
+            a.debits_posted,
+            a.credits_pending,
+            a.credits_posted,
+        ] {
+            row[c] = Value::Int(0);
+        }
+        row[a.created_at] = Value::TimestampTz(self.ledger_clock);
+        Ok(row)
+    }
+
+    /// Applies one transfer row. Returns the stored transfer, or None when a transfer with
+    /// the same id and the same fields already exists (an idempotent retry).
+    pub(crate) fn create_transfer(
+        &mut self,
+        table: &TableDef,
+        given: Row,
+        on_conflict: Option<&OnConflict>,
+        version: u64,
+    ) -> SqlResult<Option<Row>> {
+        let schema = self.ledger_schema()?;
+        let t = &schema.transfer;
+        let id = match int(&given[t.id]) {
+            None => {
+                return Err(SqlError::new(
+                    ErrorKind::NotNullViolation,
+                    "a transfer needs an id (a positive bigint chosen by the client, so that retries are idempotent)",
+                ))
+            }
+            Some(id) if id <= 0 => {
+                return Err(check(id, "id must be positive".into(), "id_must_not_be_zero"))
+            }
+            Some(id) => id,
+        };
+        let key = encode_key(&[Value::Int(id)])?;
+        let storage = self.storage_of(table)?;
+        if let Some((_, _, existing)) = self.get_row(storage, &key)? {
+            return match differing_field(table, t.created_at, &given, &existing) {
+                None => Ok(None),
+                Some(_) if matches!(on_conflict, Some(OnConflict::DoNothing)) => Ok(None),
+                Some((column, mine, theirs)) => Err(rule(
+                    ErrorKind::UniqueViolation,
+                    id,
+                    format!(
+                        "a transfer with this id already exists with a different {column} ({theirs}, not {mine})"
+                    ),
+                    &format!("exists_with_different_{column}"),
+                )),
+            };
+        }
+        let mut row = given;
+        let (pending, post, void) = (
+            flag(&row[t.pending]),
+            flag(&row[t.post_pending]),
+            flag(&row[t.void_pending]),
+        );
+        if [pending, post, void].iter().filter(|f| **f).count() > 1 {
+            return Err(check(
+                id,
+                "pending, post_pending and void_pending exclude each other".into(),
+                "flags_are_mutually_exclusive",
+            ));
+        }
+        let timeout = int(&row[t.timeout]).unwrap_or(0);
+        if timeout < 0 {
+            return Err(check(
+                id,
+                "timeout must not be negative".into(),
+                "timeout_must_not_be_negative",
+            ));
+        }
+        if timeout > 0 && !pending {
+            return Err(check(
+                id,
+                "timeout is only for pending transfers".into(),
+                "timeout_reserved_for_pending_transfer",
+            ));
+        }
+        row[t.timeout] = Value::Int(timeout);
+        row[t.created_at] = Value::TimestampTz(self.ledger_clock);
+        if post || void {
+            self.resolve_pending(&schema, id, &mut row, post, version)?;
+        } else {
+            self.move_funds(&schema, id, &row, pending, version)?;
+        }
+        self.put_row(table, &key, None, &row, version)?;
+        Ok(Some(row))
+    }
+
+    /// A pending or posted transfer: checks its fields, then moves the amount into the
+    /// debit account's and the credit account's pending or posted balances.
+    fn move_funds(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        row: &Row,
+        pending: bool,
+        version: u64,
+    ) -> SqlResult<()> {
+        let t = &schema.transfer;
+        if !row[t.pending_id].is_null() {
+            return Err(check(
+                id,
+                "pending_id is only for post_pending and void_pending transfers".into(),
+                "pending_id_must_be_zero",
+            ));
+        }
+        let required = |column: usize, name: &str| -> SqlResult<i64> {
+            int(&row[column]).ok_or_else(|| {
+                rule(
+                    ErrorKind::NotNullViolation,
+                    id,
+                    format!("{name} is required"),
+                    &format!("{name}_must_not_be_zero"),
+                )
+            })
+        };
+        let debit_id = required(t.debit_account_id, "debit_account_id")?;
+        let credit_id = required(t.credit_account_id, "credit_account_id")?;
+        let amount = required(t.amount, "amount")?;
+        let ledger = required(t.ledger, "ledger")?;
+        let code = required(t.code, "code")?;
+        if debit_id == credit_id {
+            return Err(check(
+                id,
+                format!("debit and credit account are the same ({debit_id})"),
+                "accounts_must_be_different",
+            ));
+        }
+        if amount <= 0 {
+            return Err(check(
+                id,
+                format!("amount must be positive, not {amount}"),
+                "amount_must_not_be_zero",
+            ));
+        }
+        if ledger <= 0 {
+            return Err(check(
+                id,
+                "ledger must be positive".into(),
+                "ledger_must_not_be_zero",
+            ));
+        }
+        if code <= 0 {
+            return Err(check(
+                id,
+                "code must be positive".into(),
+                "code_must_not_be_zero",
+            ));
+        }
+        let mut debit = self.account(schema, id, debit_id, "debit")?;
+        let mut credit = self.account(schema, id, credit_id, "credit")?;
+        let a = &schema.account;
+        let (debit_ledger, credit_ledger) = (
+            int(&debit.row[a.ledger]).unwrap_or(0),
+            int(&credit.row[a.ledger]).unwrap_or(0),
+        );
+        if debit_ledger != credit_ledger {
+            return Err(check(
+                id,
+                format!("account {debit_id} is on ledger {debit_ledger} and account {credit_id} on ledger {credit_ledger}"),
+                "accounts_must_have_the_same_ledger",
+            ));
+        }
+        if ledger != debit_ledger {
+            return Err(check(
+                id,
+                format!("the transfer is on ledger {ledger} but its accounts are on ledger {debit_ledger}"),
+                "transfer_must_have_the_same_ledger_as_accounts",
+            ));
+        }
+        let (debit_balance, credit_balance) = if pending {
+            (a.debits_pending, a.credits_pending)
+        } else {
+            (a.debits_posted, a.credits_posted)
+        };
+        add(id, debit_id, &mut debit.row, debit_balance, amount)?;
+        add(id, credit_id, &mut credit.row, credit_balance, amount)?;
+        check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
+        check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
+        let now = self.ledger_clock;
+        self.save_account(schema, debit, id, now, version)?;
+        self.save_account(schema, credit, id, now, version)?;
+        if pending {
+            let expires_at = (timeout_of(schema, row) > 0)
+                .then(|| now.saturating_add(timeout_of(schema, row) * MICROS_PER_SECOND));
+            let p = &schema.pending_col;
+            let mut state = vec![Value::Null; schema.pending.columns.len()];
+            state[p.id] = Value::Int(id);
+            state[p.status] = Value::Text(PENDING.into());
+            state[p.expires_at] = expires_at.map_or(Value::Null, Value::TimestampTz);
+            let key = encode_key(&[Value::Int(id)])?;
+            self.put_row(&schema.pending, &key, None, &state, version)?;
+            if let Some(at) = expires_at {
+                self.schedule_expiry(at, id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Posts or voids the pending transfer `row` names, filling the fields it left out
+    /// from the pending transfer.
+    fn resolve_pending(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        row: &mut Row,
+        post: bool,
+        version: u64,
+    ) -> SqlResult<()> {
+        let t = &schema.transfer;
+        let Some(pending_id) = int(&row[t.pending_id]) else {
+            return Err(rule(
+                ErrorKind::NotNullViolation,
+                id,
+                "pending_id is required to post or void a pending transfer".into(),
+                "pending_id_must_not_be_zero",
+            ));
+        };
+        if pending_id == id {
+            return Err(check(
+                id,
+                "pending_id must name another transfer".into(),
+                "pending_id_must_be_different",
+            ));
+        }
+        let transfers = self.storage_of(&schema.transfers)?;
+        let pending_key = encode_key(&[Value::Int(pending_id)])?;
+        let Some((_, _, original)) = self.get_row(transfers, &pending_key)? else {
+            return Err(rule(
+                ErrorKind::ForeignKeyViolation,
+                id,
+                format!("pending transfer {pending_id} does not exist"),
+                "pending_transfer_not_found",
+            ));
+        };
+        if !flag(&original[t.pending]) {
+            return Err(check(
+                id,
+                format!("transfer {pending_id} is not a pending transfer"),
+                "pending_transfer_not_pending",
+            ));
+        }
+        let states = self.storage_of(&schema.pending)?;
+        let Some((state_old, _, mut state)) = self.get_row(states, &pending_key)? else {
+            return Err(SqlError::internal(format!(
+                "pending transfer {pending_id} has no state"
+            )));
+        };
+        let p = &schema.pending_col;
+        match text(&state[p.status]) {
+            PENDING => {}
+            status => {
+                return Err(check(
+                    id,
+                    format!("pending transfer {pending_id} is already {status}"),
+                    &format!("pending_transfer_already_{status}"),
+                ))
+            }
+        }
+        for (column, name) in [
+            (t.debit_account_id, "debit_account_id"),
+            (t.credit_account_id, "credit_account_id"),
+            (t.ledger, "ledger"),
+            (t.code, "code"),
+        ] {
+            if row[column].is_null() {
+                row[column] = original[column].clone();
+            } else if !same(&row[column], &original[column]) {
+                let ty = schema.transfers.columns[column].ty;
+                return Err(check(
+                    id,
+                    format!(
+                        "{name} {} differs from the pending transfer's {}",
+                        shown(&row[column], ty),
+                        shown(&original[column], ty)
+                    ),
+                    &format!("pending_transfer_has_different_{name}"),
+                ));
+            }
+        }
+        let reserved = int(&original[t.amount]).unwrap_or(0);
+        let amount = match int(&row[t.amount]) {
+            None => reserved,
+            Some(a) if a <= 0 => {
+                return Err(check(
+                    id,
+                    format!("amount must be positive, not {a}"),
+                    "amount_must_not_be_zero",
+                ))
+            }
+            Some(a) if post && a > reserved => {
+                return Err(check(
+                    id,
+                    format!("amount {a} exceeds the pending amount {reserved}"),
+                    "exceeds_pending_transfer_amount",
+                ))
+            }
+            Some(a) if !post && a != reserved => {
+                return Err(check(
+                    id,
+                    format!("a void must be for the whole pending amount {reserved}, not {a}"),
+                    "pending_transfer_has_different_amount",
+                ))
+            }
+            Some(a) => a,
+        };
+        row[t.amount] = Value::Int(amount);
+        let posted = if post { amount } else { 0 };
+        let now = self.ledger_clock;
+        self.release(schema, id, &original, posted, now, version)?;
+        state[p.status] = Value::Text(if post { POSTED } else { VOIDED }.into());
+        state[p.resolved_by] = Value::Int(id);
+        let expires_at = match &state[p.expires_at] {
+            Value::TimestampTz(at) => Some(*at),
+            _ => None,
+        };
+        self.put_row(
+            &schema.pending,
+            &pending_key,
+            Some(state_old),
+            &state,
+            version,
+        )?;
+        if let Some(at) = expires_at {
+            self.cancel_expiry(at, pending_id)?;
+        }
+        Ok(())
+    }
+
+    /// Takes a pending transfer's amount out of both accounts' pending balances and adds
+    /// `posted` of it to their posted balances. `cause` is the transfer (or, on expiry, the
+    /// pending transfer itself) the history records.
+    fn release(
+        &mut self,
+        schema: &LedgerSchema,
+        cause: i64,
+        original: &Row,
+        posted: i64,
+        now: i64,
+        version: u64,
+    ) -> SqlResult<()> {
+        let t = &schema.transfer;
+        let a = &schema.account;
+        let reserved = int(&original[t.amount]).unwrap_or(0);
+        let debit_id = int(&original[t.debit_account_id]).unwrap_or(0);
+        let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
+        let mut debit = self.account(schema, cause, debit_id, "debit")?;
+        let mut credit = self.account(schema, cause, credit_id, "credit")?;
+        add(cause, debit_id, &mut debit.row, a.debits_pending, -reserved)?;
+        add(
+            cause,
+            credit_id,
+            &mut credit.row,
+            a.credits_pending,
+            -reserved,
+        )?;
+        if posted > 0 {
+            add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
+            add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
+        }
+        self.save_account(schema, debit, cause, now, version)?;
+        self.save_account(schema, credit, cause, now, version)
+    }
+
+    fn account(
+        &mut self,
+        schema: &LedgerSchema,
+        transfer: i64,
+        id: i64,
+        side: &str,
+    ) -> SqlResult<Account> {
+        let storage = self.storage_of(&schema.accounts)?;
+        let key = encode_key(&[Value::Int(id)])?;
+        match self.get_row(storage, &key)? {
+            Some((old, _, row)) => Ok(Account { key, old, row }),
+            None => Err(rule(
+                ErrorKind::ForeignKeyViolation,
+                transfer,
+                format!("{side} account {id} does not exist"),
+                &format!("{side}_account_not_found"),
+            )),
+        }
+    }
+
+    /// Writes an account back and, for accounts with `history`, records its balances.
+    fn save_account(
+        &mut self,
+        schema: &LedgerSchema,
+        account: Account,
+        transfer: i64,
+        now: i64,
+        version: u64,
+    ) -> SqlResult<()> {
+        let a = &schema.account;
+        self.put_row(
+            &schema.accounts,
+            &account.key,
+            Some(account.old),
+            &account.row,
+            version,
+        )?;
+        if !flag(&account.row[a.history]) {
+            return Ok(());
+        }
+        let b = &schema.balance;
+        let mut entry = vec![Value::Null; schema.balances.columns.len()];
+        entry[b.account_id] = account.row[a.id].clone();
+        entry[b.created_at] = Value::TimestampTz(now);
+        entry[b.transfer_id] = Value::Int(transfer);
+        entry[b.debits_pending] = account.row[a.debits_pending].clone();
+        entry[b.debits_posted] = account.row[a.debits_posted].clone();
+        entry[b.credits_pending] = account.row[a.credits_pending].clone();
+        entry[b.credits_posted] = account.row[a.credits_posted].clone();
+        let key = encode_key(&[
+            entry[b.account_id].clone(),
+            entry[b.created_at].clone(),
+            entry[b.transfer_id].clone(),
+        ])?;
+        self.put_row(&schema.balances, &key, None, &entry, version)
+    }
+
+    fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
+        let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
+        self.put_raw(self.expiry, &key, Some(&[]))?;
+        self.next_expiry = Some(self.next_expiry.map_or(at, |n| n.min(at)));
+        Ok(())
+    }
+
+    fn cancel_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
+        let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
+        self.put_raw(self.expiry, &key, None)
+    }
+
+    /// Voids every pending transfer whose timeout has passed by the ledger clock. Runs
+    /// before each command, so which transfers have expired is decided in log order.
+    pub(crate) fn expire_pending(&mut self, version: u64) -> SqlResult<()> {
+        let now = self.ledger_clock;
+        if self.next_expiry.is_none_or(|at| at > now) {
+            return Ok(());
+        }
+        let schema = self.ledger_schema()?;
+        let expiry = self.expiry;
+        loop {
+            let first = self
+                .engine_mut()
+                .range(
+                    expiry,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    kv::Direction::Forward,
+                )
+                .map_err(kv_error)?
+                .next()
+                .transpose()
+                .map_err(kv_error)?;
+            let Some((key, _)) = first else {
+                self.next_expiry = None;
+                return Ok(());
+            };
+            let (at, id) = match kv::keycode::decode_key(&key).as_deref() {
+                Some([kv::keycode::KeyValue::Int(at), kv::keycode::KeyValue::Int(id)]) => {
+                    (*at, *id)
+                }
+                _ => {
+                    return Err(SqlError::internal(
+                        "unreadable pending-transfer expiry entry",
+                    ))
+                }
+            };
+            if at > now {
+                self.next_expiry = Some(at);
+                return Ok(());
+            }
+            self.put_raw(self.expiry, &key, None)?;
+            let pending_key = encode_key(&[Value::Int(id)])?;
+            let states = self.storage_of(&schema.pending)?;
+            let transfers = self.storage_of(&schema.transfers)?;
+            let (Some((state_old, _, mut state)), Some((_, _, original))) = (
+                self.get_row(states, &pending_key)?,
+                self.get_row(transfers, &pending_key)?,
+            ) else {
+                continue;
+            };
+            let p = &schema.pending_col;
+            if text(&state[p.status]) != PENDING {
+                continue;
+            }
+            self.release(&schema, id, &original, 0, at, version)?;
+            state[p.status] = Value::Text(EXPIRED.into());
+            self.put_row(
+                &schema.pending,
+                &pending_key,
+                Some(state_old),
+                &state,
+                version,
+            )?;
+        }
+    }
+}
+
+fn timeout_of(schema: &LedgerSchema, row: &Row) -> i64 {
+    int(&row[schema.transfer.timeout]).unwrap_or(0)
+}
+
+/// Adds `delta` to one balance of an account, refusing to overflow.
+fn add(transfer: i64, account: i64, row: &mut Row, column: usize, delta: i64) -> SqlResult<()> {
+    let current = int(&row[column]).unwrap_or(0);
+    let next = current.checked_add(delta).ok_or_else(|| {
+        rule(
+            ErrorKind::NumericOutOfRange,
+            transfer,
+            format!("a balance of account {account} would overflow bigint"),
+            "overflows_balance",
+        )
+    })?;
+    row[column] = Value::Int(next);
+    Ok(())
+}
+
+/// An account's own limit: debits (pending and posted) must not exceed posted credits,
+/// or the other way round.
+fn check_limits(
+    schema: &LedgerSchema,
+    transfer: i64,
+    account: i64,
+    row: &Row,
+    side: Side,
+) -> SqlResult<()> {
+    let a = &schema.account;
+    let value = |c: usize| int(&row[c]).unwrap_or(0) as i128;
+    match side {
+        Side::Debits if flag(&row[a.debits_must_not_exceed_credits]) => {
+            let debits = value(a.debits_pending) + value(a.debits_posted);
+            let credits = value(a.credits_posted);
+            if debits > credits {
+                return Err(check(
+                    transfer,
+                    format!("account {account} would have debits {debits} exceeding its credits {credits} (debits_must_not_exceed_credits)"),
+                    "exceeds_credits",
+                ));
+            }
+        }
+        Side::Credits if flag(&row[a.credits_must_not_exceed_debits]) => {
+            let credits = value(a.credits_pending) + value(a.credits_posted);
+            let debits = value(a.debits_posted);
+            if credits > debits {
+                return Err(check(
+                    transfer,
+                    format!("account {account} would have credits {credits} exceeding its debits {debits} (credits_must_not_exceed_debits)"),
+                    "exceeds_debits",
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The first column (other than the creation time) where a retried transfer differs from
+/// the stored one: (column, retried value, stored value). A column the retry left NULL
+/// matches whatever was stored (post and void fill them from the pending transfer).
+fn differing_field(
+    table: &TableDef,
+    created_at: usize,
+    given: &[Value],
+    stored: &[Value],
+) -> Option<(String, String, String)> {
+    given
+        .iter()
+        .zip(stored)
+        .enumerate()
+        .find(|(i, (mine, theirs))| *i != created_at && !mine.is_null() && !same(mine, theirs))
+        .map(|(i, (mine, theirs))| {
+            let ty = table.columns[i].ty;
+            (
+                table.columns[i].name.clone(),
+                shown(mine, ty),
+                shown(theirs, ty),
+            )
+        })
+}

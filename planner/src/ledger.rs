@@ -1,0 +1,419 @@
+//! The ledger tables as the binder sees them: which table plays which role, where each
+//! ledger column sits, which columns only the engine may write, and the rules that keep
+//! clients from writing them directly. The semantics of a transfer live in the executor
+//! (`ledger::transfer`); this module only decides what a statement may ask for.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sql::{DataType, ErrorKind, SqlError, SqlResult};
+
+use crate::catalog::{Catalog, TableDef};
+
+/// The part a table plays in the ledger. Set once, by the migration that creates the table
+/// (`CREATE TABLE ... WITH (ledger_role = 'accounts')`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LedgerRole {
+    Accounts,
+    Transfers,
+    /// The state of every pending transfer: pending, posted, voided or expired.
+    PendingTransfers,
+    /// An account's balances after each of its transfers (accounts with `history`).
+    AccountBalances,
+}
+
+impl LedgerRole {
+    pub fn parse(text: &str) -> Option<LedgerRole> {
+        Some(match text {
+            "accounts" => LedgerRole::Accounts,
+            "transfers" => LedgerRole::Transfers,
+            "pending_transfers" => LedgerRole::PendingTransfers,
+            "account_balances" => LedgerRole::AccountBalances,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LedgerRole::Accounts => "accounts",
+            LedgerRole::Transfers => "transfers",
+            LedgerRole::PendingTransfers => "pending_transfers",
+            LedgerRole::AccountBalances => "account_balances",
+        }
+    }
+
+    /// The columns a table in this role must have, and their types.
+    fn required_columns(self) -> &'static [(&'static str, DataType)] {
+        use DataType::*;
+        match self {
+            LedgerRole::Accounts => &[
+                ("id", Int8),
+                ("ledger", Int4),
+                ("code", Int4),
+                ("debits_pending", Int8),
+                ("debits_posted", Int8),
+                ("credits_pending", Int8),
+                ("credits_posted", Int8),
+                ("debits_must_not_exceed_credits", Bool),
+                ("credits_must_not_exceed_debits", Bool),
+                ("history", Bool),
+                ("user_data", Int8),
+                ("created_at", TimestampTz),
+            ],
+            LedgerRole::Transfers => &[
+                ("id", Int8),
+                ("debit_account_id", Int8),
+                ("credit_account_id", Int8),
+                ("amount", Int8),
+                ("ledger", Int4),
+                ("code", Int4),
+                ("pending", Bool),
+                ("pending_id", Int8),
+                ("post_pending", Bool),
+                ("void_pending", Bool),
+                ("timeout", Int4),
+                ("user_data", Int8),
+                ("created_at", TimestampTz),
+            ],
+            LedgerRole::PendingTransfers => &[
+                ("id", Int8),
+                ("status", Text),
+                ("expires_at", TimestampTz),
+                ("resolved_by", Int8),
+            ],
+            LedgerRole::AccountBalances => &[
+                ("account_id", Int8),
+                ("created_at", TimestampTz),
+                ("transfer_id", Int8),
+                ("debits_pending", Int8),
+                ("debits_posted", Int8),
+                ("credits_pending", Int8),
+                ("credits_posted", Int8),
+            ],
+        }
+    }
+
+    /// The primary key a table in this role must have.
+    fn required_key(self) -> &'static [&'static str] {
+        match self {
+            LedgerRole::AccountBalances => &["account_id", "created_at", "transfer_id"],
+            _ => &["id"],
+        }
+    }
+
+    /// Columns whose values the engine sets, whatever a client sends.
+    fn engine_columns(self) -> &'static [&'static str] {
+        match self {
+            LedgerRole::Accounts => &[
+                "debits_pending",
+                "debits_posted",
+                "credits_pending",
+                "credits_posted",
+                "created_at",
+            ],
+            LedgerRole::Transfers => &["created_at"],
+            _ => &[],
+        }
+    }
+
+    /// Whether clients may insert rows at all (the other roles are written by the engine).
+    fn client_inserts(self) -> bool {
+        matches!(self, LedgerRole::Accounts | LedgerRole::Transfers)
+    }
+}
+
+/// Checks that a table about to be created in `role` has the shape the executor relies on.
+pub fn validate_table(catalog: &Catalog, role: LedgerRole, table: &TableDef) -> SqlResult<()> {
+    if let Some(existing) = catalog.ledger_table(role) {
+        return Err(SqlError::new(
+            ErrorKind::DuplicateObject,
+            format!(
+                "table \"{}\" already has the ledger role {}",
+                existing.name,
+                role.name()
+            ),
+        ));
+    }
+    for (name, ty) in role.required_columns() {
+        let Some(i) = table.column_index(name) else {
+            return Err(SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                format!(
+                    "a table with the ledger role {} needs a column \"{name}\"",
+                    role.name()
+                ),
+            ));
+        };
+        if table.columns[i].ty != *ty {
+            return Err(SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                format!(
+                    "column \"{name}\" of a {} table must be of type {}",
+                    role.name(),
+                    ty.pg_name()
+                ),
+            ));
+        }
+    }
+    let key: Vec<&str> = table
+        .primary_key
+        .iter()
+        .map(|&c| table.columns[c].name.as_str())
+        .collect();
+    if key != role.required_key() {
+        return Err(SqlError::new(
+            ErrorKind::InvalidParameterValue,
+            format!(
+                "a {} table must have the primary key ({})",
+                role.name(),
+                role.required_key().join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn immutable(table: &TableDef, role: LedgerRole) -> SqlError {
+    let what = match role {
+        LedgerRole::Accounts => "accounts cannot be deleted",
+        LedgerRole::Transfers => "transfers are immutable",
+        LedgerRole::PendingTransfers | LedgerRole::AccountBalances => {
+            "its rows are maintained by the ledger"
+        }
+    };
+    SqlError::new(
+        ErrorKind::InsufficientPrivilege,
+        format!("cannot change table \"{}\": {what}", table.name),
+    )
+}
+
+/// An INSERT (or COPY) into `table` naming `columns`: engine-maintained columns are refused.
+pub fn check_insert(table: &TableDef, columns: &[usize], do_update: bool) -> SqlResult<()> {
+    let Some(role) = table.ledger else {
+        return Ok(());
+    };
+    if !role.client_inserts() {
+        return Err(immutable(table, role));
+    }
+    if do_update {
+        return Err(SqlError::new(
+            ErrorKind::InsufficientPrivilege,
+            format!(
+                "ON CONFLICT DO UPDATE is not allowed on \"{}\": {} are changed only by transfers",
+                table.name,
+                role.name()
+            ),
+        ));
+    }
+    for &c in columns {
+        let name = &table.columns[c].name;
+        if role.engine_columns().contains(&name.as_str()) {
+            return Err(generated(table, name));
+        }
+    }
+    Ok(())
+}
+
+fn generated(table: &TableDef, column: &str) -> SqlError {
+    let why = if column == "created_at" {
+        "it is the time the ledger applied the row"
+    } else {
+        "balances are maintained by the ledger and change only through transfers"
+    };
+    SqlError::new(
+        ErrorKind::GeneratedAlways,
+        format!(
+            "cannot set column \"{column}\" of \"{}\": {why}",
+            table.name
+        ),
+    )
+}
+
+/// An UPDATE of `columns` of `table`: only an account's `user_data` may change.
+pub fn check_update(table: &TableDef, columns: &[usize]) -> SqlResult<()> {
+    let Some(role) = table.ledger else {
+        return Ok(());
+    };
+    if role != LedgerRole::Accounts {
+        return Err(immutable(table, role));
+    }
+    for &c in columns {
+        let name = &table.columns[c].name;
+        if role.engine_columns().contains(&name.as_str()) {
+            return Err(generated(table, name));
+        }
+        if name != "user_data" {
+            return Err(SqlError::new(
+                ErrorKind::InsufficientPrivilege,
+                format!(
+                    "cannot change column \"{name}\" of \"{}\": only user_data of an account may be updated",
+                    table.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// DELETE, TRUNCATE, DROP TABLE or ALTER TABLE of a ledger table: refused.
+pub fn check_remove(table: &TableDef) -> SqlResult<()> {
+    match table.ledger {
+        Some(role) => Err(immutable(table, role)),
+        None => Ok(()),
+    }
+}
+
+/// Where the executor finds each ledger column: resolved once per catalog version.
+#[derive(Clone, Debug)]
+pub struct LedgerSchema {
+    pub accounts: Arc<TableDef>,
+    pub account: AccountColumns,
+    pub transfers: Arc<TableDef>,
+    pub transfer: TransferColumns,
+    pub pending: Arc<TableDef>,
+    pub pending_col: PendingColumns,
+    pub balances: Arc<TableDef>,
+    pub balance: BalanceColumns,
+}
+
+#[derive(Clone, Debug)]
+pub struct AccountColumns {
+    pub id: usize,
+    pub ledger: usize,
+    pub code: usize,
+    pub debits_pending: usize,
+    pub debits_posted: usize,
+    pub credits_pending: usize,
+    pub credits_posted: usize,
+    pub debits_must_not_exceed_credits: usize,
+    pub credits_must_not_exceed_debits: usize,
+    pub history: usize,
+    pub created_at: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct TransferColumns {
+    pub id: usize,
+    pub debit_account_id: usize,
+    pub credit_account_id: usize,
+    pub amount: usize,
+    pub ledger: usize,
+    pub code: usize,
+    pub pending: usize,
+    pub pending_id: usize,
+    pub post_pending: usize,
+    pub void_pending: usize,
+    pub timeout: usize,
+    pub created_at: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct PendingColumns {
+    pub id: usize,
+    pub status: usize,
+    pub expires_at: usize,
+    pub resolved_by: usize,
+}
+
+#[derive(Clone, Debug)]
+pub struct BalanceColumns {
+    pub account_id: usize,
+    pub created_at: usize,
+    pub transfer_id: usize,
+    pub debits_pending: usize,
+    pub debits_posted: usize,
+    pub credits_pending: usize,
+    pub credits_posted: usize,
+}
+
+fn column(table: &TableDef, name: &str) -> SqlResult<usize> {
+    table.column_index(name).ok_or_else(|| {
+        SqlError::internal(format!(
+            "ledger table \"{}\" has no column \"{name}\"",
+            table.name
+        ))
+    })
+}
+
+impl LedgerSchema {
+    /// The ledger tables of `catalog`, or None before the migration created them.
+    pub fn resolve(catalog: &Catalog) -> SqlResult<Option<LedgerSchema>> {
+        let (Some(accounts), Some(transfers), Some(pending), Some(balances)) = (
+            catalog.ledger_table(LedgerRole::Accounts),
+            catalog.ledger_table(LedgerRole::Transfers),
+            catalog.ledger_table(LedgerRole::PendingTransfers),
+            catalog.ledger_table(LedgerRole::AccountBalances),
+        ) else {
+            return Ok(None);
+        };
+        let a = accounts.as_ref();
+        let t = transfers.as_ref();
+        let p = pending.as_ref();
+        let b = balances.as_ref();
+        Ok(Some(LedgerSchema {
+            account: AccountColumns {
+                id: column(a, "id")?,
+                ledger: column(a, "ledger")?,
+                code: column(a, "code")?,
+                debits_pending: column(a, "debits_pending")?,
+                debits_posted: column(a, "debits_posted")?,
+                credits_pending: column(a, "credits_pending")?,
+                credits_posted: column(a, "credits_posted")?,
+                debits_must_not_exceed_credits: column(a, "debits_must_not_exceed_credits")?,
+                credits_must_not_exceed_debits: column(a, "credits_must_not_exceed_debits")?,
+                history: column(a, "history")?,
+                created_at: column(a, "created_at")?,
+            },
+            transfer: TransferColumns {
+                id: column(t, "id")?,
+                debit_account_id: column(t, "debit_account_id")?,
+                credit_account_id: column(t, "credit_account_id")?,
+                amount: column(t, "amount")?,
+                ledger: column(t, "ledger")?,
+                code: column(t, "code")?,
+                pending: column(t, "pending")?,
+                pending_id: column(t, "pending_id")?,
+                post_pending: column(t, "post_pending")?,
+                void_pending: column(t, "void_pending")?,
+                timeout: column(t, "timeout")?,
+                created_at: column(t, "created_at")?,
+            },
+            pending_col: PendingColumns {
+                id: column(p, "id")?,
+                status: column(p, "status")?,
+                expires_at: column(p, "expires_at")?,
+                resolved_by: column(p, "resolved_by")?,
+            },
+            balance: BalanceColumns {
+                account_id: column(b, "account_id")?,
+                created_at: column(b, "created_at")?,
+                transfer_id: column(b, "transfer_id")?,
+                debits_pending: column(b, "debits_pending")?,
+                debits_posted: column(b, "debits_posted")?,
+                credits_pending: column(b, "credits_pending")?,
+                credits_posted: column(b, "credits_posted")?,
+            },
+            accounts: accounts.clone(),
+            transfers: transfers.clone(),
+            pending: pending.clone(),
+            balances: balances.clone(),
+        }))
+    }
+}
+
+/// The arguments of `CALL transfer(...)` in positional order; any may also be named
+/// (`pending_id => 7`). Which are needed depends on the kind of transfer.
+pub const TRANSFER_ARGUMENTS: &[&str] = &[
+    "id",
+    "debit_account_id",
+    "credit_account_id",
+    "amount",
+    "ledger",
+    "code",
+    "pending",
+    "pending_id",
+    "post_pending",
+    "void_pending",
+    "timeout",
+    "user_data",
+];

@@ -1,0 +1,249 @@
+//! The ledger under concurrency, against the real server: 64 connections doing random
+//! transfers among 1,000 accounts, half of them touching one hot account, with limits,
+//! idempotent retries and two-phase transfers mixed in. Afterwards, and again after a
+//! kill -9 and restart: debits equal credits, no limit is broken, every acknowledged
+//! transfer is present exactly once and nothing else is, and every balance equals the sum
+//! of the transfers that moved it.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use common::TestServer;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tokio::sync::Mutex;
+use tokio_postgres::{Client, NoTls};
+
+const ACCOUNTS: i64 = 1_000;
+const HOT: i64 = 1;
+const BANK: i64 = ACCOUNTS + 1;
+const CLIENTS: usize = 64;
+const TRANSFERS_PER_CLIENT: usize = 60;
+
+async fn connect(server: &TestServer) -> Client {
+    let (client, connection) = tokio_postgres::connect(&server.url(), NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    client
+}
+
+/// Accounts 2..=1000 with an even id may not go below zero; the bank funds them.
+async fn create_accounts(client: &Client) {
+    let mut values = Vec::new();
+    for id in 1..=BANK {
+        let limited = id != HOT && id != BANK && id % 2 == 0;
+        values.push(format!("({id}, 1, 1, {limited})"));
+    }
+    client
+        .simple_query(&format!(
+            "INSERT INTO accounts (id, ledger, code, debits_must_not_exceed_credits) VALUES {}",
+            values.join(", ")
+        ))
+        .await
+        .expect("create accounts");
+    let funding: Vec<String> = (2..=ACCOUNTS)
+        .filter(|id| id % 2 == 0)
+        .map(|id| format!("({}, {BANK}, {id}, 100, 1, 1)", 900_000_000 + id))
+        .collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+            funding.join(", ")
+        ))
+        .await
+        .expect("fund accounts");
+}
+
+#[derive(Default)]
+struct Acknowledged {
+    ids: BTreeSet<i64>,
+    rejected_by_limits: u64,
+}
+
+async fn run_client(server_url: String, n: usize, seen: Arc<Mutex<Acknowledged>>) {
+    let (client, connection) = tokio_postgres::connect(&server_url, NoTls)
+        .await
+        .expect("connect");
+    tokio::spawn(connection);
+    let call = client
+        .prepare("CALL transfer($1, $2, $3, $4, 1, 1)")
+        .await
+        .expect("prepare transfer");
+    let pending = client
+        .prepare("CALL transfer($1, $2, $3, $4, 1, 1, pending => true)")
+        .await
+        .expect("prepare pending");
+    let resolve = client
+        .prepare(
+            "CALL transfer(id => $1, pending_id => $2, post_pending => $3, void_pending => NOT $3)",
+        )
+        .await
+        .expect("prepare post/void");
+    let mut rng = StdRng::seed_from_u64(n as u64);
+    let mut mine = Acknowledged::default();
+    for i in 0..TRANSFERS_PER_CLIENT {
+        let id = (n as i64 + 1) * 1_000_000 + i as i64 * 10;
+        let other = rng.gen_range(2..=ACCOUNTS);
+        let (debit, credit) = if rng.gen_bool(0.5) {
+            if rng.gen_bool(0.5) {
+                (HOT, other)
+            } else {
+                (other, HOT)
+            }
+        } else {
+            let mut second = rng.gen_range(2..=ACCOUNTS);
+            if second == other {
+                second = if other == ACCOUNTS { 2 } else { other + 1 };
+            }
+            (other, second)
+        };
+        let amount: i64 = rng.gen_range(1..=60);
+        let two_phase = rng.gen_bool(0.1);
+        let statement = if two_phase { &pending } else { &call };
+        match client
+            .query_one(statement, &[&id, &debit, &credit, &amount])
+            .await
+        {
+            Ok(row) => {
+                let status: String = row.get(1);
+                assert_eq!(status, "created", "transfer {id}");
+                mine.ids.insert(id);
+            }
+            Err(e) => {
+                let code = e.code().map(|c| c.code().to_string());
+                assert_eq!(
+                    code.as_deref(),
+                    Some("23514"),
+                    "transfer {id} failed unexpectedly: {e:?}"
+                );
+                assert!(
+                    e.as_db_error()
+                        .is_some_and(|d| d.message().contains(&format!("account {debit}"))),
+                    "an overdraft error names the debit account: {e:?}"
+                );
+                mine.rejected_by_limits += 1;
+                continue;
+            }
+        }
+        if two_phase {
+            let post = rng.gen_bool(0.5);
+            let row = client
+                .query_one(&resolve, &[&(id + 1), &id, &post])
+                .await
+                .unwrap_or_else(|e| panic!("resolving pending transfer {id}: {e:?}"));
+            assert_eq!(row.get::<_, String>(1), "created");
+            mine.ids.insert(id + 1);
+        }
+        // A retry of an acknowledged transfer is answered, and applies nothing.
+        if rng.gen_bool(0.1) {
+            let row = client
+                .query_one(&call, &[&id, &debit, &credit, &amount])
+                .await;
+            if !two_phase {
+                let row = row.unwrap_or_else(|e| panic!("retrying transfer {id}: {e:?}"));
+                assert_eq!(row.get::<_, String>(1), "exists", "retry of {id}");
+            } else {
+                // The retry differs (it is not pending): refused, naming the field.
+                let e = row.expect_err("a retry with different fields must fail");
+                assert_eq!(e.code().map(|c| c.code()), Some("23505"), "{e:?}");
+            }
+        }
+    }
+    let mut all = seen.lock().await;
+    all.ids.extend(mine.ids);
+    all.rejected_by_limits += mine.rejected_by_limits;
+}
+
+async fn scalar(client: &Client, sql: &str) -> i64 {
+    let rows = client.simple_query(sql).await.expect(sql);
+    rows.iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(|v| v.parse().unwrap()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no value from {sql}"))
+}
+
+/// Every invariant of the ledger, checked over SQL.
+async fn check_ledger(client: &Client, acknowledged: &BTreeSet<i64>) {
+    let debits = scalar(client, "SELECT sum(debits_posted) FROM accounts").await;
+    let credits = scalar(client, "SELECT sum(credits_posted) FROM accounts").await;
+    assert_eq!(debits, credits, "posted debits and credits differ");
+    let pending = scalar(
+        client,
+        "SELECT sum(debits_pending) + sum(credits_pending) FROM accounts",
+    )
+    .await;
+    assert_eq!(pending, 0, "every pending transfer was resolved");
+    let broken = scalar(
+        client,
+        "SELECT count(*) FROM accounts WHERE debits_must_not_exceed_credits AND debits_pending + debits_posted > credits_posted",
+    )
+    .await;
+    assert_eq!(broken, 0, "an account's limit is broken");
+
+    let rows = client
+        .query(
+            "SELECT id FROM transfers WHERE id < 900000000 ORDER BY id",
+            &[],
+        )
+        .await
+        .expect("transfer ids");
+    let stored: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let expected: Vec<i64> = acknowledged.iter().copied().collect();
+    assert_eq!(
+        stored.len(),
+        expected.len(),
+        "stored transfers differ in number from acknowledged ones"
+    );
+    assert_eq!(
+        stored, expected,
+        "stored transfers are not the acknowledged ones"
+    );
+
+    // Each account's posted balances are the sums of the transfers that posted to it.
+    let mismatched = scalar(
+        client,
+        "SELECT count(*) FROM accounts a WHERE a.debits_posted <> (SELECT coalesce(sum(t.amount), 0) FROM transfers t WHERE t.debit_account_id = a.id AND NOT t.pending AND NOT t.void_pending) OR a.credits_posted <> (SELECT coalesce(sum(t.amount), 0) FROM transfers t WHERE t.credit_account_id = a.id AND NOT t.pending AND NOT t.void_pending)",
+    )
+    .await;
+    assert_eq!(mismatched, 0, "balances disagree with the transfers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transfers_keep_the_ledger_consistent() {
+    let mut server = TestServer::start();
+    let admin = connect(&server).await;
+    create_accounts(&admin).await;
+
+    let seen = Arc::new(Mutex::new(Acknowledged::default()));
+    let mut tasks = Vec::new();
+    for n in 0..CLIENTS {
+        tasks.push(tokio::spawn(run_client(server.url(), n, seen.clone())));
+    }
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    let seen = seen.lock().await;
+    assert!(
+        seen.ids.len() > CLIENTS * TRANSFERS_PER_CLIENT / 2,
+        "most transfers should succeed: {} acknowledged, {} refused by limits",
+        seen.ids.len(),
+        seen.rejected_by_limits
+    );
+    check_ledger(&admin, &seen.ids).await;
+    let hot = scalar(
+        &admin,
+        &format!("SELECT count(*) FROM transfers WHERE debit_account_id = {HOT} OR credit_account_id = {HOT}"),
+    )
+    .await;
+    assert!(hot > 1_000, "the hot account took part in {hot} transfers");
+    drop(admin);
+
+    server.kill9_and_restart();
+    let admin = connect(&server).await;
+    check_ledger(&admin, &seen.ids).await;
+}
