@@ -1,12 +1,21 @@
 #!/usr/bin/env python3
-"""pgbench TPC-B (scale 1: one hot branch row) against hotledger and PostgreSQL 15, side by
-side in one run, plus the client's own ceiling (a do-nothing transaction of TPC-B's shape).
+"""pgbench workloads against hotledger and PostgreSQL 15, side by side in one run, plus the
+client's own ceiling (a do-nothing transaction of the workload's shape).
+
+Workloads:
+  tpcb      pgbench's TPC-B at scale 1 (one hot branch row); ceiling: 7 round trips.
+  transfer  the hot-account transfer: CALL transfer(...) crediting account 1 from a random one
+            of 100,000 accounts (tools/pgbench/transfer.sql); PostgreSQL runs the equivalent
+            plpgsql procedure (tools/pgbench/postgres_ledger.sql); ceiling: 1 round trip.
+  batch     hotledger only: multi-row INSERT INTO transfers of 1,000 rows per statement;
+            reports transfers per second (TPS x 1,000).
 
 Starts both servers itself on private ports and data directories, alternates A/B for each
 client count, computes latency percentiles from pgbench's per-transaction logs, and reports
 hotledger's group commit (commands per fsync). Writes a CSV and a Markdown table.
 
-    tools/pgbench_compare.py [--clients 1,4,16,64,128] [--duration 20] [--rounds 1] [--out DIR]
+    tools/pgbench_compare.py [--workload tpcb|transfer|batch] [--clients 1,4,16,64,128]
+                             [--duration 20] [--rounds 1] [--out DIR]
 
 Needs: cargo, PostgreSQL 15 server binaries (tools/setup.sh installs them), root or a user
 that can run initdb.
@@ -25,7 +34,23 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PG_BIN = "/usr/lib/postgresql/15/bin"
-NOOP = "BEGIN;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nEND;\n"
+NOOP = {
+    "tpcb": "BEGIN;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nEND;\n",
+    "transfer": "SELECT 1;\n",
+}
+ACCOUNTS = 100_000
+BATCH_ROWS = 1_000
+
+
+def batch_script():
+    """One INSERT of BATCH_ROWS transfers, each crediting account 1 from a pseudo-random
+    account; ids are unique per statement and random across statements."""
+    rows = []
+    for k in range(BATCH_ROWS):
+        rows.append(f"(:base * {BATCH_ROWS} + {k}, 2 + (:base * 7919 + {k * 104729}) % {ACCOUNTS}, 1, 1, 1, 1)")
+    return ("\\set base random(1, 9000000000000)\n"
+            "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n"
+            + ",\n".join(rows) + ";\n")
 
 
 def run(cmd, env=None, check=True, **kw):
@@ -141,14 +166,38 @@ def markdown(rows):
     return "\n".join(lines) + "\n"
 
 
+def batch_markdown(rows):
+    counts = sorted({r["clients"] for r in rows})
+    pick = lambda c, key: median([r.get(key) for r in rows if r["clients"] == c])
+    lines = ["| connections | statements/s (1,000 transfers each) | transfers/s | p50 / p99 / p99.9 ms per statement "
+             "| commands per fsync |", "|---:|---:|---:|---:|---:|"]
+    for c in counts:
+        lines.append(f"| {c} | {pick(c, 'tps'):,} | {pick(c, 'transfers_per_s'):,} | {pick(c, 'p50_ms')} / "
+                     f"{pick(c, 'p99_ms')} / {pick(c, 'p999_ms')} | {pick(c, 'commands_per_fsync')} |")
+    return "\n".join(lines) + "\n"
+
+
+def setup_ledger(pg, hl):
+    """The ledger's accounts on both systems: 100,001 accounts, account 1 the hot one."""
+    run(["psql", "-h", "127.0.0.1", "-p", str(pg.port), "-q", "-v", "ON_ERROR_STOP=1", "-f",
+         os.path.join(ROOT, "tools", "pgbench", "postgres_ledger.sql"), pg.db], env=pg.env)
+    rows = "".join(f"{i}\t1\t1\n" for i in range(1, ACCOUNTS + 2))
+    run(["psql", "-h", "127.0.0.1", "-p", str(hl.port), "-v", "ON_ERROR_STOP=1", "-c",
+         "COPY accounts (id, ledger, code) FROM STDIN", hl.db], env=hl.env, input=rows)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", default="1,4,16,64,128")
+    parser.add_argument("--workload", choices=["tpcb", "transfer", "batch"], default="tpcb")
+    parser.add_argument("--clients", default=None,
+                        help="client counts (default 1,4,16,64,128; transfer 1,16,64,128,256; batch 8)")
     parser.add_argument("--duration", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=1, help="A/B repetitions per client count")
     parser.add_argument("--out", default=os.path.join(ROOT, "docs", "bench", "pgbench"))
     parser.add_argument("--binary", default=None, help="hotledger binary (default: build release)")
     args = parser.parse_args()
+    if args.clients is None:
+        args.clients = {"tpcb": "1,4,16,64,128", "transfer": "1,16,64,128,256", "batch": "8"}[args.workload]
 
     binary = args.binary
     if not binary:
@@ -163,18 +212,35 @@ def main():
     pg = Postgres(24432, pgdir)
     hl = Hotledger(24433, work, binary)
     rows = []
+    workload = args.workload
+    systems = (("postgresql", pg), ("hotledger", hl)) if workload != "batch" else (("hotledger", hl),)
+    script = []
     try:
-        for server in (pg, hl):
-            pgbench(server, ["-i", "-s", "1", "-q"])
+        if workload == "tpcb":
+            for server in (pg, hl):
+                pgbench(server, ["-i", "-s", "1", "-q"])
+        else:
+            setup_ledger(pg, hl)
+            path = os.path.join(ROOT, "tools", "pgbench", "transfer.sql")
+            if workload == "batch":
+                path = os.path.join(work, "batch.sql")
+                with open(path, "w") as f:
+                    f.write(batch_script())
+            script = ["-f", path]
         for clients in [int(c) for c in args.clients.split(",")]:
             for rnd in range(args.rounds):
-                for name, server in (("postgresql", pg), ("hotledger", hl)):
+                for name, server in systems:
                     before = hl.group_commit() if server is hl else None
                     logdir = tempfile.mkdtemp(dir=work)
-                    tps, failed = pgbench(server, ["-n", "-M", "prepared", "-c", str(clients), "-j", "2",
-                                                   "-T", str(args.duration)], logdir)
-                    row = {"system": name, "workload": "tpcb", "clients": clients, "round": rnd, "tps": round(tps),
+                    # pgbench allows 255 parameters per prepared statement; the batch's 2,000
+                    # uses of :base go as text.
+                    mode = "simple" if workload == "batch" else "prepared"
+                    tps, failed = pgbench(server, ["-n", "-M", mode, "-c", str(clients), "-j", "2",
+                                                   "-T", str(args.duration)] + script, logdir)
+                    row = {"system": name, "workload": workload, "clients": clients, "round": rnd, "tps": round(tps),
                            "failed": failed}
+                    if workload == "batch":
+                        row["transfers_per_s"] = round(tps * BATCH_ROWS)
                     row.update(percentiles(logdir))
                     if before:
                         after = hl.group_commit()
@@ -184,10 +250,12 @@ def main():
                     shutil.rmtree(logdir)
                     rows.append(row)
                     print(row, flush=True)
+            if workload == "batch":
+                continue
             # The client's own ceiling, measured in the same run against PostgreSQL.
             noop = os.path.join(work, "noop.sql")
             with open(noop, "w") as f:
-                f.write(NOOP)
+                f.write(NOOP[workload])
             for name, server in (("ceiling (noop, postgresql)", pg), ("ceiling (noop, hotledger)", hl)):
                 tps, _ = pgbench(server, ["-n", "-M", "prepared", "-c", str(clients), "-j", "2", "-T",
                                           str(max(5, args.duration // 2)), "-f", noop])
@@ -197,15 +265,16 @@ def main():
         hl.stop()
         pg.stop()
     fields = ["system", "workload", "clients", "round", "tps", "failed", "p50_ms", "p99_ms", "p999_ms", "max_ms",
-              "commands_per_fsync"]
+              "commands_per_fsync", "transfers_per_s"]
     with open(os.path.join(args.out, "summary.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
         for r in rows:
             w.writerow(r)
+    table = batch_markdown(rows) if workload == "batch" else markdown(rows)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
-        f.write(markdown(rows))
-    print(markdown(rows))
+        f.write(table)
+    print(table)
     print(f"wrote {args.out}/summary.csv and summary.md")
     shutil.rmtree(work, ignore_errors=True)
 
