@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use planner::{
-    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, LedgerRole, OnConflict, TableDef,
-    TableRef, WritePlan, DEFAULT_MARKER,
+    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, LedgerRole, OnConflict, Step,
+    TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
@@ -507,6 +507,30 @@ impl Executor {
         })
     }
 
+    /// A procedure body: every statement in order, each seeing the ones before; a failure
+    /// anywhere undoes them all (the command's undo log).
+    pub(crate) fn apply_procedure(
+        &mut self,
+        steps: &[Step],
+        params: &[Value],
+        now_micros: i64,
+        version: u64,
+    ) -> CommandResult {
+        let mut last = Outcome::default();
+        for step in steps {
+            last = match step {
+                Step::Write(plan) => self.apply_write(plan, params, now_micros, version)?,
+                Step::Query(plan) => {
+                    let reader = self.reader(None, false);
+                    let env = reader.env(params, now_micros);
+                    let rows = reader.rows(&plan.rel, &[], &env)?;
+                    Executor::outcome(rows.len() as u64, rows)
+                }
+            };
+        }
+        Ok(last)
+    }
+
     /// Schema changes validate everything before changing anything, so a failure leaves
     /// no trace.
     pub(crate) fn apply_ddl(&mut self, plan: DdlPlan, version: u64) -> CommandResult {
@@ -648,6 +672,33 @@ impl Executor {
                 def.indexes.push(index);
                 def.shape_version += 1;
                 catalog.tables.insert(def.name.clone(), Arc::new(def));
+            }
+            DdlPlan::CreateProcedure {
+                procedure,
+                or_replace,
+            } => {
+                if catalog.procedures.contains_key(&procedure.name) && !or_replace {
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateFunction,
+                        format!("procedure {} already exists", procedure.name),
+                    ));
+                }
+                catalog
+                    .procedures
+                    .insert(procedure.name.clone(), Arc::new(procedure));
+            }
+            DdlPlan::DropProcedures { names, if_exists } => {
+                for n in &names {
+                    if !catalog.procedures.contains_key(n) && !if_exists {
+                        return Err(SqlError::new(
+                            ErrorKind::UndefinedFunction,
+                            format!("procedure {n} does not exist"),
+                        ));
+                    }
+                }
+                for n in &names {
+                    catalog.procedures.remove(n);
+                }
             }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use planner::{DdlPlan, Expr, Isolation, OnConflict, TableRef, WritePlan};
+use planner::{DdlPlan, Expr, Isolation, OnConflict, Step, TableRef, WritePlan};
 use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult, Value};
 
@@ -29,6 +29,13 @@ pub enum Command {
     },
     Ddl {
         plan: DdlPlan,
+    },
+    /// A stored procedure's body, applied whole: each statement in order, all or nothing;
+    /// the outcome is the last statement's.
+    Procedure {
+        steps: Vec<Step>,
+        params: Vec<Value>,
+        now_micros: i64,
     },
     /// A chunk of COPY FROM STDIN rows, already parsed and typed.
     Copy {

@@ -454,6 +454,7 @@ impl Executor {
         let now = match &command {
             Command::Write { now_micros, .. }
             | Command::Commit { now_micros, .. }
+            | Command::Procedure { now_micros, .. }
             | Command::Copy { now_micros, .. } => Some(*now_micros),
             Command::Ddl { .. } => None,
         };
@@ -481,6 +482,11 @@ impl Executor {
                 now_micros,
             } => self.apply_commit(isolation, &reads, ops, now_micros, version),
             Command::Ddl { plan } => self.apply_ddl(plan, version),
+            Command::Procedure {
+                steps,
+                params,
+                now_micros,
+            } => self.apply_procedure(&steps, &params, now_micros, version),
             Command::Copy {
                 table,
                 columns,

@@ -24,6 +24,9 @@ pub struct Binder<'a> {
     pub(crate) catalog: &'a Catalog,
     pub(crate) params: Vec<DataType>,
     pub(crate) aggregate: Option<AggregateContext>,
+    /// Inside a procedure body: its parameters' names, which name `$1..$n` where no column
+    /// of that name is in scope (as in PostgreSQL's SQL functions).
+    pub(crate) param_names: Vec<String>,
 }
 
 /// Binds one parsed statement. `param_hints` are the types the client declared (Unknown
@@ -37,10 +40,16 @@ pub fn bind(
         catalog,
         params: param_hints.to_vec(),
         aggregate: None,
+        param_names: Vec::new(),
     };
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => Plan::NoOp(tag),
         Parsed::Statement(s) => binder.statement(s)?,
+        Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
+        Parsed::DropProcedure { names, if_exists } => Plan::Ddl(DdlPlan::DropProcedures {
+            names: names.clone(),
+            if_exists: *if_exists,
+        }),
     };
     let param_types = binder
         .params
@@ -158,7 +167,7 @@ impl<'a> Binder<'a> {
         }
     }
 
-    fn statement(&mut self, s: &ast::Statement) -> SqlResult<Plan> {
+    pub(crate) fn statement(&mut self, s: &ast::Statement) -> SqlResult<Plan> {
         use ast::Statement as S;
         Ok(match s {
             S::Query(q) => {

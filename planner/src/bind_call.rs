@@ -1,22 +1,148 @@
-//! Binding CALL. `CALL transfer(...)` is an INSERT into the ledger's transfers table with
-//! the arguments as its values, so it shares every rule and the apply path with
-//! `INSERT INTO transfers`.
+//! Binding CALL and CREATE PROCEDURE.
+//!
+//! `CALL transfer(...)` is an INSERT into the ledger's transfers table with the arguments as
+//! its values, so it shares every rule and the apply path with `INSERT INTO transfers`.
+//! `CALL name(...)` of a stored procedure binds the arguments (over the CALL's own
+//! parameters) and the body's statements (over the procedure's parameters, `$1..$n` or by
+//! name); the whole body then runs as one command on the executor.
 
 use std::sync::Arc;
 
 use sql::ast;
-use sql::{DataType, ErrorKind, Parsed, SqlError, SqlResult};
+use sql::{DataType, ErrorKind, Parsed, ProcedureText, SqlError, SqlResult};
 
 use crate::bind::*;
-use crate::bind_expr::ident;
+use crate::bind_expr::{data_type_of, ident};
+use crate::catalog::{Catalog, ProcedureDef};
 use crate::ledger::{LedgerRole, TRANSFER_ARGUMENTS};
 use crate::plan::*;
+use crate::scope::Scope;
 
 fn no_such_procedure(name: &str) -> SqlError {
     SqlError::new(
         ErrorKind::UndefinedFunction,
         format!("procedure {name} does not exist"),
     )
+}
+
+/// Places each argument of a call by position or by name among `names`.
+fn place_arguments<'a>(
+    procedure: &str,
+    names: &[&str],
+    args: &'a [ast::FunctionArg],
+) -> SqlResult<Vec<Option<&'a ast::Expr>>> {
+    let mut slots: Vec<Option<&ast::Expr>> = vec![None; names.len()];
+    let mut named = false;
+    for (i, arg) in args.iter().enumerate() {
+        let (slot, expr) = match arg {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
+                if named {
+                    return Err(SqlError::syntax(
+                        "positional argument cannot follow named argument",
+                    ));
+                }
+                if i >= names.len() {
+                    return Err(SqlError::new(
+                        ErrorKind::UndefinedFunction,
+                        format!(
+                            "procedure {procedure} takes at most {} arguments",
+                            names.len()
+                        ),
+                    ));
+                }
+                (i, e)
+            }
+            ast::FunctionArg::Named {
+                name,
+                arg: ast::FunctionArgExpr::Expr(e),
+                ..
+            }
+            | ast::FunctionArg::ExprNamed {
+                name: ast::Expr::Identifier(name),
+                arg: ast::FunctionArgExpr::Expr(e),
+                ..
+            } => {
+                named = true;
+                let given = ident(name);
+                let slot = names.iter().position(|n| *n == given).ok_or_else(|| {
+                    SqlError::new(
+                        ErrorKind::UndefinedFunction,
+                        format!(
+                            "procedure {procedure} has no argument \"{given}\"; it takes {}",
+                            names.join(", ")
+                        ),
+                    )
+                })?;
+                (slot, e)
+            }
+            _ => return Err(SqlError::feature_not_supported("this form of argument")),
+        };
+        if slots[slot].is_some() {
+            return Err(SqlError::syntax(format!(
+                "argument \"{}\" given more than once",
+                names[slot]
+            )));
+        }
+        slots[slot] = Some(expr);
+    }
+    Ok(slots)
+}
+
+/// Binds a procedure's body against `catalog`, its parameters as `$1..$n` and by name.
+/// Returns the statements and the last one's result columns.
+pub(crate) fn bind_body(
+    catalog: &Catalog,
+    procedure: &ProcedureDef,
+) -> SqlResult<(Vec<Step>, Vec<OutputColumn>)> {
+    let in_body = |mut e: SqlError| {
+        e.message = format!("in procedure {}: {}", procedure.name, e.message);
+        e.position = None;
+        e
+    };
+    let types: Vec<DataType> = procedure.params.iter().map(|(_, t)| *t).collect();
+    let names: Vec<String> = procedure.params.iter().map(|(n, _)| n.clone()).collect();
+    let mut steps = Vec::new();
+    let mut columns = Vec::new();
+    for statement in sql::parse(&procedure.body).map_err(in_body)? {
+        let mut binder = Binder {
+            catalog,
+            params: types.clone(),
+            aggregate: None,
+            param_names: names.clone(),
+        };
+        let plan = match &statement.parsed {
+            Parsed::Statement(s) => binder.statement(s).map_err(in_body)?,
+            _ => {
+                return Err(in_body(SqlError::feature_not_supported(
+                    "this statement in a procedure body",
+                )))
+            }
+        };
+        if binder.params.len() > types.len() {
+            return Err(in_body(SqlError::new(
+                ErrorKind::UndefinedParameter,
+                format!("there is no parameter ${}", binder.params.len()),
+            )));
+        }
+        match plan {
+            Plan::Write(write, cols) => {
+                columns = cols;
+                steps.push(Step::Write(write));
+            }
+            Plan::Select(query) => {
+                columns = query.columns.clone();
+                steps.push(Step::Query(query));
+            }
+            _ => {
+                let words: Vec<&str> = statement.text.split_whitespace().take(2).collect();
+                return Err(in_body(SqlError::feature_not_supported(format!(
+                    "{} in a procedure body (only SELECT, INSERT, UPDATE, DELETE and CALL transfer)",
+                    words.join(" ")
+                ))));
+            }
+        }
+    }
+    Ok((steps, columns))
 }
 
 impl Binder<'_> {
@@ -29,10 +155,78 @@ impl Binder<'_> {
                 return Err(SqlError::feature_not_supported("CALL with a subquery"))
             }
         };
-        match name.as_str() {
-            "transfer" => self.call_transfer(args),
-            _ => Err(no_such_procedure(&name)),
+        if name == "transfer" {
+            return self.call_transfer(args);
         }
+        let procedure = self
+            .catalog
+            .procedures
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| no_such_procedure(&name))?;
+        self.call_procedure(&procedure, args)
+    }
+
+    fn call_procedure(
+        &mut self,
+        procedure: &ProcedureDef,
+        args: &[ast::FunctionArg],
+    ) -> SqlResult<Plan> {
+        let names: Vec<&str> = procedure.params.iter().map(|(n, _)| n.as_str()).collect();
+        let slots = place_arguments(&procedure.name, &names, args)?;
+        let mut bound = Vec::with_capacity(slots.len());
+        for (slot, (param, ty)) in slots.into_iter().zip(&procedure.params) {
+            let expr = slot.ok_or_else(|| {
+                SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "procedure {}({}) needs the argument \"{param}\"",
+                        procedure.name,
+                        names.join(", ")
+                    ),
+                )
+            })?;
+            let b = self.expr(expr, &Scope::default(), Some(*ty))?;
+            bound.push(self.assign(b, *ty)?);
+        }
+        let (steps, columns) = bind_body(self.catalog, procedure)?;
+        Ok(Plan::Call(Arc::new(CallPlan {
+            name: procedure.name.clone(),
+            args: bound,
+            steps,
+            columns,
+        })))
+    }
+
+    pub(crate) fn create_procedure(&mut self, text: &ProcedureText) -> SqlResult<Plan> {
+        if text.name == "transfer" {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateFunction,
+                "procedure transfer already exists: it is the ledger's built-in transfer",
+            ));
+        }
+        let params = text
+            .params
+            .iter()
+            .map(|(n, t)| Ok((n.clone(), data_type_of(t)?)))
+            .collect::<SqlResult<Vec<_>>>()?;
+        let procedure = ProcedureDef {
+            name: text.name.clone(),
+            params,
+            body: text.body.clone(),
+        };
+        if self.catalog.procedures.contains_key(&procedure.name) && !text.or_replace {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateFunction,
+                format!("procedure {} already exists", procedure.name),
+            ));
+        }
+        // As PostgreSQL does for SQL functions, check the body now.
+        bind_body(self.catalog, &procedure)?;
+        Ok(Plan::Ddl(DdlPlan::CreateProcedure {
+            procedure,
+            or_replace: text.or_replace,
+        }))
     }
 
     fn call_transfer(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
@@ -41,64 +235,14 @@ impl Binder<'_> {
             .ledger_table(LedgerRole::Transfers)
             .cloned()
             .ok_or_else(|| no_such_procedure("transfer"))?;
+        let slots = place_arguments("transfer", TRANSFER_ARGUMENTS, args)?;
         let mut columns: Vec<&str> = Vec::new();
         let mut values: Vec<String> = Vec::new();
-        let mut named = false;
-        for (i, arg) in args.iter().enumerate() {
-            let (column, expr) = match arg {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
-                    if named {
-                        return Err(SqlError::syntax(
-                            "positional argument cannot follow named argument",
-                        ));
-                    }
-                    let column = TRANSFER_ARGUMENTS.get(i).copied().ok_or_else(|| {
-                        SqlError::new(
-                            ErrorKind::UndefinedFunction,
-                            format!(
-                                "procedure transfer takes at most {} arguments",
-                                TRANSFER_ARGUMENTS.len()
-                            ),
-                        )
-                    })?;
-                    (column, e)
-                }
-                ast::FunctionArg::Named {
-                    name,
-                    arg: ast::FunctionArgExpr::Expr(e),
-                    ..
-                }
-                | ast::FunctionArg::ExprNamed {
-                    name: ast::Expr::Identifier(name),
-                    arg: ast::FunctionArgExpr::Expr(e),
-                    ..
-                } => {
-                    named = true;
-                    let given = ident(name);
-                    let column = TRANSFER_ARGUMENTS
-                        .iter()
-                        .copied()
-                        .find(|a| *a == given)
-                        .ok_or_else(|| {
-                            SqlError::new(
-                                ErrorKind::UndefinedFunction,
-                                format!(
-                                    "procedure transfer has no argument \"{given}\"; it takes {}",
-                                    TRANSFER_ARGUMENTS.join(", ")
-                                ),
-                            )
-                        })?;
-                    (column, e)
-                }
-                _ => return Err(SqlError::feature_not_supported("this form of argument")),
-            };
-            if columns.contains(&column) {
-                return Err(SqlError::syntax(format!(
-                    "argument \"{column}\" given more than once"
-                )));
+        for (name, slot) in TRANSFER_ARGUMENTS.iter().zip(slots) {
+            if let Some(expr) = slot {
+                columns.push(name);
+                values.push(expr.to_string());
             }
-            columns.push(column);
-            values.push(expr.to_string());
         }
         if columns.is_empty() {
             return Err(SqlError::new(

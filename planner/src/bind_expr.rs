@@ -310,6 +310,14 @@ impl Binder<'_> {
                         (None, "current_catalog") => {
                             Expr::Literal(Value::text("ledger"), DataType::Name)
                         }
+                        (None, n) if self.param_names.iter().any(|p| p == n) => {
+                            let i = self
+                                .param_names
+                                .iter()
+                                .position(|p| p == n)
+                                .unwrap_or_default();
+                            Expr::Param(i, self.params.get(i).copied().unwrap_or(DataType::Unknown))
+                        }
                         _ => return Err(err),
                     },
                 }

@@ -99,11 +99,21 @@ pub struct TableRef {
     pub shape_version: u64,
 }
 
+/// A stored procedure: its parameters and its body as written. The body's statements are
+/// bound against the catalog in force when it is called.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProcedureDef {
+    pub name: String,
+    pub params: Vec<(String, DataType)>,
+    pub body: String,
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Catalog {
     pub version: u64,
     pub tables: BTreeMap<String, Arc<TableDef>>,
     pub next_table_id: u32,
+    pub procedures: BTreeMap<String, Arc<ProcedureDef>>,
 }
 
 impl Catalog {

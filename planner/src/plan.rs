@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sql::DataType;
 
-use crate::catalog::{TableDef, TableRef};
+use crate::catalog::{ProcedureDef, TableDef, TableRef};
 use crate::expr::{AggCall, Expr};
 use crate::system::SystemTable;
 
@@ -242,6 +242,32 @@ pub enum DdlPlan {
         names: Vec<String>,
         if_exists: bool,
     },
+    CreateProcedure {
+        procedure: ProcedureDef,
+        or_replace: bool,
+    },
+    DropProcedures {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+}
+
+/// One statement of a procedure body, bound.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Step {
+    Write(Arc<WritePlan>),
+    Query(Arc<SelectPlan>),
+}
+
+/// `CALL name(args)` of a stored procedure: the arguments (expressions over the CALL's own
+/// parameters) and the body's statements, bound with the arguments as `$1..$n`.
+#[derive(Clone, Debug)]
+pub struct CallPlan {
+    pub name: String,
+    pub args: Vec<Expr>,
+    pub steps: Vec<Step>,
+    /// The last statement's result columns (empty when it returns no rows).
+    pub columns: Vec<OutputColumn>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,6 +320,7 @@ pub enum Plan {
     Deallocate {
         name: Option<String>,
     },
+    Call(Arc<CallPlan>),
 }
 
 impl Plan {
@@ -302,6 +329,7 @@ impl Plan {
         match self {
             Plan::Select(s) => s.columns.clone(),
             Plan::Write(_, cols) => cols.clone(),
+            Plan::Call(call) => call.columns.clone(),
             Plan::Show { name } => vec![OutputColumn {
                 name: name.clone(),
                 ty: DataType::Text,
@@ -340,6 +368,24 @@ pub fn explain(plan: &Plan) -> Vec<String> {
             lines.push(format!("  -> {}", describe_access(access, &table.name)));
         }
         Plan::Ddl(_) => lines.push("Schema change (one log command)".into()),
+        Plan::Call(call) => {
+            lines.push(format!(
+                "Call {} ({} statements, one log command)",
+                call.name,
+                call.steps.len()
+            ));
+            for step in &call.steps {
+                let inner = match step {
+                    Step::Write(w) => explain(&Plan::Write(w.clone(), Vec::new())),
+                    Step::Query(q) => explain(&Plan::Select(q.clone())),
+                };
+                lines.extend(
+                    inner
+                        .into_iter()
+                        .map(|l| format!("  {}", l.replace(" (one log command)", ""))),
+                );
+            }
+        }
         other => lines.push(
             format!("Utility statement: {other:?}")
                 .chars()

@@ -10,8 +10,8 @@ use ledger::{
     ReadCheck, Request, Row, Staged, WriteOp,
 };
 use planner::{
-    explain, Bound, CopyPlan, DdlPlan, Expr, InsertPlan, InsertSource, Isolation, OutputColumn,
-    Plan, SelectPlan, WritePlan,
+    explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, InsertPlan, InsertSource,
+    Isolation, NoSubqueries, OutputColumn, Plan, SelectPlan, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -405,7 +405,44 @@ impl Session {
             } else {
                 "DEALLOCATE ALL".into()
             })),
+            Plan::Call(call) => self.call(call, params).await,
         }
+    }
+
+    /// A stored procedure: its arguments evaluated here, its body applied as one command.
+    async fn call(&mut self, call: &CallPlan, params: &[Value]) -> SqlResult<StatementResult> {
+        if self.transaction.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "CALL of a stored procedure inside a transaction block (a procedure is its own transaction)",
+            ));
+        }
+        let now = now_micros();
+        let args = {
+            let env = EvalEnv {
+                params,
+                now_micros: now,
+                subqueries: &NoSubqueries,
+            };
+            call.args
+                .iter()
+                .map(|a| a.eval(&[], &env))
+                .collect::<SqlResult<Vec<Value>>>()?
+        };
+        let outcome = self
+            .propose(&Command::Procedure {
+                steps: call.steps.clone(),
+                params: args,
+                now_micros: now,
+            })
+            .await?;
+        if call.columns.is_empty() {
+            return Ok(StatementResult::Command("CALL".into()));
+        }
+        Ok(StatementResult::Rows {
+            columns: call.columns.clone(),
+            rows: outcome.rows,
+            tag: "CALL".into(),
+        })
     }
 
     fn set(&mut self, name: &str, value: Option<&str>) -> SqlResult<()> {
@@ -629,6 +666,8 @@ impl Session {
             DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
             DdlPlan::CreateIndex { .. } => "CREATE INDEX",
             DdlPlan::DropIndexes { .. } => "DROP INDEX",
+            DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
+            DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

@@ -3,7 +3,7 @@
 //! idempotent retries and two-phase transfers mixed in. Afterwards, and again after a
 //! kill -9 and restart: debits equal credits, no limit is broken, every acknowledged
 //! transfer is present exactly once and nothing else is, and every balance equals the sum
-//! of the transfers that moved it.
+//! of the transfers that moved it. A stored procedure survives the kill -9 too.
 
 mod common;
 
@@ -241,9 +241,18 @@ async fn concurrent_transfers_keep_the_ledger_consistent() {
     )
     .await;
     assert!(hot > 1_000, "the hot account took part in {hot} transfers");
+    // A stored procedure is part of the replicated, checkpointed state too.
+    admin
+        .simple_query(&format!(
+            "CREATE PROCEDURE hot_net() LANGUAGE sql AS $$ SELECT credits_posted - debits_posted FROM accounts WHERE id = {HOT} $$"
+        ))
+        .await
+        .expect("create procedure");
+    let before = scalar(&admin, "CALL hot_net()").await;
     drop(admin);
 
     server.kill9_and_restart();
     let admin = connect(&server).await;
     check_ledger(&admin, &seen.ids).await;
+    assert_eq!(scalar(&admin, "CALL hot_net()").await, before);
 }

@@ -213,3 +213,36 @@ async fn kill9_mid_run_loses_no_acknowledged_transaction() {
         "balances disagree with the history after recovery"
     );
 }
+
+/// `tools/pgbench/tpcb_procedure.sql`: TPC-B as one CALL of a stored procedure, in every
+/// query mode, keeps the same invariant as the five-statement transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tpcb_as_one_procedure_call() {
+    let server = TestServer::start();
+    assert!(server.pgbench(&["-i", "-s", "1"]).status.success());
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/pgbench");
+    let create = server.psql(&[
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        &format!("{tools}/tpcb_procedure_create.sql"),
+    ]);
+    assert!(create.status.success(), "{}", stderr(&create));
+    let script = format!("{tools}/tpcb_procedure.sql");
+    let mut total = 0;
+    for mode in ["simple", "extended", "prepared"] {
+        total += run_ok(
+            &server,
+            &[
+                "-n", "-c", "16", "-j", "2", "-T", "4", "-M", mode, "-f", &script,
+            ],
+        );
+    }
+    let (a, b, t, d, n) = sums(&server).await;
+    assert_eq!(
+        (&a, &b, &t),
+        (&d, &d, &d),
+        "balances disagree with the history"
+    );
+    assert_eq!(n.parse::<u64>().unwrap(), total);
+}

@@ -8,12 +8,14 @@
 mod error;
 mod numeric;
 mod parse;
+mod procedure;
 mod types;
 mod value;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
 pub use numeric::Numeric;
 pub use parse::{parse, split_statements, Parsed, ParsedStatement};
+pub use procedure::ProcedureText;
 pub use sqlparser::ast;
 pub use types::DataType;
 pub use value::{check_int_range, Value, PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};

@@ -1,5 +1,6 @@
 //! Parsing: split a query string into statements, intercept the few PostgreSQL statements
-//! sqlparser-rs does not accept (`VACUUM`, `ANALYZE`, `CHECKPOINT`, `COPY ... (freeze on)`),
+//! sqlparser-rs does not accept (`VACUUM`, `ANALYZE`, `CHECKPOINT`, `COPY ... (freeze on)`,
+//! PostgreSQL's `CREATE PROCEDURE` and `DROP PROCEDURE`),
 //! and parse the rest with the PostgreSQL dialect.
 
 use sqlparser::ast::Statement;
@@ -7,6 +8,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{SqlError, SqlResult};
+use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
 /// One statement of a query string.
 #[derive(Clone, Debug)]
@@ -15,6 +17,11 @@ pub enum Parsed {
     /// A maintenance statement PostgreSQL accepts that has nothing to do here (VACUUM,
     /// ANALYZE, CHECKPOINT); the command tag to answer with.
     Maintenance(&'static str),
+    CreateProcedure(ProcedureText),
+    DropProcedure {
+        names: Vec<String>,
+        if_exists: bool,
+    },
 }
 
 /// A statement with the text it came from.
@@ -153,22 +160,27 @@ fn first_words(text: &str, n: usize) -> Vec<String> {
         .collect()
 }
 
+fn is_create_procedure(text: &str) -> bool {
+    let words = first_words(text, 4);
+    match words.get(1).map(String::as_str) {
+        Some("procedure") => true,
+        Some("or") => words.get(3).map(String::as_str) == Some("procedure"),
+        _ => false,
+    }
+}
+
 fn parse_one(text: &str) -> SqlResult<Parsed> {
     let words = first_words(text, 2);
     match words.first().map(String::as_str) {
         Some("vacuum") => return Ok(Parsed::Maintenance("VACUUM")),
         Some("analyze") | Some("analyse") => return Ok(Parsed::Maintenance("ANALYZE")),
         Some("checkpoint") => return Ok(Parsed::Maintenance("CHECKPOINT")),
-        Some("create")
-            if matches!(
-                words.get(1).map(String::as_str),
-                Some("procedure") | Some("or")
-            ) =>
-        {
-            let lower = text.to_ascii_lowercase();
-            if lower.contains("procedure") && !lower.contains("function") {
-                return Err(SqlError::feature_not_supported("CREATE PROCEDURE"));
-            }
+        Some("create") if is_create_procedure(text) => {
+            return parse_create_procedure(text).map(Parsed::CreateProcedure)
+        }
+        Some("drop") if words.get(1).map(String::as_str) == Some("procedure") => {
+            let (names, if_exists) = parse_drop_procedure(text)?;
+            return Ok(Parsed::DropProcedure { names, if_exists });
         }
         _ => {}
     }
