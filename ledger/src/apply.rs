@@ -112,7 +112,7 @@ fn conform(table: &TableDef, row: &mut [Value]) -> SqlResult<()> {
 }
 
 /// A full row from the values given for `target_columns`, defaults for the rest.
-fn build_row(
+pub(crate) fn build_row(
     table: &TableDef,
     target_columns: &[usize],
     values: Vec<Value>,
@@ -189,7 +189,7 @@ impl Executor {
 
     /// Inserts one full row; returns the row as stored (None when ON CONFLICT DO NOTHING
     /// skipped it or the DO UPDATE filter rejected it).
-    fn insert_row(
+    pub(crate) fn insert_row(
         &mut self,
         table: &TableDef,
         row: Row,

@@ -37,6 +37,15 @@ pub enum Command {
         params: Vec<Value>,
         now_micros: i64,
     },
+    /// `create_transfers`: rows for `columns` of the transfers table, each applied with its
+    /// own outcome; `linked[i]` chains row i+1 to row i.
+    TransferBatch {
+        table: TableRef,
+        columns: Vec<usize>,
+        rows: Vec<Row>,
+        linked: Vec<bool>,
+        now_micros: i64,
+    },
     /// A chunk of COPY FROM STDIN rows, already parsed and typed.
     Copy {
         table: TableRef,

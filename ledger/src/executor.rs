@@ -455,6 +455,7 @@ impl Executor {
             Command::Write { now_micros, .. }
             | Command::Commit { now_micros, .. }
             | Command::Procedure { now_micros, .. }
+            | Command::TransferBatch { now_micros, .. }
             | Command::Copy { now_micros, .. } => Some(*now_micros),
             Command::Ddl { .. } => None,
         };
@@ -487,6 +488,13 @@ impl Executor {
                 params,
                 now_micros,
             } => self.apply_procedure(&steps, &params, now_micros, version),
+            Command::TransferBatch {
+                table,
+                columns,
+                rows,
+                linked,
+                now_micros,
+            } => self.apply_transfer_batch(&table, &columns, rows, &linked, now_micros, version),
             Command::Copy {
                 table,
                 columns,
@@ -536,7 +544,18 @@ impl Executor {
     }
 
     fn rollback(&mut self) {
-        while let Some(u) = self.undo.pop() {
+        self.rollback_to(0);
+    }
+
+    /// How many writes the current command has made (a mark for `rollback_to`).
+    pub(crate) fn undo_len(&self) -> usize {
+        self.undo.len()
+    }
+
+    /// Undoes the writes made since the undo log had `mark` entries.
+    pub(crate) fn rollback_to(&mut self, mark: usize) {
+        while self.undo.len() > mark {
+            let Some(u) = self.undo.pop() else { return };
             let r = match &u.old {
                 Some(old) => self.engine.put(u.storage, &u.key, old).map(|_| ()),
                 None => self.engine.delete(u.storage, &u.key).map(|_| ()),

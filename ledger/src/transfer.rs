@@ -13,6 +13,8 @@ use std::sync::Arc;
 use planner::{LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
+use crate::apply::build_row;
+use crate::command::{CommandResult, Outcome};
 use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
@@ -90,6 +92,120 @@ impl Executor {
             .ok_or_else(|| SqlError::internal("the ledger tables do not exist yet"))?;
         self.ledger_schema = Some((self.catalog.version, schema.clone()));
         Ok(schema)
+    }
+
+    /// `create_transfers`: each transfer applied on its own, a chain of linked ones all or
+    /// none; one result row per transfer (index, id, status, SQLSTATE, message). Only an IO
+    /// error fails the command as a whole.
+    pub(crate) fn apply_transfer_batch(
+        &mut self,
+        table: &planner::TableRef,
+        columns: &[usize],
+        rows: Vec<Row>,
+        linked: &[bool],
+        now_micros: i64,
+        version: u64,
+    ) -> CommandResult {
+        let def = self.resolve(table)?;
+        if def.ledger != Some(planner::LedgerRole::Transfers) {
+            return Err(SqlError::internal(
+                "create_transfers on a table that is not transfers",
+            ));
+        }
+        let env = Executor::no_subqueries_env(&[], now_micros);
+        let id_at = def
+            .column_index("id")
+            .and_then(|c| columns.iter().position(|&x| x == c));
+        let ids: Vec<Value> = rows
+            .iter()
+            .map(|r| id_at.map_or(Value::Null, |i| r[i].clone()))
+            .collect();
+        let count = rows.len();
+        let mut rows = rows.into_iter();
+        let mut results: Vec<Row> = Vec::with_capacity(count);
+        let mut created = 0;
+        let mut start = 0;
+        while start < count {
+            let mut end = start;
+            while end + 1 < count && linked.get(end).copied().unwrap_or(false) {
+                end += 1;
+            }
+            let open = linked.get(end).copied().unwrap_or(false);
+            let mark = self.undo_len();
+            let mut statuses: Vec<bool> = Vec::new();
+            let mut failure: Option<(usize, SqlError)> = None;
+            for i in start..=end {
+                let values = rows.next().unwrap_or_default();
+                if failure.is_some() {
+                    continue;
+                }
+                let outcome = build_row(&def, columns, values, &env)
+                    .and_then(|row| self.insert_row(&def, row, None, &env, version))
+                    .map(|stored| stored.is_some());
+                match outcome {
+                    Ok(stored) => statuses.push(stored),
+                    Err(e) if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) => {
+                        return Err(e)
+                    }
+                    Err(e) => failure = Some((i, e)),
+                }
+            }
+            if failure.is_none() && open {
+                failure = Some((
+                    end,
+                    check(
+                        int(&ids[end]).unwrap_or(0),
+                        "the last transfer of the batch is linked to a next one that does not exist".into(),
+                        "linked_event_chain_open",
+                    ),
+                ));
+            }
+            match failure {
+                Some((failed, e)) => {
+                    self.rollback_to(mark);
+                    for (i, id) in ids.iter().enumerate().take(end + 1).skip(start) {
+                        results.push(if i == failed {
+                            vec![
+                                Value::Int(i as i64 + 1),
+                                id.clone(),
+                                Value::Text("failed".into()),
+                                Value::Text(e.sqlstate().into()),
+                                Value::Text(e.message.clone()),
+                            ]
+                        } else {
+                            vec![
+                                Value::Int(i as i64 + 1),
+                                id.clone(),
+                                Value::Text("linked_event_failed".into()),
+                                Value::Null,
+                                Value::Text(format!(
+                                    "not applied: transfer {} of its linked chain failed",
+                                    failed + 1
+                                )),
+                            ]
+                        });
+                    }
+                }
+                None => {
+                    for (offset, stored) in statuses.into_iter().enumerate() {
+                        let i = start + offset;
+                        created += stored as u64;
+                        results.push(vec![
+                            Value::Int(i as i64 + 1),
+                            ids[i].clone(),
+                            Value::Text(if stored { "created" } else { "exists" }.into()),
+                            Value::Null,
+                            Value::Null,
+                        ]);
+                    }
+                }
+            }
+            start = end + 1;
+        }
+        Ok(Outcome {
+            rows_affected: created,
+            rows: results,
+        })
     }
 
     /// Moves the ledger clock to a command's `now()` if that is later.

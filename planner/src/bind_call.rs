@@ -2,6 +2,8 @@
 //!
 //! `CALL transfer(...)` is an INSERT into the ledger's transfers table with the arguments as
 //! its values, so it shares every rule and the apply path with `INSERT INTO transfers`.
+//! `CALL create_transfers(...)` takes one array per column and applies each transfer with its
+//! own outcome (linked ones as chains).
 //! `CALL name(...)` of a stored procedure binds the arguments (over the CALL's own
 //! parameters) and the body's statements (over the procedure's parameters, `$1..$n` or by
 //! name); the whole body then runs as one command on the executor.
@@ -158,6 +160,9 @@ impl Binder<'_> {
         if name == "transfer" {
             return self.call_transfer(args);
         }
+        if name == "create_transfers" {
+            return self.call_create_transfers(args);
+        }
         let procedure = self
             .catalog
             .procedures
@@ -199,10 +204,13 @@ impl Binder<'_> {
     }
 
     pub(crate) fn create_procedure(&mut self, text: &ProcedureText) -> SqlResult<Plan> {
-        if text.name == "transfer" {
+        if text.name == "transfer" || text.name == "create_transfers" {
             return Err(SqlError::new(
                 ErrorKind::DuplicateFunction,
-                "procedure transfer already exists: it is the ledger's built-in transfer",
+                format!(
+                    "procedure {} already exists: it is built into the ledger",
+                    text.name
+                ),
             ));
         }
         let params = text
@@ -227,6 +235,51 @@ impl Binder<'_> {
             procedure,
             or_replace: text.or_replace,
         }))
+    }
+
+    /// `create_transfers(id => bigint[], debit_account_id => bigint[], ..., linked =>
+    /// boolean[])`: the arguments of `transfer`, each an array, plus `linked`.
+    fn call_create_transfers(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
+        let table = self
+            .catalog
+            .ledger_table(LedgerRole::Transfers)
+            .cloned()
+            .ok_or_else(|| no_such_procedure("create_transfers"))?;
+        let mut names: Vec<&str> = TRANSFER_ARGUMENTS.to_vec();
+        names.push("linked");
+        let slots = place_arguments("create_transfers", &names, args)?;
+        let mut columns = Vec::new();
+        let mut linked = None;
+        for (name, slot) in names.iter().zip(slots) {
+            let Some(expr) = slot else { continue };
+            let column = table.column_index(name);
+            let element = column.map_or(DataType::Bool, |c| table.columns[c].ty);
+            let ty = element
+                .array_of()
+                .ok_or_else(|| SqlError::internal(format!("no array type for transfers.{name}")))?;
+            let bound = self.expr(expr, &Scope::default(), Some(ty))?;
+            let bound = self.assign(bound, ty)?;
+            match column {
+                Some(c) => columns.push((c, bound)),
+                None => linked = Some(bound),
+            }
+        }
+        if columns.is_empty() {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                "procedure create_transfers() needs arguments: create_transfers(id => bigint[], debit_account_id => bigint[], ...)",
+            ));
+        }
+        crate::ledger::check_insert(
+            &table,
+            &columns.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
+            false,
+        )?;
+        Ok(Plan::TransferBatch(Arc::new(TransferBatchPlan {
+            table: table.reference(),
+            columns,
+            linked,
+        })))
     }
 
     fn call_transfer(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {

@@ -43,6 +43,12 @@ impl Binder<'_> {
                 ));
             }
             let ty = data_type_of(&c.data_type)?;
+            if ty.element().is_some() {
+                return Err(SqlError::feature_not_supported(format!(
+                    "array columns ({})",
+                    ty.pg_name()
+                )));
+            }
             let mut def = ColumnDef {
                 name: column_name.clone(),
                 ty,

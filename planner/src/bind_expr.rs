@@ -209,6 +209,11 @@ impl Binder<'_> {
             || (from.is_text_family() && ty.is_text_family())
             || from == DataType::Unknown
             || matches!(
+                (from.element(), ty.element()),
+                (Some(a), Some(b)) if (a.is_numeric_family() && b.is_numeric_family())
+                    || (a.is_text_family() && b.is_text_family())
+            )
+            || matches!(
                 (from, ty),
                 (
                     DataType::Timestamp | DataType::TimestampTz | DataType::Date,
@@ -393,7 +398,10 @@ impl Binder<'_> {
                 }
                 let array = self.expr(right, scope, None)?;
                 let array = match subject.ty() {
-                    t if t.is_integer() => self.coerce(array, DataType::Int2Array)?,
+                    t if t.is_integer() || t == DataType::Bool => {
+                        let ty = t.array_of().unwrap_or(DataType::Int8Array);
+                        self.coerce(array, ty)?
+                    }
                     _ => self.coerce(array, DataType::TextArray)?,
                 };
                 Expr::AnyArray {
@@ -407,11 +415,7 @@ impl Binder<'_> {
                 [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] => {
                     let array = self.expr(root, scope, None)?;
                     let index = self.expr(index, scope, Some(DataType::Int4))?;
-                    let ty = if array.ty() == DataType::Int2Array {
-                        DataType::Int2
-                    } else {
-                        DataType::Text
-                    };
+                    let ty = array.ty().element().unwrap_or(DataType::Text);
                     Expr::Function {
                         func: Func::ArraySubscript,
                         args: vec![array, index],
@@ -421,12 +425,26 @@ impl Binder<'_> {
                 _ => return Err(SqlError::feature_not_supported(format!("field access {e}"))),
             },
             E::Array(array) => {
+                let wanted = expected.filter(|t| t.element().is_some());
                 let mut items = Vec::new();
                 for item in &array.elem {
-                    items.push(self.expr(item, scope, None)?);
+                    let element = wanted.and_then(DataType::element);
+                    let bound = self.expr(item, scope, element)?;
+                    items.push(match element {
+                        Some(el) => self.assign(bound, el)?,
+                        None => bound,
+                    });
                 }
-                let ty = if items.iter().all(|i| i.ty().is_integer()) && !items.is_empty() {
-                    DataType::Int2Array
+                let all =
+                    |f: fn(DataType) -> bool| !items.is_empty() && items.iter().all(|i| f(i.ty()));
+                let ty = if let Some(t) = wanted {
+                    t
+                } else if all(|t| matches!(t, DataType::Int2 | DataType::Int4)) {
+                    DataType::Int4Array
+                } else if all(DataType::is_integer) {
+                    DataType::Int8Array
+                } else if all(|t| t == DataType::Bool) {
+                    DataType::BoolArray
                 } else {
                     DataType::TextArray
                 };
@@ -871,8 +889,9 @@ impl Binder<'_> {
             ast::FunctionArguments::Subquery(q) if name == "array" => {
                 let plan = self.query(q, &scope.nested())?;
                 let ty = match plan.columns.first().map(|c| c.ty) {
-                    Some(t) if t.is_integer() => DataType::Int2Array,
-                    _ => DataType::TextArray,
+                    Some(t) if t.is_integer() => t.array_of().unwrap_or(DataType::Int2Array),
+                    Some(t) => t.array_of().unwrap_or(DataType::TextArray),
+                    None => DataType::TextArray,
                 };
                 return Ok(Expr::Subquery {
                     rel: Box::new(plan.rel),
@@ -1178,7 +1197,7 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
                 DataType::Bool => 3,
                 DataType::Timestamp | DataType::TimestampTz | DataType::Date => 4,
                 DataType::Bytea => 5,
-                DataType::TextArray | DataType::Int2Array => 6,
+                t if t.element().is_some() => 6,
                 _ => 0,
             }
         }

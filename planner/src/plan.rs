@@ -252,6 +252,17 @@ pub enum DdlPlan {
     },
 }
 
+/// `CALL create_transfers(...)`: transfers given as one array per column, applied one by one
+/// with independent outcomes, except that a transfer with `linked` chains the next one to it
+/// (TigerBeetle's batch semantics). One command; one result row per transfer.
+#[derive(Clone, Debug)]
+pub struct TransferBatchPlan {
+    pub table: TableRef,
+    /// (column of the transfers table, the array expression giving its values).
+    pub columns: Vec<(usize, Expr)>,
+    pub linked: Option<Expr>,
+}
+
 /// One statement of a procedure body, bound.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Step {
@@ -321,6 +332,7 @@ pub enum Plan {
         name: Option<String>,
     },
     Call(Arc<CallPlan>),
+    TransferBatch(Arc<TransferBatchPlan>),
 }
 
 impl Plan {
@@ -330,6 +342,7 @@ impl Plan {
             Plan::Select(s) => s.columns.clone(),
             Plan::Write(_, cols) => cols.clone(),
             Plan::Call(call) => call.columns.clone(),
+            Plan::TransferBatch(_) => transfer_batch_columns(),
             Plan::Show { name } => vec![OutputColumn {
                 name: name.clone(),
                 ty: DataType::Text,
@@ -368,6 +381,10 @@ pub fn explain(plan: &Plan) -> Vec<String> {
             lines.push(format!("  -> {}", describe_access(access, &table.name)));
         }
         Plan::Ddl(_) => lines.push("Schema change (one log command)".into()),
+        Plan::TransferBatch(batch) => lines.push(format!(
+            "Create transfers on {} (one log command; each transfer its own outcome, linked ones as chains)",
+            batch.table.name
+        )),
         Plan::Call(call) => {
             lines.push(format!(
                 "Call {} ({} statements, one log command)",
@@ -588,4 +605,23 @@ fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
     for c in children {
         visit_rel(c, f);
     }
+}
+
+/// The result columns of `CALL create_transfers(...)`: one row per transfer.
+pub fn transfer_batch_columns() -> Vec<OutputColumn> {
+    [
+        ("index", DataType::Int4),
+        ("id", DataType::Int8),
+        ("status", DataType::Text),
+        ("sqlstate", DataType::Text),
+        ("message", DataType::Text),
+    ]
+    .into_iter()
+    .map(|(name, ty)| OutputColumn {
+        name: name.into(),
+        ty,
+        table_oid: 0,
+        column_number: 0,
+    })
+    .collect()
 }

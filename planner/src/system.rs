@@ -409,11 +409,7 @@ impl SystemTable {
             }
             PgType => {
                 for ty in DataType::ALL {
-                    let elem = match ty {
-                        DataType::TextArray => 25,
-                        DataType::Int2Array => 21,
-                        _ => 0,
-                    };
+                    let elem = ty.element().map_or(0, |e| e.oid());
                     let collation = if ty.is_text_family() {
                         DEFAULT_COLLATION
                     } else {
@@ -424,7 +420,7 @@ impl SystemTable {
                         t if t.is_numeric_family() => "N",
                         t if t.is_text_family() => "S",
                         DataType::Timestamp | DataType::TimestampTz | DataType::Date => "D",
-                        DataType::TextArray | DataType::Int2Array => "A",
+                        t if t.element().is_some() => "A",
                         _ => "U",
                     };
                     rows.push(vec![

@@ -11,7 +11,7 @@ use ledger::{
 };
 use planner::{
     explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, InsertPlan, InsertSource,
-    Isolation, NoSubqueries, OutputColumn, Plan, SelectPlan, WritePlan,
+    Isolation, NoSubqueries, OutputColumn, Plan, SelectPlan, TransferBatchPlan, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -406,7 +406,85 @@ impl Session {
                 "DEALLOCATE ALL".into()
             })),
             Plan::Call(call) => self.call(call, params).await,
+            Plan::TransferBatch(batch) => self.transfer_batch(batch, params).await,
         }
+    }
+
+    /// `create_transfers`: the arrays evaluated here and turned into rows, applied as one
+    /// command with an outcome per transfer.
+    async fn transfer_batch(
+        &mut self,
+        batch: &TransferBatchPlan,
+        params: &[Value],
+    ) -> SqlResult<StatementResult> {
+        if self.transaction.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "create_transfers inside a transaction block (each of its chains is its own transaction)",
+            ));
+        }
+        let now = now_micros();
+        let (columns, rows, linked) = {
+            let env = EvalEnv {
+                params,
+                now_micros: now,
+                subqueries: &NoSubqueries,
+            };
+            let array = |e: &Expr| -> SqlResult<Vec<Value>> {
+                match e.eval(&[], &env)? {
+                    Value::Array(items) => Ok(items),
+                    Value::Null => Ok(Vec::new()),
+                    other => Err(SqlError::mismatch(format!(
+                        "create_transfers takes arrays, not {other:?}"
+                    ))),
+                }
+            };
+            let mut columns = Vec::with_capacity(batch.columns.len());
+            let mut arrays = Vec::with_capacity(batch.columns.len());
+            for (column, e) in &batch.columns {
+                columns.push(*column);
+                arrays.push(array(e)?);
+            }
+            let linked = match &batch.linked {
+                Some(e) => array(e)?,
+                None => Vec::new(),
+            };
+            let count = arrays.iter().map(Vec::len).max().unwrap_or(0);
+            let lengths_differ = arrays.iter().any(|a| a.len() != count)
+                || (batch.linked.is_some() && linked.len() != count);
+            if lengths_differ {
+                return Err(SqlError::new(
+                    ErrorKind::InvalidParameterValue,
+                    "create_transfers: every array must have one element per transfer (the arrays have different lengths)",
+                ));
+            }
+            let mut rows: Vec<Row> = (0..count)
+                .map(|_| Vec::with_capacity(arrays.len()))
+                .collect();
+            for array in arrays {
+                for (row, value) in rows.iter_mut().zip(array) {
+                    row.push(value);
+                }
+            }
+            let linked: Vec<bool> = linked
+                .into_iter()
+                .map(|v| matches!(v, Value::Bool(true)))
+                .collect();
+            (columns, rows, linked)
+        };
+        let outcome = self
+            .propose(&Command::TransferBatch {
+                table: batch.table.clone(),
+                columns,
+                rows,
+                linked,
+                now_micros: now,
+            })
+            .await?;
+        Ok(StatementResult::Rows {
+            columns: planner::transfer_batch_columns(),
+            rows: outcome.rows,
+            tag: "CALL".into(),
+        })
     }
 
     /// A stored procedure: its arguments evaluated here, its body applied as one command.

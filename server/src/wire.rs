@@ -113,6 +113,27 @@ fn encode_binary(v: &Value, ty: DataType, out: &mut BytesMut) -> SqlResult<()> {
         (Value::Bytes(b), _) => out.put_slice(b),
         (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(t - PG_EPOCH_OFFSET_MICROS),
         (Value::Date(d), _) => out.put_i32(d - PG_EPOCH_OFFSET_DAYS),
+        (Value::Array(items), t) if t.element().is_some() => {
+            let element = t.element().unwrap_or(DataType::Text);
+            let has_nulls = items.iter().any(Value::is_null);
+            out.put_i32(if items.is_empty() { 0 } else { 1 });
+            out.put_i32(has_nulls as i32);
+            out.put_u32(element.oid());
+            if !items.is_empty() {
+                out.put_i32(items.len() as i32);
+                out.put_i32(1);
+            }
+            for item in items {
+                if item.is_null() {
+                    out.put_i32(-1);
+                    continue;
+                }
+                let mut bytes = BytesMut::new();
+                encode_binary(item, element, &mut bytes)?;
+                out.put_i32(bytes.len() as i32);
+                out.put_slice(&bytes);
+            }
+        }
         (Value::Array(_), _) => {
             return Err(SqlError::feature_not_supported("arrays in binary format"))
         }
@@ -183,10 +204,59 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
             String::from_utf8(raw.to_vec())
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
         ),
-        DataType::TextArray | DataType::Int2Array => {
-            return Err(SqlError::feature_not_supported("array parameters"))
-        }
+        DataType::TextArray
+        | DataType::Int2Array
+        | DataType::Int4Array
+        | DataType::Int8Array
+        | DataType::BoolArray => decode_binary_array(raw, ty)?,
     })
+}
+
+/// PostgreSQL's binary array format: dimensions, a null flag, the element type, each
+/// dimension's length and lower bound, then each element length-prefixed (-1 for NULL).
+/// One dimension (or none, for an empty array).
+fn decode_binary_array(raw: &[u8], ty: DataType) -> SqlResult<Value> {
+    let mut r = raw;
+    let int = |r: &mut &[u8]| -> SqlResult<i32> {
+        let (head, rest) = r
+            .split_first_chunk::<4>()
+            .ok_or_else(|| invalid_binary(ty))?;
+        *r = rest;
+        Ok(i32::from_be_bytes(*head))
+    };
+    let dimensions = int(&mut r)?;
+    let _has_nulls = int(&mut r)?;
+    let element_oid = int(&mut r)? as u32;
+    if dimensions == 0 {
+        return Ok(Value::Array(Vec::new()));
+    }
+    if dimensions != 1 {
+        return Err(SqlError::feature_not_supported("multidimensional arrays"));
+    }
+    let length = int(&mut r)?;
+    let _lower_bound = int(&mut r)?;
+    let element = DataType::from_oid(element_oid)
+        .filter(|e| e.array_of().is_some())
+        .ok_or_else(|| invalid_binary(ty))?;
+    let mut items = Vec::with_capacity(length.clamp(0, 1 << 16) as usize);
+    for _ in 0..length {
+        let n = int(&mut r)?;
+        if n < 0 {
+            items.push(Value::Null);
+            continue;
+        }
+        let n = n as usize;
+        if r.len() < n {
+            return Err(invalid_binary(ty));
+        }
+        let (bytes, rest) = r.split_at(n);
+        r = rest;
+        items.push(decode_param(Some(bytes), element, true)?);
+    }
+    if !r.is_empty() {
+        return Err(invalid_binary(ty));
+    }
+    Value::Array(items).cast(ty)
 }
 
 #[cfg(test)]

@@ -256,3 +256,91 @@ async fn concurrent_transfers_keep_the_ledger_consistent() {
     check_ledger(&admin, &seen.ids).await;
     assert_eq!(scalar(&admin, "CALL hot_net()").await, before);
 }
+
+/// `create_transfers` from a driver: arrays as binary parameters (tokio-postgres sends
+/// `bigint[]`, `integer[]` and `boolean[]` in PostgreSQL's binary array format), a thousand
+/// transfers in one command, one result row each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_transfers_takes_binary_arrays() {
+    let server = TestServer::start();
+    let client = connect(&server).await;
+    client
+        .simple_query("INSERT INTO accounts (id, ledger, code) VALUES (1, 1, 1), (2, 1, 1)")
+        .await
+        .expect("accounts");
+    let batch = client
+        .prepare(
+            "CALL create_transfers(id => $1, debit_account_id => $2, credit_account_id => $3, amount => $4, ledger => $5, code => $6, linked => $7)",
+        )
+        .await
+        .expect("prepare");
+    let n = 1_000;
+    let ids: Vec<i64> = (1..=n).collect();
+    let debits = debits_of(n);
+    // Transfer 500 names a missing account; it is linked with 499, so both fail.
+    let mut credits = credits_of(n);
+    credits[499] = 99;
+    let amounts: Vec<i64> = (1..=n).collect();
+    let ledgers: Vec<i32> = vec![1; n as usize];
+    let codes: Vec<i32> = vec![7; n as usize];
+    let mut linked: Vec<bool> = vec![false; n as usize];
+    linked[498] = true;
+    let rows = client
+        .query(
+            &batch,
+            &[&ids, &debits, &credits, &amounts, &ledgers, &codes, &linked],
+        )
+        .await
+        .expect("create_transfers");
+    assert_eq!(rows.len(), n as usize);
+    let status = |i: usize| rows[i].get::<_, String>(2);
+    assert_eq!(status(0), "created");
+    assert_eq!(status(498), "linked_event_failed");
+    assert_eq!(status(499), "failed");
+    assert_eq!(
+        rows[499].get::<_, Option<String>>(3).as_deref(),
+        Some("23503")
+    );
+    assert_eq!(status(500), "created");
+    let created = rows
+        .iter()
+        .filter(|r| r.get::<_, String>(2) == "created")
+        .count();
+    assert_eq!(created, n as usize - 2);
+    let stored = scalar(&client, "SELECT count(*) FROM transfers").await;
+    assert_eq!(stored, n - 2);
+    let debited = scalar(&client, "SELECT sum(debits_posted) FROM accounts").await;
+    let credited = scalar(&client, "SELECT sum(credits_posted) FROM accounts").await;
+    assert_eq!(debited, credited);
+    assert_eq!(debited, n * (n + 1) / 2 - 499 - 500);
+
+    // The same batch again: every transfer that was created now exists.
+    let rows = client
+        .query(
+            &batch,
+            &[
+                &ids,
+                &debits_of(n),
+                &credits_of(n),
+                &amounts,
+                &ledgers,
+                &codes,
+                &vec![false; n as usize],
+            ],
+        )
+        .await
+        .expect("retry");
+    let exists = rows
+        .iter()
+        .filter(|r| r.get::<_, String>(2) == "exists")
+        .count();
+    assert_eq!(exists, n as usize - 2);
+}
+
+fn debits_of(n: i64) -> Vec<i64> {
+    (1..=n).map(|i| if i % 2 == 0 { 1 } else { 2 }).collect()
+}
+
+fn credits_of(n: i64) -> Vec<i64> {
+    debits_of(n).iter().map(|d| 3 - d).collect()
+}

@@ -34,6 +34,9 @@ pub enum DataType {
     CatalogChar,
     TextArray,
     Int2Array,
+    Int4Array,
+    Int8Array,
+    BoolArray,
     /// An untyped literal or NULL whose type is decided by its context.
     Unknown,
 }
@@ -66,6 +69,9 @@ impl DataType {
             DataType::CatalogChar => 18,
             DataType::TextArray => 1009,
             DataType::Int2Array => 1005,
+            DataType::Int4Array => 1007,
+            DataType::Int8Array => 1016,
+            DataType::BoolArray => 1000,
             DataType::Unknown => 25,
         }
     }
@@ -91,6 +97,9 @@ impl DataType {
             18 => DataType::CatalogChar,
             1009 => DataType::TextArray,
             1005 => DataType::Int2Array,
+            1007 => DataType::Int4Array,
+            1016 => DataType::Int8Array,
+            1000 => DataType::BoolArray,
             0 | 705 => DataType::Unknown,
             _ => return None,
         })
@@ -205,8 +214,10 @@ impl DataType {
             }
             "\"char\"" => DataType::CatalogChar,
             "text[]" | "_text" | "name[]" | "varchar[]" | "\"char\"[]" => DataType::TextArray,
-            "int2[]" | "smallint[]" | "_int2" | "int4[]" | "integer[]" | "int[]" | "oid[]"
-            | "int8[]" | "bigint[]" => DataType::Int2Array,
+            "int2[]" | "smallint[]" | "_int2" | "oid[]" => DataType::Int2Array,
+            "int4[]" | "integer[]" | "int[]" | "_int4" => DataType::Int4Array,
+            "int8[]" | "bigint[]" | "_int8" => DataType::Int8Array,
+            "bool[]" | "boolean[]" | "_bool" => DataType::BoolArray,
             _ => return Err(SqlError::feature_not_supported(format!("type {name}"))),
         })
     }
@@ -257,6 +268,9 @@ impl DataType {
             DataType::CatalogChar => "\"char\"".into(),
             DataType::TextArray => "text[]".into(),
             DataType::Int2Array => "smallint[]".into(),
+            DataType::Int4Array => "integer[]".into(),
+            DataType::Int8Array => "bigint[]".into(),
+            DataType::BoolArray => "boolean[]".into(),
             DataType::Unknown => "unknown".into(),
         }
     }
@@ -283,11 +297,14 @@ impl DataType {
             DataType::CatalogChar => "char",
             DataType::TextArray => "_text",
             DataType::Int2Array => "_int2",
+            DataType::Int4Array => "_int4",
+            DataType::Int8Array => "_int8",
+            DataType::BoolArray => "_bool",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 19] = [
+    pub const ALL: [DataType; 22] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -307,11 +324,40 @@ impl DataType {
         DataType::CatalogChar,
         DataType::TextArray,
         DataType::Int2Array,
+        DataType::Int4Array,
+        DataType::Int8Array,
+        DataType::BoolArray,
     ];
 }
 
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.pg_name())
+    }
+}
+
+impl DataType {
+    /// An array type's element type.
+    pub fn element(self) -> Option<DataType> {
+        Some(match self {
+            DataType::TextArray => DataType::Text,
+            DataType::Int2Array => DataType::Int2,
+            DataType::Int4Array => DataType::Int4,
+            DataType::Int8Array => DataType::Int8,
+            DataType::BoolArray => DataType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The array type whose elements are of this type, where there is one.
+    pub fn array_of(self) -> Option<DataType> {
+        Some(match self {
+            DataType::Int2 => DataType::Int2Array,
+            DataType::Int4 => DataType::Int4Array,
+            DataType::Int8 => DataType::Int8Array,
+            DataType::Bool => DataType::BoolArray,
+            DataType::Text | DataType::Varchar(_) | DataType::Name => DataType::TextArray,
+            _ => return None,
+        })
     }
 }

@@ -93,7 +93,7 @@ impl Value {
                     if i > 0 {
                         out.push(',');
                     }
-                    match item.to_pg_text(DataType::Text) {
+                    match item.to_pg_text(ty.element().unwrap_or(DataType::Text)) {
                         None => out.push_str("NULL"),
                         Some(s) if s.is_empty() || s.contains([',', '"', '{', '}', ' ', '\\']) => {
                             out.push('"');
@@ -162,7 +162,11 @@ impl Value {
             DataType::Timestamp => Value::Timestamp(parse_timestamp(text, false)?),
             DataType::TimestampTz => Value::TimestampTz(parse_timestamp(text, true)?),
             DataType::Date => Value::Date(parse_date(text)?),
-            DataType::TextArray | DataType::Int2Array => parse_array(text, ty)?,
+            DataType::TextArray
+            | DataType::Int2Array
+            | DataType::Int4Array
+            | DataType::Int8Array
+            | DataType::BoolArray => parse_array(text, ty)?,
         })
     }
 
@@ -227,7 +231,20 @@ impl Value {
                 Value::TimestampTz(*d as i64 * MICROS_PER_DAY)
             }
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
-            (Value::Array(a), DataType::TextArray | DataType::Int2Array) => Value::Array(a.clone()),
+            (Value::Array(a), t) if t.element().is_some() => {
+                let element = t.element().unwrap_or(DataType::Text);
+                Value::Array(
+                    a.iter()
+                        .map(|v| {
+                            if v.is_null() {
+                                Ok(Value::Null)
+                            } else {
+                                v.cast(element)
+                            }
+                        })
+                        .collect::<SqlResult<_>>()?,
+                )
+            }
             (_, DataType::Varchar(limit)) => {
                 let s = self.cast_text();
                 if let Some(n) = limit {
@@ -521,8 +538,11 @@ fn parse_array(text: &str, ty: DataType) -> SqlResult<Value> {
         }
         let element = if !quoted && item.trim().eq_ignore_ascii_case("null") {
             Value::Null
-        } else if ty == DataType::Int2Array {
-            Value::Int(item.trim().parse().map_err(|_| invalid())?)
+        } else if let Some(
+            element @ (DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Bool),
+        ) = ty.element()
+        {
+            Value::parse_text(item.trim(), element)?
         } else {
             Value::Text(if quoted {
                 item
