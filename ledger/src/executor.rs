@@ -657,7 +657,14 @@ impl Executor {
                 });
             }
             if let Some(entry) = new_entry {
-                if let Some(existing) = self.engine.get(storage, &entry).map_err(kv_error)? {
+                // Entries of a non-unique index end with the row's own key: they cannot
+                // collide, so only a unique index needs the lookup.
+                let existing = if index.unique {
+                    self.engine.get(storage, &entry).map_err(kv_error)?
+                } else {
+                    None
+                };
+                if let Some(existing) = existing {
                     if existing != row_key {
                         let row = new.unwrap_or_default();
                         return Err(crate::apply::unique_violation(
