@@ -344,3 +344,37 @@ fn debits_of(n: i64) -> Vec<i64> {
 fn credits_of(n: i64) -> Vec<i64> {
     debits_of(n).iter().map(|d| 3 - d).collect()
 }
+
+/// A pending transfer's timeout is part of the durable state: after a kill -9 and restart the
+/// transfer is still pending until its time passes, then the next command voids it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_timeout_survives_kill9() {
+    let mut server = TestServer::start();
+    let client = connect(&server).await;
+    client
+        .simple_query(
+            "INSERT INTO accounts (id, ledger, code) VALUES (1, 1, 1), (2, 1, 1);
+             CALL transfer(id => 10, debit_account_id => 1, credit_account_id => 2, amount => 7,
+                           ledger => 1, code => 1, pending => true, timeout => 3)",
+        )
+        .await
+        .expect("pending transfer");
+    drop(client);
+    server.kill9_and_restart();
+    let client = connect(&server).await;
+    let pending = scalar(&client, "SELECT debits_pending FROM accounts WHERE id = 1").await;
+    assert_eq!(pending, 7, "still reserved right after the restart");
+    tokio::time::sleep(std::time::Duration::from_millis(3_500)).await;
+    client
+        .simple_query("CALL transfer(11, 2, 1, 1, 1, 1)")
+        .await
+        .expect("a later transfer");
+    let pending = scalar(&client, "SELECT debits_pending FROM accounts WHERE id = 1").await;
+    assert_eq!(pending, 0, "the timeout voided the pending transfer");
+    let expired = scalar(
+        &client,
+        "SELECT count(*) FROM pending_transfers WHERE id = 10 AND status = 'expired'",
+    )
+    .await;
+    assert_eq!(expired, 1);
+}
