@@ -25,6 +25,7 @@ import argparse
 import csv
 import glob
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -178,9 +179,15 @@ def batch_markdown(rows):
 
 
 def setup_ledger(pg, hl):
-    """The ledger's accounts on both systems: 100,001 accounts, account 1 the hot one."""
-    run(["psql", "-h", "127.0.0.1", "-p", str(pg.port), "-q", "-v", "ON_ERROR_STOP=1", "-f",
-         os.path.join(ROOT, "tools", "pgbench", "postgres_ledger.sql"), pg.db], env=pg.env)
+    """The ledger's accounts on both systems: 100,001 accounts, account 1 the hot one.
+    PostgreSQL gets hotledger's own ledger tables (the migration, less its ledger_role
+    options), then the procedure of tools/pgbench/postgres_ledger.sql."""
+    with open(os.path.join(ROOT, "migrations", "0002_ledger.sql")) as f:
+        tables = re.sub(r"\s*WITH \(ledger_role = '\w+'\)", "", f.read())
+    drop = "DROP TABLE IF EXISTS transfers, accounts, pending_transfers, account_balances;\n"
+    psql = ["psql", "-h", "127.0.0.1", "-p", str(pg.port), "-q", "-v", "ON_ERROR_STOP=1"]
+    run(psql + [pg.db], env=pg.env, input=drop + tables)
+    run(psql + ["-f", os.path.join(ROOT, "tools", "pgbench", "postgres_ledger.sql"), pg.db], env=pg.env)
     rows = "".join(f"{i}\t1\t1\n" for i in range(1, ACCOUNTS + 2))
     run(["psql", "-h", "127.0.0.1", "-p", str(hl.port), "-v", "ON_ERROR_STOP=1", "-c",
          "COPY accounts (id, ledger, code) FROM STDIN", hl.db], env=hl.env, input=rows)

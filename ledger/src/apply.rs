@@ -299,22 +299,12 @@ impl Executor {
         let mut affected = 0;
         match plan {
             WritePlan::Insert(p) => {
-                let sources: Vec<Row> = {
+                let sources = {
                     let reader = self.reader(None, false);
                     let env = reader.env(params, now_micros);
-                    match &p.source {
-                        InsertSource::Values(rows) => rows
-                            .iter()
-                            .map(|r| {
-                                r.iter()
-                                    .map(|e| e.eval(&[], &env))
-                                    .collect::<SqlResult<Row>>()
-                            })
-                            .collect::<SqlResult<_>>()?,
-                        InsertSource::Query(rel) => reader.rows(rel, &[], &env)?,
-                    }
+                    insert_sources(&reader, &p.source, &env)?
                 };
-                let env = Executor::no_subqueries_env(params, now_micros);
+                let env = EvalEnv::without_subqueries(params, now_micros);
                 let count = sources.len();
                 for (n, values) in sources.into_iter().enumerate() {
                     let inserted = build_row(&table, &p.target_columns, values, &env)
@@ -351,7 +341,7 @@ impl Executor {
             WritePlan::Update(p) => {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
-                let env = Executor::no_subqueries_env(params, now_micros);
+                let env = EvalEnv::without_subqueries(params, now_micros);
                 for target in targets {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
@@ -364,7 +354,7 @@ impl Executor {
             WritePlan::Delete(p) => {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
-                let env = Executor::no_subqueries_env(params, now_micros);
+                let env = EvalEnv::without_subqueries(params, now_micros);
                 for target in targets {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
@@ -430,7 +420,7 @@ impl Executor {
                 }
             }
         }
-        let env = Executor::no_subqueries_env(&[], now_micros);
+        let env = EvalEnv::without_subqueries(&[], now_micros);
         let mut affected = 0;
         for op in ops {
             match op {
@@ -492,7 +482,7 @@ impl Executor {
         version: u64,
     ) -> CommandResult {
         let def = self.resolve(table)?;
-        let env = Executor::no_subqueries_env(&[], now_micros);
+        let env = EvalEnv::without_subqueries(&[], now_micros);
         let mut affected = 0;
         let count = rows.len();
         for (n, values) in rows.into_iter().enumerate() {
@@ -848,17 +838,7 @@ impl Executor {
         let env = reader.env(params, now_micros);
         match plan {
             WritePlan::Insert(p) => {
-                let sources: Vec<Row> = match &p.source {
-                    InsertSource::Values(rows) => rows
-                        .iter()
-                        .map(|r| {
-                            r.iter()
-                                .map(|e| e.eval(&[], &env))
-                                .collect::<SqlResult<Row>>()
-                        })
-                        .collect::<SqlResult<_>>()?,
-                    InsertSource::Query(rel) => reader.rows(rel, &[], &env)?,
-                };
+                let sources = insert_sources(&reader, &p.source, &env)?;
                 let on_conflict = match &p.on_conflict {
                     Some(OnConflict::DoUpdate {
                         assignments,
@@ -1037,7 +1017,7 @@ fn key_only_target(
     if !planner::filter_is_key_equality(table, filter.as_ref()) {
         return None;
     }
-    let env = Executor::no_subqueries_env(params, now_micros);
+    let env = EvalEnv::without_subqueries(params, now_micros);
     let values: Vec<Value> = key_exprs
         .iter()
         .map(|e| e.eval(&[], &env).ok())
@@ -1083,14 +1063,10 @@ pub fn stage_insert_locally(
     if has_subquery {
         return None;
     }
-    let env = Executor::no_subqueries_env(params, now_micros);
+    let env = EvalEnv::without_subqueries(params, now_micros);
     let stage = || -> SqlResult<Staged> {
         let mut staged = Staged::default();
-        for (n, r) in rows.iter().enumerate() {
-            let values = r
-                .iter()
-                .map(|e| e.eval(&[], &env))
-                .collect::<SqlResult<Row>>()?;
+        for (n, values) in eval_values(rows, &env)?.into_iter().enumerate() {
             let row = build_row(table, &p.target_columns, values, &env)?;
             check_row(table, &row, &env)?;
             let key = encode_key(&[Value::Int(-1 - (overlay_len + n) as i64)])?;
@@ -1122,4 +1098,23 @@ fn call_id(table: &TableDef, row: &[Value]) -> Value {
     table
         .column_index("id")
         .map_or(Value::Null, |i| row[i].clone())
+}
+
+/// An INSERT's VALUES rows evaluated (they hold no column references).
+fn eval_values(rows: &[Vec<Expr>], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
+    rows.iter()
+        .map(|r| r.iter().map(|e| e.eval(&[], env)).collect())
+        .collect()
+}
+
+/// The rows an INSERT's source produces: its VALUES evaluated, or its query run.
+fn insert_sources(
+    reader: &crate::query::Reader<'_>,
+    source: &InsertSource,
+    env: &EvalEnv<'_>,
+) -> SqlResult<Vec<Row>> {
+    match source {
+        InsertSource::Values(rows) => eval_values(rows, env),
+        InsertSource::Query(rel) => reader.rows(rel, &[], env),
+    }
 }

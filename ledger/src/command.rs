@@ -55,6 +55,20 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The `now()` fixed for the command before it was proposed (schema changes have none).
+    pub fn now_micros(&self) -> Option<i64> {
+        match self {
+            Command::Write { now_micros, .. }
+            | Command::Commit { now_micros, .. }
+            | Command::Procedure { now_micros, .. }
+            | Command::TransferBatch { now_micros, .. }
+            | Command::Copy { now_micros, .. } => Some(*now_micros),
+            Command::Ddl { .. } => None,
+        }
+    }
+}
+
 /// One row write of a transaction, with every expression's parameters already bound.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WriteOp {

@@ -15,3 +15,9 @@ pub fn kv_error(e: KvError) -> SqlError {
     };
     SqlError::new(kind, e.to_string())
 }
+
+/// A failure of the storage itself (IO, full disk), as opposed to a property of the command:
+/// the executor stops on one, since replaying the log later may well succeed.
+pub fn is_storage_failure(e: &SqlError) -> bool {
+    matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull)
+}

@@ -11,13 +11,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kv::{Engine, EngineOptions, IoMode, LogPosition};
-use planner::{Catalog, EvalEnv, NoSubqueries, TableDef, WritePlan};
+use planner::{Catalog, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{
     decode_command, encode_result, Command, CommandResult, Outcome, Overlay, QueryResult, Staged,
 };
-use crate::error::kv_error;
+use crate::error::{is_storage_failure, kv_error};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
 
@@ -443,26 +443,24 @@ impl Executor {
         results.iter().map(encode_result).collect()
     }
 
-    fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
-        if let Some(e) = &self.failed {
-            return Err(SqlError::new(
+    /// Refuses work after an IO error stopped the executor.
+    fn check_running(&self) -> SqlResult<()> {
+        match &self.failed {
+            Some(e) => Err(SqlError::new(
                 ErrorKind::Io,
                 format!("the executor stopped after an IO error: {}", e.message),
-            ));
+            )),
+            None => Ok(()),
         }
+    }
+
+    fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
+        self.check_running()?;
         self.undo.clear();
-        let now = match &command {
-            Command::Write { now_micros, .. }
-            | Command::Commit { now_micros, .. }
-            | Command::Procedure { now_micros, .. }
-            | Command::TransferBatch { now_micros, .. }
-            | Command::Copy { now_micros, .. } => Some(*now_micros),
-            Command::Ddl { .. } => None,
-        };
-        if let Some(now) = now {
+        if let Some(now) = command.now_micros() {
             self.advance_clock(now);
             if let Err(e) = self.expire_pending(version) {
-                if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) {
+                if is_storage_failure(&e) {
                     self.fail(e.clone());
                     return Err(e);
                 }
@@ -506,7 +504,7 @@ impl Executor {
             // An IO failure is not a property of the command: replaying the log after a
             // restart may well apply it. Stop here, so nothing applies out of order and no
             // client is told a committed command failed for good.
-            if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) {
+            if is_storage_failure(e) {
                 self.fail(e.clone());
                 return Err(SqlError::new(
                     ErrorKind::Io,
@@ -734,12 +732,7 @@ impl Executor {
         overlay: Option<&Overlay>,
         record_reads: bool,
     ) -> SqlResult<QueryResult> {
-        if let Some(e) = &self.failed {
-            return Err(SqlError::new(
-                ErrorKind::Io,
-                format!("the executor stopped after an IO error: {}", e.message),
-            ));
-        }
+        self.check_running()?;
         let reader = self.reader(overlay, record_reads);
         let env = reader.env(params, now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
@@ -761,14 +754,6 @@ impl Executor {
             .as_deref()
             .map(row_version)
             .unwrap_or(0))
-    }
-
-    pub(crate) fn no_subqueries_env(params: &[Value], now_micros: i64) -> EvalEnv<'_> {
-        EvalEnv {
-            params,
-            now_micros,
-            subqueries: &NoSubqueries,
-        }
     }
 
     pub(crate) fn set_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {

@@ -10,12 +10,12 @@
 
 use std::sync::Arc;
 
-use planner::{LedgerSchema, OnConflict, TableDef};
+use planner::{EvalEnv, LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::build_row;
 use crate::command::{CommandResult, Outcome};
-use crate::error::kv_error;
+use crate::error::{is_storage_failure, kv_error};
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
 
@@ -112,7 +112,7 @@ impl Executor {
                 "create_transfers on a table that is not transfers",
             ));
         }
-        let env = Executor::no_subqueries_env(&[], now_micros);
+        let env = EvalEnv::without_subqueries(&[], now_micros);
         let id_at = def
             .column_index("id")
             .and_then(|c| columns.iter().position(|&x| x == c));
@@ -120,83 +120,48 @@ impl Executor {
             .iter()
             .map(|r| id_at.map_or(Value::Null, |i| r[i].clone()))
             .collect();
-        let count = rows.len();
-        let mut rows = rows.into_iter();
-        let mut results: Vec<Row> = Vec::with_capacity(count);
+        let is_linked = |i: usize| linked.get(i).copied().unwrap_or(false);
+        let mut results: Vec<Row> = Vec::with_capacity(rows.len());
         let mut created = 0;
         let mut start = 0;
-        while start < count {
+        while start < rows.len() {
             let mut end = start;
-            while end + 1 < count && linked.get(end).copied().unwrap_or(false) {
+            while end + 1 < rows.len() && is_linked(end) {
                 end += 1;
             }
-            let open = linked.get(end).copied().unwrap_or(false);
-            let mark = self.undo_len();
-            let mut statuses: Vec<bool> = Vec::new();
-            let mut failure: Option<(usize, SqlError)> = None;
-            for i in start..=end {
-                let values = rows.next().unwrap_or_default();
-                if failure.is_some() {
-                    continue;
-                }
-                let outcome = build_row(&def, columns, values, &env)
-                    .and_then(|row| self.insert_row(&def, row, None, &env, version))
-                    .map(|stored| stored.is_some());
-                match outcome {
-                    Ok(stored) => statuses.push(stored),
-                    Err(e) if matches!(e.kind, ErrorKind::Io | ErrorKind::DiskFull) => {
-                        return Err(e)
+            // A chain still open at the end of the batch fails after its transfers were
+            // checked, so a transfer in it that fails on its own is the one reported.
+            let open = is_linked(end).then(|| {
+                check(
+                    int(&ids[end]).unwrap_or(0),
+                    "the last transfer of the batch is linked to a next one that does not exist"
+                        .into(),
+                    "linked_event_chain_open",
+                )
+            });
+            let outcome = self
+                .apply_chain(&def, columns, &rows[start..=end], open, &env, version)
+                .map_err(|(i, e)| (start + i, e));
+            match outcome {
+                Ok(stored) => {
+                    for (i, stored) in (start..=end).zip(stored) {
+                        created += stored as u64;
+                        let status = if stored { "created" } else { "exists" };
+                        results.push(batch_row(i, &ids[i], status, None, None));
                     }
-                    Err(e) => failure = Some((i, e)),
                 }
-            }
-            if failure.is_none() && open {
-                failure = Some((
-                    end,
-                    check(
-                        int(&ids[end]).unwrap_or(0),
-                        "the last transfer of the batch is linked to a next one that does not exist".into(),
-                        "linked_event_chain_open",
-                    ),
-                ));
-            }
-            match failure {
-                Some((failed, e)) => {
-                    self.rollback_to(mark);
+                Err((_, e)) if is_storage_failure(&e) => return Err(e),
+                Err((failed, e)) => {
                     for (i, id) in ids.iter().enumerate().take(end + 1).skip(start) {
                         results.push(if i == failed {
-                            vec![
-                                Value::Int(i as i64 + 1),
-                                id.clone(),
-                                Value::Text("failed".into()),
-                                Value::Text(e.sqlstate().into()),
-                                Value::Text(e.message.clone()),
-                            ]
+                            batch_row(i, id, "failed", Some(e.sqlstate()), Some(e.message.clone()))
                         } else {
-                            vec![
-                                Value::Int(i as i64 + 1),
-                                id.clone(),
-                                Value::Text("linked_event_failed".into()),
-                                Value::Null,
-                                Value::Text(format!(
-                                    "not applied: transfer {} of its linked chain failed",
-                                    failed + 1
-                                )),
-                            ]
+                            let why = format!(
+                                "not applied: transfer {} of its linked chain failed",
+                                failed + 1
+                            );
+                            batch_row(i, id, "linked_event_failed", None, Some(why))
                         });
-                    }
-                }
-                None => {
-                    for (offset, stored) in statuses.into_iter().enumerate() {
-                        let i = start + offset;
-                        created += stored as u64;
-                        results.push(vec![
-                            Value::Int(i as i64 + 1),
-                            ids[i].clone(),
-                            Value::Text(if stored { "created" } else { "exists" }.into()),
-                            Value::Null,
-                            Value::Null,
-                        ]);
                     }
                 }
             }
@@ -206,6 +171,40 @@ impl Executor {
             rows_affected: created,
             rows: results,
         })
+    }
+
+    /// Applies a chain of transfers all or none: whether each was created (or already
+    /// existed), or the position in the chain of the one that failed, with nothing applied.
+    /// `open` fails a chain whose transfers all succeeded, at its last one.
+    fn apply_chain(
+        &mut self,
+        def: &TableDef,
+        columns: &[usize],
+        rows: &[Row],
+        open: Option<SqlError>,
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> Result<Vec<bool>, (usize, SqlError)> {
+        let mark = self.undo_len();
+        let mut stored = Vec::with_capacity(rows.len());
+        for (i, values) in rows.iter().enumerate() {
+            let outcome = build_row(def, columns, values.clone(), env)
+                .and_then(|row| self.insert_row(def, row, None, env, version));
+            match outcome {
+                Ok(row) => stored.push(row.is_some()),
+                Err(e) => {
+                    if !is_storage_failure(&e) {
+                        self.rollback_to(mark);
+                    }
+                    return Err((i, e));
+                }
+            }
+        }
+        if let Some(e) = open {
+            self.rollback_to(mark);
+            return Err((rows.len() - 1, e));
+        }
+        Ok(stored)
     }
 
     /// Moves the ledger clock to a command's `now()` if that is later.
@@ -402,8 +401,8 @@ impl Executor {
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
         if pending {
-            let expires_at = (timeout_of(schema, row) > 0)
-                .then(|| now.saturating_add(timeout_of(schema, row) * MICROS_PER_SECOND));
+            let timeout = int(&row[t.timeout]).unwrap_or(0);
+            let expires_at = (timeout > 0).then(|| now.saturating_add(timeout * MICROS_PER_SECOND));
             let p = &schema.pending_col;
             let mut state = vec![Value::Null; schema.pending.columns.len()];
             state[p.id] = Value::Int(id);
@@ -659,7 +658,6 @@ impl Executor {
         if self.next_expiry.is_none_or(|at| at > now) {
             return Ok(());
         }
-        let schema = self.ledger_schema()?;
         let expiry = self.expiry;
         loop {
             let first = self
@@ -692,6 +690,9 @@ impl Executor {
                 self.next_expiry = Some(at);
                 return Ok(());
             }
+            // Looked up only once something is due: before the ledger migration has run
+            // there are no tables to find, and nothing can be due either.
+            let schema = self.ledger_schema()?;
             self.put_raw(self.expiry, &key, None)?;
             let pending_key = encode_key(&[Value::Int(id)])?;
             let states = self.storage_of(&schema.pending)?;
@@ -717,10 +718,6 @@ impl Executor {
             )?;
         }
     }
-}
-
-fn timeout_of(schema: &LedgerSchema, row: &Row) -> i64 {
-    int(&row[schema.transfer.timeout]).unwrap_or(0)
 }
 
 /// Adds `delta` to one balance of an account, refusing to overflow.
@@ -799,4 +796,21 @@ fn differing_field(
                 shown(theirs, ty),
             )
         })
+}
+
+/// One result row of `create_transfers`.
+fn batch_row(
+    i: usize,
+    id: &Value,
+    status: &str,
+    sqlstate: Option<&str>,
+    message: Option<String>,
+) -> Row {
+    vec![
+        Value::Int(i as i64 + 1),
+        id.clone(),
+        Value::Text(status.into()),
+        sqlstate.map_or(Value::Null, |s| Value::Text(s.into())),
+        message.map_or(Value::Null, Value::Text),
+    ]
 }

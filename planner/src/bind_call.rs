@@ -289,40 +289,32 @@ impl Binder<'_> {
             .cloned()
             .ok_or_else(|| no_such_procedure("transfer"))?;
         let slots = place_arguments("transfer", TRANSFER_ARGUMENTS, args)?;
-        let mut columns: Vec<&str> = Vec::new();
-        let mut values: Vec<String> = Vec::new();
+        let mut target_columns = Vec::new();
+        let mut values = Vec::new();
         for (name, slot) in TRANSFER_ARGUMENTS.iter().zip(slots) {
             if let Some(expr) = slot {
-                columns.push(name);
-                values.push(expr.to_string());
+                target_columns.push(table.column_index(name).ok_or_else(|| {
+                    SqlError::internal(format!("the transfers table has no column {name}"))
+                })?);
+                values.push(expr);
             }
         }
-        if columns.is_empty() {
+        if target_columns.is_empty() {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
                 "procedure transfer() needs arguments: transfer(id, debit_account_id, credit_account_id, amount, ledger, code, ...)",
             ));
         }
-        let text = format!(
-            "INSERT INTO {} ({}) VALUES ({})",
-            table.name,
-            columns.join(", "),
-            values.join(", ")
-        );
-        let mut parsed = sql::parse(&text)?;
-        let Some(Parsed::Statement(statement)) = parsed.pop().map(|p| p.parsed) else {
-            return Err(SqlError::internal("CALL transfer did not become an INSERT"));
+        crate::ledger::check_insert(&table, &target_columns, false)?;
+        let row = self.values_row(&table, &target_columns, &values)?;
+        let insert = InsertPlan {
+            table: table.reference(),
+            source: InsertSource::Values(vec![row]),
+            target_columns,
+            on_conflict: None,
+            returning: None,
+            call: true,
         };
-        let ast::Statement::Insert(insert) = *statement else {
-            return Err(SqlError::internal("CALL transfer did not become an INSERT"));
-        };
-        let Plan::Write(plan, _) = self.insert(&insert)? else {
-            return Err(SqlError::internal("CALL transfer did not become an INSERT"));
-        };
-        let WritePlan::Insert(mut insert) = Arc::unwrap_or_clone(plan) else {
-            return Err(SqlError::internal("CALL transfer did not become an INSERT"));
-        };
-        insert.call = true;
         let columns = vec![
             OutputColumn {
                 name: "id".into(),

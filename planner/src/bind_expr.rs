@@ -796,16 +796,6 @@ impl Binder<'_> {
                 ty: DataType::Bool,
             });
         }
-        if op == BinaryOp::Concat {
-            let l = self.coerce(l, DataType::Text)?;
-            let r = self.coerce(r, DataType::Text)?;
-            return Ok(Expr::Binary {
-                op,
-                left: Box::new(l),
-                right: Box::new(r),
-                ty: DataType::Text,
-            });
-        }
         let (l, r) = match (l.ty(), r.ty()) {
             (DataType::Unknown, DataType::Unknown) => {
                 let t = expected

@@ -126,21 +126,8 @@ impl Binder<'_> {
                             "INSERT has more target columns than expressions",
                         ));
                     }
-                    let mut bound = Vec::with_capacity(row.content.len());
-                    for (e, col) in row.content.iter().zip(&target_columns) {
-                        let ty = table.columns[*col].ty;
-                        let is_default = matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
-                        if is_default {
-                            bound.push(Expr::Literal(
-                                Value::Text(DEFAULT_MARKER.into()),
-                                DataType::Unknown,
-                            ));
-                            continue;
-                        }
-                        let b = self.expr(e, &empty, Some(ty))?;
-                        bound.push(self.assign(b, ty)?);
-                    }
-                    rows.push(bound);
+                    let values: Vec<&ast::Expr> = row.content.iter().collect();
+                    rows.push(self.values_row(&table, &target_columns, &values)?);
                 }
                 InsertSource::Values(rows)
             }
@@ -225,6 +212,31 @@ impl Binder<'_> {
             call: false,
         });
         Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    /// One VALUES row of an INSERT, each value bound to its target column's type (`DEFAULT`
+    /// becomes the marker the executor fills in).
+    pub(crate) fn values_row(
+        &mut self,
+        table: &TableDef,
+        target_columns: &[usize],
+        values: &[&ast::Expr],
+    ) -> SqlResult<Vec<Expr>> {
+        let mut bound = Vec::with_capacity(values.len());
+        for (e, col) in values.iter().zip(target_columns) {
+            let ty = table.columns[*col].ty;
+            let is_default = matches!(e, ast::Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+            if is_default {
+                bound.push(Expr::Literal(
+                    Value::Text(DEFAULT_MARKER.into()),
+                    DataType::Unknown,
+                ));
+                continue;
+            }
+            let b = self.expr(e, &Scope::default(), Some(ty))?;
+            bound.push(self.assign(b, ty)?);
+        }
+        Ok(bound)
     }
 
     pub(crate) fn assignments(

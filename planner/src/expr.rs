@@ -256,6 +256,17 @@ pub struct EvalEnv<'a> {
     pub subqueries: &'a dyn SubqueryRunner,
 }
 
+impl<'a> EvalEnv<'a> {
+    /// For expressions that cannot contain subqueries (defaults, checks, arguments).
+    pub fn without_subqueries(params: &'a [Value], now_micros: i64) -> EvalEnv<'a> {
+        EvalEnv {
+            params,
+            now_micros,
+            subqueries: &NoSubqueries,
+        }
+    }
+}
+
 impl Expr {
     pub fn literal(value: Value) -> Expr {
         let ty = value.natural_type();

@@ -11,7 +11,7 @@ use ledger::{
 };
 use planner::{
     explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, InsertPlan, InsertSource,
-    Isolation, NoSubqueries, OutputColumn, Plan, SelectPlan, TransferBatchPlan, WritePlan,
+    Isolation, OutputColumn, Plan, SelectPlan, TransferBatchPlan, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -424,11 +424,7 @@ impl Session {
         }
         let now = now_micros();
         let (columns, rows, linked) = {
-            let env = EvalEnv {
-                params,
-                now_micros: now,
-                subqueries: &NoSubqueries,
-            };
+            let env = EvalEnv::without_subqueries(params, now);
             let array = |e: &Expr| -> SqlResult<Vec<Value>> {
                 match e.eval(&[], &env)? {
                     Value::Array(items) => Ok(items),
@@ -496,11 +492,7 @@ impl Session {
         }
         let now = now_micros();
         let args = {
-            let env = EvalEnv {
-                params,
-                now_micros: now,
-                subqueries: &NoSubqueries,
-            };
+            let env = EvalEnv::without_subqueries(params, now);
             call.args
                 .iter()
                 .map(|a| a.eval(&[], &env))

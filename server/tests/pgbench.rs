@@ -221,12 +221,7 @@ async fn tpcb_as_one_procedure_call() {
     let server = TestServer::start();
     assert!(server.pgbench(&["-i", "-s", "1"]).status.success());
     let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/pgbench");
-    let create = server.psql(&[
-        "-v",
-        "ON_ERROR_STOP=1",
-        "-f",
-        &format!("{tools}/tpcb_procedure_create.sql"),
-    ]);
+    let create = server.psql(&["-f", &format!("{tools}/tpcb_procedure_create.sql")]);
     assert!(create.status.success(), "{}", stderr(&create));
     let script = format!("{tools}/tpcb_procedure.sql");
     let mut total = 0;
