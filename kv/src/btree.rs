@@ -178,7 +178,8 @@ fn insert_cell(
         if NodeMut::new(pager.write(page_id)?).insert_cell(position, &cell) {
             return Ok(());
         }
-        let Some((separator, right)) = split(pager, root, page_id, position, cell)? else {
+        let append = position == Node::new(pager.read(page_id)?).len() && rightmost(pager, path)?;
+        let Some((separator, right)) = split(pager, root, page_id, position, cell, append)? else {
             return Ok(());
         };
         let (parent, slot) = path
@@ -190,6 +191,17 @@ fn insert_cell(
         position = slot;
         page_id = parent;
     }
+}
+
+/// Whether the node at the end of `path` is the last one of its level: every step down took
+/// its parent's last child.
+fn rightmost(pager: &mut Pager, path: &Path) -> KvResult<bool> {
+    for &(parent, slot) in path {
+        if slot != Node::new(pager.read(parent)?).len() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The cells of a node, owned.
@@ -230,13 +242,19 @@ fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
 
 /// Splits the full node `page_id` with `cell` added at `position`. For a root split the
 /// content moves to two new children and `None` is returned; otherwise the node keeps the
-/// left half and the separator key and new right page are returned for the parent.
+/// left part and the separator key and new right page are returned for the parent.
+///
+/// `append`: the cell goes after the last one of the level's last node, as with ascending
+/// keys (sequential ids, row ids, timestamps). The node then keeps all its old cells and the
+/// new node starts with the new one, so loading in key order fills pages completely instead
+/// of leaving every page half empty (PostgreSQL's rightmost-page split does the same).
 fn split(
     pager: &mut Pager,
     root: u64,
     page_id: u64,
     position: usize,
     cell: Vec<u8>,
+    append: bool,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
     let (leaf, mut cells, leftmost) = {
         let buffer = pager.read(page_id)?;
@@ -244,7 +262,12 @@ fn split(
         (node.is_leaf(), cells_of(node), page::link(buffer))
     };
     cells.insert(position, cell);
-    let at = split_index(&cells, leaf);
+    let at = match (append, leaf) {
+        (true, true) => cells.len() - 1,
+        // An internal node promotes the cell at the split point: the new node keeps one.
+        (true, false) if cells.len() >= 3 => cells.len() - 2,
+        _ => split_index(&cells, leaf),
+    };
     let kind = if leaf {
         PageKind::Leaf
     } else {

@@ -117,7 +117,7 @@ fn a_checkpoint_on_a_full_disk_fails_cleanly_and_recovers_after_space_is_freed()
     let mut outcomes = Vec::new();
     // Small growth: the journal fits and the in-place phase runs out of space. Large growth:
     // the journal itself does not fit.
-    for extra_keys in [3000, 12000] {
+    for extra_keys in [6000, 24000] {
         let Some(disk) = Tmpfs::mount("2m") else {
             return;
         };

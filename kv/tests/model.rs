@@ -233,3 +233,34 @@ fn fill_and_drain_builds_and_collapses_every_level() {
         "600 keys in 512-byte pages make at least three levels"
     );
 }
+
+/// Pages used by `count` 100-byte values under 8-byte keys inserted in `order`.
+fn pages_after_inserting(order: impl Iterator<Item = u64>) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) =
+        Engine::open(&dir.path().join("fill.db"), EngineOptions::default()).unwrap();
+    let table = engine.create_table("t").unwrap();
+    let before = engine.stats().page_count;
+    for k in order {
+        engine.insert(table, &k.to_be_bytes(), &[7u8; 100]).unwrap();
+    }
+    engine.stats().page_count - before
+}
+
+#[test]
+fn ascending_keys_fill_pages() {
+    const COUNT: u64 = 20_000;
+    let page_size = EngineOptions::default().page_size as u64;
+    let raw_pages = COUNT * 108 / page_size;
+    let ascending = pages_after_inserting(0..COUNT);
+    // A multiplicative permutation of 0..COUNT: the same keys in a scattered order.
+    let scattered = pages_after_inserting((0..COUNT).map(|k| k * 7_919 % COUNT));
+    assert!(
+        ascending * 100 <= raw_pages * 125,
+        "{ascending} pages for {raw_pages} pages of keys and values inserted in order"
+    );
+    assert!(
+        ascending * 100 < scattered * 80,
+        "in order {ascending} pages, scattered {scattered}"
+    );
+}

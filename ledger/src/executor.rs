@@ -84,6 +84,10 @@ pub enum Request {
         record_reads: bool,
         reply: Reply<SqlResult<Staged>>,
     },
+    /// The storage engine's counters (buffer pool residency and hit rate, file size).
+    Stats {
+        reply: Reply<kv::EngineStats>,
+    },
     /// The replication meta of the state as applied now, and as of the last durable checkpoint.
     Meta {
         reply: Reply<(ReplicationMeta, ReplicationMeta)>,
@@ -300,6 +304,7 @@ impl Executor {
                     self.stage(&plan, &params, now_micros, overlay.as_deref(), record_reads);
                 reply(result);
             }
+            Request::Stats { reply } => reply(self.engine.stats()),
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
             }

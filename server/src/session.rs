@@ -237,6 +237,22 @@ impl Session {
         )
     }
 
+    /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
+    /// the pool and its capacity, the page size, pages in the data file, pool hits and misses.
+    async fn storage_stats(&self) -> SqlResult<String> {
+        let stats = self.ask(|reply| Request::Stats { reply }).await?;
+        Ok(format!(
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} file_pages={} hits={} misses={}",
+            stats.page_size,
+            stats.pool_capacity_pages,
+            stats.resident_pages,
+            stats.dirty_pages,
+            stats.page_count,
+            stats.pool.hits,
+            stats.pool.misses
+        ))
+    }
+
     fn default_isolation(&self) -> Isolation {
         match self
             .setting("default_transaction_isolation")
@@ -364,6 +380,8 @@ impl Session {
                 }
                 let value = if key == "group_commit_stats" {
                     self.group_commit_stats()
+                } else if key == "storage_stats" {
+                    self.storage_stats().await?
                 } else {
                     self.setting(&key).ok_or_else(|| unknown_setting(name))?
                 };

@@ -393,3 +393,29 @@ async fn oversized_transaction_is_refused_whole() {
         Some("1")
     );
 }
+
+/// `SHOW group_commit_stats` and `SHOW storage_stats`: the counters the benchmark tool reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn show_stats_reports_group_commit_and_storage() {
+    // The test servers run with `--pool-mb 64`.
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table t (id int primary key); insert into t values (1), (2)")
+        .await
+        .unwrap();
+    let fields = |text: String| -> std::collections::HashMap<String, u64> {
+        text.split_whitespace()
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').expect("key=value");
+                (key.to_string(), value.parse().expect("a number"))
+            })
+            .collect()
+    };
+    let commit = fields(scalar(&c, "show group_commit_stats").await.unwrap());
+    assert!(commit["commands"] >= 2 && commit["fsyncs"] >= 1, "{commit:?}");
+    let storage = fields(scalar(&c, "show storage_stats").await.unwrap());
+    assert_eq!(storage["page_size"], 4096, "{storage:?}");
+    assert_eq!(storage["pool_capacity_pages"], (64 << 20) / 4096, "{storage:?}");
+    assert!(storage["resident_pages"] >= 1, "{storage:?}");
+    assert!(storage["file_pages"] >= storage["resident_pages"] - storage["dirty_pages"]);
+}
