@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing hotledger needs, idempotently. Called by tools/test.sh.
+#   tools/setup.sh          everything the tests need
+#   tools/setup.sh bench    only what the benchmark tool needs (tools/bench/run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scope="${1:-all}"
 
 if ! command -v cargo >/dev/null 2>&1; then
     if [ -x "$HOME/.cargo/bin/cargo" ]; then
@@ -19,18 +22,25 @@ fi
 
 # PostgreSQL 15 tools the tests drive (psql, pgbench); the server package also brings the
 # postgres binary the benchmark compares against.
-if ! command -v pgbench >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1; then
+if ! command -v pgbench >/dev/null 2>&1 || ! command -v psql >/dev/null 2>&1 ||
+    [ ! -x /usr/lib/postgresql/15/bin/initdb ]; then
     echo "setup: installing PostgreSQL 15 (psql, pgbench)"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq postgresql-15 postgresql-client-15 >/dev/null
 fi
 
-# Driver packages for tests/drivers (see tests/drivers/README.md).
+# Python packages: matplotlib for the benchmark's charts, psycopg for tests/drivers.
 venv="$HOME/.cache/hotledger-venv"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
+if ! "$venv/bin/python" -c "import matplotlib" >/dev/null 2>&1; then
+    "$venv/bin/pip" install -q "matplotlib==3.9.2"
+fi
+[ "$scope" = bench ] && exit 0
+
+# Driver packages for tests/drivers (see tests/drivers/README.md).
 if ! "$venv/bin/python" -c "import psycopg" >/dev/null 2>&1; then
     "$venv/bin/pip" install -q "psycopg[binary]==3.2.3"
 fi

@@ -22,4 +22,9 @@ trap 'rm -rf "$scratch"' EXIT
 cargo run -j 2 -q -p kv-bench -- --keys 20000 --duration-s 1 --checkpoint-interval-s 1 \
     --workloads update-zipf,read-uniform --out "$scratch" 2>&1 | tail -n 5
 test -s "$scratch/summary.csv" && test -s "$scratch/timeseries.csv"
+echo "== tools/bench --quick runs end to end against PostgreSQL (the tool's correctness, not speed)"
+tools/bench/run --quick --binary "$CARGO_TARGET_DIR/debug/hotledger" --out "$scratch/bench" | tail -n 6
+for f in summary.md results.csv steady.csv throughput.png latency.png steady.png; do
+    test -s "$scratch/bench/$f" || { echo "tools/bench did not write $f" >&2; exit 1; }
+done
 echo "== all tests passed"

@@ -58,8 +58,8 @@ enum Io {
 }
 
 struct Shared {
-    /// Entries not yet known to be applied, plus a tail of applied ones.
-    cache: Mutex<BTreeMap<u64, Entry<TypeConfig>>>,
+    /// The newest entries, for apply and for followers (older ones are read from disk).
+    cache: Mutex<LogCache>,
     meta: Mutex<Meta>,
     last_log_id: Mutex<Option<LogId<NodeId>>>,
     io: Mutex<Sender<Io>>,
@@ -80,8 +80,71 @@ pub struct RaftLog {
     shared: Arc<Shared>,
 }
 
-/// Entries kept in memory behind the newest one, for followers and for apply.
-const CACHE_TAIL: u64 = 4096;
+/// The log's newest entries in memory: at most `CACHE_TAIL` entries and `CACHE_BYTES` of
+/// encoded entries (a few large COPY entries must not pin hundreds of MiB), always including
+/// the last appended batch. The cached indexes are one contiguous range ending at the newest
+/// entry; reads before it go to disk.
+#[derive(Default)]
+struct LogCache {
+    entries: BTreeMap<u64, (Entry<TypeConfig>, usize)>,
+    bytes: usize,
+}
+
+const CACHE_TAIL: usize = 4096;
+const CACHE_BYTES: usize = 32 << 20;
+
+impl LogCache {
+    fn insert(&mut self, entry: Entry<TypeConfig>, encoded_len: usize) {
+        self.bytes += encoded_len;
+        if let Some((_, old)) = self
+            .entries
+            .insert(entry.log_id.index, (entry, encoded_len))
+        {
+            self.bytes -= old;
+        }
+    }
+
+    /// Evicts the oldest entries over the limits, keeping every index from `keep_from`.
+    fn trim(&mut self, keep_from: u64) {
+        while self.entries.len() > CACHE_TAIL || self.bytes > CACHE_BYTES {
+            match self.entries.first_key_value() {
+                Some((&index, _)) if index < keep_from => self.pop_first(),
+                _ => break,
+            }
+        }
+    }
+
+    fn pop_first(&mut self) {
+        if let Some((_, (_, len))) = self.entries.pop_first() {
+            self.bytes -= len;
+        }
+    }
+
+    /// Drops every entry from `index` on (a Raft conflict).
+    fn truncate(&mut self, index: u64) {
+        for (_, (_, len)) in self.entries.split_off(&index) {
+            self.bytes -= len;
+        }
+    }
+
+    /// Drops every entry up to and including `index` (purged from the log).
+    fn purge(&mut self, index: u64) {
+        while self.first().is_some_and(|first| first <= index) {
+            self.pop_first();
+        }
+    }
+
+    fn first(&self) -> Option<u64> {
+        self.entries.keys().next().copied()
+    }
+
+    fn range(&self, start: u64, end: u64) -> Vec<Entry<TypeConfig>> {
+        self.entries
+            .range(start..end)
+            .map(|(_, (e, _))| e.clone())
+            .collect()
+    }
+}
 
 fn io_error(message: impl ToString) -> StorageError<NodeId> {
     StorageIOError::write_logs(AnyError::error(message)).into()
@@ -133,7 +196,7 @@ impl RaftLog {
             })?;
         Ok(RaftLog {
             shared: Arc::new(Shared {
-                cache: Mutex::new(BTreeMap::new()),
+                cache: Mutex::new(LogCache::default()),
                 meta: Mutex::new(meta),
                 last_log_id: Mutex::new(last_log_id),
                 io: Mutex::new(tx),
@@ -252,14 +315,7 @@ impl RaftLogReader<TypeConfig> for RaftLog {
                 .cache
                 .lock()
                 .map_err(|_| read_error("log cache lock poisoned"))?;
-            let first = cache.keys().next().copied();
-            (
-                cache
-                    .range(start..end)
-                    .map(|(_, e)| e.clone())
-                    .collect::<Vec<_>>(),
-                first,
-            )
+            (cache.range(start, end), cache.first())
         };
         if start >= end || first_cached.is_some_and(|f| f <= start) {
             return Ok(cached);
@@ -345,23 +401,18 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut encoded = Vec::new();
+        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut last = None;
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             for e in entries {
-                encoded.push((
-                    e.log_id.index,
-                    bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?,
-                ));
+                let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
                 last = Some(e.log_id);
-                cache.insert(e.log_id.index, e);
+                cache.insert(e, bytes.len());
+                encoded.push((last.map_or(0, |l| l.index), bytes));
             }
-            if let Some(l) = last {
-                let keep_from = l.index.saturating_sub(CACHE_TAIL);
-                while cache.first_key_value().is_some_and(|(k, _)| *k < keep_from) {
-                    cache.pop_first();
-                }
+            if let Some(&(first_appended, _)) = encoded.first() {
+                cache.trim(first_appended);
             }
         }
         if let Some(l) = last {
@@ -380,7 +431,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
-            cache.split_off(&log_id.index);
+            cache.truncate(log_id.index);
         }
         let (tx, rx) = oneshot::channel();
         self.send(Io::Truncate {
@@ -421,12 +472,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         };
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
-            while cache
-                .first_key_value()
-                .is_some_and(|(k, _)| *k <= log_id.index)
-            {
-                cache.pop_first();
-            }
+            cache.purge(log_id.index);
         }
         let (tx, rx) = oneshot::channel();
         self.send(Io::Purge {

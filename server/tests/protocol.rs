@@ -412,10 +412,17 @@ async fn show_stats_reports_group_commit_and_storage() {
             .collect()
     };
     let commit = fields(scalar(&c, "show group_commit_stats").await.unwrap());
-    assert!(commit["commands"] >= 2 && commit["fsyncs"] >= 1, "{commit:?}");
+    assert!(
+        commit["commands"] >= 2 && commit["fsyncs"] >= 1,
+        "{commit:?}"
+    );
     let storage = fields(scalar(&c, "show storage_stats").await.unwrap());
     assert_eq!(storage["page_size"], 4096, "{storage:?}");
-    assert_eq!(storage["pool_capacity_pages"], (64 << 20) / 4096, "{storage:?}");
+    assert_eq!(
+        storage["pool_capacity_pages"],
+        (64 << 20) / 4096,
+        "{storage:?}"
+    );
     assert!(storage["resident_pages"] >= 1, "{storage:?}");
     assert!(storage["file_pages"] >= storage["resident_pages"] - storage["dirty_pages"]);
 }

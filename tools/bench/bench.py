@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""hotledger vs PostgreSQL 15, side by side in one run, with the real pgbench.
+
+Starts a private PostgreSQL 15 (initdb in a temporary directory; fsync on, synchronous_commit
+on) and a hotledger server, both on 127.0.0.1, and for every workload and client count runs
+pgbench against one then the other from the same freshly loaded state. Per point: TPS,
+p50/p99/p99.9/max latency from pgbench's per-transaction logs, failed transactions, server
+CPU and peak memory of both servers. Then a steady run (throughput and memory per second),
+hotledger's memory targets (idle connections, data file size, peak at the most clients) and
+the machine's reference points (fdatasync latency, PostgreSQL's SELECT 1 round trip).
+
+Writes results.csv, steady.csv, summary.md and throughput.png, latency.png, steady.png to
+--out. Run it through tools/bench/run, which installs what it needs first.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import meter
+import probes
+import report
+from driver import pgbench
+from servers import Hotledger, Postgres, run
+from workloads import ROOT, WORKLOADS, prepare
+
+QUICK = dict(clients="1,16", duration=2, steady_seconds=8, steady_clients=16, accounts=100_000,
+             idle_connections=50, fsync_samples=50)
+FULL = dict(clients="1,4,16,64,128,256", duration=10, steady_seconds=60, steady_clients=64, accounts=1_000_000,
+            idle_connections=200, fsync_samples=500)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--quick", action="store_true",
+                        help="every workload at 1 and 16 clients for 2 s, short probes (under 3 minutes)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, from {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--clients", help=f"client counts (default {FULL['clients']})")
+    parser.add_argument("--duration", type=int, help=f"seconds per point (default {FULL['duration']})")
+    parser.add_argument("--rounds", type=int, default=1, help="runs per point per system, alternating (default 1)")
+    parser.add_argument("--steady-seconds", type=int,
+                        help=f"length of the steady run, 0 to skip (default {FULL['steady_seconds']})")
+    parser.add_argument("--steady-workload", default="transfer", choices=list(WORKLOADS))
+    parser.add_argument("--steady-clients", type=int, help=f"default {FULL['steady_clients']}")
+    parser.add_argument("--accounts", type=int, help=f"accounts for the data file check (default {FULL['accounts']:,})")
+    parser.add_argument("--idle-connections", type=int, help=f"default {FULL['idle_connections']}")
+    parser.add_argument("--pool-mb", type=int, default=256, help="hotledger's buffer pool (default 256)")
+    parser.add_argument("--nodes", type=int, default=1, help="hotledger nodes (1; clusters are not supported yet)")
+    parser.add_argument("--binary", help="the hotledger binary (default: build it in release mode)")
+    parser.add_argument("--out", help="output directory (default docs/bench/run, or docs/bench/quick with --quick)")
+    args = parser.parse_args()
+    defaults = QUICK if args.quick else FULL
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    args.clients = [int(c) for c in str(args.clients).split(",")]
+    if any(c < 1 or c > 256 for c in args.clients):
+        parser.error("client counts must be between 1 and 256")
+    args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        parser.error(f"unknown workload(s): {', '.join(unknown)} (known: {', '.join(WORKLOADS)})")
+    if args.out is None:
+        args.out = os.path.join(ROOT, "docs", "bench", "quick" if args.quick else "run")
+    return args
+
+
+def build():
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+    print("building hotledger (release)", flush=True)
+    subprocess.run(["cargo", "build", "--release", "-j", "2", "-p", "server"], cwd=ROOT, check=True)
+    return os.path.join(target, "release", "hotledger")
+
+
+def machine():
+    model = "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kb = int(f.readline().split()[1])
+    return f"{model}, {os.cpu_count()} vCPU, {mem_kb / (1 << 20):.0f} GiB, Linux {platform.release()}"
+
+
+def commit():
+    head = run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).stdout.strip() or "unknown"
+    dirty = run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], check=False).stdout.strip()
+    return head + ("-dirty" if dirty else "")
+
+
+def mib(n):
+    return round(n / (1 << 20), 1)
+
+
+def start_from(workload, server, hotledger):
+    """The workload's starting state: hotledger restarted on a fresh data directory when the
+    workload has tables (or when it is not running), then the tables loaded."""
+    if server is hotledger and (workload.state or not hotledger.proc):
+        hotledger.start(fresh=True)
+    prepare(workload, server)
+
+
+def measure_point(server, hotledger, workload, clients, duration, rnd, work):
+    before = hotledger.stats("group_commit_stats") if server is hotledger else None
+    with meter.Measurement(server) as m:
+        result = pgbench(server, workload, clients, duration, work)
+    row = {
+        "system": server.name, "workload": workload.name, "clients": clients, "round": rnd,
+        "tps": round(result.tps), "ops_per_s": round(result.tps * workload.per_transaction),
+        "transactions": result.transactions, "failed": result.failed, "aborted": result.aborted,
+        "p50_ms": result.percentile_ms(0.50), "p99_ms": result.percentile_ms(0.99),
+        "p999_ms": result.percentile_ms(0.999), "max_ms": result.percentile_ms(1.0),
+        # pgbench runs past -T until the last transaction ends: divide by the time it took.
+        "server_cpu_cores": round(m.cpu_s / m.wall_s, 2),
+        "server_cpu_us_per_tx": round(1e6 * m.cpu_s / result.transactions) if result.transactions else None,
+        "client_cpu_cores": round(result.client_cpu_s / m.wall_s, 2),
+        "peak_memory_mib": mib(m.peak_bytes),
+    }
+    if before:
+        after = hotledger.stats("group_commit_stats")
+        fsyncs = max(1, after["fsyncs"] - before["fsyncs"])
+        row["commands_per_fsync"] = round((after["commands"] - before["commands"]) / fsyncs, 1)
+    return row
+
+
+def sweep(args, pg, hl, work):
+    rows = []
+    for name in args.workloads:
+        workload = WORKLOADS[name]
+        for clients in args.clients:
+            for rnd in range(args.rounds):
+                order = (pg, hl) if rnd % 2 == 0 else (hl, pg)
+                for server in order:
+                    start_from(workload, server, hl)
+                    row = measure_point(server, hl, workload, clients, args.duration, rnd, work)
+                    rows.append(row)
+                    print(f"{name:>8} {clients:>3} clients {server.name:>10}: {row['ops_per_s']:>9,} {workload.unit}/s"
+                          f"  p99.9 {row['p999_ms']} ms  cpu {row['server_cpu_cores']}  "
+                          f"mem {row['peak_memory_mib']} MiB" + (f"  ABORTED: {row['aborted']}" if row["aborted"]
+                                                                 else ""), flush=True)
+    return rows
+
+
+def steady_run(args, pg, hl, work):
+    """One workload at a fixed client count for `steady_seconds` on each system: throughput
+    and server memory per second."""
+    workload = WORKLOADS[args.steady_workload]
+    series, systems, pool = [], {}, {}
+    for server in (pg, hl):
+        start_from(workload, server, hl)
+        early, early_at = {}, min(10, args.steady_seconds / 2)
+        if server is hl:
+            timer = threading.Timer(early_at, lambda: early.update(hl.stats("storage_stats")))
+            timer.start()
+        sampler = meter.Sampler(server, 1.0).start()
+        result = pgbench(server, workload, args.steady_clients, args.steady_seconds, work)
+        sampler.stop()
+        if server is hl:
+            timer.cancel()
+            end = hl.stats("storage_stats")
+            if early:
+                pool = {"early_mib": mib(early["resident_pages"] * early["page_size"]),
+                        "end_mib": mib(end["resident_pages"] * end["page_size"])}
+        seconds = sorted(result.per_second)[1:-1]  # the first and last seconds are partial
+        start = seconds[0] if seconds else 0
+        memory = {int(t): b for t, b in sampler.samples}
+        for second in seconds:
+            series.append({"system": server.name, "second": second - start, "tps": result.per_second[second],
+                           "memory_mib": mib(memory.get(second - start, memory.get(second - start - 1, 0)))})
+        counts = sorted(result.per_second[s] for s in seconds)
+        median = counts[len(counts) // 2] if counts else 0
+        at = lambda t: mib(min(sampler.samples, key=lambda s: abs(s[0] - t))[1]) if sampler.samples else 0
+        systems[server.name] = {"median_tps": median, "worst_pct": 100 * counts[0] / median if median else 0,
+                                "mem_early_mib": at(early_at),
+                                "mem_end_mib": at(args.steady_seconds - 1)}
+        print(f"steady {server.name}: median {median:,} TPS, memory {systems[server.name]['mem_early_mib']} -> "
+              f"{systems[server.name]['mem_end_mib']} MiB", flush=True)
+    steady = {"workload": workload.name, "clients": args.steady_clients, "seconds": args.steady_seconds,
+              "early_at": min(10, args.steady_seconds / 2), "systems": systems}
+    if pool:
+        steady["pool_mb"] = pool
+        steady["pool_note"] = (f"hotledger's buffer pool held {pool['early_mib']} MiB of pages at {early_at:g} s and "
+                               f"{pool['end_mib']} MiB at the end (it fills up to `--pool-mb` as tables grow).")
+    return series, steady
+
+
+def memory_targets(args, rows, steady, idle, files):
+    targets = []
+    top = max(args.clients)
+    peak = max((r["peak_memory_mib"] for r in rows if r["system"] == "hotledger" and r["clients"] == top),
+               default=None)
+    if peak is not None:
+        limit = args.pool_mb + 256
+        targets.append((f"peak RSS at {top} clients ≤ buffer pool + 256 MiB ({limit} MiB)",
+                        f"{peak} MiB (largest over the workloads)", peak <= limit))
+    hl = steady.get("systems", {}).get("hotledger") if steady else None
+    if hl:
+        growth = hl["mem_end_mib"] - hl["mem_early_mib"]
+        pool = steady.get("pool_mb")
+        outside = growth - (pool["end_mib"] - pool["early_mib"]) if pool else growth
+        targets.append((f"no memory growth in the {steady['seconds']} s steady run (outside the buffer pool, "
+                        "which fills to its configured size; 8 MiB allowed for noise)",
+                        f"RSS {hl['mem_early_mib']} → {hl['mem_end_mib']} MiB; outside the pool {outside:+.1f} MiB",
+                        outside <= 8))
+    if idle:
+        per = idle["hotledger"] / 1024
+        targets.append(("per idle connection ≤ 100 KiB",
+                        f"{per:.0f} KiB over {args.idle_connections} connections (PostgreSQL: "
+                        f"{idle['postgresql'] / 1024:.0f} KiB)", per <= 100))
+    if files:
+        ratio = files["hotledger_file_bytes"] / files["raw_bytes"]
+        targets.append((f"with {files['accounts']:,} accounts the data file ≤ 2x the raw row bytes",
+                        f"{mib(files['hotledger_file_bytes'])} MiB = {ratio:.2f}x of {mib(files['raw_bytes'])} MiB "
+                        f"(whole data directory with log segments and checkpoint journal: "
+                        f"{mib(files['hotledger_dir_bytes'])} MiB; PostgreSQL's table and index: "
+                        f"{mib(files['postgresql_table_bytes'])} MiB)", ratio <= 2))
+    return targets
+
+
+def main():
+    args = parse_args()
+    binary = args.binary or build()
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"no hotledger binary at {binary}")
+    os.makedirs(args.out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="hotledger-bench-")
+    os.chmod(work, 0o777)
+    os.makedirs(os.path.join(work, "pg"))
+    pg = Postgres(24532, os.path.join(work, "pg"))
+    hl = Hotledger(binary, 24533, work, args.pool_mb, args.nodes)
+    try:
+        fsync_p50, fsync_p99 = probes.fdatasync_latency(work, args.fsync_samples)
+        rtt_us, rtt_tps = probes.select1_round_trip(pg, 1 if args.quick else 5, work)
+        reference = [("fdatasync of a 4 KiB overwrite in the data directory's file system",
+                      f"p50 {fsync_p50} µs, p99 {fsync_p99} µs ({args.fsync_samples} samples): at most "
+                      f"~{1e6 / fsync_p50:,.0f} commits/s for a system that fsyncs each commit alone"),
+                     ("PostgreSQL `SELECT 1`, one connection, prepared",
+                      f"p50 {rtt_us} µs per round trip ({rtt_tps:,} per second)")]
+        print("; ".join(f"{n}: {v}" for n, v in reference), flush=True)
+        rows = sweep(args, pg, hl, work)
+        series, steady = steady_run(args, pg, hl, work) if args.steady_seconds > 0 else ([], {})
+        hl.start(fresh=True)
+        idle = {s.name: probes.idle_connection_bytes(s, args.idle_connections, work) for s in (hl, pg)}
+        files = probes.data_file_size(hl, pg, args.accounts)
+        targets = memory_targets(args, rows, steady, idle, files)
+    finally:
+        hl.stop()
+        pg.stop()
+    context = {
+        "command": "tools/bench/run " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+        "commit": commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
+        "postgresql": run([f"/usr/lib/postgresql/15/bin/postgres", "--version"]).stdout.strip(),
+        "pool_mb": args.pool_mb, "duration": args.duration, "rounds": args.rounds, "reference": reference,
+    }
+    workloads = [WORKLOADS[w] for w in args.workloads]
+    report.write_csv(os.path.join(args.out, "results.csv"), rows, report.FIELDS)
+    report.write_csv(os.path.join(args.out, "steady.csv"), series, ["system", "second", "tps", "memory_mib"])
+    report.summary(os.path.join(args.out, "summary.md"), context, rows, workloads, targets, steady)
+    report.throughput_chart(os.path.join(args.out, "throughput.png"), rows, workloads)
+    report.latency_chart(os.path.join(args.out, "latency.png"), rows, workloads)
+    if series:
+        report.steady_chart(os.path.join(args.out, "steady.png"), series,
+                            f"{steady['workload']} at {steady['clients']} clients")
+    for name, measured, met in targets:
+        print(f"target: {name}: {measured}: {'met' if met else 'NOT MET'}")
+    print(f"wrote {args.out}/summary.md, results.csv, steady.csv and the charts")
+    shutil.rmtree(work, ignore_errors=True)
+    # Missed targets are results; a workload that did not run is a broken benchmark.
+    broken = [r for r in rows if r["aborted"] or not r["transactions"]]
+    for r in broken:
+        print(f"error: {r['workload']} at {r['clients']} clients on {r['system']} did not run cleanly: "
+              f"{r['aborted'] or 'no transaction completed'}", file=sys.stderr)
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

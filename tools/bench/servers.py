@@ -1,0 +1,155 @@
+"""The two systems under test, each started privately on 127.0.0.1 by the benchmark: a
+PostgreSQL 15 (initdb in a temporary directory, default durability) and hotledger.
+
+Both expose the same small surface to the rest of the tool: `port`, `db`, `env` (what
+pgbench and psql need to connect), `psql(sql)`, `pids()` (the processes whose CPU and memory
+count as the server's) and `stop()`.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+PG_BIN = "/usr/lib/postgresql/15/bin"
+
+
+def run(cmd, env=None, check=True, **kw):
+    return subprocess.run(cmd, env=env, check=check, text=True, capture_output=True, **kw)
+
+
+def _ppid(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def descendants(root):
+    """`root` and every live process below it."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                children.setdefault(_ppid(int(entry)), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+class Postgres:
+    name = "postgresql"
+
+    def __init__(self, port, workdir):
+        self.port = port
+        self.workdir = workdir
+        self.data = os.path.join(workdir, "pgdata")
+        os.makedirs(self.data)
+        if os.geteuid() == 0:
+            # initdb refuses to run as root: PostgreSQL runs as the postgres user.
+            shutil.chown(workdir, "postgres")
+            shutil.chown(self.data, "postgres")
+        self.prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        run(self.prefix + [f"{PG_BIN}/initdb", "-D", self.data, "-U", "postgres", "--auth=trust"])
+        run(self.prefix + [f"{PG_BIN}/pg_ctl", "-D", self.data, "-l", os.path.join(self.data, "log"), "-w", "-o",
+                           f"-p {port} -k {workdir} -c max_connections=300 -c listen_addresses=127.0.0.1", "start"])
+        self.env = dict(os.environ, PGUSER="postgres")
+        self.db = "postgres"
+        with open(os.path.join(self.data, "postmaster.pid")) as f:
+            self.pid = int(f.readline())
+
+    def version(self):
+        return run([f"{PG_BIN}/postgres", "--version"]).stdout.strip()
+
+    def psql(self, sql, stdin=None):
+        cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
+        if sql is not None:
+            cmd += ["-c", sql]
+        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
+
+    def pids(self):
+        return descendants(self.pid)
+
+    def stop(self):
+        run(self.prefix + [f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "stop"], check=False)
+
+
+class Hotledger:
+    """`hotledger serve` on a private data directory. One node today; a local cluster will
+    be a list of such processes behind the same interface (`pids()` covers all of them)."""
+
+    name = "hotledger"
+
+    def __init__(self, binary, port, workdir, pool_mb, nodes=1):
+        if nodes != 1:
+            raise SystemExit("not supported yet: benchmarking a multi-node cluster (--nodes 1 only)")
+        self.binary = binary
+        self.port = port
+        self.workdir = workdir
+        self.pool_mb = pool_mb
+        self.data_dir = os.path.join(workdir, "hotledger-data")
+        self.env = dict(os.environ, PGUSER="ledger", PGPASSWORD="bench")
+        self.db = "ledger"
+        self.proc = None
+        self.log = open(os.path.join(workdir, "hotledger.log"), "a")
+
+    def start(self, fresh=True):
+        """Starts the server; `fresh` removes the data directory first."""
+        if self.proc:
+            self.stop()
+        if fresh:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.proc = subprocess.Popen(
+            [self.binary, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
+             "--pool-mb", str(self.pool_mb)],
+            env=dict(os.environ, HOTLEDGER_PASSWORD="bench"), stdout=self.log, stderr=self.log)
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"hotledger exited during start; see {self.log.name}")
+            probe = run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-Atc", "select 1", self.db],
+                        env=self.env, check=False)
+            if probe.returncode == 0:
+                return
+            time.sleep(0.2)
+        raise SystemExit("hotledger did not start within 120 s")
+
+    def version(self):
+        return run([self.binary, "--version"], check=False).stdout.strip() or self.binary
+
+    def psql(self, sql, stdin=None):
+        cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
+        if sql is not None:
+            cmd += ["-c", sql]
+        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
+
+    def stats(self, which):
+        """`SHOW group_commit_stats` or `SHOW storage_stats` as a dict of integers."""
+        return {k: int(v) for k, v in (pair.split("=") for pair in self.psql(f"show {which}").split())}
+
+    def pids(self):
+        return [self.proc.pid] if self.proc and self.proc.poll() is None else []
+
+    def data_file_bytes(self):
+        return os.path.getsize(os.path.join(self.data_dir, "data.hl"))
+
+    def dir_bytes(self):
+        total = 0
+        for base, _, files in os.walk(self.data_dir):
+            total += sum(os.path.getsize(os.path.join(base, f)) for f in files)
+        return total
+
+    def stop(self):
+        """SIGTERM: a clean stop with a final checkpoint."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
