@@ -33,7 +33,13 @@ fi
 # Python packages: matplotlib for the benchmark's charts, psycopg for tests/drivers.
 venv="$HOME/.cache/hotledger-venv"
 if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+        # Debian ships the venv module separately.
+        rm -rf "$venv"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv "$venv"
+    fi
 fi
 if ! "$venv/bin/python" -c "import matplotlib" >/dev/null 2>&1; then
     "$venv/bin/pip" install -q "matplotlib==3.9.2"

@@ -51,7 +51,9 @@ def pgbench(server, workload, clients, duration, workdir, extra=()):
         elif line.startswith("number of failed transactions:"):
             result.failed = int(line.split(":")[1].split()[0])
     if out.returncode != 0:
-        lines = [l for l in (out.stderr + out.stdout).splitlines() if l.strip()]
+        # pgbench prints why clients aborted on stderr, after its progress lines.
+        lines = [l for l in out.stderr.splitlines() if l.strip() and not l.startswith("progress")]
+        lines = lines or [l for l in out.stdout.splitlines() if l.strip()]
         result.aborted = " / ".join(lines[-3:])[:300] or f"pgbench exited with {out.returncode}"
     read_logs(logdir, result)
     shutil.rmtree(logdir, ignore_errors=True)

@@ -118,9 +118,6 @@ class Hotledger:
             time.sleep(0.2)
         raise SystemExit("hotledger did not start within 120 s")
 
-    def version(self):
-        return run([self.binary, "--version"], check=False).stdout.strip() or self.binary
-
     def psql(self, sql, stdin=None):
         cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
         if sql is not None:
