@@ -109,9 +109,9 @@ def mib(n):
 
 
 def start_from(workload, server, hotledger):
-    """The workload's starting state: hotledger restarted on a fresh data directory when the
-    workload has tables (or when it is not running), then the tables loaded."""
-    if server is hotledger and (workload.state or not hotledger.proc):
+    """The workload's starting state: hotledger restarted on a fresh data directory (so no
+    point inherits the tables or the memory of the one before), then the tables loaded."""
+    if server is hotledger:
         hotledger.start(fresh=True)
     prepare(workload, server)
 

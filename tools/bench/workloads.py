@@ -36,7 +36,9 @@ def batch_script():
     rows = []
     for k in range(BATCH_ROWS):
         rows.append(f"(:base * {BATCH_ROWS} + {k}, 2 + (:base * 7919 + {k * 104729}) % {ACCOUNTS}, 1, 1, 1, 1)")
-    return ("\\set base random(1, 9000000000000)\n"
+    # :base is substituted as a literal: below 2^31 it would be an integer, and integer *
+    # integer overflows (in PostgreSQL and hotledger alike), so it is drawn from 2^31 up.
+    return ("\\set base random(2147483648, 9000000000000)\n"
             "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n"
             + ",\n".join(rows) + ";\n")
 
