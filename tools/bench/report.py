@@ -116,62 +116,55 @@ def summary(path, context, rows, workloads, targets, steady):
         f.write("\n".join(out))
 
 
-def _grid(n):
-    cols = min(3, n)
-    return math.ceil(n / cols), cols
-
-
-def throughput_chart(path, rows, workloads):
+def _sweep_chart(path, rows, workloads, title, draw):
+    """One panel per workload that ran, clients on a log2 axis; `draw(ax, workload, counts)`
+    plots the panel's lines and labels its y axis."""
     names = [w for w in workloads if any(r["workload"] == w.name for r in rows)]
-    nrows, ncols = _grid(len(names))
+    ncols = min(3, len(names))
+    nrows = math.ceil(len(names) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
     for ax, workload in zip(axes.flat, names):
         counts = sorted({r["clients"] for r in rows if r["workload"] == workload.name})
-        for system in SYSTEMS:
-            ys = [point(rows, system, workload.name, c, "ops_per_s") for c in counts]
-            ax.plot(counts, ys, marker="o", label=system, color=COLORS[system])
+        draw(ax, workload, counts)
         ax.set_xscale("log", base=2)
         ax.set_xticks(counts, [str(c) for c in counts])
         ax.set_title(workload.name)
         ax.set_xlabel("clients")
-        ax.set_ylabel(f"{workload.unit}/s")
-        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
     for ax in list(axes.flat)[len(names):]:
         ax.axis("off")
-    fig.suptitle("Throughput vs clients (fsync on, one machine)")
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
+def throughput_chart(path, rows, workloads):
+    def draw(ax, workload, counts):
+        for system in SYSTEMS:
+            ys = [point(rows, system, workload.name, c, "ops_per_s") for c in counts]
+            ax.plot(counts, ys, marker="o", label=system, color=COLORS[system])
+        ax.set_ylabel(f"{workload.unit}/s")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+
+    _sweep_chart(path, rows, workloads, "Throughput vs clients (fsync on, one machine)", draw)
+
+
 def latency_chart(path, rows, workloads):
-    names = [w for w in workloads if any(r["workload"] == w.name for r in rows)]
-    nrows, ncols = _grid(len(names))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5 * ncols, 3.6 * nrows), squeeze=False)
     styles = {"p50_ms": ":", "p99_ms": "--", "p999_ms": "-"}
-    for ax, workload in zip(axes.flat, names):
-        counts = sorted({r["clients"] for r in rows if r["workload"] == workload.name})
+
+    def draw(ax, workload, counts):
         for system in SYSTEMS:
             for key, style in styles.items():
                 ys = [point(rows, system, workload.name, c, key) for c in counts]
                 ax.plot(counts, ys, linestyle=style, marker=".", color=COLORS[system],
                         label=f"{system} {key[:-3].replace('p999', 'p99.9')}")
-        ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xticks(counts, [str(c) for c in counts])
-        ax.set_title(workload.name)
-        ax.set_xlabel("clients")
         ax.set_ylabel("latency ms")
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=6)
-    for ax in list(axes.flat)[len(names):]:
-        ax.axis("off")
-    fig.suptitle("Latency percentiles vs clients")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+    _sweep_chart(path, rows, workloads, "Latency percentiles vs clients", draw)
 
 
 def steady_chart(path, series, title):
