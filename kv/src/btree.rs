@@ -178,8 +178,7 @@ fn insert_cell(
         if NodeMut::new(pager.write(page_id)?).insert_cell(position, &cell) {
             return Ok(());
         }
-        let append = position == Node::new(pager.read(page_id)?).len() && rightmost(pager, path)?;
-        let Some((separator, right)) = split(pager, root, page_id, position, cell, append)? else {
+        let Some((separator, right)) = split(pager, root, page_id, path, position, cell)? else {
             return Ok(());
         };
         let (parent, slot) = path
@@ -244,23 +243,25 @@ fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
 /// content moves to two new children and `None` is returned; otherwise the node keeps the
 /// left part and the separator key and new right page are returned for the parent.
 ///
-/// `append`: the cell goes after the last one of the level's last node, as with ascending
-/// keys (sequential ids, row ids, timestamps). The node then keeps all its old cells and the
-/// new node starts with the new one, so loading in key order fills pages completely instead
-/// of leaving every page half empty (PostgreSQL's rightmost-page split does the same).
+/// An append — the cell goes after the last one of the level's last node (`path` leads to
+/// it), as with ascending keys (sequential ids, row ids, timestamps) — keeps all the old
+/// cells in the node and starts the new node with the new one, so loading in key order fills
+/// pages completely instead of leaving every page half empty (PostgreSQL's rightmost-page
+/// split does the same).
 fn split(
     pager: &mut Pager,
     root: u64,
     page_id: u64,
+    path: &Path,
     position: usize,
     cell: Vec<u8>,
-    append: bool,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
     let (leaf, mut cells, leftmost) = {
         let buffer = pager.read(page_id)?;
         let node = Node::new(buffer);
         (node.is_leaf(), cells_of(node), page::link(buffer))
     };
+    let append = position == cells.len() && rightmost(pager, path)?;
     cells.insert(position, cell);
     let at = match (append, leaf) {
         (true, true) => cells.len() - 1,

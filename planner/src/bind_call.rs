@@ -15,7 +15,7 @@ use sql::{DataType, ErrorKind, Parsed, ProcedureText, SqlError, SqlResult};
 
 use crate::bind::*;
 use crate::bind_expr::{data_type_of, ident};
-use crate::catalog::{Catalog, ProcedureDef};
+use crate::catalog::{Catalog, ProcedureDef, TableDef};
 use crate::ledger::{LedgerRole, TRANSFER_ARGUMENTS};
 use crate::plan::*;
 use crate::scope::Scope;
@@ -240,11 +240,7 @@ impl Binder<'_> {
     /// `create_transfers(id => bigint[], debit_account_id => bigint[], ..., linked =>
     /// boolean[])`: the arguments of `transfer`, each an array, plus `linked`.
     fn call_create_transfers(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
-        let table = self
-            .catalog
-            .ledger_table(LedgerRole::Transfers)
-            .cloned()
-            .ok_or_else(|| no_such_procedure("create_transfers"))?;
+        let table = self.transfers_table("create_transfers")?;
         let mut names: Vec<&str> = TRANSFER_ARGUMENTS.to_vec();
         names.push("linked");
         let slots = place_arguments("create_transfers", &names, args)?;
@@ -282,12 +278,16 @@ impl Binder<'_> {
         })))
     }
 
-    fn call_transfer(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
-        let table = self
-            .catalog
+    /// The ledger's transfers table, which the built-in `procedure` writes to.
+    fn transfers_table(&self, procedure: &str) -> SqlResult<Arc<TableDef>> {
+        self.catalog
             .ledger_table(LedgerRole::Transfers)
             .cloned()
-            .ok_or_else(|| no_such_procedure("transfer"))?;
+            .ok_or_else(|| no_such_procedure(procedure))
+    }
+
+    fn call_transfer(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
+        let table = self.transfers_table("transfer")?;
         let slots = place_arguments("transfer", TRANSFER_ARGUMENTS, args)?;
         let mut target_columns = Vec::new();
         let mut values = Vec::new();

@@ -311,11 +311,7 @@ impl Binder<'_> {
         let assignments = self.assignments(&table, &update.assignments, &scope)?;
         let assigned: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
         crate::ledger::check_update(&table, &assigned)?;
-        let filter = match &update.selection {
-            Some(w) => Some(self.expr(w, &scope, Some(DataType::Bool))?),
-            None => None,
-        };
-        let access = choose_access(&table, filter.as_ref(), 0);
+        let (filter, access) = self.where_clause(&table, update.selection.as_ref(), &scope)?;
         let (returning, columns) = self.returning(&update.returning, &scope)?;
         let plan = WritePlan::Update(UpdatePlan {
             table: table.reference(),
@@ -325,6 +321,21 @@ impl Binder<'_> {
             returning,
         });
         Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    /// An UPDATE's or DELETE's WHERE, bound, and the access path it allows.
+    fn where_clause(
+        &mut self,
+        table: &TableDef,
+        selection: Option<&ast::Expr>,
+        scope: &Scope,
+    ) -> SqlResult<(Option<Expr>, Access)> {
+        let filter = match selection {
+            Some(w) => Some(self.expr(w, scope, Some(DataType::Bool))?),
+            None => None,
+        };
+        let access = choose_access(table, filter.as_ref(), 0);
+        Ok((filter, access))
     }
 
     pub(crate) fn delete(&mut self, delete: &ast::Delete) -> SqlResult<Plan> {
@@ -342,11 +353,7 @@ impl Binder<'_> {
             columns: table_scope(&table, &alias),
             outer_len: 0,
         };
-        let filter = match &delete.selection {
-            Some(w) => Some(self.expr(w, &scope, Some(DataType::Bool))?),
-            None => None,
-        };
-        let access = choose_access(&table, filter.as_ref(), 0);
+        let (filter, access) = self.where_clause(&table, delete.selection.as_ref(), &scope)?;
         let (returning, columns) = self.returning(&delete.returning, &scope)?;
         let plan = WritePlan::Delete(DeletePlan {
             table: table.reference(),

@@ -401,15 +401,16 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut encoded: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut encoded = Vec::new();
         let mut last = None;
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             for e in entries {
                 let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
                 last = Some(e.log_id);
-                cache.insert(e, bytes.len());
-                encoded.push((last.map_or(0, |l| l.index), bytes));
+                let len = bytes.len();
+                encoded.push((e.log_id.index, bytes));
+                cache.insert(e, len);
             }
             if let Some(&(first_appended, _)) = encoded.first() {
                 cache.trim(first_appended);

@@ -41,7 +41,18 @@ def descendants(root):
     return found
 
 
-class Postgres:
+class Server:
+    """What both systems share: psql against `port`/`db` with `env`."""
+
+    def psql(self, sql, stdin=None):
+        """Runs `sql` (or, when it is None, the script on `stdin`); stops at the first error."""
+        cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
+        if sql is not None:
+            cmd += ["-c", sql]
+        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
+
+
+class Postgres(Server):
     name = "postgresql"
 
     def __init__(self, port, workdir):
@@ -65,12 +76,6 @@ class Postgres:
     def version(self):
         return run([f"{PG_BIN}/postgres", "--version"]).stdout.strip()
 
-    def psql(self, sql, stdin=None):
-        cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
-        if sql is not None:
-            cmd += ["-c", sql]
-        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
-
     def pids(self):
         return descendants(self.pid)
 
@@ -78,7 +83,7 @@ class Postgres:
         run(self.prefix + [f"{PG_BIN}/pg_ctl", "-D", self.data, "-m", "fast", "stop"], check=False)
 
 
-class Hotledger:
+class Hotledger(Server):
     """`hotledger serve` on a private data directory. One node today; a local cluster will
     be a list of such processes behind the same interface (`pids()` covers all of them)."""
 
@@ -117,12 +122,6 @@ class Hotledger:
                 return
             time.sleep(0.2)
         raise SystemExit("hotledger did not start within 120 s")
-
-    def psql(self, sql, stdin=None):
-        cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
-        if sql is not None:
-            cmd += ["-c", sql]
-        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
 
     def stats(self, which):
         """`SHOW group_commit_stats` or `SHOW storage_stats` as a dict of integers."""

@@ -75,14 +75,15 @@ def ledger_tables_for_postgres():
 
 
 def load_ledger(server, accounts):
-    """Accounts 1..accounts+1 (account 1 the hot one). On PostgreSQL also the tables and the
-    transfer trigger and procedure of tools/pgbench/postgres_ledger.sql, which loads 100,001."""
+    """Accounts 1..accounts+1 (account 1 the hot one). On PostgreSQL first the tables and the
+    transfer trigger and procedure of tools/pgbench/postgres_ledger.sql."""
     if server.name == "postgresql":
         drop = "DROP TABLE IF EXISTS transfers, accounts, pending_transfers, account_balances CASCADE;\n"
-        server.psql(None, stdin=drop + ledger_tables_for_postgres())
         with open(os.path.join(ROOT, "tools", "pgbench", "postgres_ledger.sql")) as f:
-            sql = f.read()
-        server.psql(None, stdin=sql.replace("100001", str(accounts + 1)))
+            logic = f.read()
+        rows = (f"INSERT INTO accounts (id, ledger, code) SELECT g, 1, 1 FROM generate_series(1, {accounts + 1}) g;\n"
+                "VACUUM ANALYZE;\n")
+        server.psql(None, stdin=drop + ledger_tables_for_postgres() + logic + rows)
     else:
         rows = "".join(f"{i}\t1\t1\n" for i in range(1, accounts + 2))
         server.psql("COPY accounts (id, ledger, code) FROM STDIN", stdin=rows)

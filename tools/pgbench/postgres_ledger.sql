@@ -3,8 +3,7 @@
 -- both balances, all in the transfer's transaction), as a plpgsql trigger on `transfers`, so
 -- that both `CALL transfer(...)` and a multi-row `INSERT INTO transfers` apply it. The tables
 -- are hotledger's own, from migrations/0002_ledger.sql: tools/bench runs that file first,
--- without its `WITH (ledger_role = ...)` options. Then 100,001 accounts, account 1 the hot one.
-INSERT INTO accounts (id, ledger, code) SELECT g, 1, 1 FROM generate_series(1, 100001) g;
+-- without its `WITH (ledger_role = ...)` options, then this file, then loads the accounts.
 
 CREATE OR REPLACE FUNCTION apply_transfer() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -59,4 +58,3 @@ LANGUAGE sql AS $$
     INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code)
     VALUES (p_id, p_debit, p_credit, p_amount, p_ledger, p_code);
 $$;
-VACUUM ANALYZE;
