@@ -162,9 +162,10 @@ def steady_run(args, pg, hl, work):
     and server memory per second."""
     workload = WORKLOADS[args.steady_workload]
     series, systems, pool = [], {}, {}
+    early_at = min(10, args.steady_seconds / 2)
     for server in (pg, hl):
         start_from(workload, server, hl)
-        early, early_at = {}, min(10, args.steady_seconds / 2)
+        early = {}
         if server is hl:
             timer = threading.Timer(early_at, lambda: early.update(hl.stats("storage_stats")))
             timer.start()
@@ -192,9 +193,9 @@ def steady_run(args, pg, hl, work):
         print(f"steady {server.name}: median {median:,} TPS, memory {systems[server.name]['mem_early_mib']} -> "
               f"{systems[server.name]['mem_end_mib']} MiB", flush=True)
     steady = {"workload": workload.name, "clients": args.steady_clients, "seconds": args.steady_seconds,
-              "early_at": min(10, args.steady_seconds / 2), "systems": systems}
+              "early_at": early_at, "systems": systems}
     if pool:
-        steady["pool_mb"] = pool
+        steady["pool_mib"] = pool
         steady["pool_note"] = (f"hotledger's buffer pool held {pool['early_mib']} MiB of pages at {early_at:g} s and "
                                f"{pool['end_mib']} MiB at the end (it fills up to `--pool-mb` as tables grow).")
     return series, steady
@@ -216,7 +217,7 @@ def memory_targets(args, rows, steady, idle, files):
     hl = steady.get("systems", {}).get("hotledger") if steady else None
     if hl:
         growth = hl["mem_end_mib"] - hl["mem_early_mib"]
-        pool = steady.get("pool_mb")
+        pool = steady.get("pool_mib")
         outside = growth - (pool["end_mib"] - pool["early_mib"]) if pool else growth
         targets.append((f"no memory growth in the {steady['seconds']} s steady run (outside the buffer pool, "
                         "which fills to its configured size; 8 MiB allowed for noise)",
