@@ -11,6 +11,7 @@
 //! read or write of page bytes.
 
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 const CHUNK_BYTES: usize = 8 << 20;
@@ -20,6 +21,8 @@ pub struct PageArena {
     page_size: usize,
     free: Mutex<Vec<usize>>,
     chunks: Mutex<Vec<(usize, usize)>>,
+    /// Buffers handed out and not yet dropped, whoever holds them.
+    in_use: AtomicUsize,
 }
 
 impl PageArena {
@@ -29,6 +32,7 @@ impl PageArena {
             page_size,
             free: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
+            in_use: AtomicUsize::new(0),
         })
     }
 
@@ -42,11 +46,26 @@ impl PageArena {
             self.map_chunk(&mut free);
         }
         let address = free.pop().expect("a fresh chunk has free pages");
+        self.in_use.fetch_add(1, Relaxed);
         PageBuf {
             ptr: NonNull::new(address as *mut u8).expect("mapped memory is not null"),
             len: self.page_size,
             home: Arc::clone(self),
         }
+    }
+
+    /// Buffers alive now: the pool's frames and the images a checkpoint still holds.
+    pub fn in_use(&self) -> usize {
+        self.in_use.load(Relaxed)
+    }
+
+    /// Page buffers mapped so far: in use or on the free list.
+    pub fn mapped_pages(&self) -> usize {
+        let chunks = self
+            .chunks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        chunks.len() * (CHUNK_BYTES / self.page_size)
     }
 
     fn map_chunk(&self, free: &mut Vec<usize>) {
@@ -98,6 +117,7 @@ impl PageArena {
     }
 
     fn release(&self, address: usize) {
+        self.in_use.fetch_sub(1, Relaxed);
         self.free
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -181,6 +201,7 @@ mod tests {
         assert_eq!(c.as_ptr(), address, "a freed buffer is handed out again");
         let copy = b.duplicate();
         assert_eq!(copy.bytes(), b.bytes());
+        assert_eq!(arena.in_use(), 3, "b, c and the copy");
         let many: Vec<PageBuf> = (0..3000).map(|_| arena.allocate()).collect();
         assert_eq!(many.len(), 3000, "more than one chunk");
         drop(arena);

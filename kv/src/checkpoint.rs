@@ -3,10 +3,11 @@
 //!
 //! The executor sends `Begin`, then the captured pages in batches as it captures them, then
 //! `End`. Protocol for checkpoint `seq` (see `journal` for why it is crash safe):
-//! 1. stream every captured page to the journal as it arrives; at `End` add the new
-//!    superblock, the page id table and the header, fsync;
+//! 1. stream every captured page to the journal as it arrives and let go of its image; at
+//!    `End` add the new superblock, the page id table and the header, fsync;
 //! 2. reserve the data file's new length (so ENOSPC hits here, not mid-write);
-//! 3. write the same pages in place, superblock included, fsync.
+//! 3. read the pages back from the journal and write them in place, superblock included,
+//!    fsync — the same code recovery runs.
 //!
 //! A failure in step 1 leaves the data file untouched: the executor marks the pages dirty again
 //! and may retry. A failure in steps 2–3 leaves a complete journal that recovery must replay,
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::BlockFile;
-use crate::journal::{self, JournalPage, JournalWriter};
+use crate::journal::{JournalPage, JournalWriter, ValidJournal};
 
 /// What the executor sends the writer.
 pub enum WriterMessage {
@@ -49,9 +50,10 @@ pub enum CheckpointOutcome {
     DataFailed(KvError),
 }
 
-/// A finished checkpoint: its sequence number and outcome. The writer drops the page images
-/// itself (returning their buffers to the pool's arena), so finishing costs the executor
-/// nothing per page.
+/// A finished checkpoint: its sequence number and outcome. The writer drops each batch of
+/// page images as soon as it is in the journal (returning buffers the executor has since
+/// replaced to the pool's arena), so a page is copied on write only while its image waits
+/// to be journaled, and finishing costs the executor nothing per page.
 pub struct Finished {
     pub seq: u64,
     pub outcome: CheckpointOutcome,
@@ -161,7 +163,6 @@ fn run_one(
     };
     let started = Instant::now();
     let mut writer = JournalWriter::new(journal_file, page_size);
-    let mut pages: Vec<(u64, JournalPage)> = Vec::new();
     let mut journal_error: Option<KvError> = None;
     loop {
         match inbox.recv().ok()? {
@@ -170,7 +171,9 @@ fn run_one(
                     journal_error = writer.append(&batch).err();
                     pacer.account(batch.len() * page_size);
                 }
-                pages.extend(batch);
+                // The images are in the journal now: dropping them here ends the
+                // executor's copy-on-write for these pages.
+                drop(batch);
             }
             WriterMessage::End => break,
             WriterMessage::Begin { .. } => {
@@ -178,48 +181,37 @@ fn run_one(
             }
         }
     }
-    let superblock = vec![(0u64, JournalPage::Owned(superblock))];
+    let superblock = [(0u64, JournalPage::Owned(superblock))];
     let journaled = match journal_error {
         Some(err) => Err(err),
         None => writer.append(&superblock).and_then(|()| writer.finish(seq)),
     };
-    pages.extend(superblock);
     let outcome = match journaled {
         Err(err) => CheckpointOutcome::JournalFailed(err),
-        Ok(()) => match write_in_place(data, page_size, file_len, &pages, &mut pacer) {
+        Ok(journal) => match write_in_place(data, journal_file, &journal, file_len, &mut pacer) {
             Ok(()) => CheckpointOutcome::Durable {
-                pages: pages.len(),
+                pages: journal.page_ids.len(),
                 elapsed: started.elapsed(),
             },
             Err(err) => CheckpointOutcome::DataFailed(err),
         },
     };
-    drop(pages);
     Some(Finished { seq, outcome })
 }
 
+/// Copies the journaled images (read back from the journal, which the page cache still
+/// holds) to their places in the data file, exactly as recovery would, and fsyncs it.
 fn write_in_place(
     data: &BlockFile,
-    page_size: usize,
+    journal_file: &BlockFile,
+    journal: &ValidJournal,
     file_len: u64,
-    pages: &[(u64, JournalPage)],
     pacer: &mut Pacer,
 ) -> KvResult<()> {
     if data.file_len()? < file_len {
         data.allocate(file_len)?;
     }
-    journal::for_each_sealed_chunk(pages, page_size, |first, bytes| {
-        let writes: Vec<(u64, &[u8])> = pages[first..]
-            .iter()
-            .zip(bytes.chunks(page_size))
-            .map(|((page_id, _), image)| (page_id * page_size as u64, image))
-            .collect();
-        data.write_batch(&writes)?;
-        data.start_writeback();
-        pacer.account(bytes.len());
-        Ok(())
-    })?;
-    data.sync()
+    journal.apply_reporting(journal_file, data, |bytes| pacer.account(bytes))
 }
 
 /// Spreads a checkpoint's writes over a target duration (like PostgreSQL's

@@ -90,6 +90,14 @@ pub struct EngineStats {
     pub resident_pages: usize,
     pub pool_capacity_pages: usize,
     pub dirty_pages: usize,
+    /// Page buffers the pool holds in memory: its frames, images a checkpoint still needs,
+    /// and free buffers kept for reuse.
+    pub mapped_pages: usize,
+    /// Sequence number of the last durable checkpoint (checkpoints since the file was made).
+    pub checkpoint_seq: u64,
+    /// Pages written by the last checkpoint this process finished, and how long it took.
+    pub last_checkpoint_pages: usize,
+    pub last_checkpoint_elapsed: Duration,
     pub uses_uring: bool,
 }
 
@@ -125,6 +133,8 @@ pub struct Engine {
     poisoned: Option<String>,
     path_scratch: btree::Path,
     checkpoint_spread: Option<Duration>,
+    /// Pages and duration of the last checkpoint finished by this process.
+    last_checkpoint: (usize, Duration),
 }
 
 /// The journal file that belongs to a data file.
@@ -250,6 +260,7 @@ impl Engine {
             poisoned: None,
             path_scratch: btree::Path::new(),
             checkpoint_spread: options.checkpoint_spread,
+            last_checkpoint: (0, Duration::ZERO),
         };
         engine.load_catalog()?;
         let info = RecoveryInfo {
@@ -451,13 +462,18 @@ impl Engine {
             resident_pages: pool.resident_pages(),
             pool_capacity_pages: pool.capacity_pages(),
             dirty_pages: pool.dirty_frames(),
+            mapped_pages: pool.mapped_pages(),
+            checkpoint_seq: self.checkpoint_seq,
+            last_checkpoint_pages: self.last_checkpoint.0,
+            last_checkpoint_elapsed: self.last_checkpoint.1,
             uses_uring: self.uses_uring,
         }
     }
 
-    /// True when dirty pages have filled the buffer pool: the owner should checkpoint.
+    /// True when dirty pages fill so much of the buffer pool that the owner should
+    /// checkpoint (see `BufferPool::wants_checkpoint`).
     pub fn needs_checkpoint(&self) -> bool {
-        self.pager.pool.over_capacity()
+        self.pager.pool.wants_checkpoint()
     }
 
     /// The log position covered by the last durable checkpoint.
@@ -611,6 +627,7 @@ impl Engine {
                 });
                 self.checkpoint_seq = seq;
                 self.durable_position = inflight.position;
+                self.last_checkpoint = (pages, elapsed);
                 Ok(CheckpointReport {
                     seq,
                     log_position: inflight.position,

@@ -48,31 +48,15 @@ fn table_blocks(count: usize, page_size: usize) -> usize {
     (count * 8).div_ceil(page_size)
 }
 
-/// Copies `pages` into sealed disk images and passes them in chunks to `sink` with their
-/// positions (index in `pages`).
-pub fn for_each_sealed_chunk(
-    pages: &[(u64, JournalPage)],
-    page_size: usize,
-    mut sink: impl FnMut(usize, &[u8]) -> KvResult<()>,
-) -> KvResult<()> {
-    let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
-    for (chunk_index, group) in pages.chunks(CHUNK_PAGES).enumerate() {
-        for (slot, (page_id, image)) in group.iter().enumerate() {
-            let target = &mut chunk[slot * page_size..(slot + 1) * page_size];
-            target.copy_from_slice(image.bytes());
-            page::seal(*page_id, target);
-        }
-        sink(chunk_index * CHUNK_PAGES, &chunk[..group.len() * page_size])?;
-    }
-    Ok(())
-}
-
-/// Streams one checkpoint's pages into the journal file.
+/// Streams one checkpoint's pages into the journal file. Each image is copied and sealed
+/// into a reused chunk buffer and written at once, so the caller may drop the images as soon
+/// as `append` returns: the in-place phase reads them back from the journal.
 pub struct JournalWriter<'a> {
     file: &'a BlockFile,
     page_size: usize,
     page_ids: Vec<u64>,
     body_crc: u32,
+    chunk: Vec<u8>,
 }
 
 impl<'a> JournalWriter<'a> {
@@ -82,27 +66,33 @@ impl<'a> JournalWriter<'a> {
             page_size,
             page_ids: Vec::new(),
             body_crc: 0,
+            chunk: vec![0u8; CHUNK_PAGES * page_size],
         }
     }
 
     /// Appends page images after those already written.
     pub fn append(&mut self, pages: &[(u64, JournalPage)]) -> KvResult<()> {
-        let first_block = 1 + self.page_ids.len() as u64;
         let page_size = self.page_size;
-        let (file, body_crc) = (self.file, &mut self.body_crc);
-        for_each_sealed_chunk(pages, page_size, |first, bytes| {
-            *body_crc = crc32c::crc32c_append(*body_crc, bytes);
-            file.write_batch(&[((first_block + first as u64) * page_size as u64, bytes)])?;
-            file.start_writeback();
-            Ok(())
-        })?;
-        self.page_ids
-            .extend(pages.iter().map(|(page_id, _)| *page_id));
+        for group in pages.chunks(CHUNK_PAGES) {
+            let first_block = 1 + self.page_ids.len() as u64;
+            let bytes = &mut self.chunk[..group.len() * page_size];
+            for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
+                target.copy_from_slice(image.bytes());
+                page::seal(*page_id, target);
+            }
+            self.body_crc = crc32c::crc32c_append(self.body_crc, bytes);
+            self.file
+                .write_batch(&[(first_block * page_size as u64, bytes)])?;
+            self.file.start_writeback();
+            self.page_ids
+                .extend(group.iter().map(|(page_id, _)| *page_id));
+        }
         Ok(())
     }
 
     /// Writes the id table and the header of checkpoint `seq`, then fsyncs the journal.
-    pub fn finish(mut self, seq: u64) -> KvResult<()> {
+    /// Returns the journal as recovery would find it, ready to be applied in place.
+    pub fn finish(mut self, seq: u64) -> KvResult<ValidJournal> {
         let page_size = self.page_size;
         let count = self.page_ids.len();
         let mut table = vec![0u8; table_blocks(count, page_size) * page_size];
@@ -120,7 +110,13 @@ impl<'a> JournalWriter<'a> {
         let header_crc = crc32c::crc32c(&header[..32]);
         page::write_u32(&mut header, 32, header_crc);
         self.file
-            .write_batch_sync(&[(table_offset, &table), (0, &header)])
+            .write_batch_sync(&[(table_offset, &table), (0, &header)])?;
+        Ok(ValidJournal {
+            seq,
+            page_ids: std::mem::take(&mut self.page_ids),
+            images_start: page_size as u64,
+            page_size,
+        })
     }
 }
 
@@ -185,6 +181,16 @@ pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJo
 impl ValidJournal {
     /// Writes every journaled page to its place in the data file and fsyncs it.
     pub fn apply(&self, journal: &BlockFile, data: &BlockFile) -> KvResult<()> {
+        self.apply_reporting(journal, data, |_| {})
+    }
+
+    /// `apply`, calling `written` with the bytes of each chunk written (for pacing).
+    pub fn apply_reporting(
+        &self,
+        journal: &BlockFile,
+        data: &BlockFile,
+        mut written: impl FnMut(usize),
+    ) -> KvResult<()> {
         let page_size = self.page_size;
         let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
         for (group_index, group) in self.page_ids.chunks(CHUNK_PAGES).enumerate() {
@@ -210,6 +216,8 @@ impl ValidJournal {
                 }
             }
             data.write_batch(&writes)?;
+            data.start_writeback();
+            written(bytes.len());
         }
         data.sync()
     }

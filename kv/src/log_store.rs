@@ -213,6 +213,12 @@ impl LogStore {
         if self.locations.is_empty() {
             self.first_index = self.first_index.max(index + 1);
         }
+        // The table grows with the entries between purges (a checkpoint interval's worth);
+        // give the memory back once a purge has emptied most of it.
+        if self.locations.capacity() > 4096 && self.locations.len() < self.locations.capacity() / 4
+        {
+            self.locations.shrink_to(self.locations.len() * 2);
+        }
     }
 
     /// First index held, if any.

@@ -109,6 +109,9 @@ pub struct BufferPool {
     /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
     captured_early: Vec<(u64, Arc<PageBuf>)>,
     arena: Arc<PageArena>,
+    /// The buffer of frames that hold no page and no memory (evicted to shrink the pool).
+    /// Shared, so the next use of such a frame takes a fresh buffer like any shared image.
+    empty: Arc<PageBuf>,
 }
 
 // SAFETY: the only non-`Send` field is each frame's cached `bytes` pointer, which points into
@@ -118,6 +121,8 @@ unsafe impl Send for BufferPool {}
 impl BufferPool {
     pub fn new(file: Arc<BlockFile>, page_size: usize, capacity_bytes: usize) -> BufferPool {
         let capacity = (capacity_bytes / page_size).max(16);
+        let arena = PageArena::new(page_size);
+        let empty = Arc::new(arena.allocate());
         BufferPool {
             page_size,
             capacity,
@@ -132,7 +137,8 @@ impl BufferPool {
             epoch: 0,
             capture: None,
             captured_early: Vec::new(),
-            arena: PageArena::new(page_size),
+            arena,
+            empty,
         }
     }
 
@@ -144,26 +150,50 @@ impl BufferPool {
         self.frames.len() - self.free_frames.len()
     }
 
+    /// Page buffers in memory (see `PageArena::mapped_pages`).
+    pub fn mapped_pages(&self) -> usize {
+        self.arena.mapped_pages()
+    }
+
     pub fn capacity_pages(&self) -> usize {
         self.capacity
     }
 
+    /// Page buffers alive: the frames' and the images a checkpoint still holds. This, not
+    /// the resident pages, is what the capacity bounds, so a checkpoint's copy-on-write
+    /// images take their room from clean pages instead of adding to the pool's memory.
+    pub fn buffer_pages(&self) -> usize {
+        self.arena.in_use() - 1
+    }
+
     /// True when dirty pages forced the pool past its configured size.
     pub fn over_capacity(&self) -> bool {
-        self.resident_pages() > self.capacity
+        self.buffer_pages() > self.capacity
+    }
+
+    /// True when the owner should checkpoint to keep the pool within its size: it is already
+    /// past it, or it is full and half of it is dirty. Starting at half leaves the other half
+    /// clean for the misses that arrive while the checkpoint runs (no-steal: only clean pages
+    /// can make room), so a working set larger than the pool does not push the pool past its
+    /// size. Writing earlier costs little: once the data outgrows the pool, nearly every
+    /// dirty page is a different leaf, so pages written per update barely depend on how
+    /// many updates a checkpoint covers.
+    pub fn wants_checkpoint(&self) -> bool {
+        self.over_capacity()
+            || (self.buffer_pages() >= self.capacity && self.dirty.len() >= self.capacity / 2)
     }
 
     /// Evicts up to `max_evictions` clean pages while more pages are resident than the pool's
     /// capacity: dirty pages may push the pool past its size until a checkpoint cleans them,
-    /// and this brings it back. The frames (and their buffers) are kept for reuse.
+    /// and this brings it back. The frames are kept for reuse; their buffers go back to the
+    /// arena.
     pub fn shrink_to_capacity(&mut self, max_evictions: usize) {
         let mut evicted = 0;
         while evicted < max_evictions && self.over_capacity() {
             let Some(index) = self.evict_one() else {
                 return;
             };
-            self.set_state(index, FrameState::Free);
-            self.free_frames.push(index as u32);
+            self.release_frame(index);
             evicted += 1;
         }
     }
@@ -268,7 +298,8 @@ impl BufferPool {
         let loaded = {
             let frame = &mut self.frames[index];
             if Arc::get_mut(&mut frame.data).is_none() {
-                // An evicted image still shared with a finished checkpoint's batch.
+                // A frame without memory of its own (shrunk), or an evicted image a
+                // checkpoint still holds.
                 frame.data = Arc::new(self.arena.allocate());
                 frame.bytes = frame.data.as_ptr();
             }
@@ -298,7 +329,7 @@ impl BufferPool {
     fn take_frame(&mut self, page_id: u64) -> usize {
         // Below capacity a free frame (or a new one) is used; at capacity a clean page is
         // evicted, and only when every page is dirty does the pool grow.
-        let evicted = if self.resident_pages() < self.capacity {
+        let evicted = if self.buffer_pages() < self.capacity {
             None
         } else {
             self.evict_one()
@@ -342,7 +373,7 @@ impl BufferPool {
     /// and evicts the first clean frame at zero, or else the least-used clean frame it passed.
     /// The bound matters when few frames are clean: an unbounded clock would sweep thousands
     /// of dirty frames several times per miss. `None` (no clean frame in reach) makes the
-    /// pool grow, which `needs_checkpoint` reports.
+    /// pool grow, which `wants_checkpoint` reports.
     fn evict_one(&mut self) -> Option<usize> {
         if self.clean_frames == 0 {
             return None;
@@ -372,6 +403,7 @@ impl BufferPool {
         Some(index)
     }
 
+    /// Puts a frame on the free list; its buffer goes back to the arena.
     fn release_frame(&mut self, index: usize) {
         let frame = &mut self.frames[index];
         if frame.page_id != u64::MAX {
@@ -379,6 +411,8 @@ impl BufferPool {
         }
         frame.page_id = u64::MAX;
         frame.usage = 0;
+        frame.data = Arc::clone(&self.empty);
+        frame.bytes = frame.data.as_ptr();
         self.set_state(index, FrameState::Free);
         self.free_frames.push(index as u32);
     }
@@ -503,6 +537,45 @@ mod tests {
             "hot pages stayed resident"
         );
         assert!(pool.stats().hit_rate() > 0.75, "{:?}", pool.stats());
+    }
+
+    #[test]
+    fn checkpoint_images_take_their_room_from_clean_pages() {
+        let (_dir, mut pool) = pool_over_file(64, 16);
+        for page_id in 0..8 {
+            pool.read(page_id).unwrap();
+        }
+        for page_id in 8..16 {
+            pool.write(page_id).unwrap()[100] = 0xAA;
+        }
+        assert_eq!(pool.buffer_pages(), 16);
+        let captured = pool.capture_all();
+        for page_id in 8..16 {
+            pool.write(page_id).unwrap()[100] = 0xBB;
+        }
+        assert_eq!(
+            pool.buffer_pages(),
+            24,
+            "eight copies beside the eight images"
+        );
+        assert!(pool.over_capacity() && pool.wants_checkpoint());
+        pool.shrink_to_capacity(usize::MAX);
+        assert_eq!(
+            (pool.buffer_pages(), pool.resident_pages()),
+            (16, 8),
+            "the clean pages made room for the images"
+        );
+        drop(captured);
+        assert_eq!(
+            pool.buffer_pages(),
+            8,
+            "journaled images go back to the arena"
+        );
+        for page_id in 20..40 {
+            assert_eq!(pool.read(page_id).unwrap()[10], page_id as u8);
+            assert!(pool.buffer_pages() <= 16, "misses stay within the capacity");
+        }
+        assert_eq!(pool.read(9).unwrap()[100], 0xBB, "dirty pages stay");
     }
 
     #[test]

@@ -238,18 +238,23 @@ impl Session {
     }
 
     /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
-    /// the pool and its capacity, the page size, pages in the data file, pool hits and misses.
+    /// the pool and its capacity, page buffers in memory, the page size, pages in the data
+    /// file, pool hits and misses, and the checkpoints.
     async fn storage_stats(&self) -> SqlResult<String> {
         let stats = self.ask(|reply| Request::Stats { reply }).await?;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} file_pages={} hits={} misses={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
             stats.dirty_pages,
+            stats.mapped_pages,
             stats.page_count,
             stats.pool.hits,
-            stats.pool.misses
+            stats.pool.misses,
+            stats.checkpoint_seq,
+            stats.last_checkpoint_pages,
+            stats.last_checkpoint_elapsed.as_millis()
         ))
     }
 

@@ -99,13 +99,14 @@ def summary(path, context, rows, workloads, targets, steady):
     if steady:
         out += ["", f"## Steady run: {steady['workload']} at {steady['clients']} clients for {steady['seconds']} s",
                 "", f"| system | median TPS | worst second (% of median) | memory at {steady['early_at']:g} s MiB "
-                "| memory at end MiB "
-                "| growth MiB |", "|---|---:|---:|---:|---:|---:|"]
+                f"| memory at {steady['half_at']:g} s MiB | memory at end MiB "
+                "| growth MiB |", "|---|---:|---:|---:|---:|---:|---:|"]
         for system in SYSTEMS:
             s = steady["systems"].get(system)
             if s:
                 out.append(f"| {system} | {fmt(s['median_tps'])} | {fmt(s['worst_pct'])}% | {fmt(s['mem_early_mib'])} "
-                           f"| {fmt(s['mem_end_mib'])} | {fmt(s['mem_end_mib'] - s['mem_early_mib'], 1)} |")
+                           f"| {fmt(s['mem_half_mib'])} | {fmt(s['mem_end_mib'])} "
+                           f"| {fmt(s['mem_end_mib'] - s['mem_early_mib'], 1)} |")
         if steady.get("pool_note"):
             out += ["", steady["pool_note"]]
     out += ["", "## hotledger's memory targets", "", "| target | measured | met |", "|---|---|---|"]
