@@ -183,8 +183,8 @@ impl BufferPool {
             || (self.buffer_pages() >= self.capacity && self.dirty.len() >= self.capacity / 2)
     }
 
-    /// Evicts up to `max_evictions` clean pages while more pages are resident than the pool's
-    /// capacity: dirty pages may push the pool past its size until a checkpoint cleans them,
+    /// Evicts up to `max_evictions` clean pages while the pool's buffers exceed its capacity:
+    /// dirty pages may push the pool past its size until a checkpoint cleans them,
     /// and this brings it back. The frames are kept for reuse; their buffers go back to the
     /// arena.
     pub fn shrink_to_capacity(&mut self, max_evictions: usize) {
@@ -255,15 +255,21 @@ impl BufferPool {
             "page {page_id} is already resident"
         );
         let index = self.take_frame(page_id);
-        let frame = &mut self.frames[index];
+        self.mark_dirty(index);
+        let buffer = Self::own_buffer(&mut self.frames[index], &self.arena).bytes_mut();
+        buffer.fill(0);
+        buffer
+    }
+
+    /// The frame's buffer, for a page about to be loaded or created in it (content
+    /// unspecified). A frame without memory of its own (shrunk or released), or whose evicted
+    /// image a checkpoint still holds, gets a fresh buffer from the arena first.
+    fn own_buffer<'f>(frame: &'f mut Frame, arena: &Arc<PageArena>) -> &'f mut PageBuf {
         if Arc::get_mut(&mut frame.data).is_none() {
-            frame.data = Arc::new(self.arena.allocate());
+            frame.data = Arc::new(arena.allocate());
             frame.bytes = frame.data.as_ptr();
         }
-        self.mark_dirty(index);
-        let buffer = Arc::get_mut(&mut self.frames[index].data).expect("the frame owns its image");
-        buffer.bytes_mut().fill(0);
-        buffer.bytes_mut()
+        Arc::get_mut(&mut frame.data).expect("the frame owns its buffer")
     }
 
     fn set_state(&mut self, index: usize, state: FrameState) {
@@ -296,16 +302,7 @@ impl BufferPool {
         let index = self.take_frame(page_id);
         let offset = page_id * self.page_size as u64;
         let loaded = {
-            let frame = &mut self.frames[index];
-            if Arc::get_mut(&mut frame.data).is_none() {
-                // A frame without memory of its own (shrunk), or an evicted image a
-                // checkpoint still holds.
-                frame.data = Arc::new(self.arena.allocate());
-                frame.bytes = frame.data.as_ptr();
-            }
-            let buffer = Arc::get_mut(&mut frame.data)
-                .expect("the frame owns its image")
-                .bytes_mut();
+            let buffer = Self::own_buffer(&mut self.frames[index], &self.arena).bytes_mut();
             self.file.read_exact_at(buffer, offset).and_then(|()| {
                 if page::verify(page_id, buffer) {
                     Ok(())

@@ -528,19 +528,13 @@ impl Executor {
         let posted = if post { amount } else { 0 };
         let now = self.ledger_clock;
         self.release(schema, id, &original, posted, now, version)?;
-        state[p.status] = Value::Text(if post { POSTED } else { VOIDED }.into());
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {
             Value::TimestampTz(at) => Some(*at),
             _ => None,
         };
-        self.put_row(
-            &schema.pending,
-            &pending_key,
-            Some(state_old),
-            &state,
-            version,
-        )?;
+        let status = if post { POSTED } else { VOIDED };
+        self.close_pending(schema, &pending_key, state_old, state, status, version)?;
         if let Some(at) = expires_at {
             self.cancel_expiry(at, pending_id)?;
         }
@@ -697,7 +691,7 @@ impl Executor {
             let pending_key = encode_key(&[Value::Int(id)])?;
             let states = self.storage_of(&schema.pending)?;
             let transfers = self.storage_of(&schema.transfers)?;
-            let (Some((state_old, _, mut state)), Some((_, _, original))) = (
+            let (Some((state_old, _, state)), Some((_, _, original))) = (
                 self.get_row(states, &pending_key)?,
                 self.get_row(transfers, &pending_key)?,
             ) else {
@@ -708,15 +702,22 @@ impl Executor {
                 continue;
             }
             self.release(&schema, id, &original, 0, at, version)?;
-            state[p.status] = Value::Text(EXPIRED.into());
-            self.put_row(
-                &schema.pending,
-                &pending_key,
-                Some(state_old),
-                &state,
-                version,
-            )?;
+            self.close_pending(&schema, &pending_key, state_old, state, EXPIRED, version)?;
         }
+    }
+
+    /// Stores a pending transfer's final state: posted, voided or expired.
+    fn close_pending(
+        &mut self,
+        schema: &LedgerSchema,
+        key: &[u8],
+        old: Vec<u8>,
+        mut state: Row,
+        status: &str,
+        version: u64,
+    ) -> SqlResult<()> {
+        state[schema.pending_col.status] = Value::Text(status.into());
+        self.put_row(&schema.pending, key, Some(old), &state, version)
     }
 }
 

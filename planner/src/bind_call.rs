@@ -316,18 +316,8 @@ impl Binder<'_> {
             call: true,
         };
         let columns = vec![
-            OutputColumn {
-                name: "id".into(),
-                ty: DataType::Int8,
-                table_oid: 0,
-                column_number: 0,
-            },
-            OutputColumn {
-                name: "status".into(),
-                ty: DataType::Text,
-                table_oid: 0,
-                column_number: 0,
-            },
+            OutputColumn::computed("id", DataType::Int8),
+            OutputColumn::computed("status", DataType::Text),
         ];
         Ok(Plan::Write(Arc::new(WritePlan::Insert(insert)), columns))
     }

@@ -315,14 +315,13 @@ impl Binder<'_> {
                         (None, "current_catalog") => {
                             Expr::Literal(Value::text("ledger"), DataType::Name)
                         }
-                        (None, n) if self.param_names.iter().any(|p| p == n) => {
-                            let i = self
-                                .param_names
-                                .iter()
-                                .position(|p| p == n)
-                                .unwrap_or_default();
-                            Expr::Param(i, self.params.get(i).copied().unwrap_or(DataType::Unknown))
-                        }
+                        (None, n) => match self.param_names.iter().position(|p| p == n) {
+                            Some(i) => Expr::Param(
+                                i,
+                                self.params.get(i).copied().unwrap_or(DataType::Unknown),
+                            ),
+                            None => return Err(err),
+                        },
                         _ => return Err(err),
                     },
                 }
@@ -1253,11 +1252,4 @@ pub fn identifier_parts(e: &ast::Expr) -> SqlResult<(Option<String>, String)> {
     }
 }
 
-/// An identifier as PostgreSQL folds it: lower case unless quoted.
-pub fn ident(i: &ast::Ident) -> String {
-    if i.quote_style.is_some() {
-        i.value.clone()
-    } else {
-        i.value.to_ascii_lowercase()
-    }
-}
+pub use sql::ident;

@@ -23,14 +23,15 @@ pub enum LedgerRole {
 }
 
 impl LedgerRole {
+    const ALL: [LedgerRole; 4] = [
+        LedgerRole::Accounts,
+        LedgerRole::Transfers,
+        LedgerRole::PendingTransfers,
+        LedgerRole::AccountBalances,
+    ];
+
     pub fn parse(text: &str) -> Option<LedgerRole> {
-        Some(match text {
-            "accounts" => LedgerRole::Accounts,
-            "transfers" => LedgerRole::Transfers,
-            "pending_transfers" => LedgerRole::PendingTransfers,
-            "account_balances" => LedgerRole::AccountBalances,
-            _ => return None,
-        })
+        LedgerRole::ALL.into_iter().find(|role| role.name() == text)
     }
 
     pub fn name(self) -> &'static str {

@@ -122,6 +122,18 @@ pub struct OutputColumn {
     pub column_number: i16,
 }
 
+impl OutputColumn {
+    /// A column that is not a plain table column.
+    pub fn computed(name: &str, ty: DataType) -> OutputColumn {
+        OutputColumn {
+            name: name.into(),
+            ty,
+            table_oid: 0,
+            column_number: 0,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SelectPlan {
     pub rel: Rel,
@@ -617,11 +629,6 @@ pub fn transfer_batch_columns() -> Vec<OutputColumn> {
         ("message", DataType::Text),
     ]
     .into_iter()
-    .map(|(name, ty)| OutputColumn {
-        name: name.into(),
-        ty,
-        table_oid: 0,
-        column_number: 0,
-    })
+    .map(|(name, ty)| OutputColumn::computed(name, ty))
     .collect()
 }

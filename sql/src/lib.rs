@@ -14,7 +14,7 @@ mod value;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
 pub use numeric::Numeric;
-pub use parse::{parse, split_statements, Parsed, ParsedStatement};
+pub use parse::{ident, parse, split_statements, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;
 pub use sqlparser::ast;
 pub use types::DataType;

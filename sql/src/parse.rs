@@ -10,6 +10,15 @@ use sqlparser::parser::Parser;
 use crate::error::{SqlError, SqlResult};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
+/// An identifier as PostgreSQL folds it: lower case unless quoted.
+pub fn ident(i: &sqlparser::ast::Ident) -> String {
+    if i.quote_style.is_some() {
+        i.value.clone()
+    } else {
+        i.value.to_ascii_lowercase()
+    }
+}
+
 /// One statement of a query string.
 #[derive(Clone, Debug)]
 pub enum Parsed {

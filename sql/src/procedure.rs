@@ -3,13 +3,14 @@
 //! dialects' forms. Parsed here with sqlparser's own token-level parser; the body stays text
 //! (its statements are bound when the procedure is created and again when it is called).
 
-use sqlparser::ast::{DataType as AstType, Ident};
+use sqlparser::ast::DataType as AstType;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::Token;
 
 use crate::error::{SqlError, SqlResult};
+use crate::parse::ident;
 
 /// A procedure definition as written.
 #[derive(Clone, Debug)]
@@ -18,14 +19,6 @@ pub struct ProcedureText {
     pub or_replace: bool,
     pub params: Vec<(String, AstType)>,
     pub body: String,
-}
-
-fn ident(i: &Ident) -> String {
-    if i.quote_style.is_some() {
-        i.value.clone()
-    } else {
-        i.value.to_ascii_lowercase()
-    }
 }
 
 fn error(e: impl std::fmt::Display) -> SqlError {
