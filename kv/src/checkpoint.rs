@@ -9,6 +9,10 @@
 //! 3. read the pages back from the journal and write them in place, superblock included,
 //!    fsync — the same code recovery runs.
 //!
+//! A *gated* checkpoint (for an owner that commits several engines' checkpoints together)
+//! stops between steps 1 and 2: the writer reports `Journaled` and waits for `Release`
+//! (go on in place) or `Abandon` (leave the data file alone; the pages become dirty again).
+//!
 //! A failure in step 1 leaves the data file untouched: the executor marks the pages dirty again
 //! and may retry. A failure in steps 2–3 leaves a complete journal that recovery must replay,
 //! so the engine refuses further work until it is reopened (`KvError::Poisoned`).
@@ -33,13 +37,23 @@ pub enum WriterMessage {
         expected_pages: usize,
         /// Pace the writes so the checkpoint takes about this long (`None`: full speed).
         spread: Option<Duration>,
+        /// Wait for `Release` or `Abandon` once the journal is durable.
+        gated: bool,
     },
     Pages(Vec<(u64, JournalPage)>),
     End,
+    /// A gated checkpoint's journal is committed: write the pages in place.
+    Release,
+    /// A gated checkpoint will not be committed: leave the data file as it is.
+    Abandon,
 }
 
 /// How a checkpoint ended.
 pub enum CheckpointOutcome {
+    /// A gated checkpoint's journal is durable; the writer waits for `Release` or `Abandon`.
+    Journaled,
+    /// A gated checkpoint was abandoned after its journal: the data file is untouched.
+    Abandoned,
     Durable {
         pages: usize,
         elapsed: Duration,
@@ -73,7 +87,7 @@ impl CheckpointWriter {
             .name("kv-checkpoint".into())
             .spawn(move || {
                 lower_thread_priority();
-                while let Some(finished) = run_one(&data, &journal, &inbox) {
+                while let Some(finished) = run_one(&data, &journal, &inbox, &outcome_sender) {
                     if outcome_sender.send(finished).is_err() {
                         return;
                     }
@@ -143,8 +157,9 @@ fn run_one(
     data: &BlockFile,
     journal_file: &BlockFile,
     inbox: &Receiver<WriterMessage>,
+    outcomes: &Sender<Finished>,
 ) -> Option<Finished> {
-    let (seq, page_size, file_len, superblock, mut pacer) = loop {
+    let (seq, page_size, file_len, superblock, mut pacer, gated) = loop {
         match inbox.recv().ok()? {
             WriterMessage::Begin {
                 seq,
@@ -153,12 +168,16 @@ fn run_one(
                 superblock,
                 expected_pages,
                 spread,
+                gated,
             } => {
                 // Every page is written twice: to the journal and in place.
                 let pacer = Pacer::new(2 * (expected_pages + 1) * page_size, spread);
-                break (seq, page_size, file_len, superblock, pacer);
+                break (seq, page_size, file_len, superblock, pacer, gated);
             }
-            WriterMessage::Pages(_) | WriterMessage::End => continue,
+            WriterMessage::Pages(_)
+            | WriterMessage::End
+            | WriterMessage::Release
+            | WriterMessage::Abandon => continue,
         }
     };
     let started = Instant::now();
@@ -176,7 +195,7 @@ fn run_one(
                 drop(batch);
             }
             WriterMessage::End => break,
-            WriterMessage::Begin { .. } => {
+            WriterMessage::Begin { .. } | WriterMessage::Release | WriterMessage::Abandon => {
                 unreachable!("a checkpoint begins only after the previous one ended")
             }
         }
@@ -186,6 +205,24 @@ fn run_one(
         Some(err) => Err(err),
         None => writer.append(&superblock).and_then(|()| writer.finish(seq)),
     };
+    if gated && journaled.is_ok() {
+        outcomes
+            .send(Finished {
+                seq,
+                outcome: CheckpointOutcome::Journaled,
+            })
+            .ok()?;
+        match inbox.recv().ok()? {
+            WriterMessage::Release => {}
+            WriterMessage::Abandon => {
+                return Some(Finished {
+                    seq,
+                    outcome: CheckpointOutcome::Abandoned,
+                })
+            }
+            _ => unreachable!("a gated checkpoint waits for Release or Abandon"),
+        }
+    }
     let outcome = match journaled {
         Err(err) => CheckpointOutcome::JournalFailed(err),
         Ok(journal) => match write_in_place(data, journal_file, &journal, file_len, &mut pacer) {

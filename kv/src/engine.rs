@@ -40,6 +40,13 @@ pub struct EngineOptions {
     /// Spread each checkpoint's writes over about this long instead of writing at full speed
     /// (like PostgreSQL's `checkpoint_completion_target`). `None`: full speed.
     pub checkpoint_spread: Option<Duration>,
+    /// Checkpoints stop once their journal is durable and write in place only when the owner
+    /// calls `release_checkpoint` (or leave the data file alone on `abandon_checkpoint`):
+    /// for an owner that commits several engines' checkpoints as one.
+    pub gated_checkpoints: bool,
+    /// Recovery writes a complete journal over the data file only if the log index it covers
+    /// is at most this: the last checkpoint such an owner committed (`None`: any).
+    pub journal_limit: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -51,6 +58,8 @@ impl Default for EngineOptions {
             faults: FaultPlan::none(),
             create: true,
             checkpoint_spread: None,
+            gated_checkpoints: false,
+            journal_limit: None,
         }
     }
 }
@@ -109,6 +118,10 @@ struct Inflight {
     page_ids: Vec<u64>,
     /// Pages are still being captured (the writer has not been sent `End`).
     capturing: bool,
+    /// A gated checkpoint's journal is durable.
+    journaled: bool,
+    /// A gated checkpoint was released to write in place.
+    released: bool,
 }
 
 struct Finishing {
@@ -135,6 +148,7 @@ pub struct Engine {
     checkpoint_spread: Option<Duration>,
     /// Pages and duration of the last checkpoint finished by this process.
     last_checkpoint: (usize, Duration),
+    gated: bool,
 }
 
 /// The journal file that belongs to a data file.
@@ -228,7 +242,8 @@ impl Engine {
             options.io_mode,
             options.faults.clone(),
         )?;
-        let journal_replayed = Self::replay_journal(&data, &journal_file, page_size)?;
+        let journal_replayed =
+            Self::replay_journal(&data, &journal_file, page_size, options.journal_limit)?;
         let superblock = read_superblock(&data, page_size)?;
         let needed = superblock.alloc.page_count * page_size as u64;
         let len = data.file_len()?;
@@ -261,6 +276,7 @@ impl Engine {
             path_scratch: btree::Path::new(),
             checkpoint_spread: options.checkpoint_spread,
             last_checkpoint: (0, Duration::ZERO),
+            gated: options.gated_checkpoints,
         };
         engine.load_catalog()?;
         let info = RecoveryInfo {
@@ -273,15 +289,28 @@ impl Engine {
     }
 
     /// Writes a complete journal over the data file when it is at least as new as the data
-    /// file's superblock (or the superblock is torn). Idempotent.
+    /// file's superblock (or the superblock is torn) and covers no log index beyond `limit`.
+    /// Idempotent.
     fn replay_journal(
         data: &BlockFile,
         journal_file: &BlockFile,
         page_size: usize,
+        limit: Option<u64>,
     ) -> KvResult<bool> {
         let Some(valid) = journal::read_valid(journal_file, page_size)? else {
             return Ok(false);
         };
+        if let Some(limit) = limit {
+            // A gated checkpoint its owner never committed: its in-place step never began,
+            // so the data file still holds the previous checkpoint whole.
+            let image = valid.read_image(journal_file, 0)?.ok_or_else(|| {
+                KvError::corrupt(journal_file.path(), 0, "journal without a superblock")
+            })?;
+            let superblock = Superblock::decode(journal_file.path(), &image)?;
+            if superblock.log_position.index > limit {
+                return Ok(false);
+            }
+        }
         let replay = match read_superblock(data, page_size) {
             Ok(superblock) => valid.seq >= superblock.checkpoint_seq,
             Err(KvError::Corrupt { .. } | KvError::Truncated { .. }) => true,
@@ -517,6 +546,7 @@ impl Engine {
             superblock: superblock.encode(),
             expected_pages,
             spread: self.checkpoint_spread,
+            gated: self.gated,
         });
         self.inflight = Some(Inflight {
             seq,
@@ -524,6 +554,8 @@ impl Engine {
             position,
             page_ids: Vec::new(),
             capturing: true,
+            journaled: false,
+            released: false,
         });
         Ok(())
     }
@@ -564,8 +596,57 @@ impl Engine {
         }
         match self.writer.poll() {
             None => Ok(None),
-            Some(finished) => self.finish_checkpoint(finished).map(Some),
+            Some(finished) => self.finish_checkpoint(finished),
         }
+    }
+
+    /// True while a gated checkpoint's journal is durable and the owner has not yet released
+    /// or abandoned it.
+    pub fn checkpoint_journaled(&self) -> bool {
+        self.inflight
+            .as_ref()
+            .is_some_and(|inflight| inflight.journaled && !inflight.released)
+    }
+
+    /// Blocks until the gated checkpoint in flight has its journal durable: true then, false
+    /// when none is waiting to be released (none in flight, or not gated). A journal failure
+    /// is returned as the error and puts the pages back to dirty.
+    pub fn wait_journaled(&mut self) -> KvResult<bool> {
+        loop {
+            match &self.inflight {
+                Some(inflight) if self.gated && !inflight.released => {
+                    if inflight.journaled {
+                        return Ok(true);
+                    }
+                }
+                _ => return Ok(false),
+            }
+            self.advance_capture(usize::MAX);
+            let finished = self.writer.wait();
+            self.finish_checkpoint(finished)?;
+        }
+    }
+
+    /// Lets a journaled gated checkpoint write its pages in place; it then finishes through
+    /// `poll_checkpoint` or `wait_checkpoint` like any other.
+    pub fn release_checkpoint(&mut self) {
+        if let Some(inflight) = self.inflight.as_mut() {
+            if inflight.journaled && !inflight.released {
+                inflight.released = true;
+                self.writer.send(WriterMessage::Release);
+            }
+        }
+    }
+
+    /// Drops a gated checkpoint whose journal is durable but which its owner will not
+    /// commit: the data file keeps the previous checkpoint and the pages are dirty again.
+    pub fn abandon_checkpoint(&mut self) -> KvResult<()> {
+        if !self.wait_journaled()? {
+            return Ok(());
+        }
+        self.writer.send(WriterMessage::Abandon);
+        let finished = self.writer.wait();
+        self.finish_checkpoint(finished).map(|_| ())
     }
 
     /// Marks up to `max_pages` more pages of the last durable checkpoint clean, and evicts
@@ -587,17 +668,28 @@ impl Engine {
         self.pager.pool.shrink_to_capacity(max_pages);
     }
 
-    /// Blocks until the checkpoint in flight (if any) is durable.
+    /// Blocks until the checkpoint in flight (if any) is durable. A gated checkpoint must be
+    /// released first (`CheckpointInProgress` otherwise): only its owner can commit it.
     pub fn wait_checkpoint(&mut self) -> KvResult<Option<CheckpointReport>> {
-        if self.inflight.is_none() {
+        loop {
+            match &self.inflight {
+                None => {
+                    self.advance_finish(usize::MAX);
+                    return Ok(None);
+                }
+                Some(inflight) if self.gated && inflight.journaled && !inflight.released => {
+                    return Err(KvError::CheckpointInProgress)
+                }
+                Some(_) => {}
+            }
+            self.advance_capture(usize::MAX);
+            let finished = self.writer.wait();
+            let report = self.finish_checkpoint(finished);
             self.advance_finish(usize::MAX);
-            return Ok(None);
+            if let Some(report) = report? {
+                return Ok(Some(report));
+            }
         }
-        self.advance_capture(usize::MAX);
-        let finished = self.writer.wait();
-        let report = self.finish_checkpoint(finished);
-        self.advance_finish(usize::MAX);
-        report.map(Some)
     }
 
     /// A whole checkpoint: begin and wait.
@@ -609,14 +701,32 @@ impl Engine {
             .expect("a checkpoint was just started"))
     }
 
-    fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<CheckpointReport> {
+    /// Handles the writer's report on the checkpoint in flight: `None` while it goes on (a
+    /// gated checkpoint's journal is durable, or it was abandoned).
+    fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<Option<CheckpointReport>> {
         let Finished { seq, outcome } = finished;
+        if let CheckpointOutcome::Journaled = outcome {
+            let inflight = self
+                .inflight
+                .as_mut()
+                .expect("an outcome implies a checkpoint in flight");
+            assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
+            inflight.journaled = true;
+            return Ok(None);
+        }
         let inflight = self
             .inflight
             .take()
             .expect("an outcome implies a checkpoint in flight");
         assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
         match outcome {
+            CheckpointOutcome::Journaled => unreachable!("handled above"),
+            CheckpointOutcome::Abandoned => {
+                self.pager
+                    .pool
+                    .checkpoint_failed(&inflight.page_ids, inflight.epoch);
+                Ok(None)
+            }
             CheckpointOutcome::Durable { pages, elapsed } => {
                 // Pages become evictable over the next polls; an older finish completes first.
                 self.advance_finish(usize::MAX);
@@ -628,12 +738,12 @@ impl Engine {
                 self.checkpoint_seq = seq;
                 self.durable_position = inflight.position;
                 self.last_checkpoint = (pages, elapsed);
-                Ok(CheckpointReport {
+                Ok(Some(CheckpointReport {
                     seq,
                     log_position: inflight.position,
                     pages,
                     elapsed,
-                })
+                }))
             }
             CheckpointOutcome::JournalFailed(err) => {
                 self.pager
@@ -659,6 +769,10 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         if self.inflight.is_some() {
+            if self.gated && self.inflight.as_ref().is_some_and(|i| !i.released) {
+                // Never committed by its owner: the data file must keep the old checkpoint.
+                let _ = self.abandon_checkpoint();
+            }
             let _ = self.wait_checkpoint();
         }
     }

@@ -179,6 +179,19 @@ pub fn read_valid(file: &BlockFile, page_size: usize) -> KvResult<Option<ValidJo
 }
 
 impl ValidJournal {
+    /// The journaled image of `page_id`, if the journal holds one.
+    pub fn read_image(&self, journal: &BlockFile, page_id: u64) -> KvResult<Option<Vec<u8>>> {
+        let Some(slot) = self.page_ids.iter().rposition(|&id| id == page_id) else {
+            return Ok(None);
+        };
+        let mut image = vec![0u8; self.page_size];
+        journal.read_exact_at(
+            &mut image,
+            self.images_start + (slot * self.page_size) as u64,
+        )?;
+        Ok(Some(image))
+    }
+
     /// Writes every journaled page to its place in the data file and fsyncs it.
     pub fn apply(&self, journal: &BlockFile, data: &BlockFile) -> KvResult<()> {
         self.apply_reporting(journal, data, |_| {})

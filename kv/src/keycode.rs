@@ -87,6 +87,17 @@ pub enum KeyValue {
     Bytes(Vec<u8>),
 }
 
+/// The first component of a key when it is an integer (without decoding the rest).
+pub fn decode_first_int(bytes: &[u8]) -> Option<i64> {
+    match bytes.split_first() {
+        Some((&TAG_INT, rest)) => {
+            let raw = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
+            Some((raw ^ (1 << 63)) as i64)
+        }
+        _ => None,
+    }
+}
+
 /// Decodes a key made by `encode_key`; `None` if the bytes are not a valid encoding.
 pub fn decode_key(mut bytes: &[u8]) -> Option<Vec<KeyValue>> {
     let mut parts = Vec::new();

@@ -29,7 +29,11 @@ fn fill(engine: &mut Engine, table: Table, round: u8, keys: u32) {
 
 /// Every key holds a value made of `round` bytes.
 fn assert_round(path: &Path, round: u8, keys: u32) {
-    let (mut engine, _) = Engine::open(path, options(FaultPlan::none())).unwrap();
+    assert_round_opened(path, round, keys, options(FaultPlan::none()));
+}
+
+fn assert_round_opened(path: &Path, round: u8, keys: u32, options: EngineOptions) {
+    let (mut engine, _) = Engine::open(path, options).unwrap();
     let table = engine.table("t").unwrap();
     for k in 0..keys {
         let value = engine
@@ -301,4 +305,79 @@ fn engine_and_log_store_can_move_to_the_thread_that_owns_them() {
     fn assert_send<T: Send>() {}
     assert_send::<Engine>();
     assert_send::<kv::LogStore>();
+}
+
+fn gated(limit: Option<u64>) -> EngineOptions {
+    EngineOptions {
+        gated_checkpoints: true,
+        journal_limit: limit,
+        ..options(FaultPlan::none())
+    }
+}
+
+/// Round 2 checkpointed up to a durable journal that was never released: the data file
+/// still holds round 1.
+fn journaled_round_two(path: &Path, keys: u32) {
+    database_at_round_one(path, keys);
+    let (mut engine, _) = Engine::open(path, gated(Some(1))).unwrap();
+    let table = engine.table("t").unwrap();
+    fill(&mut engine, table, 2, keys);
+    engine.begin_checkpoint(position(2)).unwrap();
+    assert!(engine.wait_journaled().unwrap());
+    assert!(engine.checkpoint_journaled());
+    assert!(matches!(
+        engine.wait_checkpoint(),
+        Err(KvError::CheckpointInProgress)
+    ));
+    // Dropping an unreleased checkpoint abandons it: the owner never committed it.
+}
+
+#[test]
+fn a_gated_checkpoint_beyond_the_journal_limit_is_not_recovered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    journaled_round_two(&path, 2000);
+    let (engine, info) = Engine::open(&path, gated(Some(1))).unwrap();
+    assert!(!info.journal_replayed);
+    assert_eq!(info.log_position, position(1));
+    drop(engine);
+    assert_round_opened(&path, 1, 2000, gated(Some(1)));
+}
+
+#[test]
+fn a_committed_gated_journal_is_recovered_even_before_its_in_place_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    journaled_round_two(&path, 2000);
+    let (engine, info) = Engine::open(&path, gated(Some(2))).unwrap();
+    assert!(info.journal_replayed);
+    assert_eq!(info.log_position, position(2));
+    drop(engine);
+    assert_round(&path, 2, 2000);
+}
+
+#[test]
+fn a_released_gated_checkpoint_becomes_durable_and_an_abandoned_one_can_be_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    database_at_round_one(&path, 500);
+    {
+        let (mut engine, _) = Engine::open(&path, gated(Some(1))).unwrap();
+        let table = engine.table("t").unwrap();
+        fill(&mut engine, table, 2, 500);
+        engine.begin_checkpoint(position(2)).unwrap();
+        engine.abandon_checkpoint().unwrap();
+        assert!(!engine.checkpoint_in_progress());
+        assert_eq!(engine.durable_position(), position(1));
+        // The abandoned checkpoint's pages are dirty again: the next one carries them.
+        engine.begin_checkpoint(position(3)).unwrap();
+        assert!(engine.wait_journaled().unwrap());
+        engine.release_checkpoint();
+        let report = engine.wait_checkpoint().unwrap().expect("released");
+        assert_eq!(report.log_position, position(3));
+        assert_eq!(engine.durable_position(), position(3));
+    }
+    let (_, info) = Engine::open(&path, gated(Some(3))).unwrap();
+    assert_eq!(info.log_position, position(3));
+    assert_round_opened(&path, 2, 500, gated(Some(3)));
 }

@@ -405,9 +405,7 @@ impl Executor {
                         key,
                         version,
                     } => self.current_version(*table, key)? == *version,
-                    ReadCheck::Table { table, version } => {
-                        self.table_versions.get(table).copied().unwrap_or(0) <= *version
-                    }
+                    ReadCheck::Table { table, version } => self.table_version(*table) <= *version,
                     ReadCheck::Exists { table, key, exists } => {
                         (self.current_version(*table, key)? > 0) == *exists
                     }
@@ -543,11 +541,7 @@ impl Executor {
                 table.id = catalog.next_table_id + 1;
                 catalog.next_table_id += 1;
                 table.storage = format!("t{}.{}", table.id, table.shape_version);
-                let handle = self
-                    .engine_mut()
-                    .create_table(&table.storage)
-                    .map_err(kv_error)?;
-                self.storage.insert(table.id, handle);
+                self.create_storage(table.id, &table.storage)?;
                 for index in &mut table.indexes {
                     if catalog.relation_exists(&index.name) {
                         return Err(SqlError::new(
@@ -558,11 +552,7 @@ impl Executor {
                     index.id = catalog.next_table_id + 1;
                     catalog.next_table_id += 1;
                     index.storage = format!("i{}", index.id);
-                    let handle = self
-                        .engine_mut()
-                        .create_table(&index.storage)
-                        .map_err(kv_error)?;
-                    self.storage.insert(index.id, handle);
+                    self.create_storage(index.id, &index.storage)?;
                 }
                 catalog.tables.insert(table.name.clone(), Arc::new(table));
             }
@@ -574,15 +564,10 @@ impl Executor {
                 }
                 for n in &names {
                     if let Some(t) = catalog.tables.remove(n) {
-                        self.engine_mut().drop_table(&t.storage).map_err(kv_error)?;
-                        self.storage.remove(&t.id);
+                        self.drop_storage(t.id, &t.storage)?;
                         for index in &t.indexes {
-                            self.engine_mut()
-                                .drop_table(&index.storage)
-                                .map_err(kv_error)?;
-                            self.storage.remove(&index.id);
+                            self.drop_storage(index.id, &index.storage)?;
                         }
-                        self.table_versions.remove(&t.id);
                     }
                 }
             }
@@ -592,19 +577,14 @@ impl Executor {
                     .map(|t| self.resolve(t))
                     .collect::<SqlResult<_>>()?;
                 for d in defs {
-                    let storage = self.storage_of(&d)?;
-                    self.engine_mut()
-                        .truncate_table(storage)
-                        .map_err(kv_error)?;
-                    for index in &d.indexes {
-                        let handle = self
-                            .storage
-                            .get(&index.id)
-                            .copied()
-                            .ok_or_else(|| SqlError::internal("index storage missing"))?;
-                        self.engine_mut().truncate_table(handle).map_err(kv_error)?;
+                    for shard in &mut self.shards {
+                        let ids = std::iter::once(d.id).chain(d.indexes.iter().map(|i| i.id));
+                        for id in ids {
+                            let handle = shard.handle(id)?;
+                            shard.engine.truncate_table(handle).map_err(kv_error)?;
+                        }
+                        shard.table_versions.insert(d.id, version);
                     }
-                    self.table_versions.insert(d.id, version);
                 }
                 catalog.version -= 1;
                 return Ok(Outcome::default());
@@ -615,6 +595,7 @@ impl Executor {
                 name,
             } => {
                 let old = self.resolve(&table)?;
+                refuse_on_ledger_table(&old, "adding a primary key")?;
                 if !old.indexes.is_empty() {
                     return Err(SqlError::feature_not_supported(
                         "adding a primary key to a table that has indexes",
@@ -648,6 +629,9 @@ impl Executor {
                     ));
                 }
                 let old = self.resolve(&table)?;
+                if unique {
+                    refuse_on_ledger_table(&old, "a unique index")?;
+                }
                 let mut def = (*old).clone();
                 let id = catalog.next_table_id + 1;
                 catalog.next_table_id += 1;
@@ -706,10 +690,7 @@ impl Executor {
                     let mut def = (**table).clone();
                     let index = def.indexes.remove(position);
                     def.shape_version += 1;
-                    self.engine_mut()
-                        .drop_table(&index.storage)
-                        .map_err(kv_error)?;
-                    self.storage.remove(&index.id);
+                    self.drop_storage(index.id, &index.storage)?;
                     catalog.tables.insert(def.name.clone(), Arc::new(def));
                 }
             }
@@ -718,11 +699,31 @@ impl Executor {
         Ok(Outcome::default())
     }
 
+    /// Creates the kv table of a new SQL table or index in every partition.
+    fn create_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
+        for shard in &mut self.shards {
+            let handle = shard.engine.create_table(name).map_err(kv_error)?;
+            shard.storage.insert(id, handle);
+        }
+        Ok(())
+    }
+
+    /// Drops the kv table of a SQL table or index from every partition.
+    fn drop_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
+        for shard in &mut self.shards {
+            shard.engine.drop_table(name).map_err(kv_error)?;
+            shard.storage.remove(&id);
+            shard.table_versions.remove(&id);
+        }
+        Ok(())
+    }
+
     /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
     /// On failure the storage is dropped again.
     fn build_index(&mut self, table: &TableDef, index: &planner::IndexDef) -> SqlResult<()> {
-        let storage = self.fill_new_storage(
+        self.fill_new_storage(
             table,
+            index.id,
             &index.storage,
             |row_key, row| {
                 Ok((
@@ -740,17 +741,16 @@ impl Executor {
                     key_description(table, &index.columns, row)
                 ))
             },
-        )?;
-        self.storage.insert(index.id, storage);
-        Ok(())
+        )
     }
 
     /// Copies every row of `old` into fresh storage keyed by `new`'s primary key, checking
     /// NOT NULL and uniqueness, then swaps the storage. On failure the new storage is dropped
     /// and `old` is untouched.
     fn rebuild_keyed(&mut self, old: &TableDef, new: &TableDef) -> SqlResult<()> {
-        let target = self.fill_new_storage(
+        self.fill_new_storage(
             old,
+            new.id,
             &new.storage,
             |_, row| {
                 if let Some(&c) = new.primary_key.iter().find(|&&c| row[c].is_null()) {
@@ -777,45 +777,69 @@ impl Executor {
                 e
             },
         )?;
-        self.engine_mut()
-            .drop_table(&old.storage)
-            .map_err(kv_error)?;
-        self.storage.insert(new.id, target);
+        for shard in &mut self.shards {
+            shard.engine.drop_table(&old.storage).map_err(kv_error)?;
+        }
         Ok(())
     }
 
-    /// Creates kv table `name` holding one entry per row of `source`, made by `entry`; a key
-    /// already present fails with `duplicate`. On any failure the new table is dropped again.
+    /// Creates kv table `name` in every partition, holding one entry per row of `source` (in
+    /// the row's partition), made by `entry`, and registers it as the storage of `id`; a key
+    /// already present fails with `duplicate`. On any failure the new tables are dropped
+    /// again and the registration is left as it was.
     fn fill_new_storage(
         &mut self,
         source: &TableDef,
+        id: u32,
         name: &str,
         entry: impl Fn(&[u8], &Row) -> SqlResult<(Vec<u8>, Vec<u8>)>,
         duplicate: impl Fn(&Row) -> SqlError,
-    ) -> SqlResult<kv::Table> {
-        let rows: Vec<(Vec<u8>, Row)> = {
-            let reader = self.reader(None, false);
-            let env = reader.env(&[], 0);
-            reader.scan(source, &planner::Access::Full, None, &[], &env)?
-        };
-        let target = self.engine_mut().create_table(name).map_err(kv_error)?;
+    ) -> SqlResult<()> {
+        let mut created = Vec::with_capacity(self.shards.len());
         let result = (|| -> SqlResult<()> {
-            for (row_key, row) in &rows {
-                let (key, value) = entry(row_key, row)?;
-                if !self
-                    .engine_mut()
-                    .insert(target, &key, &value)
+            for index in 0..self.shards.len() {
+                let shard = &mut self.shards[index];
+                let source_handle = shard.handle(source.id)?;
+                let rows: Vec<(Vec<u8>, Row)> = shard
+                    .engine
+                    .range(
+                        source_handle,
+                        std::ops::Bound::Unbounded,
+                        std::ops::Bound::Unbounded,
+                        kv::Direction::Forward,
+                    )
                     .map_err(kv_error)?
-                {
-                    return Err(duplicate(row));
+                    .map(|item| {
+                        let (key, bytes) = item.map_err(kv_error)?;
+                        Ok((key, crate::row::decode_row(&bytes)?.1))
+                    })
+                    .collect::<SqlResult<_>>()?;
+                let target = shard.engine.create_table(name).map_err(kv_error)?;
+                created.push(target);
+                for (row_key, row) in &rows {
+                    let (key, value) = entry(row_key, row)?;
+                    if !shard
+                        .engine
+                        .insert(target, &key, &value)
+                        .map_err(kv_error)?
+                    {
+                        return Err(duplicate(row));
+                    }
                 }
             }
             Ok(())
         })();
         match result {
-            Ok(()) => Ok(target),
+            Ok(()) => {
+                for (shard, target) in self.shards.iter_mut().zip(created) {
+                    shard.storage.insert(id, target);
+                }
+                Ok(())
+            }
             Err(e) => {
-                self.engine_mut().drop_table(name).map_err(kv_error)?;
+                for shard in &mut self.shards[..created.len()] {
+                    shard.engine.drop_table(name).map_err(kv_error)?;
+                }
                 Err(e)
             }
         }
@@ -1117,4 +1141,16 @@ fn insert_sources(
         InsertSource::Values(rows) => eval_values(rows, env),
         InsertSource::Query(rel) => reader.rows(rel, &[], env),
     }
+}
+
+/// Schema changes that would have to compare rows across partitions (a unique index, a new
+/// primary key) are refused on the ledger's partitioned tables.
+fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
+    if crate::partition::is_partitioned(table) {
+        return Err(SqlError::feature_not_supported(format!(
+            "{what} on the ledger table \"{}\"",
+            table.name
+        )));
+    }
+    Ok(())
 }

@@ -1,6 +1,7 @@
-//! The executor: one thread that owns the storage engine, applies committed log entries in
-//! order, serves reads between them, and takes checkpoints. Nothing else touches the
-//! engine, so nothing on this path takes a lock.
+//! The executor: one thread that owns the storage engines (one per partition, see
+//! `partition`), applies committed log entries in order, serves reads between them, and
+//! takes checkpoints. Nothing else touches the engines, so nothing on this path takes a
+//! lock.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -18,14 +19,18 @@ use crate::command::{
     decode_command, encode_result, Command, CommandResult, Outcome, Overlay, QueryResult, Staged,
 };
 use crate::error::{is_storage_failure, kv_error};
+use crate::partition::{
+    combined_stats, is_partitioned, partition_file, partition_of_key, CommitRecord, Shard,
+};
 use crate::query::Reader;
-use crate::row::{decode_row, encode_row, row_version};
+use crate::row::{decode_row, encode_row};
 
 const META_TABLE: &str = "__meta";
 const META_CATALOG: &[u8] = b"catalog";
 const META_APPLIED: &[u8] = b"applied_log_id";
 const META_MEMBERSHIP: &[u8] = b"membership";
 const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
+const META_PARTITIONS: &[u8] = b"partitions";
 /// Pending transfers with a timeout, keyed by (expiry time, transfer id).
 const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 
@@ -36,6 +41,9 @@ pub struct ExecutorOptions {
     /// Checkpoint at least this often while there are changes.
     pub checkpoint_interval: Duration,
     pub io_mode: IoMode,
+    /// How many partitions a new data directory gets (`None`: the number of cores). An
+    /// existing one keeps the count it was created with; asking for another is an error.
+    pub partitions: Option<usize>,
 }
 
 /// What a log entry carries, as far as the executor is concerned.
@@ -118,22 +126,38 @@ impl ExecutorHandle {
 
 /// A write's prior state, for rolling back a command that fails halfway.
 struct Undo {
+    shard: usize,
     storage: kv::Table,
     key: Vec<u8>,
     old: Option<Vec<u8>>,
 }
 
+/// Where a SQL table's rows are stored: in every partition by key, or in partition 0.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Store {
+    pub id: u32,
+    pub partitioned: bool,
+}
+
+/// A checkpoint of every partition at one log position (see `partition`).
+struct Checkpointing {
+    meta: ReplicationMeta,
+    position: LogPosition,
+    /// The commit record names this position: the partitions may write in place.
+    committed: bool,
+}
+
 pub struct Executor {
-    pub(crate) engine: Engine,
+    /// Partition 0 first; it also holds the catalog, the metadata and non-ledger tables.
+    pub(crate) shards: Vec<Shard>,
     pub(crate) catalog: Arc<Catalog>,
     published: Arc<RwLock<Arc<Catalog>>>,
-    pub(crate) storage: HashMap<u32, kv::Table>,
     meta: kv::Table,
-    pub(crate) table_versions: HashMap<u32, u64>,
+    commit_record: CommitRecord,
     applied: LogPosition,
     replication: ReplicationMeta,
     durable_replication: ReplicationMeta,
-    checkpointing: Option<ReplicationMeta>,
+    checkpointing: Option<Checkpointing>,
     last_checkpoint: Instant,
     changed_since_checkpoint: bool,
     options: ExecutorOptions,
@@ -149,6 +173,11 @@ pub struct Executor {
     /// No pending transfer expires before this (None: none has a timeout).
     pub(crate) next_expiry: Option<i64>,
     pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
+}
+
+/// The partition count of a new data directory when none is asked for: one per core.
+fn default_partitions() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Opens the data file, recovers, and starts the executor thread.
@@ -172,40 +201,63 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
 
 impl Executor {
     pub fn open(options: ExecutorOptions) -> SqlResult<Executor> {
-        let engine_options = EngineOptions {
-            pool_bytes: options.pool_bytes,
+        let commit_record = CommitRecord::for_data_file(&options.data_file);
+        let committed = commit_record.read()?;
+        let engine_options = |partitions: usize| EngineOptions {
+            pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
             io_mode: options.io_mode,
+            gated_checkpoints: true,
+            // A data directory without a commit record is new (nothing to recover) or from
+            // a build before partitions (one engine, whose journal is its own commit).
+            journal_limit: committed.map(|p| p.index),
             ..EngineOptions::default()
         };
-        let (mut engine, recovery) =
-            Engine::open(&options.data_file, engine_options).map_err(kv_error)?;
-        let meta = match engine.table(META_TABLE) {
+        let requested = options.partitions.map(|n| n.max(1));
+        let guess = requested.unwrap_or_else(default_partitions);
+        let (mut first, recovery) =
+            Engine::open(&options.data_file, engine_options(guess)).map_err(kv_error)?;
+        let meta = match first.table(META_TABLE) {
             Some(t) => t,
-            None => engine.create_table(META_TABLE).map_err(kv_error)?,
+            None => first.create_table(META_TABLE).map_err(kv_error)?,
         };
-        let catalog: Catalog = match engine.get(meta, META_CATALOG).map_err(kv_error)? {
+        let stored = first.get(meta, META_PARTITIONS).map_err(kv_error)?;
+        let partitions = match stored {
+            Some(bytes) => {
+                let count = bytes
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| SqlError::internal("stored partition count is unreadable"))?
+                    as usize;
+                if requested.is_some_and(|r| r != count) {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "changing the partition count of a data directory (it has {count}; repartitioning is not supported yet)"
+                    )));
+                }
+                count
+            }
+            // New, or made before partitions existed (then it has one).
+            None => {
+                let count = if recovery.created { guess } else { 1 };
+                first
+                    .put(meta, META_PARTITIONS, &(count as u64).to_le_bytes())
+                    .map_err(kv_error)?;
+                count
+            }
+        };
+        if committed.is_none() {
+            commit_record.write(recovery.log_position)?;
+        }
+        let catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
             Some(bytes) => bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
             None => Catalog::default(),
         };
-        let mut storage = HashMap::new();
-        for table in catalog.tables.values() {
-            let handle = engine.table(&table.storage).ok_or_else(|| {
-                SqlError::internal(format!("storage of table {} is missing", table.name))
-            })?;
-            storage.insert(table.id, handle);
-            for index in &table.indexes {
-                let handle = engine.table(&index.storage).ok_or_else(|| {
-                    SqlError::internal(format!("storage of index {} is missing", index.name))
-                })?;
-                storage.insert(index.id, handle);
-            }
-        }
-        let expiry = match engine.table(LEDGER_EXPIRY_TABLE) {
+        let expiry = match first.table(LEDGER_EXPIRY_TABLE) {
             Some(t) => t,
-            None => engine.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
+            None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
         };
-        let ledger_clock = match engine.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
+        let ledger_clock = match first.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
             Some(bytes) => i64::from_le_bytes(
                 bytes
                     .as_slice()
@@ -215,17 +267,55 @@ impl Executor {
             None => 0,
         };
         let replication = ReplicationMeta {
-            applied_log_id: engine.get(meta, META_APPLIED).map_err(kv_error)?,
-            membership: engine.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
+            applied_log_id: first.get(meta, META_APPLIED).map_err(kv_error)?,
+            membership: first.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
         };
+        let mut engines = vec![first];
+        for index in 1..partitions {
+            let path = partition_file(&options.data_file, index);
+            let (engine, info) =
+                Engine::open(&path, engine_options(partitions)).map_err(kv_error)?;
+            if info.log_position != recovery.log_position {
+                return Err(SqlError::new(
+                    ErrorKind::Io,
+                    format!(
+                        "partition {index} ({}) is at log index {}, partition 0 at {}: the data directory is damaged",
+                        path.display(),
+                        info.log_position.index,
+                        recovery.log_position.index
+                    ),
+                ));
+            }
+            engines.push(engine);
+        }
+        let mut shards = Vec::with_capacity(partitions);
+        for mut engine in engines {
+            let mut storage = HashMap::new();
+            for table in catalog.tables.values() {
+                let names = std::iter::once((table.id, &table.storage))
+                    .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
+                for (id, name) in names {
+                    let handle = match engine.table(name) {
+                        Some(handle) => handle,
+                        // Partitions made before this one saw every table created.
+                        None => engine.create_table(name).map_err(kv_error)?,
+                    };
+                    storage.insert(id, handle);
+                }
+            }
+            shards.push(Shard {
+                engine,
+                storage,
+                table_versions: HashMap::new(),
+            });
+        }
         let catalog = Arc::new(catalog);
         Ok(Executor {
-            engine,
+            shards,
             published: Arc::new(RwLock::new(catalog.clone())),
             catalog,
-            storage,
             meta,
-            table_versions: HashMap::new(),
+            commit_record,
             applied: recovery.log_position,
             durable_replication: replication.clone(),
             replication,
@@ -245,9 +335,13 @@ impl Executor {
         })
     }
 
+    fn checkpoint_in_progress(&self) -> bool {
+        self.checkpointing.is_some()
+    }
+
     fn run(mut self, requests: Receiver<Request>) {
         loop {
-            let wait = if self.engine.checkpoint_in_progress() {
+            let wait = if self.checkpoint_in_progress() {
                 Duration::from_millis(1)
             } else {
                 Duration::from_millis(100)
@@ -304,7 +398,7 @@ impl Executor {
                     self.stage(&plan, &params, now_micros, overlay.as_deref(), record_reads);
                 reply(result);
             }
-            Request::Stats { reply } => reply(self.engine.stats()),
+            Request::Stats { reply } => reply(combined_stats(&self.shards)),
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
             }
@@ -314,56 +408,56 @@ impl Executor {
 
     /// Finishes an in-flight checkpoint, so a clean stop leaves nothing to replay.
     fn shutdown(&mut self) {
-        if self.failed.is_none()
-            && self.changed_since_checkpoint
-            && !self.engine.checkpoint_in_progress()
+        if self.failed.is_none() && self.changed_since_checkpoint && !self.checkpoint_in_progress()
         {
             self.begin_checkpoint();
         }
-        if let Ok(Some(_)) = self.engine.wait_checkpoint() {
-            if let Some(meta) = self.checkpointing.take() {
-                self.durable_replication = meta;
+        if self.checkpointing.is_none() {
+            return;
+        }
+        let journaled = self
+            .shards
+            .iter_mut()
+            .try_for_each(|s| s.engine.wait_journaled().map(|_| ()));
+        if let Err(e) = journaled {
+            eprintln!("hotledger: checkpoint failed at shutdown: {e}");
+            self.abandon_checkpoint();
+            return;
+        }
+        self.commit_checkpoint();
+        for shard in &mut self.shards {
+            if let Err(e) = shard.engine.wait_checkpoint() {
+                eprintln!("hotledger: checkpoint failed at shutdown: {e}");
             }
         }
+        self.finish_checkpoint();
     }
 
+    /// Starts a checkpoint of every partition at the position applied now.
     fn begin_checkpoint(&mut self) {
         let snapshot = self.replication.clone();
-        let write_meta = |engine: &mut Engine,
-                          meta: kv::Table,
-                          key: &[u8],
-                          value: &Option<Vec<u8>>|
-         -> kv::KvResult<()> {
-            if let Some(v) = value {
-                engine.put(meta, key, v)?;
+        let meta = self.meta;
+        let clock = self.ledger_clock.to_le_bytes();
+        let first = &mut self.shards[0].engine;
+        let mut result = first.put(meta, META_LEDGER_CLOCK, &clock).map(|_| ());
+        for (key, value) in [
+            (META_APPLIED, &snapshot.applied_log_id),
+            (META_MEMBERSHIP, &snapshot.membership),
+        ] {
+            if let (Ok(()), Some(v)) = (&result, value) {
+                result = first.put(meta, key, v).map(|_| ());
             }
-            Ok(())
-        };
-        let result = write_meta(
-            &mut self.engine,
-            self.meta,
-            META_APPLIED,
-            &snapshot.applied_log_id,
-        )
-        .and_then(|_| {
-            write_meta(
-                &mut self.engine,
-                self.meta,
-                META_MEMBERSHIP,
-                &snapshot.membership,
-            )
-        })
-        .and_then(|_| {
-            self.engine.put(
-                self.meta,
-                META_LEDGER_CLOCK,
-                &self.ledger_clock.to_le_bytes(),
-            )
-        })
-        .and_then(|_| self.engine.begin_checkpoint(self.applied));
+        }
+        for shard in &mut self.shards {
+            result = result.and_then(|()| shard.engine.begin_checkpoint(self.applied));
+        }
         match result {
             Ok(()) => {
-                self.checkpointing = Some(snapshot);
+                self.checkpointing = Some(Checkpointing {
+                    meta: snapshot,
+                    position: self.applied,
+                    committed: false,
+                });
                 self.changed_since_checkpoint = false;
                 self.last_checkpoint = Instant::now();
             }
@@ -371,33 +465,89 @@ impl Executor {
         }
     }
 
+    /// Every partition's journal is durable: record the position as committed, then let the
+    /// partitions write in place.
+    fn commit_checkpoint(&mut self) {
+        let Some(checkpointing) = self.checkpointing.as_mut() else {
+            return;
+        };
+        if let Err(e) = self.commit_record.write(checkpointing.position) {
+            // Nothing is lost (the previous commit stands and the log holds everything
+            // since), but the engines cannot go on: their journals wait for a commit.
+            eprintln!("hotledger: checkpoint failed: {}", e.message);
+            self.abandon_checkpoint();
+            return;
+        }
+        checkpointing.committed = true;
+        for shard in &mut self.shards {
+            shard.engine.release_checkpoint();
+        }
+    }
+
+    /// Gives up the checkpoint in flight before its commit: every partition keeps its previous
+    /// checkpoint and its pages stay dirty for the next one.
+    fn abandon_checkpoint(&mut self) {
+        for shard in &mut self.shards {
+            if let Err(e) = shard.engine.abandon_checkpoint() {
+                eprintln!("hotledger: abandoning a checkpoint: {e}");
+            }
+        }
+        self.checkpointing = None;
+        self.last_checkpoint = Instant::now();
+    }
+
+    /// The checkpoint in flight is durable in every partition.
+    fn finish_checkpoint(&mut self) {
+        if let Some(checkpointing) = self.checkpointing.take() {
+            if checkpointing.committed {
+                self.durable_replication = checkpointing.meta;
+            }
+        }
+    }
+
     fn maintain(&mut self) {
         if self.failed.is_some() {
             return;
         }
-        if self.engine.checkpoint_in_progress() {
-            match self.engine.poll_checkpoint() {
-                Ok(Some(_)) => {
-                    if let Some(meta) = self.checkpointing.take() {
-                        self.durable_replication = meta;
-                    }
+        if let Some(checkpointing) = &self.checkpointing {
+            let committed = checkpointing.committed;
+            let mut failure = None;
+            for shard in &mut self.shards {
+                if let Err(e) = shard.engine.poll_checkpoint() {
+                    failure.get_or_insert(e);
                 }
-                Ok(None) => {}
-                Err(e) => {
-                    // A failed journal leaves the previous checkpoint intact and the log
-                    // still holds everything since: try again at the next interval. A failure
-                    // after the journal poisons the engine, and the next apply stops the
-                    // executor (see apply_command).
-                    eprintln!("hotledger: checkpoint failed: {e}");
+            }
+            if let Some(e) = failure {
+                // A failed journal leaves every partition's previous checkpoint intact and
+                // the log still holds everything since: try again at the next interval. A
+                // failure after the commit poisons that engine, and the next apply stops
+                // the executor (see apply_command).
+                eprintln!("hotledger: checkpoint failed: {e}");
+                if committed {
                     self.checkpointing = None;
-                    self.last_checkpoint = Instant::now();
+                } else {
+                    self.abandon_checkpoint();
                 }
+                self.last_checkpoint = Instant::now();
+                return;
+            }
+            if !committed {
+                if self.shards.iter().all(|s| s.engine.checkpoint_journaled()) {
+                    self.commit_checkpoint();
+                }
+            } else if self
+                .shards
+                .iter()
+                .all(|s| !s.engine.checkpoint_in_progress())
+            {
+                self.finish_checkpoint();
             }
             return;
         }
         let due = self.changed_since_checkpoint
             && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval;
-        if self.applied.index > 0 && (self.engine.needs_checkpoint() || due) {
+        let needed = self.shards.iter().any(|s| s.engine.needs_checkpoint());
+        if self.applied.index > 0 && (needed || due) {
             self.begin_checkpoint();
         }
     }
@@ -410,7 +560,8 @@ impl Executor {
 
     fn publish_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
         let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
-        self.engine
+        self.shards[0]
+            .engine
             .put(self.meta, META_CATALOG, &bytes)
             .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
@@ -525,20 +676,34 @@ impl Executor {
         result
     }
 
-    /// Puts (Some) or deletes (None) a raw kv entry, undoably.
+    /// Puts (Some) or deletes (None) a raw kv entry of partition 0 (the executor's own
+    /// tables), undoably.
     pub(crate) fn put_raw(
         &mut self,
         storage: kv::Table,
         key: &[u8],
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
-        let old = self.engine.get(storage, key).map_err(kv_error)?;
+        self.write_entry(0, storage, key, value)
+    }
+
+    /// Writes one kv entry of partition `shard` and records its prior state for undo.
+    fn write_entry(
+        &mut self,
+        shard: usize,
+        storage: kv::Table,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> SqlResult<()> {
+        let engine = &mut self.shards[shard].engine;
+        let old = engine.get(storage, key).map_err(kv_error)?;
         match value {
-            Some(v) => self.engine.put(storage, key, v).map(|_| ()),
-            None => self.engine.delete(storage, key).map(|_| ()),
+            Some(v) => engine.put(storage, key, v).map(|_| ()),
+            None => engine.delete(storage, key).map(|_| ()),
         }
         .map_err(kv_error)?;
         self.undo.push(Undo {
+            shard,
             storage,
             key: key.to_vec(),
             old,
@@ -559,9 +724,10 @@ impl Executor {
     pub(crate) fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let Some(u) = self.undo.pop() else { return };
+            let engine = &mut self.shards[u.shard].engine;
             let r = match &u.old {
-                Some(old) => self.engine.put(u.storage, &u.key, old).map(|_| ()),
-                None => self.engine.delete(u.storage, &u.key).map(|_| ()),
+                Some(old) => engine.put(u.storage, &u.key, old).map(|_| ()),
+                None => engine.delete(u.storage, &u.key).map(|_| ()),
             };
             if let Err(e) = r {
                 self.fail(kv_error(e));
@@ -581,20 +747,31 @@ impl Executor {
         }
     }
 
-    pub(crate) fn storage_of(&self, table: &TableDef) -> SqlResult<kv::Table> {
-        self.storage
-            .get(&table.id)
-            .copied()
-            .ok_or_else(|| SqlError::undefined_table(&table.name))
+    pub(crate) fn storage_of(&self, table: &TableDef) -> SqlResult<Store> {
+        if !self.shards[0].storage.contains_key(&table.id) {
+            return Err(SqlError::undefined_table(&table.name));
+        }
+        Ok(Store {
+            id: table.id,
+            partitioned: is_partitioned(table),
+        })
+    }
+
+    /// The partition holding the row with storage key `key`.
+    pub(crate) fn shard_of(&self, store: Store, key: &[u8]) -> usize {
+        if store.partitioned {
+            partition_of_key(key, self.shards.len())
+        } else {
+            0
+        }
     }
 
     /// Reads a stored row: its raw bytes (for undo) and decoded form.
-    pub(crate) fn get_row(
-        &mut self,
-        storage: kv::Table,
-        key: &[u8],
-    ) -> SqlResult<Option<StoredRow>> {
-        match self.engine.get(storage, key).map_err(kv_error)? {
+    pub(crate) fn get_row(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<StoredRow>> {
+        let index = self.shard_of(store, key);
+        let shard = &mut self.shards[index];
+        let handle = shard.handle(store.id)?;
+        match shard.engine.get(handle, key).map_err(kv_error)? {
             Some(bytes) => {
                 let (version, row) = decode_row(&bytes)?;
                 Ok(Some((bytes, version, row)))
@@ -611,59 +788,59 @@ impl Executor {
         row: &[Value],
         version: u64,
     ) -> SqlResult<()> {
-        let storage = self.storage_of(table)?;
+        let store = self.storage_of(table)?;
+        let index = self.shard_of(store, key);
         if !table.indexes.is_empty() {
             let old_row = match &old {
                 Some(bytes) => Some(decode_row(bytes)?.1),
                 None => None,
             };
-            self.update_indexes(table, key, old_row.as_deref(), Some(row))?;
+            self.update_indexes(table, index, key, old_row.as_deref(), Some(row))?;
         }
         encode_row(version, row, &mut self.scratch);
-        self.engine
+        let shard = &mut self.shards[index];
+        let storage = shard.handle(store.id)?;
+        shard
+            .engine
             .put(storage, key, &self.scratch)
             .map_err(kv_error)?;
+        shard.table_versions.insert(table.id, version);
         self.undo.push(Undo {
+            shard: index,
             storage,
             key: key.to_vec(),
             old,
         });
-        self.table_versions.insert(table.id, version);
         Ok(())
     }
 
     /// Moves a row's index entries from its old values to its new ones (either may be
-    /// absent), checking unique indexes; every change is undoable.
+    /// absent), checking unique indexes; every change is undoable. An index's entries live
+    /// in the partition of their row.
     fn update_indexes(
         &mut self,
         table: &TableDef,
+        shard: usize,
         row_key: &[u8],
         old: Option<&[Value]>,
         new: Option<&[Value]>,
     ) -> SqlResult<()> {
         for index in &table.indexes {
-            let storage = self.storage.get(&index.id).copied().ok_or_else(|| {
-                SqlError::internal(format!("storage of index {} is missing", index.name))
-            })?;
+            let storage = self.shards[shard].handle(index.id)?;
             let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
             let new_entry = new.map(|r| index_entry(index, r, row_key)).transpose()?;
             if old_entry == new_entry {
                 continue;
             }
             if let Some(entry) = old_entry {
-                let previous = self.engine.get(storage, &entry).map_err(kv_error)?;
-                self.engine.delete(storage, &entry).map_err(kv_error)?;
-                self.undo.push(Undo {
-                    storage,
-                    key: entry,
-                    old: previous,
-                });
+                self.write_entry(shard, storage, &entry, None)?;
             }
             if let Some(entry) = new_entry {
                 // Entries of a non-unique index end with the row's own key: they cannot
                 // collide, so only a unique index needs the lookup.
+                let engine = &mut self.shards[shard].engine;
                 let existing = if index.unique {
-                    self.engine.get(storage, &entry).map_err(kv_error)?
+                    engine.get(storage, &entry).map_err(kv_error)?
                 } else {
                     None
                 };
@@ -678,10 +855,9 @@ impl Executor {
                         ));
                     }
                 }
-                self.engine
-                    .put(storage, &entry, row_key)
-                    .map_err(kv_error)?;
+                engine.put(storage, &entry, row_key).map_err(kv_error)?;
                 self.undo.push(Undo {
+                    shard,
                     storage,
                     key: entry,
                     old: None,
@@ -698,18 +874,22 @@ impl Executor {
         old: Vec<u8>,
         version: u64,
     ) -> SqlResult<()> {
-        let storage = self.storage_of(table)?;
+        let store = self.storage_of(table)?;
+        let index = self.shard_of(store, key);
         if !table.indexes.is_empty() {
             let old_row = decode_row(&old)?.1;
-            self.update_indexes(table, key, Some(&old_row), None)?;
+            self.update_indexes(table, index, key, Some(&old_row), None)?;
         }
-        self.engine.delete(storage, key).map_err(kv_error)?;
+        let shard = &mut self.shards[index];
+        let storage = shard.handle(store.id)?;
+        shard.engine.delete(storage, key).map_err(kv_error)?;
+        shard.table_versions.insert(table.id, version);
         self.undo.push(Undo {
+            shard: index,
             storage,
             key: key.to_vec(),
             old: Some(old),
         });
-        self.table_versions.insert(table.id, version);
         Ok(())
     }
 
@@ -719,13 +899,11 @@ impl Executor {
         record_reads: bool,
     ) -> Reader<'a> {
         Reader {
-            engine: Some(RefCell::new(&mut self.engine)),
-            storage: &self.storage,
+            shards: Some(RefCell::new(&mut self.shards)),
             catalog: &self.catalog,
             overlay,
             record_reads,
             reads: RefCell::new(Vec::new()),
-            table_versions: &self.table_versions,
         }
     }
 
@@ -749,24 +927,26 @@ impl Executor {
 
     /// The current version of a row, for validating a serializable read.
     pub(crate) fn current_version(&mut self, table: u32, key: &[u8]) -> SqlResult<u64> {
-        let Some(storage) = self.storage.get(&table).copied() else {
+        let Some(def) = self.catalog.table_by_id(table).cloned() else {
             return Ok(0);
         };
+        let store = self.storage_of(&def)?;
         Ok(self
-            .engine
-            .get(storage, key)
-            .map_err(kv_error)?
-            .as_deref()
-            .map(row_version)
-            .unwrap_or(0))
+            .get_row(store, key)?
+            .map_or(0, |(_, version, _)| version))
+    }
+
+    /// The log index of the last write to a table, in any partition.
+    pub(crate) fn table_version(&self, table: u32) -> u64 {
+        self.shards
+            .iter()
+            .filter_map(|s| s.table_versions.get(&table).copied())
+            .max()
+            .unwrap_or(0)
     }
 
     pub(crate) fn set_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
         self.publish_catalog(catalog)
-    }
-
-    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
-        &mut self.engine
     }
 
     pub(crate) fn outcome(rows_affected: u64, rows: Vec<Vec<Value>>) -> Outcome {

@@ -14,6 +14,7 @@ mod apply;
 mod command;
 mod error;
 mod executor;
+mod partition;
 mod query;
 mod row;
 mod transfer;

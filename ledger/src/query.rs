@@ -4,10 +4,10 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-use kv::{Direction, Engine};
+use kv::Direction;
 use planner::{
     arithmetic, Access, AggCall, AggFunc, BinaryOp, Catalog, EvalEnv, Expr, JoinKind, Rel, SortKey,
     SubqueryRunner, TableDef, TableSource,
@@ -16,19 +16,19 @@ use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
+use crate::partition::{is_partitioned, partition_of_key, Shard};
 use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
 
 /// Everything a read needs: storage, the catalog it was planned against, the transaction's
 /// overlay, and where to record reads for serializable validation.
 pub struct Reader<'a> {
-    /// None for plans that read no user table (evaluated outside the executor).
-    pub engine: Option<RefCell<&'a mut Engine>>,
-    pub storage: &'a HashMap<u32, kv::Table>,
+    /// The partitions' storage; None for plans that read no user table (evaluated outside
+    /// the executor).
+    pub(crate) shards: Option<RefCell<&'a mut Vec<Shard>>>,
     pub catalog: &'a Catalog,
     pub overlay: Option<&'a Overlay>,
     pub record_reads: bool,
     pub reads: RefCell<Vec<ReadCheck>>,
-    pub table_versions: &'a HashMap<u32, u64>,
 }
 
 /// Rows a scan found before filtering, by key: (version, values), or None where the
@@ -101,17 +101,47 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn engine(&self) -> SqlResult<&RefCell<&'a mut Engine>> {
-        self.engine
+    fn shards(&self) -> SqlResult<&RefCell<&'a mut Vec<Shard>>> {
+        self.shards
             .as_ref()
             .ok_or_else(|| SqlError::internal("a user table read outside the executor"))
     }
 
-    fn storage_of(&self, table: &TableDef) -> SqlResult<kv::Table> {
-        self.storage
+    /// The partitions that may hold rows of `table`: all for the ledger's tables, else 0.
+    fn shards_of(&self, table: &TableDef) -> SqlResult<std::ops::Range<usize>> {
+        let count = self.shards()?.borrow().len();
+        Ok(if is_partitioned(table) {
+            0..count
+        } else {
+            0..1
+        })
+    }
+
+    /// Reads the row with key `key` from the partition that holds it.
+    fn get(&self, table: &TableDef, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
+        let mut shards = self.shards()?.borrow_mut();
+        let index = if is_partitioned(table) {
+            partition_of_key(key, shards.len())
+        } else {
+            0
+        };
+        let shard = &mut shards[index];
+        let handle = shard
+            .storage
             .get(&table.id)
             .copied()
-            .ok_or_else(|| SqlError::undefined_table(&table.name))
+            .ok_or_else(|| SqlError::undefined_table(&table.name))?;
+        shard.engine.get(handle, key).map_err(kv_error)
+    }
+
+    /// The log index of the last write to `table`, in any partition.
+    fn table_version(&self, table: &TableDef) -> SqlResult<u64> {
+        let shards = self.shards()?.borrow();
+        Ok(shards
+            .iter()
+            .filter_map(|s| s.table_versions.get(&table.id).copied())
+            .max()
+            .unwrap_or(0))
     }
 
     fn record(&self, check: ReadCheck) {
@@ -143,7 +173,6 @@ impl<'a> Reader<'a> {
         outer: &[Value],
         env: &EvalEnv<'_>,
     ) -> SqlResult<Vec<ScannedRow>> {
-        let storage = self.storage_of(table)?;
         let mut raw: Candidates = Vec::new();
         let mut prefetched = false;
         let (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>) = match access {
@@ -160,11 +189,7 @@ impl<'a> Reader<'a> {
                 match overlaid {
                     Some(row) => raw.push((key, row.clone().map(|r| (0, r)))),
                     None => {
-                        let stored = self
-                            .engine()?
-                            .borrow_mut()
-                            .get(storage, &key)
-                            .map_err(kv_error)?;
+                        let stored = self.get(table, &key)?;
                         self.record(ReadCheck::Row {
                             table: table.id,
                             key: key.clone(),
@@ -228,53 +253,76 @@ impl<'a> Reader<'a> {
                     values.push(v.cast(table.columns[column].ty)?);
                 }
                 let prefix = encode_key(&values)?;
-                let index_storage = self
-                    .storage
-                    .get(&def.id)
-                    .copied()
-                    .ok_or_else(|| SqlError::internal("index storage missing"))?;
                 let upper = match successor(&prefix) {
                     Some(s) => Bound::Excluded(s),
                     None => Bound::Unbounded,
                 };
-                let mut engine = self.engine()?.borrow_mut();
-                let row_keys: Vec<Vec<u8>> = engine
-                    .range(
-                        index_storage,
-                        Bound::Included(prefix.as_slice()),
-                        as_ref_bound(&upper),
-                        Direction::Forward,
-                    )
-                    .map_err(kv_error)?
-                    .map(|item| item.map(|(_, row_key)| row_key).map_err(kv_error))
-                    .collect::<SqlResult<_>>()?;
-                for row_key in row_keys {
-                    if let Some(bytes) = engine.get(storage, &row_key).map_err(kv_error)? {
-                        raw.push((row_key, Some(decode_row(&bytes)?)));
+                // An index's entries live in the partition of their row.
+                let partitions = self.shards_of(table)?;
+                let several = partitions.len() > 1;
+                let mut shards = self.shards()?.borrow_mut();
+                for shard in &mut shards[partitions] {
+                    let (index_storage, storage) = (shard.handle(def.id)?, shard.handle(table.id)?);
+                    let row_keys: Vec<Vec<u8>> = shard
+                        .engine
+                        .range(
+                            index_storage,
+                            Bound::Included(prefix.as_slice()),
+                            as_ref_bound(&upper),
+                            Direction::Forward,
+                        )
+                        .map_err(kv_error)?
+                        .map(|item| item.map(|(_, row_key)| row_key).map_err(kv_error))
+                        .collect::<SqlResult<_>>()?;
+                    for row_key in row_keys {
+                        if let Some(bytes) =
+                            shard.engine.get(storage, &row_key).map_err(kv_error)?
+                        {
+                            raw.push((row_key, Some(decode_row(&bytes)?)));
+                        }
                     }
+                }
+                if several {
+                    raw.sort_by(|a, b| a.0.cmp(&b.0));
                 }
                 prefetched = true;
                 (Bound::Unbounded, Bound::Unbounded)
             }
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
         };
-        self.record(ReadCheck::Table {
-            table: table.id,
-            version: self.table_versions.get(&table.id).copied().unwrap_or(0),
-        });
+        if self.record_reads {
+            self.record(ReadCheck::Table {
+                table: table.id,
+                version: self.table_version(table)?,
+            });
+        }
         if !prefetched {
-            let mut engine = self.engine()?.borrow_mut();
-            let range = engine
-                .range(
-                    storage,
-                    as_ref_bound(&lower),
-                    as_ref_bound(&upper),
-                    Direction::Forward,
-                )
-                .map_err(kv_error)?;
-            for item in range {
-                let (key, bytes) = item.map_err(kv_error)?;
-                raw.push((key, Some(decode_row(&bytes)?)));
+            let partitions = self.shards_of(table)?;
+            let several = partitions.len() > 1;
+            let mut shards = self.shards()?.borrow_mut();
+            for shard in &mut shards[partitions] {
+                let storage = shard
+                    .storage
+                    .get(&table.id)
+                    .copied()
+                    .ok_or_else(|| SqlError::undefined_table(&table.name))?;
+                let range = shard
+                    .engine
+                    .range(
+                        storage,
+                        as_ref_bound(&lower),
+                        as_ref_bound(&upper),
+                        Direction::Forward,
+                    )
+                    .map_err(kv_error)?;
+                for item in range {
+                    let (key, bytes) = item.map_err(kv_error)?;
+                    raw.push((key, Some(decode_row(&bytes)?)));
+                }
+            }
+            // Each partition's rows come in key order; the scan's contract is one order.
+            if several {
+                raw.sort_by(|a, b| a.0.cmp(&b.0));
             }
         }
         if let Some(overlay) = self.overlay {
@@ -681,16 +729,12 @@ pub fn evaluate_without_storage(
     params: &[Value],
     now_micros: i64,
 ) -> SqlResult<Vec<Row>> {
-    let storage = HashMap::new();
-    let versions = HashMap::new();
     let reader = Reader {
-        engine: None,
-        storage: &storage,
+        shards: None,
         catalog,
         overlay: None,
         record_reads: false,
         reads: RefCell::new(Vec::new()),
-        table_versions: &versions,
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

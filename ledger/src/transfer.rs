@@ -654,8 +654,8 @@ impl Executor {
         }
         let expiry = self.expiry;
         loop {
-            let first = self
-                .engine_mut()
+            let first = self.shards[0]
+                .engine
                 .range(
                     expiry,
                     std::ops::Bound::Unbounded,

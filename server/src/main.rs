@@ -69,6 +69,10 @@ struct ServeArgs {
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 256)]
     pool_mb: usize,
+    /// Executor partitions for a new data directory (ledger rows spread by account and
+    /// transfer id); default: one per core. An existing directory keeps its count.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    partitions: Option<u16>,
     /// Checkpoint at least this often while data changes, in seconds.
     #[arg(long, default_value_t = 30)]
     checkpoint_interval_s: u64,
@@ -176,6 +180,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         pool_bytes: args.pool_mb << 20,
         checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),
         io_mode,
+        partitions: args.partitions.map(usize::from),
     };
     let (executor, recovered) = ledger::spawn(options)
         .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;

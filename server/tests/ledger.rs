@@ -1,9 +1,11 @@
 //! The ledger under concurrency, against the real server: 64 connections doing random
 //! transfers among 1,000 accounts, half of them touching one hot account, with limits,
-//! idempotent retries and two-phase transfers mixed in. Afterwards, and again after a
-//! kill -9 and restart: debits equal credits, no limit is broken, every acknowledged
-//! transfer is present exactly once and nothing else is, and every balance equals the sum
-//! of the transfers that moved it. A stored procedure survives the kill -9 too.
+//! idempotent retries and two-phase transfers mixed in, on 1 and on 4 executor partitions.
+//! Afterwards, and again after a kill -9 and restart: debits equal credits, no limit is
+//! broken, every acknowledged transfer is present exactly once and nothing else is, and
+//! every balance equals the sum of the transfers that moved it. A stored procedure survives
+//! the kill -9 too. And one scripted session run on 1 and on 4 partitions gives identical
+//! results, statement by statement and table by table.
 
 mod common;
 
@@ -214,8 +216,17 @@ async fn check_ledger(client: &Client, acknowledged: &BTreeSet<i64>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_transfers_keep_the_ledger_consistent() {
-    let mut server = TestServer::start();
+async fn concurrent_transfers_keep_the_ledger_consistent_on_one_partition() {
+    concurrent_transfers(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_transfers_keep_the_ledger_consistent_on_four_partitions() {
+    concurrent_transfers(4).await;
+}
+
+async fn concurrent_transfers(partitions: u32) {
+    let mut server = TestServer::start_with(&["--partitions", &partitions.to_string()]);
     let admin = connect(&server).await;
     create_accounts(&admin).await;
 
@@ -377,4 +388,150 @@ async fn pending_timeout_survives_kill9() {
     )
     .await;
     assert_eq!(expired, 1);
+}
+
+/// One session's statements, their outcomes (rows, or SQLSTATE and message) and the final
+/// tables, without the columns that hold the wall clock.
+async fn scripted_session(client: &Client) -> Vec<String> {
+    let mut statements: Vec<String> = Vec::new();
+    let mut accounts = Vec::new();
+    for id in 1..=200i64 {
+        let limited = id % 3 == 0;
+        let history = id % 10 == 0;
+        accounts.push(format!("({id}, 1, 1, {limited}, {history}, {})", id % 7));
+    }
+    statements.push(format!(
+        "INSERT INTO accounts (id, ledger, code, debits_must_not_exceed_credits, history, user_data) VALUES {}",
+        accounts.join(", ")
+    ));
+    statements.push("INSERT INTO accounts (id, ledger, code) VALUES (500, 2, 1)".into());
+    let mut rng = StdRng::seed_from_u64(7);
+    for i in 0..600i64 {
+        let id = 1_000 + i;
+        let debit = rng.gen_range(1..=200i64);
+        let credit = rng.gen_range(1..=201i64); // 201 does not exist
+        let amount = rng.gen_range(1..=40i64);
+        statements.push(match rng.gen_range(0..10) {
+            0 => format!("CALL transfer({id}, {debit}, {credit}, {amount}, 1, 1, pending => true)"),
+            1 => {
+                let post = rng.gen_bool(0.5);
+                format!(
+                    "CALL transfer(id => {id}, pending_id => {}, post_pending => {post}, void_pending => {})",
+                    id - rng.gen_range(1..=20),
+                    !post
+                )
+            }
+            2 => format!("CALL transfer({}, {debit}, {credit}, {amount}, 1, 1)", id - rng.gen_range(1..=30)),
+            3 => format!(
+                "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES ({id}, {debit}, {credit}, {amount}, 1, 1), ({}, {credit}, {debit}, {amount}, 1, 1)",
+                id + 100_000
+            ),
+            4 => format!("CALL transfer({id}, {debit}, 500, {amount}, 1, 1)"),
+            _ => format!("CALL transfer({id}, {debit}, {credit}, {amount}, 1, 1)"),
+        });
+    }
+    statements.push(
+        "CALL create_transfers(id => ARRAY[5001, 5002, 5003, 5004], debit_account_id => ARRAY[1, 2, 3, 4], credit_account_id => ARRAY[5, 6, 999, 8], amount => ARRAY[1, 2, 3, 4], ledger => ARRAY[1, 1, 1, 1], code => ARRAY[1, 1, 1, 1], linked => ARRAY[false, true, false, false])".into(),
+    );
+    statements.push("UPDATE accounts SET user_data = user_data + 100 WHERE id % 4 = 1".into());
+    statements.push("CREATE INDEX accounts_user_data ON accounts (user_data)".into());
+    statements.push("CREATE UNIQUE INDEX accounts_code ON accounts (code)".into());
+    statements.push("BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT sum(credits_posted) FROM accounts; CALL transfer(9001, 7, 8, 1, 1, 1); COMMIT".into());
+    statements.push("SELECT id, user_data FROM accounts WHERE user_data = 103 ORDER BY id".into());
+    statements
+        .push("SELECT id, amount FROM transfers WHERE debit_account_id = 10 ORDER BY id".into());
+    statements.push("SELECT transfer_id, debits_posted, credits_posted, debits_pending FROM account_balances WHERE account_id = 20 ORDER BY created_at, transfer_id".into());
+    statements.push("SELECT count(*), sum(amount) FROM transfers".into());
+    statements.push(
+        "SELECT status, count(*) FROM pending_transfers GROUP BY status ORDER BY status".into(),
+    );
+    statements.push("DELETE FROM accounts WHERE id = 199".into());
+
+    let mut outcomes = Vec::new();
+    for sql in &statements {
+        outcomes.push(match client.simple_query(sql).await {
+            Ok(messages) => messages
+                .iter()
+                .map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => (0..r.len())
+                        .map(|i| r.get(i).unwrap_or("NULL").to_string())
+                        .collect::<Vec<_>>()
+                        .join("|"),
+                    tokio_postgres::SimpleQueryMessage::CommandComplete(n) => format!("done {n}"),
+                    _ => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(";"),
+            Err(e) => match e.as_db_error() {
+                Some(d) => format!("error {} {}", d.code().code(), d.message()),
+                None => format!("error {e}"),
+            },
+        });
+        // An error inside the transaction block leaves it open: close it.
+        let _ = client.simple_query("ROLLBACK").await;
+    }
+    outcomes.extend(table_dump(client).await);
+    outcomes
+}
+
+async fn table_dump(client: &Client) -> Vec<String> {
+    let mut dump = Vec::new();
+    for sql in [
+        "SELECT id, ledger, code, debits_pending, debits_posted, credits_pending, credits_posted, user_data FROM accounts ORDER BY id",
+        "SELECT id, debit_account_id, credit_account_id, amount, pending, pending_id, post_pending, void_pending FROM transfers ORDER BY id",
+        "SELECT id, status, resolved_by FROM pending_transfers ORDER BY id",
+        "SELECT account_id, transfer_id, debits_pending, debits_posted, credits_pending, credits_posted FROM account_balances ORDER BY account_id, created_at, transfer_id",
+    ] {
+        for row in client.query(sql, &[]).await.expect(sql) {
+            dump.push(format!("{row:?}"));
+        }
+        dump.push(format!("-- end of {sql}"));
+    }
+    dump
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_and_four_partitions_give_identical_results() {
+    let mut one = TestServer::start_with(&["--partitions", "1"]);
+    let mut four = TestServer::start_with(&["--partitions", "4"]);
+    let on_one = scripted_session(&connect(&one).await).await;
+    let on_four = scripted_session(&connect(&four).await).await;
+    assert!(
+        on_one.iter().any(|o| o.starts_with("error 23514")),
+        "the script tests overdrafts"
+    );
+    assert!(
+        on_one.iter().any(|o| o.starts_with("error 23505")),
+        "and idempotency conflicts"
+    );
+    assert_eq!(on_one.len(), on_four.len());
+    for (i, (a, b)) in on_one.iter().zip(&on_four).enumerate() {
+        assert_eq!(a, b, "outcome {i} differs between 1 and 4 partitions");
+    }
+    // Recovery puts every partition back at one log position: the same tables again.
+    let before = table_dump(&connect(&four).await).await;
+    four.kill9_and_restart();
+    assert_eq!(table_dump(&connect(&four).await).await, before);
+    one.kill9_and_restart();
+    assert_eq!(table_dump(&connect(&one).await).await, before);
+    // A data directory keeps its partition count.
+    four.stop();
+    let refused = std::process::Command::new(common::binary())
+        .args([
+            "serve",
+            "--partitions",
+            "2",
+            "--listen",
+            "127.0.0.1:1",
+            "--data-dir",
+        ])
+        .arg(four.data_dir().join("data"))
+        .output()
+        .expect("run hotledger");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("partition count"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }
