@@ -91,7 +91,7 @@ pub struct CheckpointReport {
     pub elapsed: Duration,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct EngineStats {
     pub pool: PoolStats,
     pub page_size: usize,

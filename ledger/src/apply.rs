@@ -577,7 +577,7 @@ impl Executor {
                     .map(|t| self.resolve(t))
                     .collect::<SqlResult<_>>()?;
                 for d in defs {
-                    for shard in &mut self.shards {
+                    for shard in self.every_shard()? {
                         let ids = std::iter::once(d.id).chain(d.indexes.iter().map(|i| i.id));
                         for id in ids {
                             let handle = shard.handle(id)?;
@@ -701,7 +701,7 @@ impl Executor {
 
     /// Creates the kv table of a new SQL table or index in every partition.
     fn create_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
-        for shard in &mut self.shards {
+        for shard in self.every_shard()? {
             let handle = shard.engine.create_table(name).map_err(kv_error)?;
             shard.storage.insert(id, handle);
         }
@@ -710,7 +710,7 @@ impl Executor {
 
     /// Drops the kv table of a SQL table or index from every partition.
     fn drop_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
-        for shard in &mut self.shards {
+        for shard in self.every_shard()? {
             shard.engine.drop_table(name).map_err(kv_error)?;
             shard.storage.remove(&id);
             shard.table_versions.remove(&id);
@@ -777,7 +777,7 @@ impl Executor {
                 e
             },
         )?;
-        for shard in &mut self.shards {
+        for shard in self.every_shard()? {
             shard.engine.drop_table(&old.storage).map_err(kv_error)?;
         }
         Ok(())
@@ -795,10 +795,11 @@ impl Executor {
         entry: impl Fn(&[u8], &Row) -> SqlResult<(Vec<u8>, Vec<u8>)>,
         duplicate: impl Fn(&Row) -> SqlError,
     ) -> SqlResult<()> {
-        let mut created = Vec::with_capacity(self.shards.len());
+        self.holds_every_shard()?;
+        let mut created = Vec::with_capacity(self.partitions());
         let result = (|| -> SqlResult<()> {
-            for index in 0..self.shards.len() {
-                let shard = &mut self.shards[index];
+            for index in 0..self.partitions() {
+                let shard = self.shard(index)?;
                 let source_handle = shard.handle(source.id)?;
                 let rows: Vec<(Vec<u8>, Row)> = shard
                     .engine
@@ -831,13 +832,13 @@ impl Executor {
         })();
         match result {
             Ok(()) => {
-                for (shard, target) in self.shards.iter_mut().zip(created) {
+                for (shard, target) in self.every_shard()?.zip(created) {
                     shard.storage.insert(id, target);
                 }
                 Ok(())
             }
             Err(e) => {
-                for shard in &mut self.shards[..created.len()] {
+                for shard in self.every_shard()?.take(created.len()) {
                     shard.engine.drop_table(name).map_err(kv_error)?;
                 }
                 Err(e)

@@ -4,35 +4,29 @@
 //! lock.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::Sender;
 use std::sync::{Arc, RwLock};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use kv::{Engine, EngineOptions, IoMode, LogPosition};
+use kv::{IoMode, LogPosition};
 use planner::{Catalog, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
-use crate::command::{
-    decode_command, encode_result, Command, CommandResult, Outcome, Overlay, QueryResult, Staged,
-};
+use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
 use crate::error::{is_storage_failure, kv_error};
-use crate::partition::{
-    combined_stats, is_partitioned, partition_file, partition_of_key, CommitRecord, Shard,
-};
+use crate::partition::{is_partitioned, partition_of_key, Shard};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row};
 
-const META_TABLE: &str = "__meta";
-const META_CATALOG: &[u8] = b"catalog";
-const META_APPLIED: &[u8] = b"applied_log_id";
-const META_MEMBERSHIP: &[u8] = b"membership";
-const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
-const META_PARTITIONS: &[u8] = b"partitions";
+pub(crate) const META_TABLE: &str = "__meta";
+pub(crate) const META_CATALOG: &[u8] = b"catalog";
+pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
+pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
+pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
+pub(crate) const META_PARTITIONS: &[u8] = b"partitions";
 /// Pending transfers with a timeout, keyed by (expiry time, transfer id).
-const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
+pub(crate) const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 
 #[derive(Clone, Debug)]
 pub struct ExecutorOptions {
@@ -94,7 +88,7 @@ pub enum Request {
     },
     /// The storage engine's counters (buffer pool residency and hit rate, file size).
     Stats {
-        reply: Reply<kv::EngineStats>,
+        reply: Reply<ExecutorStats>,
     },
     /// The replication meta of the state as applied now, and as of the last durable checkpoint.
     Meta {
@@ -105,11 +99,24 @@ pub enum Request {
     },
 }
 
+/// The storage engines' counters (all partitions added up) and how commands were routed.
+#[derive(Clone, Copy, Debug)]
+pub struct ExecutorStats {
+    pub storage: kv::EngineStats,
+    pub partitions: usize,
+    /// Commands applied on a partition's own thread (they touched one partition, not 0).
+    pub on_partition_threads: u64,
+    /// Commands applied by the coordinator (partition 0, or several partitions).
+    pub on_coordinator: u64,
+    /// Times a partition was lent to its thread and taken back.
+    pub handovers: u64,
+}
+
 /// A cheap, cloneable way to talk to the executor thread.
 #[derive(Clone)]
 pub struct ExecutorHandle {
-    requests: Sender<Request>,
-    catalog: Arc<RwLock<Arc<Catalog>>>,
+    pub(crate) requests: Sender<Request>,
+    pub(crate) catalog: Arc<RwLock<Arc<Catalog>>>,
 }
 
 impl ExecutorHandle {
@@ -139,33 +146,22 @@ pub(crate) struct Store {
     pub partitioned: bool,
 }
 
-/// A checkpoint of every partition at one log position (see `partition`).
-struct Checkpointing {
-    meta: ReplicationMeta,
-    position: LogPosition,
-    /// The commit record names this position: the partitions may write in place.
-    committed: bool,
-}
-
+/// Applies commands and runs reads over the partitions it holds. The coordinator's
+/// executor always holds partition 0 and, between log entries, every partition; a partition
+/// thread's executor holds only its own, lent to it for the commands it runs (see
+/// `coordinator`). A command touching a partition this executor does not hold is a routing
+/// bug and fails with an internal error.
 pub struct Executor {
-    /// Partition 0 first; it also holds the catalog, the metadata and non-ledger tables.
-    pub(crate) shards: Vec<Shard>,
+    /// Indexed by partition; None while that partition is held elsewhere.
+    pub(crate) shards: Vec<Option<Shard>>,
     pub(crate) catalog: Arc<Catalog>,
-    published: Arc<RwLock<Arc<Catalog>>>,
-    meta: kv::Table,
-    commit_record: CommitRecord,
-    applied: LogPosition,
-    replication: ReplicationMeta,
-    durable_replication: ReplicationMeta,
-    checkpointing: Option<Checkpointing>,
-    last_checkpoint: Instant,
-    changed_since_checkpoint: bool,
-    options: ExecutorOptions,
+    pub(crate) published: Arc<RwLock<Arc<Catalog>>>,
+    pub(crate) meta: kv::Table,
     undo: Vec<Undo>,
     pub(crate) rowid_next: u64,
     /// Set when applying hit an IO error: the state may no longer match the log, so every
     /// later command is refused until a restart replays the log.
-    failed: Option<SqlError>,
+    pub(crate) failed: Option<SqlError>,
     pub(crate) scratch: Vec<u8>,
     /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
     pub(crate) ledger_clock: i64,
@@ -175,154 +171,20 @@ pub struct Executor {
     pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
 }
 
-/// The partition count of a new data directory when none is asked for: one per core.
-fn default_partitions() -> usize {
-    thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Opens the data file, recovers, and starts the executor thread.
-pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition)> {
-    let executor = Executor::open(options)?;
-    let position = executor.applied;
-    let catalog = executor.published.clone();
-    let (tx, rx) = mpsc::channel();
-    thread::Builder::new()
-        .name("executor".into())
-        .spawn(move || executor.run(rx))
-        .map_err(|e| SqlError::internal(format!("cannot start the executor thread: {e}")))?;
-    Ok((
-        ExecutorHandle {
-            requests: tx,
-            catalog,
-        },
-        position,
-    ))
-}
-
 impl Executor {
-    pub fn open(options: ExecutorOptions) -> SqlResult<Executor> {
-        let commit_record = CommitRecord::for_data_file(&options.data_file);
-        let committed = commit_record.read()?;
-        let engine_options = |partitions: usize| EngineOptions {
-            pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
-            io_mode: options.io_mode,
-            gated_checkpoints: true,
-            // A data directory without a commit record is new (nothing to recover) or from
-            // a build before partitions (one engine, whose journal is its own commit).
-            journal_limit: committed.map(|p| p.index),
-            ..EngineOptions::default()
-        };
-        let requested = options.partitions.map(|n| n.max(1));
-        let guess = requested.unwrap_or_else(default_partitions);
-        let (mut first, recovery) =
-            Engine::open(&options.data_file, engine_options(guess)).map_err(kv_error)?;
-        let meta = match first.table(META_TABLE) {
-            Some(t) => t,
-            None => first.create_table(META_TABLE).map_err(kv_error)?,
-        };
-        let stored = first.get(meta, META_PARTITIONS).map_err(kv_error)?;
-        let partitions = match stored {
-            Some(bytes) => {
-                let count = bytes
-                    .as_slice()
-                    .try_into()
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| SqlError::internal("stored partition count is unreadable"))?
-                    as usize;
-                if requested.is_some_and(|r| r != count) {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "changing the partition count of a data directory (it has {count}; repartitioning is not supported yet)"
-                    )));
-                }
-                count
-            }
-            // New, or made before partitions existed (then it has one).
-            None => {
-                let count = if recovery.created { guess } else { 1 };
-                first
-                    .put(meta, META_PARTITIONS, &(count as u64).to_le_bytes())
-                    .map_err(kv_error)?;
-                count
-            }
-        };
-        if committed.is_none() {
-            commit_record.write(recovery.log_position)?;
-        }
-        let catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
-            Some(bytes) => bincode::deserialize(&bytes)
-                .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
-            None => Catalog::default(),
-        };
-        let expiry = match first.table(LEDGER_EXPIRY_TABLE) {
-            Some(t) => t,
-            None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
-        };
-        let ledger_clock = match first.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
-            Some(bytes) => i64::from_le_bytes(
-                bytes
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| SqlError::internal("stored ledger clock is unreadable"))?,
-            ),
-            None => 0,
-        };
-        let replication = ReplicationMeta {
-            applied_log_id: first.get(meta, META_APPLIED).map_err(kv_error)?,
-            membership: first.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
-        };
-        let mut engines = vec![first];
-        for index in 1..partitions {
-            let path = partition_file(&options.data_file, index);
-            let (engine, info) =
-                Engine::open(&path, engine_options(partitions)).map_err(kv_error)?;
-            if info.log_position != recovery.log_position {
-                return Err(SqlError::new(
-                    ErrorKind::Io,
-                    format!(
-                        "partition {index} ({}) is at log index {}, partition 0 at {}: the data directory is damaged",
-                        path.display(),
-                        info.log_position.index,
-                        recovery.log_position.index
-                    ),
-                ));
-            }
-            engines.push(engine);
-        }
-        let mut shards = Vec::with_capacity(partitions);
-        for mut engine in engines {
-            let mut storage = HashMap::new();
-            for table in catalog.tables.values() {
-                let names = std::iter::once((table.id, &table.storage))
-                    .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
-                for (id, name) in names {
-                    let handle = match engine.table(name) {
-                        Some(handle) => handle,
-                        // Partitions made before this one saw every table created.
-                        None => engine.create_table(name).map_err(kv_error)?,
-                    };
-                    storage.insert(id, handle);
-                }
-            }
-            shards.push(Shard {
-                engine,
-                storage,
-                table_versions: HashMap::new(),
-            });
-        }
-        let catalog = Arc::new(catalog);
-        Ok(Executor {
+    pub(crate) fn new(
+        shards: Vec<Option<Shard>>,
+        catalog: Arc<Catalog>,
+        published: Arc<RwLock<Arc<Catalog>>>,
+        meta: kv::Table,
+        expiry: kv::Table,
+        ledger_clock: i64,
+    ) -> Executor {
+        Executor {
             shards,
-            published: Arc::new(RwLock::new(catalog.clone())),
             catalog,
+            published,
             meta,
-            commit_record,
-            applied: recovery.log_position,
-            durable_replication: replication.clone(),
-            replication,
-            checkpointing: None,
-            last_checkpoint: Instant::now(),
-            changed_since_checkpoint: false,
-            options,
             undo: Vec::new(),
             rowid_next: 0,
             failed: None,
@@ -332,227 +194,35 @@ impl Executor {
             // Unknown after a start: the first sweep looks.
             next_expiry: Some(i64::MIN),
             ledger_schema: None,
-        })
-    }
-
-    fn checkpoint_in_progress(&self) -> bool {
-        self.checkpointing.is_some()
-    }
-
-    fn run(mut self, requests: Receiver<Request>) {
-        loop {
-            let wait = if self.checkpoint_in_progress() {
-                Duration::from_millis(1)
-            } else {
-                Duration::from_millis(100)
-            };
-            match requests.recv_timeout(wait) {
-                Ok(Request::Shutdown { reply }) => {
-                    self.shutdown();
-                    reply(());
-                    return;
-                }
-                Ok(request) => self.handle(request),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.shutdown();
-                    return;
-                }
-            }
-            self.maintain();
         }
     }
 
-    fn handle(&mut self, request: Request) {
-        match request {
-            Request::Apply {
-                position,
-                log_id,
-                payload,
-                reply,
-            } => {
-                let results = self.apply_entry(position, log_id, payload);
-                reply(results);
-            }
-            Request::Query {
-                plan,
-                params,
-                now_micros,
-                overlay,
-                record_reads,
-                reply,
-            } => {
-                let result =
-                    self.query(&plan, &params, now_micros, overlay.as_deref(), record_reads);
-                reply(result);
-            }
-            Request::Stage {
-                plan,
-                params,
-                now_micros,
-                overlay,
-                record_reads,
-                reply,
-            } => {
-                let result =
-                    self.stage(&plan, &params, now_micros, overlay.as_deref(), record_reads);
-                reply(result);
-            }
-            Request::Stats { reply } => reply(combined_stats(&self.shards)),
-            Request::Meta { reply } => {
-                reply((self.replication.clone(), self.durable_replication.clone()))
-            }
-            Request::Shutdown { reply } => reply(()),
+    /// Partition `index`, if this executor holds it.
+    pub(crate) fn shard(&mut self, index: usize) -> SqlResult<&mut Shard> {
+        self.shards
+            .get_mut(index)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| not_held(index))
+    }
+
+    /// Every partition; only an executor holding them all may ask (schema changes).
+    pub(crate) fn every_shard(&mut self) -> SqlResult<impl Iterator<Item = &mut Shard>> {
+        self.holds_every_shard()?;
+        Ok(self.shards.iter_mut().flatten())
+    }
+
+    pub(crate) fn holds_every_shard(&self) -> SqlResult<()> {
+        match self.shards.iter().position(Option::is_none) {
+            Some(index) => Err(not_held(index)),
+            None => Ok(()),
         }
     }
 
-    /// Finishes an in-flight checkpoint, so a clean stop leaves nothing to replay.
-    fn shutdown(&mut self) {
-        if self.failed.is_none() && self.changed_since_checkpoint && !self.checkpoint_in_progress()
-        {
-            self.begin_checkpoint();
-        }
-        if self.checkpointing.is_none() {
-            return;
-        }
-        let journaled = self
-            .shards
-            .iter_mut()
-            .try_for_each(|s| s.engine.wait_journaled().map(|_| ()));
-        if let Err(e) = journaled {
-            eprintln!("hotledger: checkpoint failed at shutdown: {e}");
-            self.abandon_checkpoint();
-            return;
-        }
-        self.commit_checkpoint();
-        for shard in &mut self.shards {
-            if let Err(e) = shard.engine.wait_checkpoint() {
-                eprintln!("hotledger: checkpoint failed at shutdown: {e}");
-            }
-        }
-        self.finish_checkpoint();
+    pub(crate) fn partitions(&self) -> usize {
+        self.shards.len()
     }
 
-    /// Starts a checkpoint of every partition at the position applied now.
-    fn begin_checkpoint(&mut self) {
-        let snapshot = self.replication.clone();
-        let meta = self.meta;
-        let clock = self.ledger_clock.to_le_bytes();
-        let first = &mut self.shards[0].engine;
-        let mut result = first.put(meta, META_LEDGER_CLOCK, &clock).map(|_| ());
-        for (key, value) in [
-            (META_APPLIED, &snapshot.applied_log_id),
-            (META_MEMBERSHIP, &snapshot.membership),
-        ] {
-            if let (Ok(()), Some(v)) = (&result, value) {
-                result = first.put(meta, key, v).map(|_| ());
-            }
-        }
-        for shard in &mut self.shards {
-            result = result.and_then(|()| shard.engine.begin_checkpoint(self.applied));
-        }
-        match result {
-            Ok(()) => {
-                self.checkpointing = Some(Checkpointing {
-                    meta: snapshot,
-                    position: self.applied,
-                    committed: false,
-                });
-                self.changed_since_checkpoint = false;
-                self.last_checkpoint = Instant::now();
-            }
-            Err(e) => self.fail(kv_error(e)),
-        }
-    }
-
-    /// Every partition's journal is durable: record the position as committed, then let the
-    /// partitions write in place.
-    fn commit_checkpoint(&mut self) {
-        let Some(checkpointing) = self.checkpointing.as_mut() else {
-            return;
-        };
-        if let Err(e) = self.commit_record.write(checkpointing.position) {
-            // Nothing is lost (the previous commit stands and the log holds everything
-            // since), but the engines cannot go on: their journals wait for a commit.
-            eprintln!("hotledger: checkpoint failed: {}", e.message);
-            self.abandon_checkpoint();
-            return;
-        }
-        checkpointing.committed = true;
-        for shard in &mut self.shards {
-            shard.engine.release_checkpoint();
-        }
-    }
-
-    /// Gives up the checkpoint in flight before its commit: every partition keeps its previous
-    /// checkpoint and its pages stay dirty for the next one.
-    fn abandon_checkpoint(&mut self) {
-        for shard in &mut self.shards {
-            if let Err(e) = shard.engine.abandon_checkpoint() {
-                eprintln!("hotledger: abandoning a checkpoint: {e}");
-            }
-        }
-        self.checkpointing = None;
-        self.last_checkpoint = Instant::now();
-    }
-
-    /// The checkpoint in flight is durable in every partition.
-    fn finish_checkpoint(&mut self) {
-        if let Some(checkpointing) = self.checkpointing.take() {
-            if checkpointing.committed {
-                self.durable_replication = checkpointing.meta;
-            }
-        }
-    }
-
-    fn maintain(&mut self) {
-        if self.failed.is_some() {
-            return;
-        }
-        if let Some(checkpointing) = &self.checkpointing {
-            let committed = checkpointing.committed;
-            let mut failure = None;
-            for shard in &mut self.shards {
-                if let Err(e) = shard.engine.poll_checkpoint() {
-                    failure.get_or_insert(e);
-                }
-            }
-            if let Some(e) = failure {
-                // A failed journal leaves every partition's previous checkpoint intact and
-                // the log still holds everything since: try again at the next interval. A
-                // failure after the commit poisons that engine, and the next apply stops
-                // the executor (see apply_command).
-                eprintln!("hotledger: checkpoint failed: {e}");
-                if committed {
-                    self.checkpointing = None;
-                } else {
-                    self.abandon_checkpoint();
-                }
-                self.last_checkpoint = Instant::now();
-                return;
-            }
-            if !committed {
-                if self.shards.iter().all(|s| s.engine.checkpoint_journaled()) {
-                    self.commit_checkpoint();
-                }
-            } else if self
-                .shards
-                .iter()
-                .all(|s| !s.engine.checkpoint_in_progress())
-            {
-                self.finish_checkpoint();
-            }
-            return;
-        }
-        let due = self.changed_since_checkpoint
-            && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval;
-        let needed = self.shards.iter().any(|s| s.engine.needs_checkpoint());
-        if self.applied.index > 0 && (needed || due) {
-            self.begin_checkpoint();
-        }
-    }
-
-    fn fail(&mut self, error: SqlError) {
+    pub(crate) fn fail(&mut self, error: SqlError) {
         if self.failed.is_none() {
             self.failed = Some(error);
         }
@@ -560,9 +230,10 @@ impl Executor {
 
     fn publish_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
         let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
-        self.shards[0]
+        let meta = self.meta;
+        self.shard(0)?
             .engine
-            .put(self.meta, META_CATALOG, &bytes)
+            .put(meta, META_CATALOG, &bytes)
             .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
@@ -571,36 +242,8 @@ impl Executor {
         Ok(())
     }
 
-    fn apply_entry(
-        &mut self,
-        position: LogPosition,
-        log_id: Vec<u8>,
-        payload: EntryPayload,
-    ) -> Vec<Vec<u8>> {
-        // Row ids of tables without a primary key: unique per log entry, and the same on
-        // every replica.
-        self.rowid_next = position.index << 24;
-        let results: Vec<CommandResult> = match payload {
-            EntryPayload::Blank => Vec::new(),
-            EntryPayload::Membership(m) => {
-                self.replication.membership = Some(m);
-                Vec::new()
-            }
-            EntryPayload::Commands(commands) => commands
-                .iter()
-                .map(|bytes| {
-                    decode_command(bytes).and_then(|c| self.apply_command(c, position.index))
-                })
-                .collect(),
-        };
-        self.applied = position;
-        self.replication.applied_log_id = Some(log_id);
-        self.changed_since_checkpoint = true;
-        results.iter().map(encode_result).collect()
-    }
-
     /// Refuses work after an IO error stopped the executor.
-    fn check_running(&self) -> SqlResult<()> {
+    pub(crate) fn check_running(&self) -> SqlResult<()> {
         match &self.failed {
             Some(e) => Err(SqlError::new(
                 ErrorKind::Io,
@@ -610,10 +253,16 @@ impl Executor {
         }
     }
 
-    fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
+    /// Moves the ledger clock to a command's `now()` and voids the pending transfers that
+    /// expired by then: what happens before every command, in log order.
+    pub(crate) fn prepare_command(
+        &mut self,
+        now_micros: Option<i64>,
+        version: u64,
+    ) -> SqlResult<()> {
         self.check_running()?;
         self.undo.clear();
-        if let Some(now) = command.now_micros() {
+        if let Some(now) = now_micros {
             self.advance_clock(now);
             if let Err(e) = self.expire_pending(version) {
                 if is_storage_failure(&e) {
@@ -624,6 +273,24 @@ impl Executor {
             }
             self.undo.clear();
         }
+        Ok(())
+    }
+
+    /// True when `prepare_command` would void expired pending transfers (which touches
+    /// every partition).
+    pub(crate) fn expiry_due(&self) -> bool {
+        self.next_expiry.is_some_and(|at| at <= self.ledger_clock)
+    }
+
+    pub(crate) fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
+        self.prepare_command(command.now_micros(), version)?;
+        self.run_command(command, version)
+    }
+
+    /// Applies one command atomically: all of it, or (after an error) none of it.
+    pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
+        self.check_running()?;
+        self.undo.clear();
         let result = match command {
             Command::Write {
                 plan,
@@ -695,7 +362,7 @@ impl Executor {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
-        let engine = &mut self.shards[shard].engine;
+        let engine = &mut self.shard(shard)?.engine;
         let old = engine.get(storage, key).map_err(kv_error)?;
         match value {
             Some(v) => engine.put(storage, key, v).map(|_| ()),
@@ -724,7 +391,10 @@ impl Executor {
     pub(crate) fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let Some(u) = self.undo.pop() else { return };
-            let engine = &mut self.shards[u.shard].engine;
+            let engine = match self.shard(u.shard) {
+                Ok(shard) => &mut shard.engine,
+                Err(e) => return self.fail(e),
+            };
             let r = match &u.old {
                 Some(old) => engine.put(u.storage, &u.key, old).map(|_| ()),
                 None => engine.delete(u.storage, &u.key).map(|_| ()),
@@ -748,7 +418,7 @@ impl Executor {
     }
 
     pub(crate) fn storage_of(&self, table: &TableDef) -> SqlResult<Store> {
-        if !self.shards[0].storage.contains_key(&table.id) {
+        if self.catalog.table_by_id(table.id).is_none() {
             return Err(SqlError::undefined_table(&table.name));
         }
         Ok(Store {
@@ -769,7 +439,7 @@ impl Executor {
     /// Reads a stored row: its raw bytes (for undo) and decoded form.
     pub(crate) fn get_row(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<StoredRow>> {
         let index = self.shard_of(store, key);
-        let shard = &mut self.shards[index];
+        let shard = self.shard(index)?;
         let handle = shard.handle(store.id)?;
         match shard.engine.get(handle, key).map_err(kv_error)? {
             Some(bytes) => {
@@ -797,13 +467,14 @@ impl Executor {
             };
             self.update_indexes(table, index, key, old_row.as_deref(), Some(row))?;
         }
-        encode_row(version, row, &mut self.scratch);
-        let shard = &mut self.shards[index];
+        let mut scratch = std::mem::take(&mut self.scratch);
+        encode_row(version, row, &mut scratch);
+        let shard = self.shard(index)?;
         let storage = shard.handle(store.id)?;
-        shard
-            .engine
-            .put(storage, key, &self.scratch)
-            .map_err(kv_error)?;
+        let written = shard.engine.put(storage, key, &scratch).map_err(kv_error);
+        self.scratch = scratch;
+        written?;
+        let shard = self.shard(index)?;
         shard.table_versions.insert(table.id, version);
         self.undo.push(Undo {
             shard: index,
@@ -826,7 +497,7 @@ impl Executor {
         new: Option<&[Value]>,
     ) -> SqlResult<()> {
         for index in &table.indexes {
-            let storage = self.shards[shard].handle(index.id)?;
+            let storage = self.shard(shard)?.handle(index.id)?;
             let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
             let new_entry = new.map(|r| index_entry(index, r, row_key)).transpose()?;
             if old_entry == new_entry {
@@ -838,7 +509,7 @@ impl Executor {
             if let Some(entry) = new_entry {
                 // Entries of a non-unique index end with the row's own key: they cannot
                 // collide, so only a unique index needs the lookup.
-                let engine = &mut self.shards[shard].engine;
+                let engine = &mut self.shard(shard)?.engine;
                 let existing = if index.unique {
                     engine.get(storage, &entry).map_err(kv_error)?
                 } else {
@@ -880,7 +551,7 @@ impl Executor {
             let old_row = decode_row(&old)?.1;
             self.update_indexes(table, index, key, Some(&old_row), None)?;
         }
-        let shard = &mut self.shards[index];
+        let shard = self.shard(index)?;
         let storage = shard.handle(store.id)?;
         shard.engine.delete(storage, key).map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
@@ -907,7 +578,7 @@ impl Executor {
         }
     }
 
-    fn query(
+    pub(crate) fn query(
         &mut self,
         plan: &planner::SelectPlan,
         params: &[Value],
@@ -936,10 +607,11 @@ impl Executor {
             .map_or(0, |(_, version, _)| version))
     }
 
-    /// The log index of the last write to a table, in any partition.
+    /// The log index of the last write to a table, in any partition held.
     pub(crate) fn table_version(&self, table: u32) -> u64 {
         self.shards
             .iter()
+            .flatten()
             .filter_map(|s| s.table_versions.get(&table).copied())
             .max()
             .unwrap_or(0)
@@ -970,4 +642,10 @@ pub(crate) fn index_entry(
         key.extend_from_slice(row_key);
     }
     Ok(key)
+}
+
+fn not_held(partition: usize) -> SqlError {
+    SqlError::internal(format!(
+        "partition {partition} is not held by the executor running this command"
+    ))
 }

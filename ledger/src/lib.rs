@@ -12,10 +12,12 @@
 
 mod apply;
 mod command;
+mod coordinator;
 mod error;
 mod executor;
 mod partition;
 mod query;
+mod route;
 mod row;
 mod transfer;
 
@@ -24,8 +26,9 @@ pub use command::{
     decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
     Overlay, QueryResult, ReadCheck, Staged, WriteOp,
 };
+pub use coordinator::spawn;
 pub use executor::{
-    spawn, EntryPayload, ExecutorHandle, ExecutorOptions, ReplicationMeta, Reply, Request,
+    EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta, Reply, Request,
 };
 pub use query::evaluate_without_storage;
 pub use row::Row;

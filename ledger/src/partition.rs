@@ -163,9 +163,11 @@ impl CommitRecord {
 }
 
 /// The counters of all partitions' engines, added up.
-pub(crate) fn combined_stats(shards: &[Shard]) -> EngineStats {
-    let mut all = shards.iter().map(|s| s.engine.stats());
-    let mut total = all.next().expect("there is always partition 0");
+pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) -> EngineStats {
+    let mut all = shards.into_iter().map(|s| s.engine.stats());
+    let Some(mut total) = all.next() else {
+        return EngineStats::default();
+    };
     for s in all {
         total.pool.hits += s.pool.hits;
         total.pool.misses += s.pool.misses;

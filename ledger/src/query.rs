@@ -24,7 +24,7 @@ use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
 pub struct Reader<'a> {
     /// The partitions' storage; None for plans that read no user table (evaluated outside
     /// the executor).
-    pub(crate) shards: Option<RefCell<&'a mut Vec<Shard>>>,
+    pub(crate) shards: Option<RefCell<&'a mut Vec<Option<Shard>>>>,
     pub catalog: &'a Catalog,
     pub overlay: Option<&'a Overlay>,
     pub record_reads: bool,
@@ -80,6 +80,14 @@ fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
     }
 }
 
+/// Partition `index` of an executor's partitions, if it holds it.
+fn held(shards: &mut [Option<Shard>], index: usize) -> SqlResult<&mut Shard> {
+    shards
+        .get_mut(index)
+        .and_then(Option::as_mut)
+        .ok_or_else(|| SqlError::internal(format!("partition {index} is not held for this read")))
+}
+
 /// The smallest byte string greater than every string starting with `prefix`.
 fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
@@ -101,7 +109,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn shards(&self) -> SqlResult<&RefCell<&'a mut Vec<Shard>>> {
+    fn shards(&self) -> SqlResult<&RefCell<&'a mut Vec<Option<Shard>>>> {
         self.shards
             .as_ref()
             .ok_or_else(|| SqlError::internal("a user table read outside the executor"))
@@ -125,7 +133,7 @@ impl<'a> Reader<'a> {
         } else {
             0
         };
-        let shard = &mut shards[index];
+        let shard = held(&mut shards, index)?;
         let handle = shard
             .storage
             .get(&table.id)
@@ -139,6 +147,7 @@ impl<'a> Reader<'a> {
         let shards = self.shards()?.borrow();
         Ok(shards
             .iter()
+            .flatten()
             .filter_map(|s| s.table_versions.get(&table.id).copied())
             .max()
             .unwrap_or(0))
@@ -261,7 +270,8 @@ impl<'a> Reader<'a> {
                 let partitions = self.shards_of(table)?;
                 let several = partitions.len() > 1;
                 let mut shards = self.shards()?.borrow_mut();
-                for shard in &mut shards[partitions] {
+                for index in partitions {
+                    let shard = held(&mut shards, index)?;
                     let (index_storage, storage) = (shard.handle(def.id)?, shard.handle(table.id)?);
                     let row_keys: Vec<Vec<u8>> = shard
                         .engine
@@ -300,7 +310,8 @@ impl<'a> Reader<'a> {
             let partitions = self.shards_of(table)?;
             let several = partitions.len() > 1;
             let mut shards = self.shards()?.borrow_mut();
-            for shard in &mut shards[partitions] {
+            for index in partitions {
+                let shard = held(&mut shards, index)?;
                 let storage = shard
                     .storage
                     .get(&table.id)

@@ -654,7 +654,8 @@ impl Executor {
         }
         let expiry = self.expiry;
         loop {
-            let first = self.shards[0]
+            let first = self
+                .shard(0)?
                 .engine
                 .range(
                     expiry,

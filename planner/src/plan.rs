@@ -530,16 +530,81 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
 /// True when a relation (or any subquery inside its expressions) scans a user table.
 pub fn reads_user_tables(rel: &Rel) -> bool {
     let mut found = false;
+    visit_read_tables(rel, &mut |_| found = true);
+    found
+}
+
+/// Calls `f` for every user table a relation (or any subquery inside it) scans.
+pub fn visit_read_tables(rel: &Rel, f: &mut dyn FnMut(&TableDef)) {
     visit_rel(rel, &mut |r| {
         if let Rel::Scan {
-            source: TableSource::User(_),
+            source: TableSource::User(table),
             ..
         } = r
         {
-            found = true;
+            f(table);
         }
     });
-    found
+}
+
+/// Calls `f` for every user table a subquery inside `expr` scans.
+pub fn visit_expr_read_tables(expr: &Expr, f: &mut dyn FnMut(&TableDef)) {
+    expr.visit(&mut |x| match x {
+        Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => visit_read_tables(rel, f),
+        _ => {}
+    });
+}
+
+impl WritePlan {
+    /// Calls `f` for every user table the statement reads besides its target: tables in its
+    /// source query and in subqueries of its expressions.
+    pub fn visit_read_tables(&self, f: &mut dyn FnMut(&TableDef)) {
+        fn access<'e>(access: &'e Access, exprs: &mut Vec<&'e Expr>) {
+            match access {
+                Access::Point(keys) => exprs.extend(keys),
+                Access::Range { lower, upper } => {
+                    exprs.extend(lower.iter().map(|(e, _)| e));
+                    exprs.extend(upper.iter().map(|(e, _)| e));
+                }
+                Access::Index { key, .. } => exprs.extend(key),
+                Access::Full => {}
+            }
+        }
+        let mut exprs: Vec<&Expr> = Vec::new();
+        match self {
+            WritePlan::Insert(p) => {
+                match &p.source {
+                    InsertSource::Values(rows) => rows.iter().for_each(|r| exprs.extend(r)),
+                    InsertSource::Query(rel) => visit_read_tables(rel, f),
+                }
+                match &p.on_conflict {
+                    Some(OnConflict::DoUpdate {
+                        assignments,
+                        filter,
+                    }) => {
+                        exprs.extend(assignments.iter().map(|(_, e)| e));
+                        exprs.extend(filter);
+                    }
+                    Some(OnConflict::DoNothing) | None => {}
+                }
+            }
+            WritePlan::Update(p) => {
+                access(&p.access, &mut exprs);
+                exprs.extend(&p.filter);
+                exprs.extend(p.assignments.iter().map(|(_, e)| e));
+            }
+            WritePlan::Delete(p) => {
+                access(&p.access, &mut exprs);
+                exprs.extend(&p.filter);
+            }
+        }
+        if let Some(returning) = self.returning() {
+            exprs.extend(returning);
+        }
+        for e in exprs {
+            visit_expr_read_tables(e, f);
+        }
+    }
 }
 
 fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {

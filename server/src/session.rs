@@ -241,9 +241,10 @@ impl Session {
     /// the pool and its capacity, page buffers in memory, the page size, pages in the data
     /// file, pool hits and misses, and the checkpoints.
     async fn storage_stats(&self) -> SqlResult<String> {
-        let stats = self.ask(|reply| Request::Stats { reply }).await?;
+        let all = self.ask(|reply| Request::Stats { reply }).await?;
+        let stats = all.storage;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -254,7 +255,11 @@ impl Session {
             stats.pool.misses,
             stats.checkpoint_seq,
             stats.last_checkpoint_pages,
-            stats.last_checkpoint_elapsed.as_millis()
+            stats.last_checkpoint_elapsed.as_millis(),
+            all.partitions,
+            all.on_partition_threads,
+            all.on_coordinator,
+            all.handovers
         ))
     }
 

@@ -508,6 +508,14 @@ async fn one_and_four_partitions_give_identical_results() {
     for (i, (a, b)) in on_one.iter().zip(&on_four).enumerate() {
         assert_eq!(a, b, "outcome {i} differs between 1 and 4 partitions");
     }
+    // Some commands ran on a partition's own thread, the rest on the coordinator.
+    let stats = routing_stats(&connect(&four).await).await;
+    assert_eq!(stats["partitions"], 4, "{stats:?}");
+    assert!(stats["commands_on_partition_threads"] > 0, "{stats:?}");
+    assert!(stats["commands_on_coordinator"] > 0, "{stats:?}");
+    let stats = routing_stats(&connect(&one).await).await;
+    assert_eq!(stats["partitions"], 1, "{stats:?}");
+    assert_eq!(stats["commands_on_partition_threads"], 0, "{stats:?}");
     // Recovery puts every partition back at one log position: the same tables again.
     let before = table_dump(&connect(&four).await).await;
     four.kill9_and_restart();
@@ -534,4 +542,22 @@ async fn one_and_four_partitions_give_identical_results() {
         "{}",
         String::from_utf8_lossy(&refused.stderr)
     );
+}
+
+async fn routing_stats(client: &Client) -> std::collections::HashMap<String, u64> {
+    let rows = client
+        .simple_query("SHOW storage_stats")
+        .await
+        .expect("storage stats");
+    let line = rows
+        .iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .expect("a row");
+    line.split_whitespace()
+        .filter_map(|pair| pair.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().expect("a number")))
+        .collect()
 }

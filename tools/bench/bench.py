@@ -58,6 +58,8 @@ def parse_args():
     parser.add_argument("--accounts", type=int, help=f"accounts for the data file check (default {FULL['accounts']:,})")
     parser.add_argument("--idle-connections", type=int, help=f"default {FULL['idle_connections']}")
     parser.add_argument("--pool-mb", type=int, default=256, help="hotledger's buffer pool (default 256)")
+    parser.add_argument("--partitions", type=int,
+                        help="hotledger's executor partitions (default: the server's, one per core)")
     parser.add_argument("--nodes", type=int, default=1, help="hotledger nodes (1; clusters are not supported yet)")
     parser.add_argument("--binary", help="the hotledger binary (default: build it in release mode)")
     parser.add_argument("--out", help="output directory (default docs/bench/run, or docs/bench/quick with --quick)")
@@ -259,7 +261,7 @@ def main():
     os.chmod(work, 0o777)
     os.makedirs(os.path.join(work, "pg"))
     pg = Postgres(24532, os.path.join(work, "pg"))
-    hl = Hotledger(binary, 24533, work, args.pool_mb, args.nodes)
+    hl = Hotledger(binary, 24533, work, args.pool_mb, args.nodes, args.partitions)
     try:
         fsync_p50, fsync_p99 = probes.fdatasync_latency(work, args.fsync_samples)
         rtt_us, rtt_tps = probes.select1_round_trip(pg, 1 if args.quick else 5, work)
@@ -282,7 +284,7 @@ def main():
         "command": "tools/bench/run " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
         "commit": commit(), "date": datetime.date.today().isoformat(), "machine": machine(),
         "postgresql": pg.version(),
-        "pool_mb": args.pool_mb, "duration": args.duration, "rounds": args.rounds, "reference": reference,
+        "pool_mb": args.pool_mb, "partitions": hl.partitions_shown(), "duration": args.duration, "rounds": args.rounds, "reference": reference,
     }
     workloads = [WORKLOADS[w] for w in args.workloads]
     report.write_csv(os.path.join(args.out, "results.csv"), rows, report.FIELDS)

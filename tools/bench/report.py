@@ -80,7 +80,8 @@ def summary(path, context, rows, workloads, targets, steady):
     out.append(f"Commit: `{context['commit']}`; {context['date']}  ")
     out.append(f"Machine: {context['machine']}  ")
     out.append(f"Servers: {context['postgresql']} (fsync on, synchronous_commit on, 127.0.0.1); hotledger "
-               f"(`--pool-mb {context['pool_mb']}`, every commit fsynced before its acknowledgement)  ")
+               f"(`--pool-mb {context['pool_mb']}`, partitions: {context.get('partitions', 1)}, "
+               f"every commit fsynced before its acknowledgement)  ")
     out.append(f"Each point: `pgbench -n -c N -j 2 -T {context['duration']}`, PostgreSQL then hotledger, "
                f"{context['rounds']} round(s), medians; every point starts from freshly loaded tables.")
     out += ["", "## Reference points of this machine", ""]

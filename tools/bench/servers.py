@@ -89,13 +89,14 @@ class Hotledger(Server):
 
     name = "hotledger"
 
-    def __init__(self, binary, port, workdir, pool_mb, nodes=1):
+    def __init__(self, binary, port, workdir, pool_mb, nodes=1, partitions=None):
         if nodes != 1:
             raise SystemExit("not supported yet: benchmarking a multi-node cluster (--nodes 1 only)")
         self.binary = binary
         self.port = port
         self.workdir = workdir
         self.pool_mb = pool_mb
+        self.partitions = partitions
         self.data_dir = os.path.join(workdir, "hotledger-data")
         self.env = dict(os.environ, PGUSER="ledger", PGPASSWORD="bench")
         self.db = "ledger"
@@ -110,7 +111,8 @@ class Hotledger(Server):
             shutil.rmtree(self.data_dir, ignore_errors=True)
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
-             "--pool-mb", str(self.pool_mb)],
+             "--pool-mb", str(self.pool_mb)]
+            + (["--partitions", str(self.partitions)] if self.partitions else []),
             env=dict(os.environ, HOTLEDGER_PASSWORD="bench"), stdout=self.log, stderr=self.log)
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -122,6 +124,10 @@ class Hotledger(Server):
                 return
             time.sleep(0.2)
         raise SystemExit("hotledger did not start within 120 s")
+
+    def partitions_shown(self):
+        """The partition count for the report: asked for, or the server's default."""
+        return self.partitions or f"default ({os.cpu_count()} cores)"
 
     def stats(self, which):
         """`SHOW group_commit_stats` or `SHOW storage_stats` as a dict of integers."""

@@ -1,0 +1,719 @@
+//! The coordinator: the executor thread. It receives committed log entries in order,
+//! routes each command to the partitions it touches (running single-partition commands on
+//! their partition's thread and everything else itself), serves reads between entries with
+//! every partition in hand, and checkpoints all partitions as one.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, RwLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use kv::{Engine, EngineOptions, LogPosition};
+use planner::Catalog;
+use sql::{ErrorKind, SqlError, SqlResult};
+
+use crate::command::{decode_command, encode_result, Command, CommandResult};
+use crate::error::{is_storage_failure, kv_error};
+use crate::executor::{
+    EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
+    Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK, META_MEMBERSHIP,
+    META_PARTITIONS, META_TABLE,
+};
+use crate::partition::{combined_stats, partition_file, CommitRecord, Shard};
+use crate::route::{Reach, Router};
+
+pub(crate) struct Coordinator {
+    /// Holds partition 0 always and every partition between entries.
+    executor: Executor,
+    /// The thread of each partition p ≥ 1 (index 0 is None: partition 0 is applied here).
+    workers: Vec<Option<Worker>>,
+    commit_record: CommitRecord,
+    applied: LogPosition,
+    replication: ReplicationMeta,
+    durable_replication: ReplicationMeta,
+    checkpointing: Option<Checkpointing>,
+    last_checkpoint: Instant,
+    changed_since_checkpoint: bool,
+    options: ExecutorOptions,
+    /// Routing counters (its storage figures are filled in when asked).
+    routing: ExecutorStats,
+}
+
+/// A checkpoint of every partition at one log position (see `partition`).
+struct Checkpointing {
+    meta: ReplicationMeta,
+    position: LogPosition,
+    /// The commit record names this position: the partitions may write in place.
+    committed: bool,
+}
+
+/// The partition count of a new data directory when none is asked for: one per core.
+fn default_partitions() -> usize {
+    thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Opens the data file, recovers, and starts the executor thread.
+pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition)> {
+    let coordinator = Coordinator::open(options)?;
+    let position = coordinator.applied;
+    let catalog = coordinator.executor.published.clone();
+    let (tx, rx) = mpsc::channel();
+    thread::Builder::new()
+        .name("executor".into())
+        .spawn(move || coordinator.run(rx))
+        .map_err(|e| SqlError::internal(format!("cannot start the executor thread: {e}")))?;
+    Ok((
+        ExecutorHandle {
+            requests: tx,
+            catalog,
+        },
+        position,
+    ))
+}
+
+impl Coordinator {
+    pub fn open(options: ExecutorOptions) -> SqlResult<Coordinator> {
+        let commit_record = CommitRecord::for_data_file(&options.data_file);
+        let committed = commit_record.read()?;
+        let engine_options = |partitions: usize| EngineOptions {
+            pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
+            io_mode: options.io_mode,
+            gated_checkpoints: true,
+            // A data directory without a commit record is new (nothing to recover) or from
+            // a build before partitions (one engine, whose journal is its own commit).
+            journal_limit: committed.map(|p| p.index),
+            ..EngineOptions::default()
+        };
+        let requested = options.partitions.map(|n| n.max(1));
+        let guess = requested.unwrap_or_else(default_partitions);
+        let (mut first, recovery) =
+            Engine::open(&options.data_file, engine_options(guess)).map_err(kv_error)?;
+        let meta = match first.table(META_TABLE) {
+            Some(t) => t,
+            None => first.create_table(META_TABLE).map_err(kv_error)?,
+        };
+        let stored = first.get(meta, META_PARTITIONS).map_err(kv_error)?;
+        let partitions = match stored {
+            Some(bytes) => {
+                let count = bytes
+                    .as_slice()
+                    .try_into()
+                    .map(u64::from_le_bytes)
+                    .map_err(|_| SqlError::internal("stored partition count is unreadable"))?
+                    as usize;
+                if requested.is_some_and(|r| r != count) {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "changing the partition count of a data directory (it has {count}; repartitioning is not supported yet)"
+                    )));
+                }
+                count
+            }
+            // New, or made before partitions existed (then it has one).
+            None => {
+                let count = if recovery.created { guess } else { 1 };
+                first
+                    .put(meta, META_PARTITIONS, &(count as u64).to_le_bytes())
+                    .map_err(kv_error)?;
+                count
+            }
+        };
+        if committed.is_none() {
+            commit_record.write(recovery.log_position)?;
+        }
+        let catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
+            Some(bytes) => bincode::deserialize(&bytes)
+                .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
+            None => Catalog::default(),
+        };
+        let expiry = match first.table(LEDGER_EXPIRY_TABLE) {
+            Some(t) => t,
+            None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
+        };
+        let ledger_clock = match first.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
+            Some(bytes) => i64::from_le_bytes(
+                bytes
+                    .as_slice()
+                    .try_into()
+                    .map_err(|_| SqlError::internal("stored ledger clock is unreadable"))?,
+            ),
+            None => 0,
+        };
+        let replication = ReplicationMeta {
+            applied_log_id: first.get(meta, META_APPLIED).map_err(kv_error)?,
+            membership: first.get(meta, META_MEMBERSHIP).map_err(kv_error)?,
+        };
+        let mut engines = vec![first];
+        for index in 1..partitions {
+            let path = partition_file(&options.data_file, index);
+            let (engine, info) =
+                Engine::open(&path, engine_options(partitions)).map_err(kv_error)?;
+            if info.log_position != recovery.log_position {
+                return Err(SqlError::new(
+                    ErrorKind::Io,
+                    format!(
+                        "partition {index} ({}) is at log index {}, partition 0 at {}: the data directory is damaged",
+                        path.display(),
+                        info.log_position.index,
+                        recovery.log_position.index
+                    ),
+                ));
+            }
+            engines.push(engine);
+        }
+        let mut shards = Vec::with_capacity(partitions);
+        for mut engine in engines {
+            let mut storage = HashMap::new();
+            for table in catalog.tables.values() {
+                let names = std::iter::once((table.id, &table.storage))
+                    .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
+                for (id, name) in names {
+                    let handle = match engine.table(name) {
+                        Some(handle) => handle,
+                        // Partitions made before this one saw every table created.
+                        None => engine.create_table(name).map_err(kv_error)?,
+                    };
+                    storage.insert(id, handle);
+                }
+            }
+            shards.push(Some(Shard {
+                engine,
+                storage,
+                table_versions: HashMap::new(),
+            }));
+        }
+        let catalog = Arc::new(catalog);
+        let published = Arc::new(RwLock::new(catalog.clone()));
+        let mut workers = Vec::with_capacity(partitions);
+        workers.push(None);
+        for partition in 1..partitions {
+            let mut held = Vec::with_capacity(partitions);
+            held.resize_with(partitions, || None);
+            let executor = Executor::new(
+                held,
+                catalog.clone(),
+                published.clone(),
+                meta,
+                expiry,
+                ledger_clock,
+            );
+            workers.push(Some(Worker::start(partition, executor)?));
+        }
+        Ok(Coordinator {
+            executor: Executor::new(shards, catalog, published, meta, expiry, ledger_clock),
+            workers,
+            commit_record,
+            applied: recovery.log_position,
+            durable_replication: replication.clone(),
+            replication,
+            checkpointing: None,
+            last_checkpoint: Instant::now(),
+            changed_since_checkpoint: false,
+            options,
+            routing: ExecutorStats {
+                storage: combined_stats(std::iter::empty()),
+                partitions,
+                on_partition_threads: 0,
+                on_coordinator: 0,
+                handovers: 0,
+            },
+        })
+    }
+
+    /// Every partition: the coordinator holds them all between log entries.
+    fn shards(&mut self) -> impl Iterator<Item = &mut Shard> {
+        self.executor.shards.iter_mut().flatten()
+    }
+
+    fn checkpoint_in_progress(&self) -> bool {
+        self.checkpointing.is_some()
+    }
+
+    fn run(mut self, requests: Receiver<Request>) {
+        loop {
+            let wait = if self.checkpoint_in_progress() {
+                Duration::from_millis(1)
+            } else {
+                Duration::from_millis(100)
+            };
+            match requests.recv_timeout(wait) {
+                Ok(Request::Shutdown { reply }) => {
+                    self.shutdown();
+                    reply(());
+                    return;
+                }
+                Ok(request) => self.handle(request),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.shutdown();
+                    return;
+                }
+            }
+            self.maintain();
+        }
+    }
+
+    fn handle(&mut self, request: Request) {
+        match request {
+            Request::Apply {
+                position,
+                log_id,
+                payload,
+                reply,
+            } => {
+                let results = self.apply_entry(position, log_id, payload);
+                reply(results);
+            }
+            Request::Query {
+                plan,
+                params,
+                now_micros,
+                overlay,
+                record_reads,
+                reply,
+            } => {
+                let result = self.executor.query(
+                    &plan,
+                    &params,
+                    now_micros,
+                    overlay.as_deref(),
+                    record_reads,
+                );
+                reply(result);
+            }
+            Request::Stage {
+                plan,
+                params,
+                now_micros,
+                overlay,
+                record_reads,
+                reply,
+            } => {
+                let result = self.executor.stage(
+                    &plan,
+                    &params,
+                    now_micros,
+                    overlay.as_deref(),
+                    record_reads,
+                );
+                reply(result);
+            }
+            Request::Stats { reply } => reply(ExecutorStats {
+                storage: combined_stats(self.executor.shards.iter().flatten()),
+                partitions: self.workers.len(),
+                ..self.routing
+            }),
+            Request::Meta { reply } => {
+                reply((self.replication.clone(), self.durable_replication.clone()))
+            }
+            Request::Shutdown { reply } => reply(()),
+        }
+    }
+
+    /// Finishes an in-flight checkpoint, so a clean stop leaves nothing to replay.
+    fn shutdown(&mut self) {
+        if self.executor.failed.is_none()
+            && self.changed_since_checkpoint
+            && !self.checkpoint_in_progress()
+        {
+            self.begin_checkpoint();
+        }
+        if self.checkpointing.is_none() {
+            return;
+        }
+        let journaled = self
+            .shards()
+            .try_for_each(|s| s.engine.wait_journaled().map(|_| ()));
+        if let Err(e) = journaled {
+            eprintln!("hotledger: checkpoint failed at shutdown: {e}");
+            self.abandon_checkpoint();
+            return;
+        }
+        self.commit_checkpoint();
+        for shard in self.shards() {
+            if let Err(e) = shard.engine.wait_checkpoint() {
+                eprintln!("hotledger: checkpoint failed at shutdown: {e}");
+            }
+        }
+        self.finish_checkpoint();
+    }
+
+    /// Starts a checkpoint of every partition at the position applied now.
+    fn begin_checkpoint(&mut self) {
+        let snapshot = self.replication.clone();
+        let meta = self.executor.meta;
+        let clock = self.executor.ledger_clock.to_le_bytes();
+        let applied = self.applied;
+        let Some(first) = self.executor.shards[0].as_mut().map(|s| &mut s.engine) else {
+            return;
+        };
+        let mut result = first.put(meta, META_LEDGER_CLOCK, &clock).map(|_| ());
+        for (key, value) in [
+            (META_APPLIED, &snapshot.applied_log_id),
+            (META_MEMBERSHIP, &snapshot.membership),
+        ] {
+            if let (Ok(()), Some(v)) = (&result, value) {
+                result = first.put(meta, key, v).map(|_| ());
+            }
+        }
+        for shard in self.shards() {
+            result = result.and_then(|()| shard.engine.begin_checkpoint(applied));
+        }
+        match result {
+            Ok(()) => {
+                self.checkpointing = Some(Checkpointing {
+                    meta: snapshot,
+                    position: self.applied,
+                    committed: false,
+                });
+                self.changed_since_checkpoint = false;
+                self.last_checkpoint = Instant::now();
+            }
+            Err(e) => self.executor.fail(kv_error(e)),
+        }
+    }
+
+    /// Every partition's journal is durable: record the position as committed, then let the
+    /// partitions write in place.
+    fn commit_checkpoint(&mut self) {
+        let Some(checkpointing) = self.checkpointing.as_mut() else {
+            return;
+        };
+        if let Err(e) = self.commit_record.write(checkpointing.position) {
+            // Nothing is lost (the previous commit stands and the log holds everything
+            // since), but the engines cannot go on: their journals wait for a commit.
+            eprintln!("hotledger: checkpoint failed: {}", e.message);
+            self.abandon_checkpoint();
+            return;
+        }
+        checkpointing.committed = true;
+        for shard in self.shards() {
+            shard.engine.release_checkpoint();
+        }
+    }
+
+    /// Gives up the checkpoint in flight before its commit: every partition keeps its previous
+    /// checkpoint and its pages stay dirty for the next one.
+    fn abandon_checkpoint(&mut self) {
+        for shard in self.shards() {
+            if let Err(e) = shard.engine.abandon_checkpoint() {
+                eprintln!("hotledger: abandoning a checkpoint: {e}");
+            }
+        }
+        self.checkpointing = None;
+        self.last_checkpoint = Instant::now();
+    }
+
+    /// The checkpoint in flight is durable in every partition.
+    fn finish_checkpoint(&mut self) {
+        if let Some(checkpointing) = self.checkpointing.take() {
+            if checkpointing.committed {
+                self.durable_replication = checkpointing.meta;
+            }
+        }
+    }
+
+    fn maintain(&mut self) {
+        if self.executor.failed.is_some() {
+            return;
+        }
+        if let Some(checkpointing) = &self.checkpointing {
+            let committed = checkpointing.committed;
+            let mut failure = None;
+            for shard in self.shards() {
+                if let Err(e) = shard.engine.poll_checkpoint() {
+                    failure.get_or_insert(e);
+                }
+            }
+            if let Some(e) = failure {
+                // A failed journal leaves every partition's previous checkpoint intact and
+                // the log still holds everything since: try again at the next interval. A
+                // failure after the commit poisons that engine, and the next apply stops
+                // the executor (see apply_command).
+                eprintln!("hotledger: checkpoint failed: {e}");
+                if committed {
+                    self.checkpointing = None;
+                } else {
+                    self.abandon_checkpoint();
+                }
+                self.last_checkpoint = Instant::now();
+                return;
+            }
+            if !committed {
+                if self.shards().all(|s| s.engine.checkpoint_journaled()) {
+                    self.commit_checkpoint();
+                }
+            } else if self.shards().all(|s| !s.engine.checkpoint_in_progress()) {
+                self.finish_checkpoint();
+            }
+            return;
+        }
+        let due = self.changed_since_checkpoint
+            && self.last_checkpoint.elapsed() >= self.options.checkpoint_interval;
+        let needed = self.shards().any(|s| s.engine.needs_checkpoint());
+        if self.applied.index > 0 && (needed || due) {
+            self.begin_checkpoint();
+        }
+    }
+
+    fn apply_entry(
+        &mut self,
+        position: LogPosition,
+        log_id: Vec<u8>,
+        payload: EntryPayload,
+    ) -> Vec<Vec<u8>> {
+        // Row ids of tables without a primary key: unique per log entry, and the same on
+        // every replica.
+        self.executor.rowid_next = position.index << 24;
+        let results: Vec<CommandResult> = match payload {
+            EntryPayload::Blank => Vec::new(),
+            EntryPayload::Membership(m) => {
+                self.replication.membership = Some(m);
+                Vec::new()
+            }
+            EntryPayload::Commands(commands) if self.workers.len() <= 1 => commands
+                .iter()
+                .map(|bytes| {
+                    decode_command(bytes)
+                        .and_then(|c| self.executor.apply_command(c, position.index))
+                })
+                .collect(),
+            EntryPayload::Commands(commands) => self.apply_partitioned(&commands, position.index),
+        };
+        self.applied = position;
+        self.replication.applied_log_id = Some(log_id);
+        self.changed_since_checkpoint = true;
+        results.iter().map(encode_result).collect()
+    }
+
+    /// Applies an entry's commands over several partitions. In log order, each command is
+    /// routed (`route`): one that touches a single partition other than 0 is sent to that
+    /// partition's thread, which the partition is lent to; any other runs here, holding
+    /// every partition it touches — a partition lent out is taken back first, after its
+    /// thread has finished the commands sent to it, and stays here for the rest of the
+    /// entry (so a busy entry costs at most one hand-over each way per partition). Every
+    /// partition thus applies the commands that touch it in log order, and a command
+    /// touching several applies at its log position with all of them held: the result is
+    /// the same as applying the log on one partition.
+    fn apply_partitioned(&mut self, commands: &[Vec<u8>], version: u64) -> Vec<CommandResult> {
+        let partitions = self.workers.len();
+        let mut dispatch = Dispatch {
+            results: (0..commands.len()).map(|_| None).collect(),
+            lent: vec![false; partitions],
+            taken_back: vec![false; partitions],
+            reports: mpsc::channel(),
+        };
+        for (slot, bytes) in commands.iter().enumerate() {
+            let command = match decode_command(bytes) {
+                Ok(command) => command,
+                Err(e) => {
+                    dispatch.results[slot] = Some(Err(e));
+                    continue;
+                }
+            };
+            if let Err(e) = self.executor.check_running() {
+                dispatch.results[slot] = Some(Err(e));
+                continue;
+            }
+            // The clock moves and expired pending transfers are voided before every
+            // command, in log order; voiding touches every partition.
+            if let Some(now) = command.now_micros() {
+                self.executor.advance_clock(now);
+                if self.executor.expiry_due() {
+                    self.take_back(&mut dispatch, Reach::all(partitions));
+                }
+            }
+            if let Err(e) = self.executor.prepare_command(command.now_micros(), version) {
+                dispatch.results[slot] = Some(Err(e));
+                continue;
+            }
+            let reach = Router {
+                catalog: &self.executor.catalog.clone(),
+                schema: self.executor.ledger_schema().ok(),
+                partitions,
+            }
+            .command(&command);
+            match (
+                reach.single(),
+                &self.workers.get(reach.single().unwrap_or(0)),
+            ) {
+                (Some(p), Some(Some(worker))) if !dispatch.taken_back[p] => {
+                    let shard = if dispatch.lent[p] {
+                        None
+                    } else {
+                        dispatch.lent[p] = true;
+                        self.routing.handovers += 1;
+                        self.executor.shards[p].take().map(Box::new)
+                    };
+                    self.routing.on_partition_threads += 1;
+                    worker.send(Work::Run {
+                        shard,
+                        slot,
+                        command: Box::new(command),
+                        catalog: self.executor.catalog.clone(),
+                        clock: self.executor.ledger_clock,
+                        version,
+                        reports: dispatch.reports.0.clone(),
+                    });
+                }
+                _ => {
+                    self.routing.on_coordinator += 1;
+                    self.take_back(&mut dispatch, reach);
+                    dispatch.results[slot] = Some(self.executor.run_command(command, version));
+                }
+            }
+        }
+        self.take_back(&mut dispatch, Reach::all(partitions));
+        dispatch
+            .results
+            .into_iter()
+            .map(|r| {
+                let result = r.unwrap_or_else(|| {
+                    Err(SqlError::internal("a partition did not report a command"))
+                });
+                if let Err(e) = &result {
+                    if is_storage_failure(e) {
+                        // A partition thread stopped after an IO error: stop everything.
+                        self.executor.fail(e.clone());
+                    }
+                }
+                result
+            })
+            .collect()
+    }
+
+    /// Takes back every partition in `reach` that is lent to its thread, once the thread has
+    /// applied everything sent to it; collects the results that arrive meanwhile.
+    fn take_back(&mut self, dispatch: &mut Dispatch, reach: Reach) {
+        for p in reach.iter() {
+            if p >= self.workers.len() || !dispatch.lent[p] {
+                continue;
+            }
+            dispatch.taken_back[p] = true;
+            dispatch.lent[p] = false;
+            let Some(worker) = &self.workers[p] else {
+                continue;
+            };
+            worker.send(Work::Return {
+                reports: dispatch.reports.0.clone(),
+            });
+            loop {
+                match dispatch.reports.1.recv() {
+                    Ok(Report::Done { slot, result }) => dispatch.results[slot] = Some(result),
+                    Ok(Report::Shard { partition, shard }) => {
+                        self.executor.shards[partition] = Some(*shard);
+                        if partition == p {
+                            break;
+                        }
+                    }
+                    Err(_) => {
+                        // Unreachable while this function holds a sender; a dead thread
+                        // cannot give its partition back.
+                        self.executor.fail(SqlError::internal(format!(
+                            "partition {p}'s thread stopped"
+                        )));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One entry's progress over the partitions.
+struct Dispatch {
+    results: Vec<Option<CommandResult>>,
+    /// Partition p is with its thread.
+    lent: Vec<bool>,
+    /// Partition p was taken back in this entry and is not lent again until the next.
+    taken_back: Vec<bool>,
+    reports: (Sender<Report>, Receiver<Report>),
+}
+
+/// What the coordinator sends a partition's thread.
+enum Work {
+    /// Apply `command` (whose clock and expiry the coordinator has already handled) with the
+    /// partition, which comes with the first command of an entry.
+    Run {
+        shard: Option<Box<Shard>>,
+        slot: usize,
+        command: Box<Command>,
+        catalog: Arc<Catalog>,
+        clock: i64,
+        version: u64,
+        reports: Sender<Report>,
+    },
+    /// Give the partition back.
+    Return { reports: Sender<Report> },
+}
+
+enum Report {
+    Done { slot: usize, result: CommandResult },
+    Shard { partition: usize, shard: Box<Shard> },
+}
+
+/// The thread of partition p ≥ 1: applies the commands that touch only its partition.
+struct Worker {
+    work: Option<Sender<Work>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    fn start(partition: usize, mut executor: Executor) -> SqlResult<Worker> {
+        let (work, inbox) = mpsc::channel::<Work>();
+        // Expiry is the coordinator's: it runs before a command is sent here.
+        executor.next_expiry = None;
+        let thread = thread::Builder::new()
+            .name(format!("partition-{partition}"))
+            .spawn(move || {
+                while let Ok(work) = inbox.recv() {
+                    match work {
+                        Work::Run {
+                            shard,
+                            slot,
+                            command,
+                            catalog,
+                            clock,
+                            version,
+                            reports,
+                        } => {
+                            if let Some(shard) = shard {
+                                executor.shards[partition] = Some(*shard);
+                            }
+                            executor.catalog = catalog;
+                            executor.ledger_clock = clock;
+                            let result = executor.run_command(*command, version);
+                            let _ = reports.send(Report::Done { slot, result });
+                        }
+                        Work::Return { reports } => {
+                            if let Some(shard) = executor.shards[partition].take() {
+                                let shard = Box::new(shard);
+                                let _ = reports.send(Report::Shard { partition, shard });
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| SqlError::internal(format!("cannot start a partition thread: {e}")))?;
+        Ok(Worker {
+            work: Some(work),
+            thread: Some(thread),
+        })
+    }
+
+    fn send(&self, work: Work) {
+        if let Some(sender) = &self.work {
+            // A thread that died answers nothing; the coordinator notices when it waits.
+            let _ = sender.send(work);
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.work.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
