@@ -20,7 +20,7 @@ use crate::executor::{
     Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK, META_MEMBERSHIP,
     META_PARTITIONS, META_TABLE,
 };
-use crate::partition::{combined_stats, partition_file, CommitRecord, Shard};
+use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
 
 pub(crate) struct Coordinator {
@@ -50,7 +50,7 @@ struct Checkpointing {
 
 /// The partition count of a new data directory when none is asked for: one per core.
 fn default_partitions() -> usize {
-    thread::available_parallelism().map_or(1, |n| n.get())
+    thread::available_parallelism().map_or(1, |n| n.get().min(MAX_PARTITIONS))
 }
 
 /// Opens the data file, recovers, and starts the executor thread.
@@ -85,7 +85,7 @@ impl Coordinator {
             journal_limit: committed.map(|p| p.index),
             ..EngineOptions::default()
         };
-        let requested = options.partitions.map(|n| n.max(1));
+        let requested = options.partitions.map(|n| n.clamp(1, MAX_PARTITIONS));
         let guess = requested.unwrap_or_else(default_partitions);
         let (mut first, recovery) =
             Engine::open(&options.data_file, engine_options(guess)).map_err(kv_error)?;
@@ -471,13 +471,16 @@ impl Coordinator {
                 self.replication.membership = Some(m);
                 Vec::new()
             }
-            EntryPayload::Commands(commands) if self.workers.len() <= 1 => commands
-                .iter()
-                .map(|bytes| {
-                    decode_command(bytes)
-                        .and_then(|c| self.executor.apply_command(c, position.index))
-                })
-                .collect(),
+            EntryPayload::Commands(commands) if self.workers.len() <= 1 => {
+                self.routing.on_coordinator += commands.len() as u64;
+                commands
+                    .iter()
+                    .map(|bytes| {
+                        decode_command(bytes)
+                            .and_then(|c| self.executor.apply_command(c, position.index))
+                    })
+                    .collect()
+            }
             EntryPayload::Commands(commands) => self.apply_partitioned(&commands, position.index),
         };
         self.applied = position;
@@ -598,7 +601,7 @@ impl Coordinator {
                 reports: dispatch.reports.0.clone(),
             });
             loop {
-                match dispatch.reports.1.recv() {
+                match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
                     Ok(Report::Done { slot, result }) => dispatch.results[slot] = Some(result),
                     Ok(Report::Shard { partition, shard }) => {
                         self.executor.shards[partition] = Some(*shard);
@@ -606,14 +609,15 @@ impl Coordinator {
                             break;
                         }
                     }
-                    Err(_) => {
-                        // Unreachable while this function holds a sender; a dead thread
-                        // cannot give its partition back.
+                    Err(_) if worker.stopped() => {
+                        // A thread that died (a bug) took its partition with it: nothing
+                        // more can be applied until a restart replays the log.
                         self.executor.fail(SqlError::internal(format!(
                             "partition {p}'s thread stopped"
                         )));
                         return;
                     }
+                    Err(_) => {}
                 }
             }
         }
@@ -699,6 +703,10 @@ impl Worker {
             work: Some(work),
             thread: Some(thread),
         })
+    }
+
+    fn stopped(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
     }
 
     fn send(&self, work: Work) {

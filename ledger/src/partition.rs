@@ -36,6 +36,9 @@ impl Shard {
     }
 }
 
+/// The most partitions a data directory can have (a command's partitions are a 64-bit set).
+pub const MAX_PARTITIONS: usize = 64;
+
 /// Whether the rows of `table` are spread over the partitions (the ledger's tables) or all
 /// live in partition 0.
 pub(crate) fn is_partitioned(table: &TableDef) -> bool {

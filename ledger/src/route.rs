@@ -170,7 +170,11 @@ impl Router<'_> {
                 InsertSource::Values(rows) => {
                     let env = EvalEnv::without_subqueries(params, now_micros);
                     let mut target = Reach::NONE;
+                    // A big multi-row insert reaches every partition after a few rows.
                     for row in rows {
+                        if target == self.all() {
+                            break;
+                        }
                         let values: Option<Vec<Value>> =
                             row.iter().map(|e| e.eval(&[], &env).ok()).collect();
                         target = target.with(match values {
@@ -220,9 +224,14 @@ impl Router<'_> {
             return Reach::one(0);
         }
         let env = EvalEnv::without_subqueries(&[], now_micros);
-        rows.iter().fold(Reach::NONE, |reach, values| {
-            reach.with(self.row(def, columns, values.clone(), &env))
-        })
+        let mut reach = Reach::NONE;
+        for values in rows {
+            if reach == self.all() {
+                break;
+            }
+            reach = reach.with(self.row(def, columns, values.clone(), &env));
+        }
+        reach
     }
 
     /// A row given for some columns of a partitioned table, defaults filled in as the insert

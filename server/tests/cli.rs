@@ -30,6 +30,12 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         stderr(&unknown)
     );
 
+    for count in ["0", "65", "two"] {
+        let bad = serve(&["--data-dir", data, "--partitions", count]);
+        assert!(!bad.status.success());
+        assert!(stderr(&bad).contains("--partitions"), "{}", stderr(&bad));
+    }
+
     let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
     assert!(!public.status.success());
     assert!(
@@ -50,6 +56,7 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         "--node-id",
         "--tls-cert",
         "--max-message-mb",
+        "--partitions",
     ] {
         assert!(
             stdout(&help).contains(flag),

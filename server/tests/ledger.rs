@@ -516,6 +516,7 @@ async fn one_and_four_partitions_give_identical_results() {
     let stats = routing_stats(&connect(&one).await).await;
     assert_eq!(stats["partitions"], 1, "{stats:?}");
     assert_eq!(stats["commands_on_partition_threads"], 0, "{stats:?}");
+    assert!(stats["commands_on_coordinator"] > 600, "{stats:?}");
     // Recovery puts every partition back at one log position: the same tables again.
     let before = table_dump(&connect(&four).await).await;
     four.kill9_and_restart();
@@ -560,4 +561,88 @@ async fn routing_stats(client: &Client) -> std::collections::HashMap<String, u64
         .filter_map(|pair| pair.split_once('='))
         .map(|(k, v)| (k.to_string(), v.parse().expect("a number")))
         .collect()
+}
+
+/// kill -9 in the middle of a transfer load on 4 partitions, twice, with checkpoints of all
+/// partitions running (every 2 s): recovery brings every partition back to one log position
+/// and replays the log, so every acknowledged transfer is there exactly once and the books
+/// balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_mid_load_on_four_partitions_loses_no_acknowledged_transfer() {
+    const CLIENTS: usize = 24;
+    let mut server = TestServer::start_with(&["--partitions", "4"]);
+    let admin = connect(&server).await;
+    let accounts: Vec<String> = (1..=ACCOUNTS).map(|id| format!("({id}, 1, 1)")).collect();
+    admin
+        .simple_query(&format!(
+            "INSERT INTO accounts (id, ledger, code) VALUES {}",
+            accounts.join(", ")
+        ))
+        .await
+        .expect("accounts");
+    drop(admin);
+    let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
+    let mut sent_ids = BTreeSet::new();
+    for cycle in 0..2u64 {
+        let mut tasks = Vec::new();
+        for n in 0..CLIENTS as u64 {
+            let url = server.url();
+            let acknowledged = acknowledged.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut sent = Vec::new();
+                let Ok((client, connection)) = tokio_postgres::connect(&url, NoTls).await else {
+                    return sent;
+                };
+                tokio::spawn(connection);
+                let mut rng = StdRng::seed_from_u64(cycle * 1_000 + n);
+                for i in 0.. {
+                    let id = (cycle * 1_000 + n + 1) as i64 * 10_000_000 + i;
+                    let debit = rng.gen_range(1..=ACCOUNTS);
+                    let credit = if debit == HOT { 2 } else { HOT };
+                    let (debit, credit) = if rng.gen_bool(0.5) {
+                        (debit, credit)
+                    } else {
+                        (credit, debit)
+                    };
+                    sent.push(id);
+                    let call = format!("CALL transfer({id}, {debit}, {credit}, 1, 1, 1)");
+                    match client.simple_query(&call).await {
+                        Ok(_) => {
+                            acknowledged.lock().await.insert(id);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                sent
+            }));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2_500 + 1_300 * cycle)).await;
+        server.kill9();
+        for task in tasks {
+            sent_ids.extend(task.await.expect("client task"));
+        }
+        server.restart();
+    }
+    let client = connect(&server).await;
+    let acknowledged = acknowledged.lock().await;
+    assert!(
+        acknowledged.len() > 500,
+        "too few transfers: {}",
+        acknowledged.len()
+    );
+    let rows = client
+        .query("SELECT id FROM transfers ORDER BY id", &[])
+        .await
+        .expect("transfer ids");
+    let stored: BTreeSet<i64> = rows.iter().map(|r| r.get(0)).collect();
+    let lost: Vec<&i64> = acknowledged.difference(&stored).take(5).collect();
+    assert!(lost.is_empty(), "acknowledged transfers lost: {lost:?}");
+    assert!(stored.is_subset(&sent_ids), "a transfer nobody sent");
+    assert!(stored.len() <= acknowledged.len() + 2 * CLIENTS);
+    let debits = scalar(&client, "SELECT sum(debits_posted) FROM accounts").await;
+    let credits = scalar(&client, "SELECT sum(credits_posted) FROM accounts").await;
+    assert_eq!(debits, credits);
+    assert_eq!(debits, stored.len() as i64, "each stored transfer moved 1");
+    let stats = routing_stats(&client).await;
+    assert_eq!(stats["partitions"], 4, "{stats:?}");
 }
