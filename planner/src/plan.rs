@@ -555,21 +555,25 @@ pub fn visit_expr_read_tables(expr: &Expr, f: &mut dyn FnMut(&TableDef)) {
     });
 }
 
+impl Access {
+    /// Adds the expressions that compute the access path's keys to `out`.
+    pub fn push_exprs<'e>(&'e self, out: &mut Vec<&'e Expr>) {
+        match self {
+            Access::Point(keys) => out.extend(keys),
+            Access::Range { lower, upper } => {
+                out.extend(lower.iter().map(|(e, _)| e));
+                out.extend(upper.iter().map(|(e, _)| e));
+            }
+            Access::Index { key, .. } => out.extend(key),
+            Access::Full => {}
+        }
+    }
+}
+
 impl WritePlan {
     /// Calls `f` for every user table the statement reads besides its target: tables in its
     /// source query and in subqueries of its expressions.
     pub fn visit_read_tables(&self, f: &mut dyn FnMut(&TableDef)) {
-        fn access<'e>(access: &'e Access, exprs: &mut Vec<&'e Expr>) {
-            match access {
-                Access::Point(keys) => exprs.extend(keys),
-                Access::Range { lower, upper } => {
-                    exprs.extend(lower.iter().map(|(e, _)| e));
-                    exprs.extend(upper.iter().map(|(e, _)| e));
-                }
-                Access::Index { key, .. } => exprs.extend(key),
-                Access::Full => {}
-            }
-        }
         let mut exprs: Vec<&Expr> = Vec::new();
         match self {
             WritePlan::Insert(p) => {
@@ -589,12 +593,12 @@ impl WritePlan {
                 }
             }
             WritePlan::Update(p) => {
-                access(&p.access, &mut exprs);
+                p.access.push_exprs(&mut exprs);
                 exprs.extend(&p.filter);
                 exprs.extend(p.assignments.iter().map(|(_, e)| e));
             }
             WritePlan::Delete(p) => {
-                access(&p.access, &mut exprs);
+                p.access.push_exprs(&mut exprs);
                 exprs.extend(&p.filter);
             }
         }
@@ -614,15 +618,7 @@ fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
     match rel {
         Rel::Scan { access, filter, .. } => {
             exprs.extend(filter);
-            match access {
-                Access::Point(keys) => exprs.extend(keys),
-                Access::Range { lower, upper } => {
-                    exprs.extend(lower.iter().map(|(e, _)| e));
-                    exprs.extend(upper.iter().map(|(e, _)| e));
-                }
-                Access::Index { key, .. } => exprs.extend(key),
-                Access::Full => {}
-            }
+            access.push_exprs(&mut exprs);
         }
         Rel::Values { rows } => rows.iter().for_each(|r| exprs.extend(r)),
         Rel::Filter { input, predicate } => {

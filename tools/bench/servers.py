@@ -7,6 +7,7 @@ count as the server's) and `stop()`.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -137,7 +138,10 @@ class Hotledger(Server):
         return [self.proc.pid] if self.proc and self.proc.poll() is None else []
 
     def data_file_bytes(self):
-        return os.path.getsize(os.path.join(self.data_dir, "data.hl"))
+        """The data files of every executor partition: data.hl, data.hl.p1, ..."""
+        names = os.listdir(self.data_dir)
+        files = [n for n in names if n == "data.hl" or re.fullmatch(r"data\.hl\.p[0-9]+", n)]
+        return sum(os.path.getsize(os.path.join(self.data_dir, n)) for n in files)
 
     def dir_bytes(self):
         total = 0
