@@ -13,7 +13,7 @@ use kv::{Engine, EngineOptions, LogPosition};
 use planner::Catalog;
 use sql::{ErrorKind, SqlError, SqlResult};
 
-use crate::command::{decode_command, encode_result, Command, CommandResult};
+use crate::command::{decode_command, encode_result, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
@@ -22,6 +22,7 @@ use crate::executor::{
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
+use crate::worker::{Report, Work, Worker};
 
 pub(crate) struct Coordinator {
     /// Holds partition 0 always and every partition between entries.
@@ -632,96 +633,4 @@ struct Dispatch {
     /// Partition p was taken back in this entry and is not lent again until the next.
     taken_back: Vec<bool>,
     reports: (Sender<Report>, Receiver<Report>),
-}
-
-/// What the coordinator sends a partition's thread.
-enum Work {
-    /// Apply `command` (whose clock and expiry the coordinator has already handled) with the
-    /// partition, which comes with the first command of an entry.
-    Run {
-        shard: Option<Box<Shard>>,
-        slot: usize,
-        command: Box<Command>,
-        catalog: Arc<Catalog>,
-        clock: i64,
-        version: u64,
-        reports: Sender<Report>,
-    },
-    /// Give the partition back.
-    Return { reports: Sender<Report> },
-}
-
-enum Report {
-    Done { slot: usize, result: CommandResult },
-    Shard { partition: usize, shard: Box<Shard> },
-}
-
-/// The thread of partition p ≥ 1: applies the commands that touch only its partition.
-struct Worker {
-    work: Option<Sender<Work>>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Worker {
-    fn start(partition: usize, mut executor: Executor) -> SqlResult<Worker> {
-        let (work, inbox) = mpsc::channel::<Work>();
-        // Expiry is the coordinator's: it runs before a command is sent here.
-        executor.next_expiry = None;
-        let thread = thread::Builder::new()
-            .name(format!("partition-{partition}"))
-            .spawn(move || {
-                while let Ok(work) = inbox.recv() {
-                    match work {
-                        Work::Run {
-                            shard,
-                            slot,
-                            command,
-                            catalog,
-                            clock,
-                            version,
-                            reports,
-                        } => {
-                            if let Some(shard) = shard {
-                                executor.shards[partition] = Some(*shard);
-                            }
-                            executor.catalog = catalog;
-                            executor.ledger_clock = clock;
-                            let result = executor.run_command(*command, version);
-                            let _ = reports.send(Report::Done { slot, result });
-                        }
-                        Work::Return { reports } => {
-                            if let Some(shard) = executor.shards[partition].take() {
-                                let shard = Box::new(shard);
-                                let _ = reports.send(Report::Shard { partition, shard });
-                            }
-                        }
-                    }
-                }
-            })
-            .map_err(|e| SqlError::internal(format!("cannot start a partition thread: {e}")))?;
-        Ok(Worker {
-            work: Some(work),
-            thread: Some(thread),
-        })
-    }
-
-    fn stopped(&self) -> bool {
-        self.thread.as_ref().is_none_or(|t| t.is_finished())
-    }
-
-    fn send(&self, work: Work) {
-        if let Some(sender) = &self.work {
-            // A thread that died answers nothing; the coordinator notices when it waits.
-            let _ = sender.send(work);
-        }
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        self.work.take();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }

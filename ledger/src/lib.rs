@@ -1,7 +1,10 @@
-//! `ledger`: the executors. An executor thread owns the kv engine, applies committed
-//! commands in log order (validating serializable reads, applying `x = x + d` as a delta
-//! evaluated at apply time, checking constraints), serves reads between applies, and takes
-//! checkpoints that record the log position they cover.
+//! `ledger`: the executor. Its state is partitioned by account, one kv engine per partition;
+//! a coordinator thread receives committed commands in log order and applies each one on
+//! the partitions it touches — on that partition's own thread when it touches one other
+//! than 0, else itself, holding them all — validating serializable reads, applying
+//! `x = x + d` as a delta evaluated at apply time, checking constraints. It serves reads
+//! between entries and checkpoints all partitions as one, recording the log position they
+//! cover.
 //!
 //! The ledger's semantics (accounts, transfers, two-phase transfers and their expiry,
 //! limits, idempotency, history) are applied here too, in `transfer`.
@@ -20,6 +23,7 @@ mod query;
 mod route;
 mod row;
 mod transfer;
+mod worker;
 
 pub use apply::stage_insert_locally;
 pub use command::{

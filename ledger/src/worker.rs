@@ -1,0 +1,106 @@
+//! A partition's thread: applies the commands the coordinator sends it with the partition
+//! lent to it, and hands the partition back when asked. It never decides anything itself:
+//! which commands it gets, and when, is the coordinator's routing (see `coordinator`).
+
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::thread;
+
+use planner::Catalog;
+use sql::{SqlError, SqlResult};
+
+use crate::command::{Command, CommandResult};
+use crate::executor::Executor;
+use crate::partition::Shard;
+
+/// What the coordinator sends a partition's thread.
+pub(crate) enum Work {
+    /// Apply `command` (whose clock and expiry the coordinator has already handled) with the
+    /// partition, which comes with the first command of an entry.
+    Run {
+        shard: Option<Box<Shard>>,
+        slot: usize,
+        command: Box<Command>,
+        catalog: Arc<Catalog>,
+        clock: i64,
+        version: u64,
+        reports: Sender<Report>,
+    },
+    /// Give the partition back.
+    Return { reports: Sender<Report> },
+}
+
+pub(crate) enum Report {
+    Done { slot: usize, result: CommandResult },
+    Shard { partition: usize, shard: Box<Shard> },
+}
+
+/// The thread of partition p ≥ 1: applies the commands that touch only its partition.
+pub(crate) struct Worker {
+    work: Option<Sender<Work>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Worker {
+    pub fn start(partition: usize, mut executor: Executor) -> SqlResult<Worker> {
+        let (work, inbox) = mpsc::channel::<Work>();
+        // Expiry is the coordinator's: it runs before a command is sent here.
+        executor.next_expiry = None;
+        let thread = thread::Builder::new()
+            .name(format!("partition-{partition}"))
+            .spawn(move || {
+                while let Ok(work) = inbox.recv() {
+                    match work {
+                        Work::Run {
+                            shard,
+                            slot,
+                            command,
+                            catalog,
+                            clock,
+                            version,
+                            reports,
+                        } => {
+                            if let Some(shard) = shard {
+                                executor.shards[partition] = Some(*shard);
+                            }
+                            executor.catalog = catalog;
+                            executor.ledger_clock = clock;
+                            let result = executor.run_command(*command, version);
+                            let _ = reports.send(Report::Done { slot, result });
+                        }
+                        Work::Return { reports } => {
+                            if let Some(shard) = executor.shards[partition].take() {
+                                let shard = Box::new(shard);
+                                let _ = reports.send(Report::Shard { partition, shard });
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|e| SqlError::internal(format!("cannot start a partition thread: {e}")))?;
+        Ok(Worker {
+            work: Some(work),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.thread.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    pub fn send(&self, work: Work) {
+        if let Some(sender) = &self.work {
+            // A thread that died answers nothing; the coordinator notices when it waits.
+            let _ = sender.send(work);
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.work.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
