@@ -18,7 +18,7 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
     Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK, META_MEMBERSHIP,
-    META_PARTITIONS, META_TABLE,
+    META_TABLE,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -75,49 +75,35 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
 
 impl Coordinator {
     pub fn open(options: ExecutorOptions) -> SqlResult<Coordinator> {
-        let commit_record = CommitRecord::for_data_file(&options.data_file);
+        let mut commit_record = CommitRecord::for_data_file(&options.data_file);
         let committed = commit_record.read()?;
-        let engine_options = |partitions: usize| EngineOptions {
+        let requested = options.partitions.map(|n| n.clamp(1, MAX_PARTITIONS));
+        let partitions = match committed {
+            Some(c) => c.partitions,
+            // Made before partitions existed: one engine.
+            None if options.data_file.exists() => 1,
+            None => requested.unwrap_or_else(default_partitions),
+        };
+        if requested.is_some_and(|r| r != partitions) {
+            return Err(SqlError::feature_not_supported(format!(
+                "changing the partition count of a data directory (it has {partitions}; repartitioning is not supported yet)"
+            )));
+        }
+        commit_record.partitions = partitions;
+        let engine_options = EngineOptions {
             pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
             io_mode: options.io_mode,
             gated_checkpoints: true,
             // A data directory without a commit record is new (nothing to recover) or from
             // a build before partitions (one engine, whose journal is its own commit).
-            journal_limit: committed.map(|p| p.index),
+            journal_limit: committed.map(|c| c.position.index),
             ..EngineOptions::default()
         };
-        let requested = options.partitions.map(|n| n.clamp(1, MAX_PARTITIONS));
-        let guess = requested.unwrap_or_else(default_partitions);
         let (mut first, recovery) =
-            Engine::open(&options.data_file, engine_options(guess)).map_err(kv_error)?;
+            Engine::open(&options.data_file, engine_options.clone()).map_err(kv_error)?;
         let meta = match first.table(META_TABLE) {
             Some(t) => t,
             None => first.create_table(META_TABLE).map_err(kv_error)?,
-        };
-        let stored = first.get(meta, META_PARTITIONS).map_err(kv_error)?;
-        let partitions = match stored {
-            Some(bytes) => {
-                let count = bytes
-                    .as_slice()
-                    .try_into()
-                    .map(u64::from_le_bytes)
-                    .map_err(|_| SqlError::internal("stored partition count is unreadable"))?
-                    as usize;
-                if requested.is_some_and(|r| r != count) {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "changing the partition count of a data directory (it has {count}; repartitioning is not supported yet)"
-                    )));
-                }
-                count
-            }
-            // New, or made before partitions existed (then it has one).
-            None => {
-                let count = if recovery.created { guess } else { 1 };
-                first
-                    .put(meta, META_PARTITIONS, &(count as u64).to_le_bytes())
-                    .map_err(kv_error)?;
-                count
-            }
         };
         if committed.is_none() {
             commit_record.write(recovery.log_position)?;
@@ -147,8 +133,7 @@ impl Coordinator {
         let mut engines = vec![first];
         for index in 1..partitions {
             let path = partition_file(&options.data_file, index);
-            let (engine, info) =
-                Engine::open(&path, engine_options(partitions)).map_err(kv_error)?;
+            let (engine, info) = Engine::open(&path, engine_options.clone()).map_err(kv_error)?;
             if info.log_position != recovery.log_position {
                 return Err(SqlError::new(
                     ErrorKind::Io,

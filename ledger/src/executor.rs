@@ -24,7 +24,6 @@ pub(crate) const META_CATALOG: &[u8] = b"catalog";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
 pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
-pub(crate) const META_PARTITIONS: &[u8] = b"partitions";
 /// Pending transfers with a timeout, keyed by (expiry time, transfer id).
 pub(crate) const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 

@@ -84,15 +84,25 @@ pub(crate) fn partition_file(data_file: &Path, index: usize) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The log position up to which the partitions' checkpoints are committed: a small file
-/// replaced atomically (write, fsync, rename, fsync the directory) once every partition's
-/// journal for that position is durable.
+/// The log position up to which the partitions' checkpoints are committed, and the
+/// partition count of the data directory: a small file replaced atomically (write, fsync,
+/// rename, fsync the directory) once every partition's journal for that position is
+/// durable. It is read before any engine is opened.
 pub(crate) struct CommitRecord {
     path: PathBuf,
+    /// The data directory's partition count, written with every position.
+    pub partitions: usize,
+}
+
+/// What a commit record holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Committed {
+    pub position: LogPosition,
+    pub partitions: usize,
 }
 
 const COMMIT_MAGIC: &[u8; 8] = b"HLCOMMIT";
-const COMMIT_LEN: usize = 8 + 8 + 8 + 4;
+const COMMIT_LEN: usize = 8 + 8 + 8 + 8 + 4;
 
 impl CommitRecord {
     pub fn for_data_file(data_file: &Path) -> CommitRecord {
@@ -100,11 +110,12 @@ impl CommitRecord {
         name.push(".commit");
         CommitRecord {
             path: PathBuf::from(name),
+            partitions: 1,
         }
     }
 
-    /// The committed position; `None` when no record has been written yet.
-    pub fn read(&self) -> SqlResult<Option<LogPosition>> {
+    /// What the record holds; `None` when no record has been written yet.
+    pub fn read(&self) -> SqlResult<Option<Committed>> {
         let bytes = match std::fs::read(&self.path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -112,7 +123,7 @@ impl CommitRecord {
         };
         if bytes.len() != COMMIT_LEN
             || &bytes[..8] != COMMIT_MAGIC
-            || crc32c::crc32c(&bytes[..24]).to_le_bytes() != bytes[24..28]
+            || crc32c::crc32c(&bytes[..32]).to_le_bytes() != bytes[32..36]
         {
             return Err(SqlError::new(
                 sql::ErrorKind::Io,
@@ -123,9 +134,12 @@ impl CommitRecord {
             ));
         }
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap_or([0; 8]));
-        Ok(Some(LogPosition {
-            index: word(8),
-            term: word(16),
+        Ok(Some(Committed {
+            position: LogPosition {
+                index: word(8),
+                term: word(16),
+            },
+            partitions: word(24) as usize,
         }))
     }
 
@@ -135,6 +149,7 @@ impl CommitRecord {
         bytes.extend_from_slice(COMMIT_MAGIC);
         bytes.extend_from_slice(&position.index.to_le_bytes());
         bytes.extend_from_slice(&position.term.to_le_bytes());
+        bytes.extend_from_slice(&(self.partitions as u64).to_le_bytes());
         let crc = crc32c::crc32c(&bytes);
         bytes.extend_from_slice(&crc.to_le_bytes());
         let mut temporary = self.path.as_os_str().to_owned();
@@ -217,11 +232,16 @@ mod tests {
     #[test]
     fn the_commit_record_round_trips_and_detects_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let record = CommitRecord::for_data_file(&dir.path().join("data.hl"));
+        let mut record = CommitRecord::for_data_file(&dir.path().join("data.hl"));
+        record.partitions = 4;
         assert_eq!(record.read().unwrap(), None);
         let at = LogPosition { term: 3, index: 77 };
         record.write(at).unwrap();
-        assert_eq!(record.read().unwrap(), Some(at));
+        let expected = Committed {
+            position: at,
+            partitions: 4,
+        };
+        assert_eq!(record.read().unwrap(), Some(expected));
         let path = dir.path().join("data.hl.commit");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[9] ^= 1;
