@@ -124,6 +124,13 @@ struct Inflight {
     released: bool,
 }
 
+impl Inflight {
+    /// A gated checkpoint whose journal is durable, waiting for its owner's decision.
+    fn awaiting_release(&self) -> bool {
+        self.journaled && !self.released
+    }
+}
+
 struct Finishing {
     epoch: u64,
     page_ids: Vec<u64>,
@@ -605,7 +612,7 @@ impl Engine {
     pub fn checkpoint_journaled(&self) -> bool {
         self.inflight
             .as_ref()
-            .is_some_and(|inflight| inflight.journaled && !inflight.released)
+            .is_some_and(Inflight::awaiting_release)
     }
 
     /// Blocks until the gated checkpoint in flight has its journal durable: true then, false
@@ -631,7 +638,7 @@ impl Engine {
     /// `poll_checkpoint` or `wait_checkpoint` like any other.
     pub fn release_checkpoint(&mut self) {
         if let Some(inflight) = self.inflight.as_mut() {
-            if inflight.journaled && !inflight.released {
+            if inflight.awaiting_release() {
                 inflight.released = true;
                 self.writer.send(WriterMessage::Release);
             }
@@ -677,7 +684,7 @@ impl Engine {
                     self.advance_finish(usize::MAX);
                     return Ok(None);
                 }
-                Some(inflight) if self.gated && inflight.journaled && !inflight.released => {
+                Some(inflight) if self.gated && inflight.awaiting_release() => {
                     return Err(KvError::CheckpointInProgress)
                 }
                 Some(_) => {}

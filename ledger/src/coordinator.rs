@@ -37,8 +37,15 @@ pub(crate) struct Coordinator {
     last_checkpoint: Instant,
     changed_since_checkpoint: bool,
     options: ExecutorOptions,
-    /// Routing counters (its storage figures are filled in when asked).
-    routing: ExecutorStats,
+    routing: Routing,
+}
+
+/// How commands were routed since the start (see `ExecutorStats`).
+#[derive(Default)]
+struct Routing {
+    on_partition_threads: u64,
+    on_coordinator: u64,
+    handovers: u64,
 }
 
 /// A checkpoint of every partition at one log position (see `partition`).
@@ -148,17 +155,18 @@ impl Coordinator {
             engines.push(engine);
         }
         let mut shards = Vec::with_capacity(partitions);
-        for mut engine in engines {
+        for engine in engines {
             let mut storage = HashMap::new();
             for table in catalog.tables.values() {
                 let names = std::iter::once((table.id, &table.storage))
                     .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
                 for (id, name) in names {
-                    let handle = match engine.table(name) {
-                        Some(handle) => handle,
-                        // Partitions made before this one saw every table created.
-                        None => engine.create_table(name).map_err(kv_error)?,
-                    };
+                    let handle = engine.table(name).ok_or_else(|| {
+                        SqlError::internal(format!(
+                            "storage {name} is missing from {}",
+                            engine.path().display()
+                        ))
+                    })?;
                     storage.insert(id, handle);
                 }
             }
@@ -196,13 +204,7 @@ impl Coordinator {
             last_checkpoint: Instant::now(),
             changed_since_checkpoint: false,
             options,
-            routing: ExecutorStats {
-                storage: combined_stats(std::iter::empty()),
-                partitions,
-                on_partition_threads: 0,
-                on_coordinator: 0,
-                handovers: 0,
-            },
+            routing: Routing::default(),
         })
     }
 
@@ -287,7 +289,9 @@ impl Coordinator {
             Request::Stats { reply } => reply(ExecutorStats {
                 storage: combined_stats(self.executor.shards.iter().flatten()),
                 partitions: self.workers.len(),
-                ..self.routing
+                on_partition_threads: self.routing.on_partition_threads,
+                on_coordinator: self.routing.on_coordinator,
+                handovers: self.routing.handovers,
             }),
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
@@ -500,33 +504,28 @@ impl Coordinator {
                     continue;
                 }
             };
-            if let Err(e) = self.executor.check_running() {
-                dispatch.results[slot] = Some(Err(e));
-                continue;
-            }
             // The clock moves and expired pending transfers are voided before every
             // command, in log order; voiding touches every partition.
-            if let Some(now) = command.now_micros() {
-                self.executor.advance_clock(now);
-                if self.executor.expiry_due() {
-                    self.take_back(&mut dispatch, Reach::all(partitions));
-                }
+            if self.executor.expiry_due(command.now_micros()) {
+                self.take_back(&mut dispatch, Reach::all(partitions));
             }
             if let Err(e) = self.executor.prepare_command(command.now_micros(), version) {
                 dispatch.results[slot] = Some(Err(e));
                 continue;
             }
-            let reach = Router {
-                catalog: &self.executor.catalog.clone(),
+            let catalog = self.executor.catalog.clone();
+            let router = Router {
+                catalog: &catalog,
                 schema: self.executor.ledger_schema().ok(),
                 partitions,
-            }
-            .command(&command);
-            match (
-                reach.single(),
-                &self.workers.get(reach.single().unwrap_or(0)),
-            ) {
-                (Some(p), Some(Some(worker))) if !dispatch.taken_back[p] => {
+            };
+            let reach = router.command(&command);
+            let thread = reach
+                .single()
+                .filter(|&p| !dispatch.taken_back[p])
+                .and_then(|p| Some((p, self.workers[p].as_ref()?)));
+            match thread {
+                Some((p, worker)) => {
                     let shard = if dispatch.lent[p] {
                         None
                     } else {

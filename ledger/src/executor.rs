@@ -1,7 +1,8 @@
-//! The executor: one thread that owns the storage engines (one per partition, see
-//! `partition`), applies committed log entries in order, serves reads between them, and
-//! takes checkpoints. Nothing else touches the engines, so nothing on this path takes a
-//! lock.
+//! The executor: applies one command at a time over the partitions it holds (see
+//! `partition`), with an undo list that spans them, and runs reads. The coordinator thread
+//! owns one and lends partitions to the partition threads, which own one each (see
+//! `coordinator`); a partition is only ever held by one of them, so nothing on this path
+//! takes a lock.
 
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -15,9 +16,9 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
 use crate::error::{is_storage_failure, kv_error};
-use crate::partition::{is_partitioned, partition_of_key, Shard};
+use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
 use crate::query::Reader;
-use crate::row::{decode_row, encode_row};
+use crate::row::{decode_row, encode_row, row_version};
 
 pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
@@ -198,10 +199,7 @@ impl Executor {
 
     /// Partition `index`, if this executor holds it.
     pub(crate) fn shard(&mut self, index: usize) -> SqlResult<&mut Shard> {
-        self.shards
-            .get_mut(index)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| not_held(index))
+        held(&mut self.shards, index)
     }
 
     /// Every partition; only an executor holding them all may ask (schema changes).
@@ -210,9 +208,9 @@ impl Executor {
         Ok(self.shards.iter_mut().flatten())
     }
 
-    pub(crate) fn holds_every_shard(&self) -> SqlResult<()> {
+    pub(crate) fn holds_every_shard(&mut self) -> SqlResult<()> {
         match self.shards.iter().position(Option::is_none) {
-            Some(index) => Err(not_held(index)),
+            Some(index) => held(&mut self.shards, index).map(|_| ()),
             None => Ok(()),
         }
     }
@@ -275,10 +273,14 @@ impl Executor {
         Ok(())
     }
 
-    /// True when `prepare_command` would void expired pending transfers (which touches
-    /// every partition).
-    pub(crate) fn expiry_due(&self) -> bool {
-        self.next_expiry.is_some_and(|at| at <= self.ledger_clock)
+    /// True when `prepare_command` for a command at `now_micros` would void expired pending
+    /// transfers (which touches every partition).
+    pub(crate) fn expiry_due(&self, now_micros: Option<i64>) -> bool {
+        let Some(now) = now_micros else {
+            return false;
+        };
+        let clock = self.ledger_clock.max(now);
+        self.next_expiry.is_some_and(|at| at <= clock)
     }
 
     pub(crate) fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
@@ -435,12 +437,17 @@ impl Executor {
         }
     }
 
-    /// Reads a stored row: its raw bytes (for undo) and decoded form.
-    pub(crate) fn get_row(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<StoredRow>> {
+    /// A stored row's bytes.
+    fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
         let shard = self.shard(index)?;
         let handle = shard.handle(store.id)?;
-        match shard.engine.get(handle, key).map_err(kv_error)? {
+        shard.engine.get(handle, key).map_err(kv_error)
+    }
+
+    /// Reads a stored row: its raw bytes (for undo) and decoded form.
+    pub(crate) fn get_row(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<StoredRow>> {
+        match self.get_raw(store, key)? {
             Some(bytes) => {
                 let (version, row) = decode_row(&bytes)?;
                 Ok(Some((bytes, version, row)))
@@ -466,14 +473,13 @@ impl Executor {
             };
             self.update_indexes(table, index, key, old_row.as_deref(), Some(row))?;
         }
-        let mut scratch = std::mem::take(&mut self.scratch);
-        encode_row(version, row, &mut scratch);
-        let shard = self.shard(index)?;
+        encode_row(version, row, &mut self.scratch);
+        let shard = held(&mut self.shards, index)?;
         let storage = shard.handle(store.id)?;
-        let written = shard.engine.put(storage, key, &scratch).map_err(kv_error);
-        self.scratch = scratch;
-        written?;
-        let shard = self.shard(index)?;
+        shard
+            .engine
+            .put(storage, key, &self.scratch)
+            .map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
         self.undo.push(Undo {
             shard: index,
@@ -601,19 +607,12 @@ impl Executor {
             return Ok(0);
         };
         let store = self.storage_of(&def)?;
-        Ok(self
-            .get_row(store, key)?
-            .map_or(0, |(_, version, _)| version))
+        Ok(self.get_raw(store, key)?.as_deref().map_or(0, row_version))
     }
 
     /// The log index of the last write to a table, in any partition held.
     pub(crate) fn table_version(&self, table: u32) -> u64 {
-        self.shards
-            .iter()
-            .flatten()
-            .filter_map(|s| s.table_versions.get(&table).copied())
-            .max()
-            .unwrap_or(0)
+        last_write(&self.shards, table)
     }
 
     pub(crate) fn set_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
@@ -641,10 +640,4 @@ pub(crate) fn index_entry(
         key.extend_from_slice(row_key);
     }
     Ok(key)
-}
-
-fn not_held(partition: usize) -> SqlError {
-    SqlError::internal(format!(
-        "partition {partition} is not held by the executor running this command"
-    ))
 }

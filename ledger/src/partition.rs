@@ -34,6 +34,37 @@ impl Shard {
             .copied()
             .ok_or_else(|| SqlError::internal(format!("storage of relation {id} is missing")))
     }
+
+    /// The kv table of a SQL table; a table without one does not exist (any more).
+    pub fn table(&self, table: &TableDef) -> SqlResult<kv::Table> {
+        self.storage
+            .get(&table.id)
+            .copied()
+            .ok_or_else(|| SqlError::undefined_table(&table.name))
+    }
+}
+
+/// Partition `index` of an executor's partitions, if it holds it (a partition lent to its
+/// thread is None here).
+pub(crate) fn held(shards: &mut [Option<Shard>], index: usize) -> SqlResult<&mut Shard> {
+    shards
+        .get_mut(index)
+        .and_then(Option::as_mut)
+        .ok_or_else(|| {
+            SqlError::internal(format!(
+                "partition {index} is not held by the executor running this command"
+            ))
+        })
+}
+
+/// The log index of the last write to `table` in any of the partitions held.
+pub(crate) fn last_write(shards: &[Option<Shard>], table: u32) -> u64 {
+    shards
+        .iter()
+        .flatten()
+        .filter_map(|s| s.table_versions.get(&table).copied())
+        .max()
+        .unwrap_or(0)
 }
 
 /// The most partitions a data directory can have (a command's partitions are a 64-bit set).
@@ -57,6 +88,15 @@ pub fn partition_of_id(id: i64, partitions: usize) -> usize {
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
     (x % partitions as u64) as usize
+}
+
+/// The partition holding the row of `table` with storage key `key`.
+pub(crate) fn partition_of_row(table: &TableDef, key: &[u8], partitions: usize) -> usize {
+    if is_partitioned(table) {
+        partition_of_key(key, partitions)
+    } else {
+        0
+    }
 }
 
 /// The partition of a row of a partitioned table, from its storage key: every ledger table's

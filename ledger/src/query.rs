@@ -16,7 +16,7 @@ use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
-use crate::partition::{is_partitioned, partition_of_key, Shard};
+use crate::partition::{held, is_partitioned, last_write, partition_of_row, Shard};
 use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
 
 /// Everything a read needs: storage, the catalog it was planned against, the transaction's
@@ -80,14 +80,6 @@ fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
     }
 }
 
-/// Partition `index` of an executor's partitions, if it holds it.
-fn held(shards: &mut [Option<Shard>], index: usize) -> SqlResult<&mut Shard> {
-    shards
-        .get_mut(index)
-        .and_then(Option::as_mut)
-        .ok_or_else(|| SqlError::internal(format!("partition {index} is not held for this read")))
-}
-
 /// The smallest byte string greater than every string starting with `prefix`.
 fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
@@ -128,29 +120,15 @@ impl<'a> Reader<'a> {
     /// Reads the row with key `key` from the partition that holds it.
     fn get(&self, table: &TableDef, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let mut shards = self.shards()?.borrow_mut();
-        let index = if is_partitioned(table) {
-            partition_of_key(key, shards.len())
-        } else {
-            0
-        };
+        let index = partition_of_row(table, key, shards.len());
         let shard = held(&mut shards, index)?;
-        let handle = shard
-            .storage
-            .get(&table.id)
-            .copied()
-            .ok_or_else(|| SqlError::undefined_table(&table.name))?;
+        let handle = shard.table(table)?;
         shard.engine.get(handle, key).map_err(kv_error)
     }
 
     /// The log index of the last write to `table`, in any partition.
     fn table_version(&self, table: &TableDef) -> SqlResult<u64> {
-        let shards = self.shards()?.borrow();
-        Ok(shards
-            .iter()
-            .flatten()
-            .filter_map(|s| s.table_versions.get(&table.id).copied())
-            .max()
-            .unwrap_or(0))
+        Ok(last_write(&self.shards()?.borrow(), table.id))
     }
 
     fn record(&self, check: ReadCheck) {
@@ -312,11 +290,7 @@ impl<'a> Reader<'a> {
             let mut shards = self.shards()?.borrow_mut();
             for index in partitions {
                 let shard = held(&mut shards, index)?;
-                let storage = shard
-                    .storage
-                    .get(&table.id)
-                    .copied()
-                    .ok_or_else(|| SqlError::undefined_table(&table.name))?;
+                let storage = shard.table(table)?;
                 let range = shard
                     .engine
                     .range(

@@ -11,7 +11,7 @@ use sql::Value;
 
 use crate::apply::build_row;
 use crate::command::{Command, ReadCheck, WriteOp};
-use crate::partition::{is_partitioned, partition_of_id, partition_of_key};
+use crate::partition::{is_partitioned, partition_of_id, partition_of_row};
 use crate::row::Row;
 
 /// A set of partitions as bits (at most 64 partitions).
@@ -82,8 +82,8 @@ impl Router<'_> {
 
     fn key(&self, id: u32, key: &[u8]) -> Reach {
         match self.catalog.table_by_id(id) {
-            Some(t) if is_partitioned(t) => Reach::one(partition_of_key(key, self.partitions)),
-            _ => Reach::one(0),
+            Some(t) => Reach::one(partition_of_row(t, key, self.partitions)),
+            None => Reach::one(0),
         }
     }
 
@@ -169,20 +169,10 @@ impl Router<'_> {
             WritePlan::Insert(insert) if is_partitioned(table) => match &insert.source {
                 InsertSource::Values(rows) => {
                     let env = EvalEnv::without_subqueries(params, now_micros);
-                    let mut target = Reach::NONE;
-                    // A big multi-row insert reaches every partition after a few rows.
-                    for row in rows {
-                        if target == self.all() {
-                            break;
-                        }
-                        let values: Option<Vec<Value>> =
-                            row.iter().map(|e| e.eval(&[], &env).ok()).collect();
-                        target = target.with(match values {
-                            Some(values) => self.row(table, &insert.target_columns, values, &env),
-                            None => self.all(),
-                        });
-                    }
-                    target
+                    let values = rows
+                        .iter()
+                        .map(|row| row.iter().map(|e| e.eval(&[], &env).ok()).collect());
+                    self.rows_of(table, &insert.target_columns, values, &env)
                 }
                 InsertSource::Query(_) => self.all(),
             },
@@ -224,24 +214,31 @@ impl Router<'_> {
             return Reach::one(0);
         }
         let env = EvalEnv::without_subqueries(&[], now_micros);
+        self.rows_of(def, columns, rows.iter().map(|r| Some(r.clone())), &env)
+    }
+
+    /// Rows given for some columns of a partitioned table (None: a row whose values could
+    /// not be computed here), defaults filled in as the insert will.
+    fn rows_of(
+        &self,
+        table: &TableDef,
+        columns: &[usize],
+        rows: impl Iterator<Item = Option<Vec<Value>>>,
+        env: &EvalEnv,
+    ) -> Reach {
         let mut reach = Reach::NONE;
         for values in rows {
+            // A big multi-row insert reaches every partition after a few rows.
             if reach == self.all() {
                 break;
             }
-            reach = reach.with(self.row(def, columns, values.clone(), &env));
+            reach = reach.with(match values.map(|v| build_row(table, columns, v, env)) {
+                Some(Ok(row)) => self.full_row(table, &row),
+                // The insert fails the same way wherever it runs: all is safe.
+                Some(Err(_)) | None => self.all(),
+            });
         }
         reach
-    }
-
-    /// A row given for some columns of a partitioned table, defaults filled in as the insert
-    /// will.
-    fn row(&self, table: &TableDef, columns: &[usize], values: Vec<Value>, env: &EvalEnv) -> Reach {
-        match build_row(table, columns, values, env) {
-            Ok(row) => self.full_row(table, &row),
-            // The insert fails the same way wherever it runs; any place will do, all is safe.
-            Err(_) => self.all(),
-        }
     }
 
     /// The partitions an insert of `row` into `table` touches.
@@ -252,7 +249,7 @@ impl Router<'_> {
         match table.ledger {
             None => Reach::one(0),
             Some(LedgerRole::Accounts) => match row.get(schema.account.id) {
-                Some(Value::Int(id)) => self.id(&Value::Int(*id)),
+                Some(id @ Value::Int(_)) => self.id(id),
                 _ => self.all(),
             },
             Some(LedgerRole::Transfers) => self.transfer(schema, row),
