@@ -6,6 +6,7 @@
 //! of its inputs.
 
 mod error;
+mod insert_values;
 mod numeric;
 mod parse;
 mod procedure;

@@ -8,6 +8,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{SqlError, SqlResult};
+use crate::insert_values::parse_insert_values;
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
@@ -192,6 +193,15 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
             return Ok(Parsed::DropProcedure { names, if_exists });
         }
         _ => {}
+    }
+    if words.first().map(String::as_str) == Some("insert") {
+        let whole = |text: &str| {
+            let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text).ok()?;
+            (statements.len() == 1).then(|| statements.remove(0))
+        };
+        if let Some(statement) = parse_insert_values(text, whole) {
+            return Ok(Parsed::Statement(Box::new(statement)));
+        }
     }
     let rewritten;
     let text = if words.first().map(String::as_str) == Some("copy") {
