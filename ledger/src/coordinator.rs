@@ -16,9 +16,9 @@ use sql::{ErrorKind, SqlError, SqlResult};
 use crate::command::{decode_command, encode_result, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
-    EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
-    Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK, META_MEMBERSHIP,
-    META_TABLE,
+    CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
+    ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK,
+    META_MEMBERSHIP, META_TABLE,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -247,9 +247,10 @@ impl Coordinator {
                 position,
                 log_id,
                 payload,
+                applied,
                 reply,
             } => {
-                let results = self.apply_entry(position, log_id, payload);
+                let results = self.apply_entry(position, log_id, payload, applied);
                 reply(results);
             }
             Request::Query {
@@ -451,32 +452,33 @@ impl Coordinator {
         position: LogPosition,
         log_id: Vec<u8>,
         payload: EntryPayload,
+        applied: Option<CommandApplied>,
     ) -> Vec<Vec<u8>> {
         // Row ids of tables without a primary key: unique per log entry, and the same on
         // every replica.
         self.executor.rowid_next = position.index << 24;
-        let results: Vec<CommandResult> = match payload {
-            EntryPayload::Blank => Vec::new(),
-            EntryPayload::Membership(m) => {
-                self.replication.membership = Some(m);
-                Vec::new()
-            }
+        let mut results = Results::new(0, applied);
+        match payload {
+            EntryPayload::Blank => {}
+            EntryPayload::Membership(m) => self.replication.membership = Some(m),
             EntryPayload::Commands(commands) if self.workers.len() <= 1 => {
                 self.routing.on_coordinator += commands.len() as u64;
-                commands
-                    .iter()
-                    .map(|bytes| {
-                        decode_command(bytes)
-                            .and_then(|c| self.executor.apply_command(c, position.index))
-                    })
-                    .collect()
+                results = Results::new(commands.len(), results.applied);
+                for (slot, bytes) in commands.iter().enumerate() {
+                    let result = decode_command(bytes)
+                        .and_then(|c| self.executor.apply_command(c, position.index));
+                    results.set(slot, &result);
+                }
             }
-            EntryPayload::Commands(commands) => self.apply_partitioned(&commands, position.index),
-        };
+            EntryPayload::Commands(commands) => {
+                results = Results::new(commands.len(), results.applied);
+                self.apply_partitioned(&commands, position.index, &mut results);
+            }
+        }
         self.applied = position;
         self.replication.applied_log_id = Some(log_id);
         self.changed_since_checkpoint = true;
-        results.iter().map(encode_result).collect()
+        results.into_encoded()
     }
 
     /// Applies an entry's commands over several partitions. In log order, each command is
@@ -488,10 +490,10 @@ impl Coordinator {
     /// partition thus applies the commands that touch it in log order, and a command
     /// touching several applies at its log position with all of them held: the result is
     /// the same as applying the log on one partition.
-    fn apply_partitioned(&mut self, commands: &[Vec<u8>], version: u64) -> Vec<CommandResult> {
+    fn apply_partitioned(&mut self, commands: &[Vec<u8>], version: u64, results: &mut Results) {
         let partitions = self.workers.len();
         let mut dispatch = Dispatch {
-            results: (0..commands.len()).map(|_| None).collect(),
+            results,
             lent: vec![false; partitions],
             taken_back: vec![false; partitions],
             reports: mpsc::channel(),
@@ -500,7 +502,7 @@ impl Coordinator {
             let command = match decode_command(bytes) {
                 Ok(command) => command,
                 Err(e) => {
-                    dispatch.results[slot] = Some(Err(e));
+                    dispatch.results.set(slot, &Err(e));
                     continue;
                 }
             };
@@ -510,7 +512,7 @@ impl Coordinator {
                 self.take_back(&mut dispatch, Reach::all(partitions));
             }
             if let Err(e) = self.executor.prepare_command(command.now_micros(), version) {
-                dispatch.results[slot] = Some(Err(e));
+                dispatch.results.set(slot, &Err(e));
                 continue;
             }
             let catalog = self.executor.catalog.clone();
@@ -547,27 +549,12 @@ impl Coordinator {
                 _ => {
                     self.routing.on_coordinator += 1;
                     self.take_back(&mut dispatch, reach);
-                    dispatch.results[slot] = Some(self.executor.run_command(command, version));
+                    let result = self.executor.run_command(command, version);
+                    dispatch.results.set(slot, &result);
                 }
             }
         }
         self.take_back(&mut dispatch, Reach::all(partitions));
-        dispatch
-            .results
-            .into_iter()
-            .map(|r| {
-                let result = r.unwrap_or_else(|| {
-                    Err(SqlError::internal("a partition did not report a command"))
-                });
-                if let Err(e) = &result {
-                    if is_storage_failure(e) {
-                        // A partition thread stopped after an IO error: stop everything.
-                        self.executor.fail(e.clone());
-                    }
-                }
-                result
-            })
-            .collect()
     }
 
     /// Takes back every partition in `reach` that is lent to its thread, once the thread has
@@ -587,7 +574,16 @@ impl Coordinator {
             });
             loop {
                 match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
-                    Ok(Report::Done { slot, result }) => dispatch.results[slot] = Some(result),
+                    Ok(Report::Done { slot, result }) => {
+                        if let Err(e) = &result {
+                            if is_storage_failure(e) {
+                                // A partition thread stopped after an IO error: stop
+                                // everything.
+                                self.executor.fail(e.clone());
+                            }
+                        }
+                        dispatch.results.set(slot, &result);
+                    }
                     Ok(Report::Shard { partition, shard }) => {
                         self.executor.shards[partition] = Some(*shard);
                         if partition == p {
@@ -609,12 +605,81 @@ impl Coordinator {
     }
 }
 
+/// An entry's encoded results, each passed on as soon as it is known.
+struct Results {
+    encoded: Vec<Option<Vec<u8>>>,
+    applied: Option<CommandApplied>,
+}
+
+impl Results {
+    fn new(commands: usize, applied: Option<CommandApplied>) -> Results {
+        Results {
+            encoded: vec![None; commands],
+            applied,
+        }
+    }
+
+    fn set(&mut self, slot: usize, result: &CommandResult) {
+        let encoded = encode_result(result);
+        if let Some(applied) = &mut self.applied {
+            applied(slot, &encoded);
+        }
+        self.encoded[slot] = Some(encoded);
+    }
+
+    /// The results in command order; a command nothing reported on (a partition thread
+    /// that stopped) fails.
+    fn into_encoded(self) -> Vec<Vec<u8>> {
+        self.encoded
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    encode_result(&Err(SqlError::internal(
+                        "a partition did not report a command",
+                    )))
+                })
+            })
+            .collect()
+    }
+}
+
 /// One entry's progress over the partitions.
-struct Dispatch {
-    results: Vec<Option<CommandResult>>,
+struct Dispatch<'a> {
+    results: &'a mut Results,
     /// Partition p is with its thread.
     lent: Vec<bool>,
     /// Partition p was taken back in this entry and is not lent again until the next.
     taken_back: Vec<bool>,
     reports: (Sender<Report>, Receiver<Report>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{decode_result, Outcome};
+    use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn each_result_is_passed_on_when_set_and_a_missing_one_fails() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let log = heard.clone();
+        let applied: CommandApplied = Box::new(move |slot, bytes: &[u8]| {
+            log.lock().unwrap().push((slot, bytes.to_vec()));
+        });
+        let mut results = Results::new(3, Some(applied));
+        let second = Ok(Outcome {
+            rows_affected: 2,
+            ..Outcome::default()
+        });
+        results.set(1, &second);
+        assert_eq!(*heard.lock().unwrap(), vec![(1, encode_result(&second))]);
+        let first = Err(SqlError::syntax("no"));
+        results.set(0, &first);
+        let encoded = results.into_encoded();
+        assert_eq!(encoded[0], encode_result(&first));
+        assert_eq!(encoded[1], encode_result(&second));
+        let missing = decode_result(&encoded[2]).unwrap_err();
+        assert!(missing.message.contains("did not report"), "{missing:?}");
+        assert_eq!(heard.lock().unwrap().len(), 2);
+    }
 }

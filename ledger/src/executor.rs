@@ -59,15 +59,21 @@ pub struct ReplicationMeta {
 
 pub type Reply<T> = Box<dyn FnOnce(T) + Send>;
 
+/// Told each command's encoded result (by its position in the entry) as soon as the command
+/// is applied, before the rest of its entry.
+pub type CommandApplied = Box<dyn FnMut(usize, &[u8]) + Send>;
+
 /// A stored row: its raw bytes (kept for undo), its version and its values.
 pub(crate) type StoredRow = (Vec<u8>, u64, Vec<Value>);
 
 pub enum Request {
-    /// Applies one committed entry; the reply carries one encoded result per command.
+    /// Applies one committed entry; the reply carries one encoded result per command, and
+    /// `applied`, when given, hears each result as soon as its command is applied.
     Apply {
         position: LogPosition,
         log_id: Vec<u8>,
         payload: EntryPayload,
+        applied: Option<CommandApplied>,
         reply: Reply<Vec<Vec<u8>>>,
     },
     Query {

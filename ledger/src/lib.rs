@@ -32,7 +32,8 @@ pub use command::{
 };
 pub use coordinator::spawn;
 pub use executor::{
-    EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta, Reply, Request,
+    CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
+    Reply, Request,
 };
 pub use query::evaluate_without_storage;
 pub use row::Row;

@@ -1,6 +1,7 @@
 //! `raft`: replication through openraft. It owns the log storage adapter (on kv's
 //! `LogStore`, with appends grouped into one fdatasync), the state machine adapter that hands
-//! committed entries to the executor, group commit above openraft (`Proposer`), snapshots
+//! committed entries to the executor, group commit above openraft (`Proposer`) with a reply
+//! to each command as soon as it is applied (`early_reply`), snapshots
 //! (which are the executor's checkpoints), and starting a node.
 //!
 //! It must not know about SQL: commands and results are opaque bytes encoded by the layers
@@ -9,6 +10,7 @@
 // openraft's trait signatures return its `StorageError` by value; helpers follow suit.
 #![allow(clippy::result_large_err)]
 
+mod early_reply;
 mod log_store;
 mod network;
 mod node;

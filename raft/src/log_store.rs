@@ -13,12 +13,14 @@ use std::thread;
 use kv::{LogStore, LogStoreOptions};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
-    AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote,
+    AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftLogReader, StorageError,
+    StorageIOError, Vote,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::types::TypeConfig;
+use crate::early_reply::EarlyReplies;
+use crate::types::{Batch, TypeConfig};
 
 type NodeId = u64;
 
@@ -65,6 +67,8 @@ struct Shared {
     io: Mutex<Sender<Io>>,
     /// Counters for benchmarks: appended entries and fdatasyncs.
     stats: Arc<LogStats>,
+    /// Where an appended entry's proposer token is bound to its index.
+    early: Arc<EarlyReplies>,
 }
 
 /// How well group commit works: entries and flushes so far.
@@ -203,12 +207,17 @@ impl RaftLog {
                 last_log_id: Mutex::new(last_log_id),
                 io: Mutex::new(tx),
                 stats,
+                early: Arc::default(),
             }),
         })
     }
 
     pub fn stats(&self) -> Arc<LogStats> {
         self.shared.stats.clone()
+    }
+
+    pub(crate) fn early_replies(&self) -> Arc<EarlyReplies> {
+        self.shared.early.clone()
     }
 
     fn send(&self, io: Io) -> Result<(), StorageError<NodeId>> {
@@ -408,6 +417,11 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             for e in entries {
+                if let EntryPayload::Normal(Batch(_, token)) = &e.payload {
+                    if *token != 0 {
+                        self.shared.early.bind(e.log_id.index, *token);
+                    }
+                }
                 let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
                 last = Some(e.log_id);
                 let len = bytes.len();
@@ -436,6 +450,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             cache.truncate(log_id.index);
         }
+        self.shared.early.unbind_from(log_id.index);
         let (tx, rx) = oneshot::channel();
         self.send(Io::Truncate {
             from: log_id.index,

@@ -68,7 +68,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         Arc::new(config),
         NoPeers,
         log.clone(),
-        StateMachine::new(executor.clone()),
+        StateMachine::new(executor.clone(), log.early_replies()),
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
@@ -100,7 +100,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
             .map_err(|e| StartError::Raft(e.to_string()))?;
     }
     tokio::spawn(trigger_snapshots(raft.clone(), executor));
-    let proposer = Proposer::start(raft.clone());
+    let proposer = Proposer::start(raft.clone(), log.early_replies());
     Ok(Node {
         raft,
         proposer,

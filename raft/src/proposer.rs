@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::early_reply::{EarlyReplies, Waiter};
 use crate::types::{Batch, Raft};
 
 /// Why a proposal did not produce a result.
@@ -20,8 +21,6 @@ pub enum ProposeError {
     #[error("the server is shutting down")]
     Stopped,
 }
-
-type Waiter = oneshot::Sender<Result<Vec<u8>, ProposeError>>;
 
 /// Counters: entries proposed and commands in them.
 #[derive(Debug, Default)]
@@ -43,15 +42,15 @@ const BATCH_BYTES_MAX: usize = 8 << 20;
 const BATCH_COMMANDS_MAX: usize = 10_000;
 
 impl Proposer {
-    pub fn start(raft: Raft) -> Proposer {
+    pub(crate) fn start(raft: Raft, early: Arc<EarlyReplies>) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
-        tokio::spawn(run(raft, rx, stats.clone()));
+        tokio::spawn(run(raft, rx, stats.clone(), early));
         Proposer { queue: tx, stats }
     }
 
     /// Proposes one encoded command and waits for its encoded result (after it is durable
-    /// in the log and applied).
+    /// in the log and applied; as soon as it is applied, not when its whole entry is).
     pub async fn propose(&self, command: Vec<u8>) -> Result<Vec<u8>, ProposeError> {
         let (tx, rx) = oneshot::channel();
         self.queue
@@ -69,6 +68,7 @@ async fn run(
     raft: Raft,
     mut rx: mpsc::UnboundedReceiver<(Vec<u8>, Waiter)>,
     stats: Arc<ProposerStats>,
+    early: Arc<EarlyReplies>,
 ) {
     let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     loop {
@@ -94,9 +94,13 @@ async fn run(
             .commands
             .fetch_add(commands.len() as u64, Ordering::Relaxed);
         let raft = raft.clone();
+        let early = early.clone();
         tokio::spawn(async move {
-            let outcome = raft.client_write(Batch(commands)).await;
+            let token = early.register(waiters);
+            let outcome = raft.client_write(Batch(commands, token)).await;
             drop(permit);
+            // Commands already answered as they were applied are `None` here.
+            let waiters = early.finish(token);
             match outcome {
                 Ok(response) => {
                     let mut results = response.data.0.into_iter();
@@ -104,13 +108,15 @@ async fn run(
                         let r = results
                             .next()
                             .ok_or_else(|| ProposeError::Raft("missing result".into()));
-                        let _ = w.send(r);
+                        if let Some(w) = w {
+                            let _ = w.send(r);
+                        }
                     }
                 }
                 Err(e) => {
                     let not_leader = e.forward_to_leader().is_some();
                     let text = e.to_string();
-                    for w in waiters {
+                    for w in waiters.into_iter().flatten() {
                         let _ = w.send(Err(if not_leader {
                             ProposeError::NotLeader
                         } else {

@@ -3,9 +3,10 @@
 //! the log behind a snapshot never loses state.
 
 use std::io::Cursor;
+use std::sync::Arc;
 
 use kv::LogPosition;
-use ledger::{EntryPayload, ExecutorHandle, ReplicationMeta, Request};
+use ledger::{CommandApplied, EntryPayload, ExecutorHandle, ReplicationMeta, Request};
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
     AnyError, Entry, EntryPayload as RaftPayload, LogId, OptionalSend, RaftSnapshotBuilder,
@@ -13,6 +14,7 @@ use openraft::{
 };
 use tokio::sync::oneshot;
 
+use crate::early_reply::EarlyReplies;
 use crate::types::{BatchResults, NodeId, TypeConfig};
 
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
@@ -20,6 +22,7 @@ type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 #[derive(Clone)]
 pub struct StateMachine {
     executor: ExecutorHandle,
+    early: Arc<EarlyReplies>,
 }
 
 fn sm_error(message: impl ToString) -> StorageError<NodeId> {
@@ -45,8 +48,8 @@ fn decode_meta(
 }
 
 impl StateMachine {
-    pub fn new(executor: ExecutorHandle) -> StateMachine {
-        StateMachine { executor }
+    pub(crate) fn new(executor: ExecutorHandle, early: Arc<EarlyReplies>) -> StateMachine {
+        StateMachine { executor, early }
     }
 
     async fn meta(&self) -> Result<(ReplicationMeta, ReplicationMeta), StorageError<NodeId>> {
@@ -107,11 +110,19 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
                     )
                 }
             };
+            // This node's proposer is waiting on the entry: answer each command when applied.
+            let applied = self.early.take_index(position.index).map(|token| {
+                let early = self.early.clone();
+                Box::new(move |slot: usize, result: &[u8]| {
+                    early.answer(token, slot, result.to_vec())
+                }) as CommandApplied
+            });
             let (tx, rx) = oneshot::channel();
             let sent = self.executor.send(Request::Apply {
                 position,
                 log_id,
                 payload,
+                applied,
                 reply: Box::new(move |r| drop(tx.send(r))),
             });
             if !sent {

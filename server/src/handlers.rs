@@ -372,13 +372,33 @@ impl SimpleQueryHandler for Connection {
 
 /// Runs every statement of a simple query, sending each result as it completes. Returns
 /// true when a COPY FROM STDIN started (the protocol then waits for data).
+/// Statements of at least this many bytes are parsed and bound off the runtime's worker
+/// threads: a 1,000-row INSERT takes milliseconds to parse, and on a worker it would hold up
+/// every task queued behind it there — other sessions' small statements, and openraft's
+/// tasks that commit entries and hand them to the executor — leaving the executor idle.
+const LARGE_STATEMENT_BYTES: usize = 16 * 1024;
+
+/// Runs `work` on tokio's blocking pool; a panic in it continues in the caller.
+async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(value) => value,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
 async fn run_simple<C>(session: &mut Session, client: &mut C, text: &str) -> PgWireResult<bool>
 where
     C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    let statements = match sql::parse(text) {
+    let statements = if text.len() >= LARGE_STATEMENT_BYTES {
+        let text = text.to_owned();
+        off_the_runtime(move || sql::parse(&text)).await
+    } else {
+        sql::parse(text)
+    };
+    let statements = match statements {
         Ok(s) => s,
         Err(e) => {
             if session.in_transaction() {
@@ -402,7 +422,12 @@ where
     // here each runs on its own unless the text opens a transaction itself.
     for statement in statements {
         let catalog = session.shared().executor.catalog();
-        let result = match bind(&catalog, &statement, &[]) {
+        let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
+            off_the_runtime(move || bind(&catalog, &statement, &[])).await
+        } else {
+            bind(&catalog, &statement, &[])
+        };
+        let result = match bound {
             Ok(bound) => session.execute(&bound, &[]).await,
             Err(e) => {
                 if session.in_transaction() {
