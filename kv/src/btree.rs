@@ -210,12 +210,12 @@ fn cells_of(node: Node<'_>) -> Vec<Vec<u8>> {
         .collect()
 }
 
-fn bytes_of(cells: &[Vec<u8>]) -> usize {
-    cells.iter().map(|cell| cell.len() + SLOT_SIZE).sum()
+fn bytes_of<C: AsRef<[u8]>>(cells: &[C]) -> usize {
+    cells.iter().map(|cell| cell.as_ref().len() + SLOT_SIZE).sum()
 }
 
 /// The split index that minimizes the larger half (in bytes) while leaving both sides non-empty.
-fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
+fn split_index<C: AsRef<[u8]>>(cells: &[C], leaf: bool) -> usize {
     let total = bytes_of(cells);
     let (low, high) = if leaf {
         (1, cells.len() - 1)
@@ -228,13 +228,14 @@ fn split_index(cells: &[Vec<u8>], leaf: bool) -> usize {
     let mut left = bytes_of(&cells[..low]);
     for (index, cell) in cells.iter().enumerate().take(high + 1).skip(low) {
         // An internal split promotes the cell at the split point instead of keeping it.
-        let promoted = if leaf { 0 } else { cell.len() + SLOT_SIZE };
+        let size = cell.as_ref().len() + SLOT_SIZE;
+        let promoted = if leaf { 0 } else { size };
         let cost = left.max(total - left - promoted);
         if cost < best_cost {
             best_cost = cost;
             best = index;
         }
-        left += cell.len() + SLOT_SIZE;
+        left += size;
     }
     best
 }
@@ -256,13 +257,13 @@ fn split(
     position: usize,
     cell: Vec<u8>,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
-    let (leaf, mut cells, leftmost) = {
-        let buffer = pager.read(page_id)?;
-        let node = Node::new(buffer);
-        (node.is_leaf(), cells_of(node), page::link(buffer))
-    };
+    // One copy of the page to take the cells from, not an allocation per cell.
+    let image = pager.read(page_id)?.to_vec();
+    let node = Node::new(&image);
+    let (leaf, leftmost) = (node.is_leaf(), page::link(&image));
+    let mut cells: Vec<&[u8]> = (0..node.len()).map(|index| node.cell(index)).collect();
     let append = position == cells.len() && rightmost(pager, path)?;
-    cells.insert(position, cell);
+    cells.insert(position, &cell);
     let at = match (append, leaf) {
         (true, true) => cells.len() - 1,
         // An internal node promotes the cell at the split point: the new node keeps one.
@@ -275,10 +276,10 @@ fn split(
         PageKind::Internal
     };
     let (separator, right_leftmost, right_cells) = if leaf {
-        let separator = page::cell_key(true, &cells[at]).to_vec();
+        let separator = page::cell_key(true, cells[at]).to_vec();
         (separator, 0, &cells[at..])
     } else {
-        let promoted = &cells[at];
+        let promoted = cells[at];
         let separator = page::cell_key(false, promoted).to_vec();
         (separator, page::cell_child(promoted), &cells[at + 1..])
     };
@@ -300,7 +301,12 @@ fn split(
     Ok(None)
 }
 
-fn fill_node(pager: &mut Pager, page_id: u64, leftmost: u64, cells: &[Vec<u8>]) -> KvResult<()> {
+fn fill_node<C: AsRef<[u8]>>(
+    pager: &mut Pager,
+    page_id: u64,
+    leftmost: u64,
+    cells: &[C],
+) -> KvResult<()> {
     assert!(
         HEADER_SIZE + bytes_of(cells) <= pager.page_size(),
         "split half overflows a page"
