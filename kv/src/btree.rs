@@ -211,7 +211,10 @@ fn cells_of(node: Node<'_>) -> Vec<Vec<u8>> {
 }
 
 fn bytes_of<C: AsRef<[u8]>>(cells: &[C]) -> usize {
-    cells.iter().map(|cell| cell.as_ref().len() + SLOT_SIZE).sum()
+    cells
+        .iter()
+        .map(|cell| cell.as_ref().len() + SLOT_SIZE)
+        .sum()
 }
 
 /// The split index that minimizes the larger half (in bytes) while leaving both sides non-empty.

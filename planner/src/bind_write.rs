@@ -234,7 +234,9 @@ impl Binder<'_> {
                 continue;
             }
             let b = self.expr(e, &Scope::default(), Some(ty))?;
-            bound.push(self.assign(b, ty)?);
+            // A constant row value is computed once here, not by the executor for every
+            // replica and replay (a bulk INSERT's generated ids, say).
+            bound.push(self.assign(b, ty)?.folded());
         }
         Ok(bound)
     }

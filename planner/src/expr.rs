@@ -273,6 +273,43 @@ impl Expr {
         Expr::Literal(value, ty)
     }
 
+    /// Arithmetic on literals only (negation, `+ - * / %`, casts between numeric types):
+    /// its value is the same wherever and whenever it is evaluated.
+    pub fn is_constant_arithmetic(&self) -> bool {
+        match self {
+            Expr::Literal(..) => true,
+            Expr::Negate(e) => e.is_constant_arithmetic(),
+            Expr::Binary {
+                op: BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Mod,
+                left,
+                right,
+                ..
+            } => left.is_constant_arithmetic() && right.is_constant_arithmetic(),
+            Expr::Cast { expr, ty } => {
+                ty.is_numeric_family()
+                    && expr.ty().is_numeric_family()
+                    && expr.is_constant_arithmetic()
+            }
+            _ => false,
+        }
+    }
+
+    /// A constant arithmetic expression replaced by its value; anything else, and an
+    /// expression whose evaluation fails (so the error still comes when the statement is
+    /// applied), as it is.
+    pub fn folded(self) -> Expr {
+        if matches!(self, Expr::Literal(..)) || !self.is_constant_arithmetic() {
+            return self;
+        }
+        match self.eval(&[], &EvalEnv::without_subqueries(&[], 0)) {
+            Ok(value) => {
+                let ty = self.ty();
+                Expr::Literal(value, ty)
+            }
+            Err(_) => self,
+        }
+    }
+
     pub fn ty(&self) -> DataType {
         match self {
             Expr::Literal(_, ty) | Expr::Column(_, ty) | Expr::Param(_, ty) => *ty,
@@ -1250,6 +1287,29 @@ mod tests {
             ty: DataType::Int4,
         };
         assert_eq!(e.eval(&[], &env()).unwrap_err().sqlstate(), "22003");
+    }
+
+    #[test]
+    fn constant_arithmetic_folds_unless_it_fails() {
+        let int = |i| Expr::Literal(Value::Int(i), DataType::Int8);
+        let binary = |op, l: Expr, r: Expr| Expr::Binary {
+            op,
+            left: Box::new(l),
+            right: Box::new(r),
+            ty: DataType::Int8,
+        };
+        let sum = binary(BinaryOp::Add, int(2), Expr::Negate(Box::new(int(5))));
+        assert!(matches!(
+            sum.folded(),
+            Expr::Literal(Value::Int(-3), DataType::Int8)
+        ));
+        let failing = binary(BinaryOp::Div, int(1), int(0));
+        assert!(
+            matches!(failing.folded(), Expr::Binary { .. }),
+            "1/0 fails when applied"
+        );
+        let with_param = binary(BinaryOp::Add, int(1), Expr::Param(0, DataType::Int8));
+        assert!(matches!(with_param.folded(), Expr::Binary { .. }));
     }
 
     #[test]
