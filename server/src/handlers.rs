@@ -370,8 +370,6 @@ impl SimpleQueryHandler for Connection {
     }
 }
 
-/// Runs every statement of a simple query, sending each result as it completes. Returns
-/// true when a COPY FROM STDIN started (the protocol then waits for data).
 /// Statements of at least this many bytes are parsed and bound off the runtime's worker
 /// threads: a 1,000-row INSERT takes milliseconds to parse, and on a worker it would hold up
 /// every task queued behind it there — other sessions' small statements, and openraft's
@@ -386,6 +384,8 @@ async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 's
     }
 }
 
+/// Runs every statement of a simple query, sending each result as it completes. Returns
+/// true when a COPY FROM STDIN started (the protocol then waits for data).
 async fn run_simple<C>(session: &mut Session, client: &mut C, text: &str) -> PgWireResult<bool>
 where
     C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
