@@ -457,13 +457,16 @@ impl Coordinator {
         // Row ids of tables without a primary key: unique per log entry, and the same on
         // every replica.
         self.executor.rowid_next = position.index << 24;
-        let mut results = Results::new(0, applied);
+        let commands = match &payload {
+            EntryPayload::Commands(commands) => commands.len(),
+            _ => 0,
+        };
+        let mut results = Results::new(commands, applied);
         match payload {
             EntryPayload::Blank => {}
             EntryPayload::Membership(m) => self.replication.membership = Some(m),
             EntryPayload::Commands(commands) if self.workers.len() <= 1 => {
                 self.routing.on_coordinator += commands.len() as u64;
-                results = Results::new(commands.len(), results.applied);
                 for (slot, bytes) in commands.iter().enumerate() {
                     let result = decode_command(bytes)
                         .and_then(|c| self.executor.apply_command(c, position.index));
@@ -471,8 +474,7 @@ impl Coordinator {
                 }
             }
             EntryPayload::Commands(commands) => {
-                results = Results::new(commands.len(), results.applied);
-                self.apply_partitioned(&commands, position.index, &mut results);
+                self.apply_partitioned(&commands, position.index, &mut results)
             }
         }
         self.applied = position;
