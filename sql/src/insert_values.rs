@@ -30,7 +30,6 @@ pub(crate) fn parse_insert_values(
     let rows_start = after_values_keyword(text)?;
     let mut reader = RowReader {
         text,
-        bytes: text.as_bytes(),
         pos: rows_start,
         depth: 0,
     };
@@ -121,12 +120,15 @@ fn is_operator_byte(b: u8) -> bool {
 /// Reads the rows after `VALUES`; `pos` ends just after the last row.
 struct RowReader<'a> {
     text: &'a str,
-    bytes: &'a [u8],
     pos: usize,
     depth: usize,
 }
 
-impl RowReader<'_> {
+impl<'a> RowReader<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn rows(&mut self) -> Option<Vec<Parens<Vec<Expr>>>> {
         let mut rows = Vec::new();
         loop {
@@ -153,7 +155,7 @@ impl RowReader<'_> {
     }
 
     fn skip_whitespace(&mut self) {
-        while self.pos < self.bytes.len() && self.bytes[self.pos].is_ascii_whitespace() {
+        while self.pos < self.bytes().len() && self.bytes()[self.pos].is_ascii_whitespace() {
             self.pos += 1;
         }
     }
@@ -161,7 +163,7 @@ impl RowReader<'_> {
     /// The next byte after whitespace, without consuming it.
     fn peek(&mut self) -> Option<u8> {
         self.skip_whitespace();
-        self.bytes.get(self.pos).copied()
+        self.bytes().get(self.pos).copied()
     }
 
     fn next_byte(&mut self) -> Option<u8> {
@@ -209,7 +211,7 @@ impl RowReader<'_> {
     /// Consumes a one-character operator; `None` if another operator character follows.
     fn operator(&mut self) -> Option<()> {
         self.pos += 1;
-        match self.bytes.get(self.pos) {
+        match self.bytes().get(self.pos) {
             Some(b) if is_operator_byte(*b) => None,
             _ => Some(()),
         }
@@ -241,7 +243,7 @@ impl RowReader<'_> {
             }
             b'0'..=b'9' => {
                 self.digits();
-                if self.bytes.get(self.pos) == Some(&b'.') {
+                if self.bytes().get(self.pos) == Some(&b'.') {
                     self.pos += 1;
                     if self.digits() == 0 {
                         return None;
@@ -250,7 +252,7 @@ impl RowReader<'_> {
                 Value::Number(self.text[start..self.pos].to_string(), false)
             }
             b'\'' => {
-                let end = after_quoted(self.bytes, start)?;
+                let end = after_quoted(self.bytes(), start)?;
                 self.pos = end;
                 Value::SingleQuotedString(self.text[start + 1..end - 1].replace("''", "'"))
             }
@@ -262,10 +264,10 @@ impl RowReader<'_> {
                 Value::Placeholder(self.text[start..self.pos].to_string())
             }
             b if b.is_ascii_alphabetic() => {
-                while self.bytes.get(self.pos).is_some_and(|b| is_word_byte(*b)) {
+                while self.bytes().get(self.pos).is_some_and(|b| is_word_byte(*b)) {
                     self.pos += 1;
                 }
-                let word = &self.bytes[start..self.pos];
+                let word = &self.bytes()[start..self.pos];
                 if word.eq_ignore_ascii_case(b"null") {
                     Value::Null
                 } else if word.eq_ignore_ascii_case(b"true") {
@@ -280,7 +282,7 @@ impl RowReader<'_> {
         };
         // A literal must end where sqlparser's token ends: at whitespace, a separator or a
         // one-character operator (`1e5`, `'a'::int`, `$1abc` go to sqlparser).
-        match self.bytes.get(self.pos) {
+        match self.bytes().get(self.pos) {
             None => {}
             Some(b) if b.is_ascii_whitespace() || b"),+-*/%".contains(b) => {}
             Some(_) => return None,
@@ -290,7 +292,7 @@ impl RowReader<'_> {
 
     fn digits(&mut self) -> usize {
         let start = self.pos;
-        while self.bytes.get(self.pos).is_some_and(u8::is_ascii_digit) {
+        while self.bytes().get(self.pos).is_some_and(u8::is_ascii_digit) {
             self.pos += 1;
         }
         self.pos - start
@@ -300,12 +302,10 @@ impl RowReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlparser::dialect::PostgreSqlDialect;
-    use sqlparser::parser::Parser;
+    use crate::parse::sqlparser_statement;
 
     fn sqlparser_one(text: &str) -> Option<Statement> {
-        let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text).ok()?;
-        (statements.len() == 1).then(|| statements.remove(0))
+        sqlparser_statement(text).ok()
     }
 
     fn fast(text: &str) -> Option<Statement> {

@@ -195,11 +195,7 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         _ => {}
     }
     if words.first().map(String::as_str) == Some("insert") {
-        let whole = |text: &str| {
-            let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text).ok()?;
-            (statements.len() == 1).then(|| statements.remove(0))
-        };
-        if let Some(statement) = parse_insert_values(text, whole) {
+        if let Some(statement) = parse_insert_values(text, |t| sqlparser_statement(t).ok()) {
             return Ok(Parsed::Statement(Box::new(statement)));
         }
     }
@@ -210,10 +206,15 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
     } else {
         text
     };
+    sqlparser_statement(text).map(|statement| Parsed::Statement(Box::new(statement)))
+}
+
+/// `text` as one statement, parsed by sqlparser with the PostgreSQL dialect.
+pub(crate) fn sqlparser_statement(text: &str) -> SqlResult<Statement> {
     let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text)
         .map_err(|e| syntax_error(text, &e.to_string()))?;
     match statements.len() {
-        1 => Ok(Parsed::Statement(Box::new(statements.remove(0)))),
+        1 => Ok(statements.remove(0)),
         _ => Err(SqlError::syntax("syntax error: expected one statement")),
     }
 }
