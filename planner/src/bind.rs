@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sql::ast;
-use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult};
+use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, ValueRows};
 
 use crate::bind_expr::{ident, literal_text, AggregateContext};
 use crate::catalog::{Catalog, TableDef};
@@ -45,6 +45,7 @@ pub fn bind(
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => Plan::NoOp(tag),
         Parsed::Statement(s) => binder.statement(s)?,
+        Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
         Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
         Parsed::DropProcedure { names, if_exists } => Plan::Ddl(DdlPlan::DropProcedures {
             names: names.clone(),
@@ -167,6 +168,20 @@ impl<'a> Binder<'a> {
         }
     }
 
+    /// `sql::Parsed::InsertValues`: an INSERT with the rows the row reader read.
+    pub(crate) fn insert_values(
+        &mut self,
+        statement: &ast::Statement,
+        rows: &ValueRows,
+    ) -> SqlResult<Plan> {
+        match statement {
+            ast::Statement::Insert(insert) => self.insert(insert, Some(rows)),
+            _ => Err(SqlError::internal(
+                "the row reader's statement is not an INSERT",
+            )),
+        }
+    }
+
     pub(crate) fn statement(&mut self, s: &ast::Statement) -> SqlResult<Plan> {
         use ast::Statement as S;
         Ok(match s {
@@ -175,7 +190,7 @@ impl<'a> Binder<'a> {
                 plan.reads_user_tables = reads_user_tables(&plan.rel);
                 Plan::Select(Arc::new(plan))
             }
-            S::Insert(insert) => self.insert(insert)?,
+            S::Insert(insert) => self.insert(insert, None)?,
             S::Update(update) => self.update(update)?,
             S::Delete(delete) => self.delete(delete)?,
             S::CreateTable(create) => self.create_table(create)?,

@@ -114,6 +114,9 @@ pub(crate) fn bind_body(
         };
         let plan = match &statement.parsed {
             Parsed::Statement(s) => binder.statement(s).map_err(in_body)?,
+            Parsed::InsertValues { statement, rows } => {
+                binder.insert_values(statement, rows).map_err(in_body)?
+            }
             _ => {
                 return Err(in_body(SqlError::feature_not_supported(
                     "this statement in a procedure body",

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use sql::ast;
-use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+use sql::{DataType, ErrorKind, NodeId, SqlError, SqlResult, Value, ValueRows};
 
 use crate::access::*;
 use crate::bind::*;
@@ -64,7 +64,13 @@ impl Binder<'_> {
         Ok((Some(exprs), columns))
     }
 
-    pub(crate) fn insert(&mut self, insert: &ast::Insert) -> SqlResult<Plan> {
+    /// `rows`: the VALUES rows when the row reader read them (`sql::Parsed::InsertValues`);
+    /// `insert` then holds one placeholder row in their place.
+    pub(crate) fn insert(
+        &mut self,
+        insert: &ast::Insert,
+        rows: Option<&ValueRows>,
+    ) -> SqlResult<Plan> {
         let ast::TableObject::TableName(name) = &insert.table else {
             return Err(SqlError::feature_not_supported(
                 "INSERT into a table function",
@@ -84,7 +90,10 @@ impl Binder<'_> {
         // Without a column list, the values fill the leading columns (PostgreSQL allows
         // fewer values than columns; the rest get their defaults).
         let implicit_width = match source_query.body.as_ref() {
-            ast::SetExpr::Values(v) => v.rows.first().map(|r| r.content.len()),
+            ast::SetExpr::Values(v) => match rows {
+                Some(rows) => (!rows.is_empty()).then(|| rows.row(0).len()),
+                None => v.rows.first().map(|r| r.content.len()),
+            },
             _ => None,
         };
         let mut target_columns: Vec<usize> = if insert.columns.is_empty() {
@@ -114,22 +123,32 @@ impl Binder<'_> {
             ast::SetExpr::Values(values)
                 if source_query.order_by.is_none() && source_query.limit_clause.is_none() =>
             {
-                let mut rows = Vec::with_capacity(values.rows.len());
-                for row in &values.rows {
-                    if row.content.len() > target_columns.len() {
+                let count = rows.map_or(values.rows.len(), ValueRows::len);
+                let mut bound = Vec::with_capacity(count);
+                for i in 0..count {
+                    let width = match rows {
+                        Some(rows) => rows.row(i).len(),
+                        None => values.rows[i].content.len(),
+                    };
+                    if width > target_columns.len() {
                         return Err(SqlError::syntax(
                             "INSERT has more expressions than target columns",
                         ));
                     }
-                    if row.content.len() < target_columns.len() {
+                    if width < target_columns.len() {
                         return Err(SqlError::syntax(
                             "INSERT has more target columns than expressions",
                         ));
                     }
-                    let values: Vec<&ast::Expr> = row.content.iter().collect();
-                    rows.push(self.values_row(&table, &target_columns, &values)?);
+                    bound.push(match rows {
+                        Some(rows) => self.read_row(&table, &target_columns, rows, rows.row(i))?,
+                        None => {
+                            let values: Vec<&ast::Expr> = values.rows[i].content.iter().collect();
+                            self.values_row(&table, &target_columns, &values)?
+                        }
+                    });
                 }
-                InsertSource::Values(rows)
+                InsertSource::Values(bound)
             }
             _ => {
                 let plan = self.query(source_query, &empty)?;
@@ -234,11 +253,34 @@ impl Binder<'_> {
                 continue;
             }
             let b = self.expr(e, &Scope::default(), Some(ty))?;
-            // A constant row value is computed once here, not by the executor for every
-            // replica and replay (a bulk INSERT's generated ids, say).
-            bound.push(self.assign(b, ty)?.folded());
+            bound.push(self.row_column(b, ty)?);
         }
         Ok(bound)
+    }
+
+    /// One row the row reader read, bound as `values_row` binds the same row's tree (the
+    /// grammar has no `DEFAULT`).
+    fn read_row(
+        &mut self,
+        table: &TableDef,
+        target_columns: &[usize],
+        rows: &ValueRows,
+        values: &[NodeId],
+    ) -> SqlResult<Vec<Expr>> {
+        let mut bound = Vec::with_capacity(values.len());
+        for (id, col) in values.iter().zip(target_columns) {
+            let ty = table.columns[*col].ty;
+            let b = self.row_value(rows, *id, Some(ty))?;
+            bound.push(self.row_column(b, ty)?);
+        }
+        Ok(bound)
+    }
+
+    /// A bound row value as its column's value.
+    fn row_column(&mut self, value: Expr, ty: DataType) -> SqlResult<Expr> {
+        // A constant row value is computed once here, not by the executor for every
+        // replica and replay (a bulk INSERT's generated ids, say).
+        Ok(self.assign(value, ty)?.folded())
     }
 
     pub(crate) fn assignments(
@@ -367,4 +409,88 @@ impl Binder<'_> {
     }
 
     // ----- schema -----
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sql::{Parsed, ParsedStatement};
+
+    use crate::bind::bind;
+    use crate::catalog::Catalog;
+    use crate::plan::{DdlPlan, Plan};
+
+    fn catalog() -> Catalog {
+        let mut catalog = Catalog::default();
+        let create = "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT, s SMALLINT, n NUMERIC, \
+                      m NUMERIC(10, 2), f DOUBLE PRECISION, x TEXT, v VARCHAR(3), ok BOOLEAN, \
+                      at TIMESTAMPTZ, d DATE)";
+        let parsed = sql::parse(create).unwrap().remove(0);
+        let Plan::Ddl(DdlPlan::CreateTable { table, .. }) =
+            bind(&catalog, &parsed, &[]).unwrap().plan
+        else {
+            panic!("not a CREATE TABLE");
+        };
+        catalog.tables.insert(table.name.clone(), Arc::new(table));
+        catalog
+    }
+
+    fn one(text: &str) -> ParsedStatement {
+        let mut parsed = sql::parse(text).unwrap();
+        assert_eq!(parsed.len(), 1, "{text}");
+        parsed.remove(0)
+    }
+
+    /// The row reader's rows bind to exactly the plan (or the error) sqlparser's tree binds to.
+    #[test]
+    fn read_rows_bind_as_parsed_rows() {
+        let catalog = catalog();
+        let cases = [
+            "INSERT INTO t (i) VALUES (1), (2), (-3), (+4), (- -5)",
+            "INSERT INTO t (i, b, s) VALUES (2147483647, 9223372036854775807, 32767)",
+            "INSERT INTO t (i, b) VALUES (-2147483648, -9223372036854775808)",
+            "INSERT INTO t (i, b) VALUES (-(2147483648), 9223372036854775808)",
+            "INSERT INTO t (i, b) VALUES (2147483648, 1)",
+            "INSERT INTO t (i, s) VALUES (1, 32768)",
+            "INSERT INTO t (i, b, n, m, f) VALUES (1, 4000000000 * 1000 + 7, 1.5 * 3, 2.345, 1 / 3)",
+            "INSERT INTO t (i, b) VALUES (1 + 2 * 3 - 4 / 5 % 6, 2 + (4000000000 * 7919 + 1) % 100000)",
+            "INSERT INTO t (i, b) VALUES (1 / 0, 1), (2147483647 + 1, 2)",
+            "INSERT INTO t (i, n) VALUES (1, 123456789012345678901234567890 * 10)",
+            "INSERT INTO t (i, x, v, ok) VALUES (1, 'it''s', 'abc', true), (2, '', NULL, FALSE)",
+            "INSERT INTO t (i, v) VALUES (1, 'abcd')",
+            "INSERT INTO t (i, x) VALUES (1, 2)",
+            "INSERT INTO t (i, ok) VALUES (1, 1)",
+            "INSERT INTO t (i, ok) VALUES (1, 't'), (2, 'no')",
+            "INSERT INTO t (i) VALUES ('12'), ('x')",
+            "INSERT INTO t (i, at, d) VALUES (1, '2026-11-22 10:00:00+00', '2026-11-22')",
+            "INSERT INTO t (i, at) VALUES (1, 'yesterday-ish')",
+            "INSERT INTO t (i, x) VALUES (1, 'a' + 1)",
+            "INSERT INTO t (i, b, x) VALUES ($1, $2 * 2, $3), ($4, -$2, NULL)",
+            "INSERT INTO t (i, n) VALUES ($1 + $2, $2)",
+            "INSERT INTO t (i, b, n) VALUES ($1, -2147483648 + $2, -(5) * $3 - -2.5)",
+            "INSERT INTO t (i, b) VALUES ($1, (($2)) % -(7 + 1))",
+            "INSERT INTO t (i) VALUES ($0)",
+            "INSERT INTO t (i) VALUES (NULL + 1)",
+            "INSERT INTO t VALUES (1, 2, 3)",
+            "INSERT INTO t (i, b) VALUES (1, 2), (3)",
+            "INSERT INTO t (i) VALUES (1, 2)",
+            "INSERT INTO t (i) VALUES (1) ON CONFLICT (i) DO UPDATE SET b = 2 RETURNING i, b",
+            "INSERT INTO nope VALUES (1)",
+            "INSERT INTO t (nope) VALUES (1)",
+        ];
+        for text in cases {
+            let fast = one(text);
+            assert!(
+                matches!(fast.parsed, Parsed::InsertValues { .. }),
+                "not read by the row reader: {text}"
+            );
+            // The row reader does not take a statement that opens with a comment.
+            let slow = one(&format!("/* */ {text}"));
+            assert!(matches!(slow.parsed, Parsed::Statement(_)), "{text}");
+            let fast = format!("{:?}", bind(&catalog, &fast, &[]));
+            let slow = format!("{:?}", bind(&catalog, &slow, &[]));
+            assert_eq!(fast, slow, "{text}");
+        }
+    }
 }

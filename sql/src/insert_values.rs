@@ -3,51 +3,203 @@
 //! NULL, TRUE, FALSE), parameters (`$n`), unary `+`/`-`, `+ - * / %` and parentheses.
 //!
 //! sqlparser spends tens of microseconds on each row of such a statement (a token for every
-//! lexeme, a data-type attempt and a formatted error for many literals, large `Expr` moves):
-//! for a 1,000-row INSERT that was most of a session's CPU. Here the rows are read straight
-//! into the AST sqlparser would build, and sqlparser parses only the statement around them:
-//! the head up to `VALUES`, one placeholder row and the tail (`ON CONFLICT`, `RETURNING`).
-//! Anything outside this grammar — comments or dollar quotes before the rows, identifiers,
-//! casts, function calls, string prefixes, multi-character operators — returns `None`, and the
-//! caller parses the whole statement with sqlparser. So the fast path changes neither a result
-//! nor an error message; the tests compare both parsers' trees statement by statement.
-//!
-//! Spans in the rows are empty: nothing downstream reads them (errors from binding carry no
-//! position), and sqlparser's tree equality ignores them.
+//! lexeme, a data-type attempt and a formatted error for many literals, large `Expr` moves,
+//! and as much again to drop the tree): for a 1,000-row INSERT that was most of a session's
+//! CPU. Here the rows are read into [`ValueRows`], one arena of small nodes shaped exactly as
+//! sqlparser's tree would be, which the binder binds directly; sqlparser parses only the
+//! statement around them: the head up to `VALUES`, one placeholder row and the tail
+//! (`ON CONFLICT`, `RETURNING`). Anything outside this grammar — comments or dollar quotes
+//! before the rows, identifiers, casts, function calls, string prefixes, multi-character
+//! operators — returns `None`, and the caller parses the whole statement with sqlparser. So the
+//! fast path changes neither a result nor an error message: the tests here compare the trees
+//! (`ValueRows::to_ast`), the planner's tests compare the bound plans.
 
-use sqlparser::ast::helpers::attached_token::AttachedToken;
-use sqlparser::ast::{BinaryOperator, Expr, Parens, SetExpr, Statement, UnaryOperator, Value};
+use std::borrow::Cow;
+
+use sqlparser::ast::{SetExpr, Statement};
 
 /// Deeper nesting than this goes to sqlparser, which reports its own recursion limit.
 const MAX_DEPTH: usize = 32;
 
+/// The rows of an `INSERT … VALUES` as the row reader read them. Every value is a tree of
+/// nodes in one arena, shaped as sqlparser's `Expr` would be; literal nodes point into
+/// `source`, the text of the rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueRows {
+    source: String,
+    nodes: Vec<Node>,
+    /// The root node of every value, row after row.
+    values: Vec<NodeId>,
+    /// Where each row's values end in `values`.
+    row_ends: Vec<u32>,
+}
+
+/// A node of [`ValueRows`]; its index in the arena.
+pub type NodeId = u32;
+
+/// A byte range of `ValueRows::source`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Node {
+    Number(Span),
+    /// The text between the quotes, `''` still doubled.
+    String(Span),
+    Null,
+    Boolean(bool),
+    /// `$n`, with the dollar.
+    Placeholder(Span),
+    Nested(NodeId),
+    Minus(NodeId),
+    Plus(NodeId),
+    Binary(Operator, NodeId, NodeId),
+}
+
+/// The binary operators of the fast grammar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    Plus,
+    Minus,
+    Multiply,
+    Divide,
+    Modulo,
+}
+
+/// One node of a row value, as the binder reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RowValue<'a> {
+    Number(&'a str),
+    String(Cow<'a, str>),
+    Null,
+    Boolean(bool),
+    /// `$n`, with the dollar.
+    Placeholder(&'a str),
+    Nested(NodeId),
+    Minus(NodeId),
+    Plus(NodeId),
+    Binary(Operator, NodeId, NodeId),
+}
+
+impl ValueRows {
+    /// The number of rows.
+    pub fn len(&self) -> usize {
+        self.row_ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.row_ends.is_empty()
+    }
+
+    /// The root nodes of row `i`'s values.
+    pub fn row(&self, i: usize) -> &[NodeId] {
+        let start = if i == 0 { 0 } else { self.row_ends[i - 1] };
+        &self.values[start as usize..self.row_ends[i] as usize]
+    }
+
+    pub fn value(&self, id: NodeId) -> RowValue<'_> {
+        let text = |s: Span| &self.source[s.start as usize..s.end as usize];
+        match self.nodes[id as usize] {
+            Node::Number(s) => RowValue::Number(text(s)),
+            Node::String(s) => {
+                let raw = text(s);
+                RowValue::String(if raw.contains("''") {
+                    Cow::Owned(raw.replace("''", "'"))
+                } else {
+                    Cow::Borrowed(raw)
+                })
+            }
+            Node::Null => RowValue::Null,
+            Node::Boolean(b) => RowValue::Boolean(b),
+            Node::Placeholder(s) => RowValue::Placeholder(text(s)),
+            Node::Nested(n) => RowValue::Nested(n),
+            Node::Minus(n) => RowValue::Minus(n),
+            Node::Plus(n) => RowValue::Plus(n),
+            Node::Binary(op, l, r) => RowValue::Binary(op, l, r),
+        }
+    }
+
+    /// The rows as sqlparser's tree, for comparing the two parsers.
+    #[cfg(test)]
+    pub(crate) fn to_ast(&self) -> Vec<sqlparser::ast::Parens<Vec<sqlparser::ast::Expr>>> {
+        use sqlparser::ast::helpers::attached_token::AttachedToken;
+        use sqlparser::ast::{BinaryOperator, Expr, Parens, UnaryOperator, Value};
+        fn expr(rows: &ValueRows, id: NodeId) -> Expr {
+            let unary = |op, n| Expr::UnaryOp {
+                op,
+                expr: Box::new(expr(rows, n)),
+            };
+            match rows.value(id) {
+                RowValue::Number(n) => Expr::value(Value::Number(n.to_string(), false)),
+                RowValue::String(s) => Expr::value(Value::SingleQuotedString(s.into_owned())),
+                RowValue::Null => Expr::value(Value::Null),
+                RowValue::Boolean(b) => Expr::value(Value::Boolean(b)),
+                RowValue::Placeholder(p) => Expr::value(Value::Placeholder(p.to_string())),
+                RowValue::Nested(n) => Expr::Nested(Box::new(expr(rows, n))),
+                RowValue::Minus(n) => unary(UnaryOperator::Minus, n),
+                RowValue::Plus(n) => unary(UnaryOperator::Plus, n),
+                RowValue::Binary(op, l, r) => Expr::BinaryOp {
+                    left: Box::new(expr(rows, l)),
+                    op: match op {
+                        Operator::Plus => BinaryOperator::Plus,
+                        Operator::Minus => BinaryOperator::Minus,
+                        Operator::Multiply => BinaryOperator::Multiply,
+                        Operator::Divide => BinaryOperator::Divide,
+                        Operator::Modulo => BinaryOperator::Modulo,
+                    },
+                    right: Box::new(expr(rows, r)),
+                },
+            }
+        }
+        (0..self.len())
+            .map(|i| Parens {
+                opening_token: AttachedToken::empty(),
+                content: self.row(i).iter().map(|v| expr(self, *v)).collect(),
+                closing_token: AttachedToken::empty(),
+            })
+            .collect()
+    }
+}
+
 /// Parses `text` as an INSERT … VALUES when its rows are in the fast grammar; `None` means
-/// "parse it with sqlparser". `parse_rest` parses the statement with one placeholder row.
+/// "parse it with sqlparser". `parse_rest` parses the statement with one placeholder row,
+/// which stays in the returned statement in place of the rows.
 pub(crate) fn parse_insert_values(
     text: &str,
     parse_rest: impl FnOnce(&str) -> Option<Statement>,
-) -> Option<Statement> {
+) -> Option<(Statement, ValueRows)> {
     let rows_start = after_values_keyword(text)?;
+    let rows_text = &text[rows_start..];
+    u32::try_from(rows_text.len()).ok()?;
     let mut reader = RowReader {
-        text,
-        pos: rows_start,
+        text: rows_text,
+        pos: 0,
         depth: 0,
+        nodes: Vec::new(),
     };
-    let rows = reader.rows()?;
-    let rest = format!("{} (NULL){}", &text[..rows_start], &text[reader.pos..]);
+    let (values, row_ends) = reader.rows()?;
+    let rest = format!("{} (NULL){}", &text[..rows_start], &rows_text[reader.pos..]);
     let mut statement = parse_rest(&rest)?;
     let Statement::Insert(insert) = &mut statement else {
         return None;
     };
     let query = insert.source.as_mut()?;
-    let SetExpr::Values(values) = query.body.as_mut() else {
+    let SetExpr::Values(values_clause) = query.body.as_mut() else {
         return None;
     };
-    if values.rows.len() != 1 || values.explicit_row || values.value_keyword {
+    if values_clause.rows.len() != 1 || values_clause.explicit_row || values_clause.value_keyword {
         return None;
     }
-    values.rows = rows;
-    Some(statement)
+    let rows = ValueRows {
+        source: rows_text[..reader.pos].to_string(),
+        nodes: reader.nodes,
+        values,
+        row_ends,
+    };
+    Some((statement, rows))
 }
 
 /// The byte offset just after a top-level `VALUES` keyword of a statement that starts with
@@ -117,11 +269,12 @@ fn is_operator_byte(b: u8) -> bool {
     b"+-*/%<>=~!@#^&|`?:".contains(&b)
 }
 
-/// Reads the rows after `VALUES`; `pos` ends just after the last row.
+/// Reads the rows after `VALUES` into an arena; `pos` ends just after the last row.
 struct RowReader<'a> {
     text: &'a str,
     pos: usize,
     depth: usize,
+    nodes: Vec<Node>,
 }
 
 impl<'a> RowReader<'a> {
@@ -129,28 +282,39 @@ impl<'a> RowReader<'a> {
         self.text.as_bytes()
     }
 
-    fn rows(&mut self) -> Option<Vec<Parens<Vec<Expr>>>> {
-        let mut rows = Vec::new();
+    /// Every value's root node and where each row's values end.
+    fn rows(&mut self) -> Option<(Vec<NodeId>, Vec<u32>)> {
+        let mut values = Vec::new();
+        let mut row_ends = Vec::new();
         loop {
             self.expect(b'(')?;
-            let mut row = Vec::new();
             loop {
-                row.push(self.expr(0)?);
+                values.push(self.expr(0)?);
                 match self.next_byte()? {
                     b',' => continue,
                     b')' => break,
                     _ => return None,
                 }
             }
-            rows.push(Parens {
-                opening_token: AttachedToken::empty(),
-                content: row,
-                closing_token: AttachedToken::empty(),
-            });
+            row_ends.push(u32::try_from(values.len()).ok()?);
             if self.peek() != Some(b',') {
-                return Some(rows);
+                return Some((values, row_ends));
             }
             self.pos += 1;
+        }
+    }
+
+    fn push(&mut self, node: Node) -> Option<NodeId> {
+        let id = NodeId::try_from(self.nodes.len()).ok()?;
+        self.nodes.push(node);
+        Some(id)
+    }
+
+    fn span(&self, start: usize, end: usize) -> Span {
+        // The caller checked that the rows' text fits in u32.
+        Span {
+            start: start as u32,
+            end: end as u32,
         }
     }
 
@@ -178,7 +342,7 @@ impl<'a> RowReader<'a> {
 
     /// Precedence climbing with sqlparser's PostgreSQL precedences: `* / %` bind at 40,
     /// `+ -` at 30, both left-associative.
-    fn expr(&mut self, min_precedence: u8) -> Option<Expr> {
+    fn expr(&mut self, min_precedence: u8) -> Option<NodeId> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return None;
@@ -186,11 +350,11 @@ impl<'a> RowReader<'a> {
         let mut left = self.prefix()?;
         loop {
             let (op, precedence) = match self.peek() {
-                Some(b'+') => (BinaryOperator::Plus, 30),
-                Some(b'-') => (BinaryOperator::Minus, 30),
-                Some(b'*') => (BinaryOperator::Multiply, 40),
-                Some(b'/') => (BinaryOperator::Divide, 40),
-                Some(b'%') => (BinaryOperator::Modulo, 40),
+                Some(b'+') => (Operator::Plus, 30),
+                Some(b'-') => (Operator::Minus, 30),
+                Some(b'*') => (Operator::Multiply, 40),
+                Some(b'/') => (Operator::Divide, 40),
+                Some(b'%') => (Operator::Modulo, 40),
                 _ => break,
             };
             if precedence <= min_precedence {
@@ -198,11 +362,7 @@ impl<'a> RowReader<'a> {
             }
             self.operator()?;
             let right = self.expr(precedence)?;
-            left = Expr::BinaryOp {
-                left: Box::new(left),
-                op,
-                right: Box::new(right),
-            };
+            left = self.push(Node::Binary(op, left, right))?;
         }
         self.depth -= 1;
         Some(left)
@@ -217,28 +377,24 @@ impl<'a> RowReader<'a> {
         }
     }
 
-    fn prefix(&mut self) -> Option<Expr> {
+    fn prefix(&mut self) -> Option<NodeId> {
         let b = self.peek()?;
         let start = self.pos;
-        let value = match b {
+        let node = match b {
             b'(' => {
                 self.pos += 1;
                 let inner = self.expr(0)?;
                 self.expect(b')')?;
-                return Some(Expr::Nested(Box::new(inner)));
+                return self.push(Node::Nested(inner));
             }
             b'-' | b'+' => {
                 self.operator()?;
-                let op = if b == b'-' {
-                    UnaryOperator::Minus
-                } else {
-                    UnaryOperator::Plus
-                };
                 // As sqlparser: the operand binds like `*`, so `-2 * 3` is `(-2) * 3`.
                 let operand = self.expr(40)?;
-                return Some(Expr::UnaryOp {
-                    op,
-                    expr: Box::new(operand),
+                return self.push(if b == b'-' {
+                    Node::Minus(operand)
+                } else {
+                    Node::Plus(operand)
                 });
             }
             b'0'..=b'9' => {
@@ -249,19 +405,19 @@ impl<'a> RowReader<'a> {
                         return None;
                     }
                 }
-                Value::Number(self.text[start..self.pos].to_string(), false)
+                Node::Number(self.span(start, self.pos))
             }
             b'\'' => {
                 let end = after_quoted(self.bytes(), start)?;
                 self.pos = end;
-                Value::SingleQuotedString(self.text[start + 1..end - 1].replace("''", "'"))
+                Node::String(self.span(start + 1, end - 1))
             }
             b'$' => {
                 self.pos += 1;
                 if self.digits() == 0 {
                     return None;
                 }
-                Value::Placeholder(self.text[start..self.pos].to_string())
+                Node::Placeholder(self.span(start, self.pos))
             }
             b if b.is_ascii_alphabetic() => {
                 while self.bytes().get(self.pos).is_some_and(|b| is_word_byte(*b)) {
@@ -269,11 +425,11 @@ impl<'a> RowReader<'a> {
                 }
                 let word = &self.bytes()[start..self.pos];
                 if word.eq_ignore_ascii_case(b"null") {
-                    Value::Null
+                    Node::Null
                 } else if word.eq_ignore_ascii_case(b"true") {
-                    Value::Boolean(true)
+                    Node::Boolean(true)
                 } else if word.eq_ignore_ascii_case(b"false") {
-                    Value::Boolean(false)
+                    Node::Boolean(false)
                 } else {
                     return None;
                 }
@@ -287,7 +443,7 @@ impl<'a> RowReader<'a> {
             Some(b) if b.is_ascii_whitespace() || b"),+-*/%".contains(b) => {}
             Some(_) => return None,
         }
-        Some(Expr::value(value))
+        self.push(node)
     }
 
     fn digits(&mut self) -> usize {
@@ -308,8 +464,17 @@ mod tests {
         sqlparser_statement(text).ok()
     }
 
+    /// The fast path's statement with its rows put back as sqlparser's tree.
     fn fast(text: &str) -> Option<Statement> {
-        parse_insert_values(text, sqlparser_one)
+        let (mut statement, rows) = parse_insert_values(text, sqlparser_one)?;
+        let Statement::Insert(insert) = &mut statement else {
+            panic!("not an insert: {text}");
+        };
+        let SetExpr::Values(values) = insert.source.as_mut().unwrap().body.as_mut() else {
+            panic!("no values: {text}");
+        };
+        values.rows = rows.to_ast();
+        Some(statement)
     }
 
     /// Statements the fast path takes must parse to exactly sqlparser's tree.

@@ -14,6 +14,7 @@ mod types;
 mod value;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
+pub use insert_values::{NodeId, Operator, RowValue, ValueRows};
 pub use numeric::Numeric;
 pub use parse::{ident, parse, split_statements, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;

@@ -8,7 +8,7 @@ use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
 use crate::error::{SqlError, SqlResult};
-use crate::insert_values::parse_insert_values;
+use crate::insert_values::{parse_insert_values, ValueRows};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
@@ -27,6 +27,12 @@ pub enum Parsed {
     /// A maintenance statement PostgreSQL accepts that has nothing to do here (VACUUM,
     /// ANALYZE, CHECKPOINT); the command tag to answer with.
     Maintenance(&'static str),
+    /// An `INSERT … VALUES` whose rows the row reader read (`insert_values`): `statement`
+    /// holds one placeholder row in their place.
+    InsertValues {
+        statement: Box<Statement>,
+        rows: Box<ValueRows>,
+    },
     CreateProcedure(ProcedureText),
     DropProcedure {
         names: Vec<String>,
@@ -195,8 +201,12 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         _ => {}
     }
     if words.first().map(String::as_str) == Some("insert") {
-        if let Some(statement) = parse_insert_values(text, |t| sqlparser_statement(t).ok()) {
-            return Ok(Parsed::Statement(Box::new(statement)));
+        if let Some((statement, rows)) = parse_insert_values(text, |t| sqlparser_statement(t).ok())
+        {
+            return Ok(Parsed::InsertValues {
+                statement: Box::new(statement),
+                rows: Box::new(rows),
+            });
         }
     }
     let rewritten;
