@@ -73,19 +73,25 @@ pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvRes
             let Ok(index) = node.search(key) else {
                 return Ok(false);
             };
-            match node.value(index) {
-                LeafValue::Inline(bytes) => {
-                    out.clear();
-                    out.extend_from_slice(bytes);
-                }
-                LeafValue::Overflow { first_page, len } => {
-                    pager.read_overflow(first_page, len as usize, out)?;
-                }
-            }
+            read_value(pager, page_id, index, out)?;
             return Ok(true);
         }
         page_id = node.child(node.child_slot(key));
     }
+}
+
+/// Copies the value of cell `index` of leaf `leaf` into `out`.
+fn read_value(pager: &mut Pager, leaf: u64, index: usize, out: &mut Vec<u8>) -> KvResult<()> {
+    match Node::new(pager.read(leaf)?).value(index) {
+        LeafValue::Inline(bytes) => {
+            out.clear();
+            out.extend_from_slice(bytes);
+        }
+        LeafValue::Overflow { first_page, len } => {
+            pager.read_overflow(first_page, len as usize, out)?;
+        }
+    }
+    Ok(())
 }
 
 fn check_sizes(pager: &Pager, key: &[u8], value: &[u8]) -> KvResult<()> {
@@ -120,6 +126,9 @@ fn make_leaf_cell(pager: &mut Pager, key: &[u8], value: &[u8]) -> KvResult<Vec<u
 }
 
 /// Writes `key` = `value` according to `mode`; returns whether the key existed before.
+///
+/// `old`, when given, receives the replaced value (left alone when the key was absent or
+/// `InsertOnly` found it), so an undo log needs no lookup of its own.
 pub fn put(
     pager: &mut Pager,
     root: u64,
@@ -127,6 +136,7 @@ pub fn put(
     value: &[u8],
     mode: PutMode,
     path: &mut Path,
+    old: Option<&mut Vec<u8>>,
 ) -> KvResult<bool> {
     check_sizes(pager, key, value)?;
     let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
@@ -140,6 +150,10 @@ pub fn put(
     }
     match position {
         Ok(index) => {
+            if let Some(out) = old {
+                read_value(pager, leaf, index, out)?;
+            }
+            let node = Node::new(pager.read(leaf)?);
             let old = node.value(index);
             if let LeafValue::Inline(old_bytes) = old {
                 if fits_inline && old_bytes.len() == value.len() {
@@ -321,12 +335,23 @@ fn fill_node<C: AsRef<[u8]>>(
 }
 
 /// Deletes `key`; returns whether it existed.
-pub fn delete(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<bool> {
+/// Deletes `key`; `old`, when given, receives the deleted value.
+pub fn delete(
+    pager: &mut Pager,
+    root: u64,
+    key: &[u8],
+    path: &mut Path,
+    old: Option<&mut Vec<u8>>,
+) -> KvResult<bool> {
     let leaf = descend(pager, root, key, path)?;
     let node = Node::new(pager.read(leaf)?);
     let Ok(index) = node.search(key) else {
         return Ok(false);
     };
+    if let Some(out) = old {
+        read_value(pager, leaf, index, out)?;
+    }
+    let node = Node::new(pager.read(leaf)?);
     if let LeafValue::Overflow { first_page, .. } = node.value(index) {
         pager.free_overflow(first_page)?;
     }

@@ -399,6 +399,7 @@ impl Engine {
             &value,
             PutMode::InsertOnly,
             &mut self.path_scratch,
+            None,
         )?;
         self.next_table_id += 1;
         self.tables.insert(name.to_string(), table);
@@ -416,6 +417,7 @@ impl Engine {
             self.catalog_root,
             name.as_bytes(),
             &mut self.path_scratch,
+            None,
         )?;
         self.tables.remove(name);
         Ok(())
@@ -444,6 +446,7 @@ impl Engine {
         key: &[u8],
         value: &[u8],
         mode: PutMode,
+        old: Option<&mut Vec<u8>>,
     ) -> KvResult<bool> {
         self.check_usable()?;
         btree::put(
@@ -453,28 +456,64 @@ impl Engine {
             value,
             mode,
             &mut self.path_scratch,
+            old,
         )
     }
 
     /// Inserts or replaces; returns whether the key existed.
     pub fn put(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        self.put_with(table, key, value, PutMode::Upsert)
+        self.put_with(table, key, value, PutMode::Upsert, None)
+    }
+
+    /// `put`, and when the key existed its previous value is left in `old` (for an undo log,
+    /// without a lookup of its own).
+    pub fn put_saving_old(
+        &mut self,
+        table: Table,
+        key: &[u8],
+        value: &[u8],
+        old: &mut Vec<u8>,
+    ) -> KvResult<bool> {
+        self.put_with(table, key, value, PutMode::Upsert, Some(old))
     }
 
     /// Inserts only when absent; returns false (and changes nothing) when the key exists.
     pub fn insert(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        Ok(!self.put_with(table, key, value, PutMode::InsertOnly)?)
+        Ok(!self.put_with(table, key, value, PutMode::InsertOnly, None)?)
     }
 
     /// Replaces only when present (in place when the length is unchanged); false when absent.
     pub fn update(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<bool> {
-        self.put_with(table, key, value, PutMode::UpdateOnly)
+        self.put_with(table, key, value, PutMode::UpdateOnly, None)
     }
 
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&mut self, table: Table, key: &[u8]) -> KvResult<bool> {
         self.check_usable()?;
-        btree::delete(&mut self.pager, table.root, key, &mut self.path_scratch)
+        btree::delete(
+            &mut self.pager,
+            table.root,
+            key,
+            &mut self.path_scratch,
+            None,
+        )
+    }
+
+    /// `delete`, and when the key existed its value is left in `old`.
+    pub fn delete_saving_old(
+        &mut self,
+        table: Table,
+        key: &[u8],
+        old: &mut Vec<u8>,
+    ) -> KvResult<bool> {
+        self.check_usable()?;
+        btree::delete(
+            &mut self.pager,
+            table.root,
+            key,
+            &mut self.path_scratch,
+            Some(old),
+        )
     }
 
     /// Iterates the keys of `table` between the bounds, in `direction`.

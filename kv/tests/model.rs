@@ -13,9 +13,12 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 #[derive(Clone, Debug)]
 enum Op {
     Put(u16, usize),
+    /// `put_saving_old`: the replaced value must come back.
+    PutSavingOld(u16, usize),
     Insert(u16, usize),
     Update(u16, usize),
     Delete(u16),
+    DeleteSavingOld(u16),
     DeleteRun(u16, u16),
     Get(u16),
     Scan(Option<u16>, Option<u16>, bool, bool),
@@ -41,10 +44,12 @@ fn op() -> impl Strategy<Value = Op> {
     let k = 0u16..600;
     let size = prop_oneof![4 => 0usize..40, 2 => 40usize..140, 1 => 140usize..2000];
     prop_oneof![
-        30 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Put(k, s)),
+        25 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Put(k, s)),
+        5 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::PutSavingOld(k, s)),
         5 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Insert(k, s)),
         5 => (k.clone(), size).prop_map(|(k, s)| Op::Update(k, s)),
-        20 => k.clone().prop_map(Op::Delete),
+        16 => k.clone().prop_map(Op::Delete),
+        4 => k.clone().prop_map(Op::DeleteSavingOld),
         2 => (k.clone(), 1u16..200).prop_map(|(k, n)| Op::DeleteRun(k, n)),
         10 => k.clone().prop_map(Op::Get),
         4 => (proptest::option::of(k.clone()), proptest::option::of(k), any::<bool>(), any::<bool>())
@@ -82,6 +87,22 @@ fn run(ops: Vec<Op>) -> usize {
             Op::Put(k, s) => {
                 let existed = engine.put(table, &key(k), &value(k, s)).unwrap();
                 assert_eq!(existed, model.insert(key(k), value(k, s)).is_some());
+            }
+            Op::PutSavingOld(k, s) => {
+                let mut old = b"untouched".to_vec();
+                let existed = engine
+                    .put_saving_old(table, &key(k), &value(k, s), &mut old)
+                    .unwrap();
+                let expected = model.insert(key(k), value(k, s));
+                assert_eq!(existed, expected.is_some());
+                assert_eq!(old, expected.unwrap_or_else(|| b"untouched".to_vec()));
+            }
+            Op::DeleteSavingOld(k) => {
+                let mut old = b"untouched".to_vec();
+                let existed = engine.delete_saving_old(table, &key(k), &mut old).unwrap();
+                let expected = model.remove(&key(k));
+                assert_eq!(existed, expected.is_some());
+                assert_eq!(old, expected.unwrap_or_else(|| b"untouched".to_vec()));
             }
             Op::Insert(k, s) => {
                 let inserted = engine.insert(table, &key(k), &value(k, s)).unwrap();

@@ -370,17 +370,17 @@ impl Executor {
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
         let engine = &mut self.shard(shard)?.engine;
-        let old = engine.get(storage, key).map_err(kv_error)?;
-        match value {
-            Some(v) => engine.put(storage, key, v).map(|_| ()),
-            None => engine.delete(storage, key).map(|_| ()),
+        let mut old = Vec::new();
+        let existed = match value {
+            Some(v) => engine.put_saving_old(storage, key, v, &mut old),
+            None => engine.delete_saving_old(storage, key, &mut old),
         }
         .map_err(kv_error)?;
         self.undo.push(Undo {
             shard,
             storage,
             key: key.to_vec(),
-            old,
+            old: existed.then_some(old),
         });
         Ok(())
     }
