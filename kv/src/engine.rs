@@ -489,14 +489,7 @@ impl Engine {
 
     /// Deletes `key`; returns whether it existed.
     pub fn delete(&mut self, table: Table, key: &[u8]) -> KvResult<bool> {
-        self.check_usable()?;
-        btree::delete(
-            &mut self.pager,
-            table.root,
-            key,
-            &mut self.path_scratch,
-            None,
-        )
+        self.delete_with(table, key, None)
     }
 
     /// `delete`, and when the key existed its value is left in `old`.
@@ -506,13 +499,22 @@ impl Engine {
         key: &[u8],
         old: &mut Vec<u8>,
     ) -> KvResult<bool> {
+        self.delete_with(table, key, Some(old))
+    }
+
+    fn delete_with(
+        &mut self,
+        table: Table,
+        key: &[u8],
+        old: Option<&mut Vec<u8>>,
+    ) -> KvResult<bool> {
         self.check_usable()?;
         btree::delete(
             &mut self.pager,
             table.root,
             key,
             &mut self.path_scratch,
-            Some(old),
+            old,
         )
     }
 
