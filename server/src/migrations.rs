@@ -21,6 +21,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "ledger",
         include_str!("../../migrations/0002_ledger.sql"),
     ),
+    (
+        3,
+        "history_indexes",
+        include_str!("../../migrations/0003_history_indexes.sql"),
+    ),
 ];
 
 async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>> {
