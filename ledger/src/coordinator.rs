@@ -69,6 +69,8 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("executor".into())
+        // Evaluating a statement's expressions recurses over them.
+        .stack_size(sql::STATEMENT_STACK_BYTES)
         .spawn(move || coordinator.run(rx))
         .map_err(|e| SqlError::internal(format!("cannot start the executor thread: {e}")))?;
     Ok((

@@ -48,6 +48,7 @@ impl Worker {
         executor.next_expiry = None;
         let thread = thread::Builder::new()
             .name(format!("partition-{partition}"))
+            .stack_size(sql::STATEMENT_STACK_BYTES)
             .spawn(move || {
                 while let Ok(work) = inbox.recv() {
                     match work {

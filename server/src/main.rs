@@ -161,6 +161,9 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("hotledger")
+        // Sessions parse and bind on these threads (and on its blocking pool, which shares
+        // the setting): room for the deepest expression `sql::parse` lets through.
+        .thread_stack_size(sql::STATEMENT_STACK_BYTES)
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     runtime.block_on(run(args, io_mode))

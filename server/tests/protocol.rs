@@ -364,6 +364,51 @@ async fn hostile_input_never_breaks_the_server() {
     assert!(server.client().await.simple_query("select 1").await.is_ok());
 }
 
+/// Long operator chains (which sqlparser reads in a loop, so its recursion limit does not see
+/// them) used to overflow a stack and kill the server: one just under the limit is parsed,
+/// bound, folded and evaluated on every path (simple and extended, a SELECT and an INSERT the
+/// row reader takes); deeper ones are refused with 54001 before parsing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deep_expressions_are_refused_not_a_crash() {
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute("create table deep (n bigint)")
+        .await
+        .unwrap();
+    // MAX - 1 terms: MAX - 2 operators inside one pair of parentheses.
+    let terms = sql::MAX_EXPRESSION_DEPTH - 1;
+    let fits = vec!["1"; terms].join("+");
+    assert_eq!(
+        scalar(&c, &format!("select ({fits})")).await,
+        Some(terms.to_string())
+    );
+    let row = c
+        .query_one(&format!("select ({fits})::text"), &[])
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), terms.to_string());
+    c.batch_execute(&format!("insert into deep values ({fits})"))
+        .await
+        .unwrap();
+    for terms in [sql::MAX_EXPRESSION_DEPTH + 2, 200_000] {
+        let chain = vec!["1"; terms].join("+");
+        for statement in [
+            format!("select {chain}"),
+            format!("insert into deep values ({chain})"),
+        ] {
+            let e = c.simple_query(&statement).await.unwrap_err();
+            assert_eq!(code(&e), "54001", "{e:?}");
+            let e = c.query(&statement, &[]).await.unwrap_err();
+            assert_eq!(code(&e), "54001", "{e:?}");
+        }
+    }
+    assert_eq!(
+        scalar(&c, "select sum(n) from deep").await,
+        Some(terms.to_string())
+    );
+    assert!(server.client().await.simple_query("select 1").await.is_ok());
+}
+
 /// A transaction too large for one log entry is refused at COMMIT with 54000; nothing of it
 /// applies, and the server keeps committing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

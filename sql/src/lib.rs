@@ -7,6 +7,7 @@
 
 mod error;
 mod insert_values;
+mod nesting;
 mod numeric;
 mod parse;
 mod procedure;
@@ -15,6 +16,7 @@ mod value;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
 pub use insert_values::{NodeId, Operator, RowValue, ValueRows};
+pub use nesting::{depth_bound, MAX_EXPRESSION_DEPTH, STATEMENT_STACK_BYTES};
 pub use numeric::Numeric;
 pub use parse::{ident, parse, split_statements, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;

@@ -7,8 +7,9 @@ use sqlparser::ast::Statement;
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::parser::Parser;
 
-use crate::error::{SqlError, SqlResult};
+use crate::error::{ErrorKind, SqlError, SqlResult};
 use crate::insert_values::{parse_insert_values, ValueRows};
+use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
@@ -153,6 +154,15 @@ fn strip_comments(text: &str) -> String {
 pub fn parse(sql: &str) -> SqlResult<Vec<ParsedStatement>> {
     let mut out = Vec::new();
     for (offset, text) in split_statements(sql) {
+        let depth = depth_bound(text);
+        if depth > MAX_EXPRESSION_DEPTH {
+            return Err(SqlError::new(
+                ErrorKind::StatementTooComplex,
+                format!(
+                    "not supported yet: expressions nested deeper than {MAX_EXPRESSION_DEPTH} levels (this statement's operators and parentheses nest up to {depth})"
+                ),
+            ));
+        }
         let parsed = parse_one(text).map_err(|mut e| {
             if let Some(p) = e.position {
                 e.position = Some(p + sql[..offset].chars().count() as u32);

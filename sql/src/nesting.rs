@@ -1,0 +1,206 @@
+//! A bound on how deeply a statement's expressions nest, read from its text before any parser
+//! builds a tree. Parsing, binding, folding and evaluating all recurse over expression trees,
+//! and a chain such as `1+1+…+1` of tens of thousands of terms — which sqlparser's recursion
+//! limit does not see, since it reads a chain in a loop — overflowed a thread's stack and took
+//! the server down. Statements whose bound exceeds [`MAX_EXPRESSION_DEPTH`] are refused with
+//! 54001 before they are parsed; the threads that handle statements have stacks sized for
+//! that depth (`STATEMENT_STACK_BYTES`).
+//!
+//! The bound counts, along the innermost open parentheses and every group around them, the
+//! operators chained so far (a run of operator characters, `AND`, `OR`, `NOT`, `::`) plus the
+//! groups themselves; a comma starts a new list element. It never undercounts a tree's depth
+//! and overcounts by a small factor (`x = 1 OR x = 2` counts the `=`s too).
+
+/// The deepest expression a statement may have (as bounded here).
+pub const MAX_EXPRESSION_DEPTH: usize = 2000;
+
+/// The stack of every thread that parses, binds or evaluates a statement. A debug build
+/// needs over 32 KiB per level of a `+` chain (sqlparser, binding, folding, evaluating and
+/// dropping each recurse), so this leaves `MAX_EXPRESSION_DEPTH` four times the room it
+/// needs there, and far more in a release build. It is address space: only the pages a
+/// thread touches take memory.
+pub const STATEMENT_STACK_BYTES: usize = 256 << 20;
+
+/// An upper bound on the nesting depth of `text`'s expressions.
+pub fn depth_bound(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    let mut groups: Vec<usize> = Vec::new();
+    let (mut current, mut outer, mut deepest) = (0usize, 0usize, 0usize);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'\'' => {
+                let escapes = i > 0 && matches!(bytes[i - 1], b'e' | b'E');
+                i = after_string(bytes, i, escapes);
+                continue;
+            }
+            b'"' => {
+                i = after_string(bytes, i, false);
+                continue;
+            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = after_block_comment(bytes, i);
+                continue;
+            }
+            b'$' => {
+                if let Some(end) = after_dollar_quote(text, i) {
+                    i = end;
+                    continue;
+                }
+                i += 1;
+                continue;
+            }
+            b'(' | b'[' => {
+                groups.push(current);
+                outer += current + 1;
+                current = 0;
+            }
+            b')' | b']' => {
+                if let Some(parent) = groups.pop() {
+                    outer -= parent + 1;
+                    current = parent;
+                }
+            }
+            b',' => current = 0,
+            b if is_operator_byte(b) => {
+                while i + 1 < bytes.len() && is_operator_byte(bytes[i + 1]) {
+                    // A comment opening inside the run ends it.
+                    if matches!(&bytes[i + 1..], [b'-', b'-', ..] | [b'/', b'*', ..]) {
+                        break;
+                    }
+                    i += 1;
+                }
+                current += 1;
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                let word = &bytes[start..i];
+                if [&b"and"[..], b"or", b"not"]
+                    .iter()
+                    .any(|w| word.eq_ignore_ascii_case(w))
+                {
+                    current += 1;
+                    deepest = deepest.max(outer + current);
+                }
+                continue;
+            }
+            _ => {}
+        }
+        deepest = deepest.max(outer + current);
+        i += 1;
+    }
+    deepest
+}
+
+fn is_operator_byte(b: u8) -> bool {
+    b"+-*/<>=~!@#%^&|`?:".contains(&b)
+}
+
+/// The offset after the quoted text opening at `open`; with `escapes` (an `E'…'` string) a
+/// backslash escapes the next byte. An unterminated quote runs to the end.
+fn after_string(bytes: &[u8], open: usize, escapes: bool) -> usize {
+    let quote = bytes[open];
+    let mut i = open + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if escapes => i += 2,
+            b if b == quote && bytes.get(i + 1) == Some(&quote) => i += 2,
+            b if b == quote => return i + 1,
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// The offset after the block comment opening at `open` (PostgreSQL's nest).
+fn after_block_comment(bytes: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i + 1 < bytes.len() {
+        match (bytes[i], bytes[i + 1]) {
+            (b'/', b'*') => {
+                depth += 1;
+                i += 2;
+            }
+            (b'*', b'/') => {
+                depth -= 1;
+                i += 2;
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    bytes.len()
+}
+
+/// The offset after a dollar-quoted string opening at `open` (`$tag$…$tag$`), if one opens
+/// there.
+fn after_dollar_quote(text: &str, open: usize) -> Option<usize> {
+    let rest = &text[open + 1..];
+    let end = rest.find('$')?;
+    let tag = &rest[..end];
+    if !tag.chars().all(|c| c.is_alphanumeric() || c == '_')
+        || tag.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let delimiter = &text[open..open + end + 2];
+    let body = open + end + 2;
+    Some(match text[body..].find(delimiter) {
+        Some(close) => body + close + delimiter.len(),
+        None => text.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::depth_bound;
+
+    #[test]
+    fn counts_chains_groups_and_keywords() {
+        assert_eq!(depth_bound("SELECT 1"), 0);
+        assert_eq!(depth_bound("SELECT 1 + 2 + 3"), 2);
+        assert_eq!(depth_bound("SELECT (1 + (2 * (3 - 4)))"), 6);
+        assert_eq!(depth_bound("SELECT f(1 + 2, 3 + 4)"), 2);
+        assert_eq!(
+            depth_bound("SELECT a FROM t WHERE x = 1 AND y = 2 OR NOT z"),
+            5
+        );
+        assert_eq!(depth_bound("SELECT 1::int::text"), 2);
+        assert_eq!(depth_bound("SELECT 1 >= 2"), 1);
+    }
+
+    #[test]
+    fn skips_strings_identifiers_comments_and_dollar_quotes() {
+        assert_eq!(depth_bound("SELECT '+ + (+' , \"a+b\""), 0);
+        assert_eq!(depth_bound("SELECT 'it''s + (' -- + + +\n"), 0);
+        assert_eq!(depth_bound("SELECT /* + /* nested + */ + */ 1"), 0);
+        assert_eq!(depth_bound("SELECT $$ + + $$, $a$ ( + $a$"), 0);
+        assert_eq!(depth_bound("SELECT E'\\' + ' + 1"), 1);
+        // Text that only looks like a string start is still scanned.
+        assert_eq!(depth_bound("SELECT $1 + $2"), 1);
+    }
+
+    #[test]
+    fn long_chains_are_deep() {
+        let chain = vec!["1"; 10_001].join("+");
+        assert_eq!(
+            depth_bound(&format!("INSERT INTO t VALUES ({chain})")),
+            10_001
+        );
+        let rows = vec!["(1 + 2, 3 * 4)"; 10_000].join(", ");
+        assert_eq!(depth_bound(&format!("INSERT INTO t VALUES {rows}")), 2);
+    }
+}
