@@ -18,6 +18,8 @@ use std::borrow::Cow;
 
 use sqlparser::ast::{SetExpr, Statement};
 
+use crate::lexical::{after_quoted, is_operator_byte};
+
 /// Deeper nesting than this goes to sqlparser, which reports its own recursion limit.
 const MAX_DEPTH: usize = 32;
 
@@ -214,7 +216,7 @@ fn after_values_keyword(text: &str) -> Option<usize> {
     let mut i = start;
     while i < bytes.len() {
         match bytes[i] {
-            b'\'' | b'"' => i = after_quoted(bytes, i)?,
+            b'\'' | b'"' => i = after_quoted(bytes, i, false)?,
             b'-' if bytes.get(i + 1) == Some(&b'-') => return None,
             b'/' if bytes.get(i + 1) == Some(&b'*') => return None,
             b'$' => return None,
@@ -248,25 +250,6 @@ fn starts_with_word(bytes: &[u8], at: usize, word: &[u8]) -> bool {
 
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
-}
-
-/// The offset after the quoted text opening at `open` (`''` or `""` inside is an escaped quote).
-fn after_quoted(bytes: &[u8], open: usize) -> Option<usize> {
-    let quote = bytes[open];
-    let mut i = open + 1;
-    loop {
-        match bytes.get(i)? {
-            b if *b == quote && bytes.get(i + 1) == Some(&quote) => i += 2,
-            b if *b == quote => return Some(i + 1),
-            _ => i += 1,
-        }
-    }
-}
-
-/// Bytes that may begin or continue an operator: an operator character next to one of these
-/// may be a comment or a multi-character operator, which only sqlparser reads.
-fn is_operator_byte(b: u8) -> bool {
-    b"+-*/%<>=~!@#^&|`?:".contains(&b)
 }
 
 /// Reads the rows after `VALUES` into an arena; `pos` ends just after the last row.
@@ -408,7 +391,7 @@ impl<'a> RowReader<'a> {
                 Node::Number(self.span(start, self.pos))
             }
             b'\'' => {
-                let end = after_quoted(self.bytes(), start)?;
+                let end = after_quoted(self.bytes(), start, false)?;
                 self.pos = end;
                 Node::String(self.span(start + 1, end - 1))
             }

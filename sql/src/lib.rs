@@ -7,6 +7,7 @@
 
 mod error;
 mod insert_values;
+mod lexical;
 mod nesting;
 mod numeric;
 mod parse;

@@ -11,6 +11,10 @@
 //! groups themselves; a comma starts a new list element. It never undercounts a tree's depth
 //! and overcounts by a small factor (`x = 1 OR x = 2` counts the `=`s too).
 
+use crate::lexical::{
+    after_block_comment, after_dollar_quote, after_quoted, is_operator_byte, line_comment_end,
+};
+
 /// The deepest expression a statement may have (as bounded here).
 pub const MAX_EXPRESSION_DEPTH: usize = 2000;
 
@@ -30,19 +34,13 @@ pub fn depth_bound(text: &str) -> usize {
     while i < bytes.len() {
         let b = bytes[i];
         match b {
-            b'\'' => {
-                let escapes = i > 0 && matches!(bytes[i - 1], b'e' | b'E');
-                i = after_string(bytes, i, escapes);
-                continue;
-            }
-            b'"' => {
-                i = after_string(bytes, i, false);
+            b'\'' | b'"' => {
+                let escapes = b == b'\'' && i > 0 && matches!(bytes[i - 1], b'e' | b'E');
+                i = after_quoted(bytes, i, escapes).unwrap_or(bytes.len());
                 continue;
             }
             b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
+                i = line_comment_end(bytes, i);
                 continue;
             }
             b'/' if bytes.get(i + 1) == Some(&b'*') => {
@@ -50,11 +48,7 @@ pub fn depth_bound(text: &str) -> usize {
                 continue;
             }
             b'$' => {
-                if let Some(end) = after_dollar_quote(text, i) {
-                    i = end;
-                    continue;
-                }
-                i += 1;
+                i = after_dollar_quote(text, i).unwrap_or(i + 1);
                 continue;
             }
             b'(' | b'[' => {
@@ -100,68 +94,6 @@ pub fn depth_bound(text: &str) -> usize {
         i += 1;
     }
     deepest
-}
-
-fn is_operator_byte(b: u8) -> bool {
-    b"+-*/<>=~!@#%^&|`?:".contains(&b)
-}
-
-/// The offset after the quoted text opening at `open`; with `escapes` (an `E'…'` string) a
-/// backslash escapes the next byte. An unterminated quote runs to the end.
-fn after_string(bytes: &[u8], open: usize, escapes: bool) -> usize {
-    let quote = bytes[open];
-    let mut i = open + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' if escapes => i += 2,
-            b if b == quote && bytes.get(i + 1) == Some(&quote) => i += 2,
-            b if b == quote => return i + 1,
-            _ => i += 1,
-        }
-    }
-    bytes.len()
-}
-
-/// The offset after the block comment opening at `open` (PostgreSQL's nest).
-fn after_block_comment(bytes: &[u8], open: usize) -> usize {
-    let mut depth = 0usize;
-    let mut i = open;
-    while i + 1 < bytes.len() {
-        match (bytes[i], bytes[i + 1]) {
-            (b'/', b'*') => {
-                depth += 1;
-                i += 2;
-            }
-            (b'*', b'/') => {
-                depth -= 1;
-                i += 2;
-                if depth == 0 {
-                    return i;
-                }
-            }
-            _ => i += 1,
-        }
-    }
-    bytes.len()
-}
-
-/// The offset after a dollar-quoted string opening at `open` (`$tag$…$tag$`), if one opens
-/// there.
-fn after_dollar_quote(text: &str, open: usize) -> Option<usize> {
-    let rest = &text[open + 1..];
-    let end = rest.find('$')?;
-    let tag = &rest[..end];
-    if !tag.chars().all(|c| c.is_alphanumeric() || c == '_')
-        || tag.starts_with(|c: char| c.is_ascii_digit())
-    {
-        return None;
-    }
-    let delimiter = &text[open..open + end + 2];
-    let body = open + end + 2;
-    Some(match text[body..].find(delimiter) {
-        Some(close) => body + close + delimiter.len(),
-        None => text.len(),
-    })
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ use sqlparser::parser::Parser;
 
 use crate::error::{ErrorKind, SqlError, SqlResult};
 use crate::insert_values::{parse_insert_values, ValueRows};
+use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
@@ -59,24 +60,10 @@ pub fn split_statements(sql: &str) -> Vec<(usize, &str)> {
     while i < bytes.len() {
         match bytes[i] {
             b'\'' | b'"' => {
-                let quote = bytes[i];
-                i += 1;
-                while i < bytes.len() {
-                    if bytes[i] == quote {
-                        if i + 1 < bytes.len() && bytes[i + 1] == quote {
-                            i += 2;
-                            continue;
-                        }
-                        break;
-                    }
-                    i += 1;
-                }
+                i = after_quoted(bytes, i, false).unwrap_or(bytes.len());
+                continue;
             }
-            b'-' if bytes.get(i + 1) == Some(&b'-') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
-            }
+            b'-' if bytes.get(i + 1) == Some(&b'-') => i = line_comment_end(bytes, i),
             b'/' if bytes.get(i + 1) == Some(&b'*') => {
                 i += 2;
                 while i + 1 < bytes.len() && !(bytes[i] == b'*' && bytes[i + 1] == b'/') {
@@ -85,20 +72,9 @@ pub fn split_statements(sql: &str) -> Vec<(usize, &str)> {
                 i += 1;
             }
             b'$' => {
-                // A dollar quote is $tag$ ... $tag$ where the tag is an identifier or empty.
-                let rest = &sql[i + 1..];
-                if let Some(end) = rest.find('$') {
-                    let tag = &rest[..end];
-                    if tag.chars().all(|c| c.is_alphanumeric() || c == '_')
-                        && !tag.starts_with(|c: char| c.is_ascii_digit())
-                    {
-                        let delimiter = &sql[i..i + end + 2];
-                        let body_start = i + end + 2;
-                        match sql[body_start..].find(delimiter) {
-                            Some(close) => i = body_start + close + delimiter.len() - 1,
-                            None => i = bytes.len(),
-                        }
-                    }
+                if let Some(end) = after_dollar_quote(sql, i) {
+                    i = end;
+                    continue;
                 }
             }
             b';' => {
