@@ -73,23 +73,33 @@ pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvRes
             let Ok(index) = node.search(key) else {
                 return Ok(false);
             };
-            read_value(pager, page_id, index, out)?;
+            match node.value(index) {
+                LeafValue::Inline(bytes) => {
+                    out.clear();
+                    out.extend_from_slice(bytes);
+                }
+                LeafValue::Overflow { first_page, len } => {
+                    pager.read_overflow(first_page, len as usize, out)?;
+                }
+            }
             return Ok(true);
         }
         page_id = node.child(node.child_slot(key));
     }
 }
 
-/// Copies the value of cell `index` of leaf `leaf` into `out`.
-fn read_value(pager: &mut Pager, leaf: u64, index: usize, out: &mut Vec<u8>) -> KvResult<()> {
-    match Node::new(pager.read(leaf)?).value(index) {
-        LeafValue::Inline(bytes) => {
-            out.clear();
-            out.extend_from_slice(bytes);
-        }
-        LeafValue::Overflow { first_page, len } => {
+/// Frees the overflow pages (first page, length) of a value being replaced or removed, after
+/// reading the value into `old` when that is given.
+fn release_overflow(
+    pager: &mut Pager,
+    overflow: Option<(u64, u32)>,
+    old: Option<&mut Vec<u8>>,
+) -> KvResult<()> {
+    if let Some((first_page, len)) = overflow {
+        if let Some(out) = old {
             pager.read_overflow(first_page, len as usize, out)?;
         }
+        pager.free_overflow(first_page)?;
     }
     Ok(())
 }
@@ -136,7 +146,7 @@ pub fn put(
     value: &[u8],
     mode: PutMode,
     path: &mut Path,
-    old: Option<&mut Vec<u8>>,
+    mut old: Option<&mut Vec<u8>>,
 ) -> KvResult<bool> {
     check_sizes(pager, key, value)?;
     let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
@@ -150,22 +160,23 @@ pub fn put(
     }
     match position {
         Ok(index) => {
-            if let Some(out) = old {
-                read_value(pager, leaf, index, out)?;
-            }
-            let node = Node::new(pager.read(leaf)?);
-            let old = node.value(index);
-            if let LeafValue::Inline(old_bytes) = old {
-                if fits_inline && old_bytes.len() == value.len() {
-                    let mut node = NodeMut::new(pager.write(leaf)?);
-                    let done = node.overwrite_value_in_place(index, value);
-                    assert!(done, "same-length inline value must overwrite in place");
-                    return Ok(true);
+            let overflow = match node.value(index) {
+                LeafValue::Inline(old_bytes) => {
+                    if let Some(out) = old.as_deref_mut() {
+                        out.clear();
+                        out.extend_from_slice(old_bytes);
+                    }
+                    if fits_inline && old_bytes.len() == value.len() {
+                        let mut node = NodeMut::new(pager.write(leaf)?);
+                        let done = node.overwrite_value_in_place(index, value);
+                        assert!(done, "same-length inline value must overwrite in place");
+                        return Ok(true);
+                    }
+                    None
                 }
-            }
-            if let LeafValue::Overflow { first_page, .. } = old {
-                pager.free_overflow(first_page)?;
-            }
+                LeafValue::Overflow { first_page, len } => Some((first_page, len)),
+            };
+            release_overflow(pager, overflow, old)?;
             let cell = make_leaf_cell(pager, key, value)?;
             NodeMut::new(pager.write(leaf)?).remove_cell(index);
             insert_cell(pager, root, leaf, path, index, cell)?;
@@ -341,20 +352,24 @@ pub fn delete(
     root: u64,
     key: &[u8],
     path: &mut Path,
-    old: Option<&mut Vec<u8>>,
+    mut old: Option<&mut Vec<u8>>,
 ) -> KvResult<bool> {
     let leaf = descend(pager, root, key, path)?;
     let node = Node::new(pager.read(leaf)?);
     let Ok(index) = node.search(key) else {
         return Ok(false);
     };
-    if let Some(out) = old {
-        read_value(pager, leaf, index, out)?;
-    }
-    let node = Node::new(pager.read(leaf)?);
-    if let LeafValue::Overflow { first_page, .. } = node.value(index) {
-        pager.free_overflow(first_page)?;
-    }
+    let overflow = match node.value(index) {
+        LeafValue::Inline(bytes) => {
+            if let Some(out) = old.as_deref_mut() {
+                out.clear();
+                out.extend_from_slice(bytes);
+            }
+            None
+        }
+        LeafValue::Overflow { first_page, len } => Some((first_page, len)),
+    };
+    release_overflow(pager, overflow, old)?;
     NodeMut::new(pager.write(leaf)?).remove_cell(index);
     rebalance(pager, root, leaf, path)?;
     Ok(true)
