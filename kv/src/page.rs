@@ -219,16 +219,10 @@ impl<'a> Node<'a> {
             return Err(0);
         }
         let prefix = self.prefix_len();
-        if prefix > 0 {
-            let shared = &self.key(0)[..prefix];
-            match key[..prefix.min(key.len())].cmp(shared) {
-                std::cmp::Ordering::Less => return Err(0),
-                std::cmp::Ordering::Greater => return Err(len),
-                std::cmp::Ordering::Equal if key.len() < prefix => return Err(0),
-                std::cmp::Ordering::Equal => {}
-            }
-        }
-        // Hints narrow the search to the slots whose hint equals the key's.
+        // Hints narrow the search to the slots whose hint equals the key's. They order keys
+        // only among keys with the node's prefix; a key found by whole-key comparison is
+        // found wherever the hints led, so the prefix is checked only for a key not found
+        // (sparing the cache line of the first cell on a hit).
         let hint = hint_of(key, prefix);
         let (mut low, mut high) = (0usize, len);
         while low < high {
@@ -251,7 +245,17 @@ impl<'a> Node<'a> {
                 step /= 2;
             }
         }
-        self.search_keys(key, low, end)
+        let position = self.search_keys(key, low, end);
+        if position.is_err() && prefix > 0 {
+            let shared = &self.key(0)[..prefix];
+            match key[..prefix.min(key.len())].cmp(shared) {
+                std::cmp::Ordering::Less => return Err(0),
+                std::cmp::Ordering::Greater => return Err(len),
+                std::cmp::Ordering::Equal if key.len() < prefix => return Err(0),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        position
     }
 
     /// Binary search by whole keys among cells `low..high`.
@@ -585,5 +589,49 @@ mod tests {
         assert!(node.overwrite_value_in_place(0, b"VALUE"));
         assert_eq!(node.view().value(0), LeafValue::Inline(b"VALUE"));
         assert!(!node.overwrite_value_in_place(0, b"longer value"));
+    }
+
+    /// Keys over a small alphabet with a long common start, so nodes get long shared
+    /// prefixes, many equal hints, and probes that stop inside, before and after the prefix.
+    fn prefixed_key() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        (0usize..4, proptest::collection::vec(0u8..3, 0..5)).prop_map(|(shared, tail)| {
+            let mut key = b"acct\0\0\0".to_vec();
+            key.truncate(3 + shared);
+            key.extend(tail);
+            key
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn search_agrees_with_a_sorted_list(
+            keys in proptest::collection::btree_set(prefixed_key(), 1..40),
+            probes in proptest::collection::vec(prefixed_key(), 1..40),
+            internal: bool,
+        ) {
+            let kind = if internal { PageKind::Internal } else { PageKind::Leaf };
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            let cells: Vec<Vec<u8>> = keys
+                .iter()
+                .map(|key| {
+                    let mut cell = Vec::new();
+                    if internal {
+                        encode_internal_cell(&mut cell, key, 9);
+                    } else {
+                        encode_leaf_cell(&mut cell, key, LeafValue::Inline(b"v"));
+                    }
+                    cell
+                })
+                .collect();
+            let mut page = vec![0u8; 4096];
+            init_node(&mut page, kind);
+            NodeMut::new(&mut page).rebuild(&cells);
+            let node = Node::new(&page);
+            for probe in probes.iter().chain(&keys) {
+                let expected = keys.binary_search(probe);
+                proptest::prop_assert_eq!(node.search(probe), expected, "probe {:?}", probe);
+            }
+        }
     }
 }

@@ -55,6 +55,11 @@ struct Frame {
     bytes: *mut u8,
     data: Arc<PageBuf>,
     state: FrameState,
+    /// Set when `data` may have another owner (an image handed to a checkpoint, or the
+    /// shared empty buffer); cleared once a write has made sure it has not. While clear, a
+    /// write goes straight to `bytes`: checking the `Arc` costs an atomic read-modify-write on
+    /// a line of its own, a cache miss on every write to a cold page.
+    shared: bool,
     usage: u8,
     /// The capture epoch in which the frame last turned dirty.
     dirty_epoch: u64,
@@ -232,19 +237,26 @@ impl BufferPool {
             // This image belongs to the checkpoint being captured: capture it before changing.
             self.captured_early
                 .push((frame.page_id, Arc::clone(&frame.data)));
+            frame.shared = true;
             frame.capture_epoch = self.epoch;
             self.set_state(index, FrameState::Flushing);
         }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
-        if Arc::get_mut(&mut frame.data).is_none() {
-            // A checkpoint in flight holds this image: write to a copy.
-            frame.data = Arc::new(frame.data.duplicate());
-            frame.bytes = frame.data.as_ptr();
+        if frame.shared {
+            if Arc::get_mut(&mut frame.data).is_none() {
+                // A checkpoint in flight holds this image: write to a copy.
+                frame.data = Arc::new(frame.data.duplicate());
+                frame.bytes = frame.data.as_ptr();
+            }
+            frame.shared = false;
         }
-        Ok(Arc::get_mut(&mut frame.data)
-            .expect("the frame owns its image now")
-            .bytes_mut())
+        debug_assert_eq!(Arc::strong_count(&frame.data), 1);
+        debug_assert_eq!(frame.bytes, frame.data.as_ptr());
+        // SAFETY: `bytes` points at the `page_size` bytes of `frame.data`, and `shared` is
+        // clear, so no other `Arc` of that buffer exists (every clone sets it): the bytes are
+        // ours alone for as long as `&mut self` is borrowed.
+        Ok(unsafe { std::slice::from_raw_parts_mut(frame.bytes, self.page_size) })
     }
 
     /// Installs a page that has no content on disk yet (a newly allocated page id), zeroed
@@ -269,6 +281,7 @@ impl BufferPool {
             frame.data = Arc::new(arena.allocate());
             frame.bytes = frame.data.as_ptr();
         }
+        frame.shared = false;
         Arc::get_mut(&mut frame.data).expect("the frame owns its buffer")
     }
 
@@ -295,7 +308,9 @@ impl BufferPool {
         if let Some(index) = self.frame_of(page_id) {
             self.stats.hits += 1;
             let frame = &mut self.frames[index];
-            frame.usage = (frame.usage + 1).min(USAGE_MAX);
+            if frame.usage < USAGE_MAX {
+                frame.usage += 1;
+            }
             return Ok(index);
         }
         self.stats.misses += 1;
@@ -358,6 +373,7 @@ impl BufferPool {
             bytes: data.as_ptr(),
             data,
             state: FrameState::Clean,
+            shared: false,
             usage: 0,
             dirty_epoch: 0,
             capture_epoch: 0,
@@ -410,6 +426,7 @@ impl BufferPool {
         frame.usage = 0;
         frame.data = Arc::clone(&self.empty);
         frame.bytes = frame.data.as_ptr();
+        frame.shared = true;
         self.set_state(index, FrameState::Free);
         self.free_frames.push(index as u32);
     }
@@ -441,6 +458,7 @@ impl BufferPool {
             let frame = &mut self.frames[index];
             if frame.state == FrameState::Dirty && frame.dirty_epoch < self.epoch {
                 batch.push((frame.page_id, Arc::clone(&frame.data)));
+                frame.shared = true;
                 frame.capture_epoch = self.epoch;
                 self.set_state(index, FrameState::Flushing);
             }
