@@ -50,7 +50,9 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
     path.clear();
     let mut page_id = root;
     loop {
-        let node = Node::new(pager.read(page_id)?);
+        let bytes = pager.read(page_id)?;
+        page::prefetch_search_head(bytes);
+        let node = Node::new(bytes);
         if node.is_leaf() {
             return Ok(page_id);
         }
@@ -68,7 +70,9 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
 pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
     let mut page_id = root;
     loop {
-        let node = Node::new(pager.read(page_id)?);
+        let bytes = pager.read(page_id)?;
+        page::prefetch_search_head(bytes);
+        let node = Node::new(bytes);
         if node.is_leaf() {
             let Ok(index) = node.search(key) else {
                 return Ok(false);
