@@ -92,6 +92,22 @@ pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvRes
     }
 }
 
+/// The stored value about to be replaced or removed: an inline one is copied into `old` (when
+/// given) here, while the page is borrowed; an overflow one comes back as (first page,
+/// length) for `release_overflow`.
+fn save_inline(stored: LeafValue<'_>, old: Option<&mut Vec<u8>>) -> Option<(u64, u32)> {
+    match stored {
+        LeafValue::Inline(bytes) => {
+            if let Some(out) = old {
+                out.clear();
+                out.extend_from_slice(bytes);
+            }
+            None
+        }
+        LeafValue::Overflow { first_page, len } => Some((first_page, len)),
+    }
+}
+
 /// Frees the overflow pages (first page, length) of a value being replaced or removed, after
 /// reading the value into `old` when that is given.
 fn release_overflow(
@@ -164,22 +180,16 @@ pub fn put(
     }
     match position {
         Ok(index) => {
-            let overflow = match node.value(index) {
-                LeafValue::Inline(old_bytes) => {
-                    if let Some(out) = old.as_deref_mut() {
-                        out.clear();
-                        out.extend_from_slice(old_bytes);
-                    }
-                    if fits_inline && old_bytes.len() == value.len() {
-                        let mut node = NodeMut::new(pager.write(leaf)?);
-                        let done = node.overwrite_value_in_place(index, value);
-                        assert!(done, "same-length inline value must overwrite in place");
-                        return Ok(true);
-                    }
-                    None
-                }
-                LeafValue::Overflow { first_page, len } => Some((first_page, len)),
-            };
+            let stored = node.value(index);
+            let in_place = fits_inline
+                && matches!(stored, LeafValue::Inline(bytes) if bytes.len() == value.len());
+            let overflow = save_inline(stored, old.as_deref_mut());
+            if in_place {
+                let mut node = NodeMut::new(pager.write(leaf)?);
+                let done = node.overwrite_value_in_place(index, value);
+                assert!(done, "same-length inline value must overwrite in place");
+                return Ok(true);
+            }
             release_overflow(pager, overflow, old)?;
             let cell = make_leaf_cell(pager, key, value)?;
             NodeMut::new(pager.write(leaf)?).remove_cell(index);
@@ -349,8 +359,7 @@ fn fill_node<C: AsRef<[u8]>>(
     Ok(())
 }
 
-/// Deletes `key`; returns whether it existed.
-/// Deletes `key`; `old`, when given, receives the deleted value.
+/// Deletes `key`; returns whether it existed. `old`, when given, receives the deleted value.
 pub fn delete(
     pager: &mut Pager,
     root: u64,
@@ -363,16 +372,7 @@ pub fn delete(
     let Ok(index) = node.search(key) else {
         return Ok(false);
     };
-    let overflow = match node.value(index) {
-        LeafValue::Inline(bytes) => {
-            if let Some(out) = old.as_deref_mut() {
-                out.clear();
-                out.extend_from_slice(bytes);
-            }
-            None
-        }
-        LeafValue::Overflow { first_page, len } => Some((first_page, len)),
-    };
+    let overflow = save_inline(node.value(index), old.as_deref_mut());
     release_overflow(pager, overflow, old)?;
     NodeMut::new(pager.write(leaf)?).remove_cell(index);
     rebalance(pager, root, leaf, path)?;

@@ -82,13 +82,11 @@ enum FrameState {
 
 struct Frame {
     page_id: u64,
-    /// `data`'s bytes. Invariant: always `data.as_ptr()`.
-    bytes: *mut u8,
     data: Arc<PageBuf>,
     state: FrameState,
     /// Set when `data` may have another owner (an image handed to a checkpoint, or the
     /// shared empty buffer); cleared once a write has made sure it has not. While clear, a
-    /// write goes straight to `bytes`: checking the `Arc` costs an atomic read-modify-write on
+    /// write goes straight to the bytes: checking the `Arc` costs an atomic read-modify-write on
     /// a line of its own, a cache miss on every write to a cold page.
     shared: bool,
     /// The capture epoch in which the frame last turned dirty.
@@ -149,8 +147,8 @@ pub struct BufferPool {
     empty: Arc<PageBuf>,
 }
 
-// SAFETY: the only non-`Send` fields are the cached `bytes` pointers of frames and mappings,
-// which point into the frames' own `data` and move with them.
+// SAFETY: the only non-`Send` field is each mapping's cached `bytes` pointer, which points
+// into its frame's `data` and moves with it.
 unsafe impl Send for BufferPool {}
 
 impl BufferPool {
@@ -270,7 +268,7 @@ impl BufferPool {
             Some(mapping) => mapping.bytes,
             None => {
                 let index = self.load(page_id)?;
-                self.frames[index].bytes
+                self.frames[index].data.as_ptr()
             }
         };
         // SAFETY: the mapping's (or the loaded frame's) `bytes` point at the `page_size` bytes
@@ -290,7 +288,7 @@ impl BufferPool {
                     frame.state == FrameState::Dirty
                         && frame.dirty_epoch == self.epoch
                         && !frame.shared
-                        && frame.bytes == mapping.bytes
+                        && frame.data.as_ptr() == mapping.bytes
                 });
                 // SAFETY: as below; the tag says nothing has shared the buffer since.
                 return Ok(unsafe {
@@ -318,13 +316,11 @@ impl BufferPool {
             if Arc::get_mut(&mut frame.data).is_none() {
                 // A checkpoint in flight holds this image: write to a copy.
                 frame.data = Arc::new(frame.data.duplicate());
-                frame.bytes = frame.data.as_ptr();
             }
             frame.shared = false;
         }
         debug_assert_eq!(Arc::strong_count(&frame.data), 1);
-        debug_assert_eq!(frame.bytes, frame.data.as_ptr());
-        let bytes = frame.bytes;
+        let bytes = frame.data.as_ptr();
         let mapping = &mut self.page_table[page_id as usize];
         mapping.bytes = bytes;
         mapping.write_tag = tag;
@@ -358,7 +354,6 @@ impl BufferPool {
     fn own_buffer<'f>(frame: &'f mut Frame, arena: &Arc<PageArena>) -> &'f mut PageBuf {
         if Arc::get_mut(&mut frame.data).is_none() {
             frame.data = Arc::new(arena.allocate());
-            frame.bytes = frame.data.as_ptr();
         }
         frame.shared = false;
         Arc::get_mut(&mut frame.data).expect("the frame owns its buffer")
@@ -414,7 +409,7 @@ impl BufferPool {
     /// `page_id`.
     fn map(&mut self, page_id: u64, index: usize) {
         self.page_table[page_id as usize] = Mapping {
-            bytes: self.frames[index].bytes,
+            bytes: self.frames[index].data.as_ptr(),
             frame: index as u32,
             write_tag: 0,
             usage: 1,
@@ -456,7 +451,6 @@ impl BufferPool {
         let data = Arc::new(self.arena.allocate());
         self.frames.push(Frame {
             page_id: u64::MAX,
-            bytes: data.as_ptr(),
             data,
             state: FrameState::Clean,
             shared: false,
@@ -510,7 +504,6 @@ impl BufferPool {
         }
         frame.page_id = u64::MAX;
         frame.data = Arc::clone(&self.empty);
-        frame.bytes = frame.data.as_ptr();
         frame.shared = true;
         self.set_state(index, FrameState::Free);
         self.free_frames.push(index as u32);
