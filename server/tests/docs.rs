@@ -25,7 +25,7 @@ fn sql_blocks(markdown: &str) -> Vec<String> {
 }
 
 async fn run_examples(file: &str) {
-    let path = format!("{}/../{file}", env!("CARGO_MANIFEST_DIR"));
+    let path = common::repo_root().join(file);
     let text = std::fs::read_to_string(&path).expect("documentation file");
     let blocks = sql_blocks(&text);
     assert!(!blocks.is_empty(), "{file} has no sql examples");

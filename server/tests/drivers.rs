@@ -10,7 +10,7 @@ use std::process::Command;
 use common::{stderr, stdout, TestServer, PASSWORD};
 
 fn drivers_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/drivers")
+    common::repo_root().join("tests/drivers")
 }
 
 fn run_driver(name: &str, mut command: Command) {

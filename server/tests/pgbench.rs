@@ -220,7 +220,8 @@ async fn kill9_mid_run_loses_no_acknowledged_transaction() {
 async fn tpcb_as_one_procedure_call() {
     let server = TestServer::start();
     assert!(server.pgbench(&["-i", "-s", "1"]).status.success());
-    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/pgbench");
+    let tools = common::repo_root().join("tools/pgbench");
+    let tools = tools.display();
     let create = server.psql(&["-f", &format!("{tools}/tpcb_procedure_create.sql")]);
     assert!(create.status.success(), "{}", stderr(&create));
     let script = format!("{tools}/tpcb_procedure.sql");

@@ -98,7 +98,7 @@ impl AsyncDB for Hotledger {
 }
 
 fn slt_files() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/sqllogictest");
+    let dir = common::repo_root().join("tests/sqllogictest");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/sqllogictest exists")
         .filter_map(|e| e.ok().map(|e| e.path()))

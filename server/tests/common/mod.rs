@@ -23,6 +23,14 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
+/// The repository's root, from the directory cargo runs the test in. Not `env!`: the value
+/// compiled in names the checkout that first built the test binary, and a clone that shares
+/// the target directory (CI does) reuses that binary unchanged.
+pub fn repo_root() -> PathBuf {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    PathBuf::from(manifest).join("..")
+}
+
 pub fn binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_hotledger"))
 }
