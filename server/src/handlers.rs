@@ -21,7 +21,9 @@ use pgwire::api::query::{
     send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler,
     SimpleQueryHandler,
 };
-use pgwire::api::results::{CopyResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::results::{
+    CopyResponse, DescribeResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
+};
 use pgwire::api::stmt::QueryParser;
 use pgwire::api::stmt::StoredStatement;
 use pgwire::api::store::Entry as StoreEntry;
@@ -32,8 +34,10 @@ use pgwire::api::{
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
 use pgwire::messages::extendedquery::{
-    Bind, BindComplete, Execute, Parse, ParseComplete, PortalSuspended, Sync as PgSync,
+    Bind, BindComplete, Close, CloseComplete, Describe, Execute, Parse, ParseComplete,
+    PortalSuspended, Sync as PgSync, TARGET_TYPE_BYTE_PORTAL, TARGET_TYPE_BYTE_STATEMENT,
 };
 use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
@@ -717,6 +721,87 @@ impl ExtendedQueryHandler for Connection {
         }
         client
             .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+            .await?;
+        Ok(())
+    }
+
+    // Describe and Close replies are buffered too. pgbench's prepared mode sends Bind,
+    // Describe, Execute, Sync for every statement: a flushed Describe reply was a second
+    // write (and a second wakeup of the client) per statement.
+    async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+        let (parameters, fields) = match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
+                Some(StoreEntry::Value(statement)) => {
+                    let described = self.do_describe_statement(client, &statement).await?;
+                    let parameters = described.parameters().map(<[Type]>::to_vec);
+                    (parameters, described.fields().to_vec())
+                }
+                Some(StoreEntry::Empty) => (Some(Vec::new()), Vec::new()),
+                None => {
+                    let e = SqlError::new(
+                        ErrorKind::InvalidPreparedStatement,
+                        format!("prepared statement \"{name}\" does not exist"),
+                    );
+                    return Err(pg_error(&e));
+                }
+            },
+            TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
+                Some(StoreEntry::Value(portal)) => {
+                    let described = self.do_describe_portal(client, &portal).await?;
+                    (None, described.fields().to_vec())
+                }
+                Some(StoreEntry::Empty) => (None, Vec::new()),
+                None => {
+                    let e = SqlError::new(
+                        ErrorKind::InvalidCursor,
+                        format!("portal \"{name}\" does not exist"),
+                    );
+                    return Err(pg_error(&e));
+                }
+            },
+            other => return Err(PgWireError::InvalidTargetType(other)),
+        };
+        if let Some(parameters) = parameters {
+            let oids = parameters.iter().map(Type::oid).collect();
+            client
+                .feed(PgWireBackendMessage::ParameterDescription(
+                    ParameterDescription::new(oids),
+                ))
+                .await?;
+        }
+        let reply = if fields.is_empty() {
+            PgWireBackendMessage::NoData(NoData::new())
+        } else {
+            PgWireBackendMessage::RowDescription(RowDescription::new(
+                fields.iter().map(Into::into).collect(),
+            ))
+        };
+        client.feed(reply).await?;
+        Ok(())
+    }
+
+    async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+        match message.target_type {
+            TARGET_TYPE_BYTE_STATEMENT => client.portal_store().rm_statement(name),
+            TARGET_TYPE_BYTE_PORTAL => client.portal_store().rm_portal(name),
+            _ => {}
+        }
+        client
+            .feed(PgWireBackendMessage::CloseComplete(CloseComplete::new()))
             .await?;
         Ok(())
     }
