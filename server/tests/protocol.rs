@@ -471,3 +471,107 @@ async fn show_stats_reports_group_commit_and_storage() {
     assert!(storage["resident_pages"] >= 1, "{storage:?}");
     assert!(storage["file_pages"] >= storage["resident_pages"] - storage["dirty_pages"]);
 }
+
+/// A client stream that records what crosses it: each write the client makes and each read
+/// that returns bytes, in order.
+struct Recorded {
+    inner: tokio::net::TcpStream,
+    events: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl tokio::io::AsyncRead for Recorded {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            let read = &buf.filled()[before..];
+            let event = format!("read {} bytes from {:?}", read.len(), read[0] as char);
+            self.events.lock().unwrap().push(event);
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Recorded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let event = format!("write {} bytes from {:?}", data.len(), data[0] as char);
+        self.events.lock().unwrap().push(event);
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Like PostgreSQL, the server answers a batch of extended-protocol messages (Parse,
+/// Describe, Bind, Execute) in one write at the Sync that ends it: a reply flushed per
+/// message is a write and a client wakeup each. The client here sends each batch in one
+/// write and must get each answer in one read (a single small write on loopback is never
+/// split, so this cannot fail spuriously; with a flush per Describe, most runs of 50 rounds
+/// saw a batch arrive in pieces).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_extended_messages_is_answered_in_one_write() {
+    let server = TestServer::start();
+    let setup = server.client().await;
+    setup
+        .batch_execute("create table b (id int primary key, v text)")
+        .await
+        .unwrap();
+    let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", server.port))
+        .await
+        .unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let stream = Recorded {
+        inner: tcp,
+        events: events.clone(),
+    };
+    let config: tokio_postgres::Config = server.url().parse().unwrap();
+    let (c, connection) = config.connect_raw(stream, NoTls).await.unwrap();
+    tokio::spawn(connection);
+    // Statements stay alive to the end: a dropped one sends Close + Sync with the next request.
+    let mut statements = Vec::new();
+    for i in 0..50 {
+        events.lock().unwrap().clear();
+        // Parse + Describe(statement) + Sync, twice; Bind + Execute + Sync, twice: each
+        // one write from the client.
+        let insert = c.prepare("insert into b values ($1, $2)").await.unwrap();
+        let select = c.prepare("select v from b where id = $1").await.unwrap();
+        c.execute(&insert, &[&i, &"x"]).await.unwrap();
+        let rows = c.query(&select, &[&i]).await.unwrap();
+        assert_eq!(rows.len(), 1);
+        statements.extend([insert, select]);
+        let recorded = events.lock().unwrap().clone();
+        let mut reads_per_write = Vec::new();
+        for event in &recorded {
+            if event.starts_with("write") {
+                reads_per_write.push(0);
+            } else if let Some(reads) = reads_per_write.last_mut() {
+                *reads += 1;
+            }
+        }
+        assert!(
+            reads_per_write.len() == 4 && reads_per_write.iter().all(|&n| n == 1),
+            "round {i}: a batch was answered in pieces: {recorded:#?}"
+        );
+    }
+}
