@@ -25,6 +25,7 @@ mod error;
 pub mod io;
 mod journal;
 pub mod keycode;
+mod log_spares;
 mod log_store;
 mod page;
 mod pager;

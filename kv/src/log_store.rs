@@ -5,7 +5,8 @@
 //! - `seg-<seq>.wal`: segments, zero-filled to their full size when created and reused after a
 //!   purge (renamed, never compacted), so an append writes into already-allocated blocks and
 //!   `fdatasync` has no file-size metadata to flush;
-//! - `spare-<n>.wal`: purged segments waiting for reuse;
+//! - `spare-<n>.wal`: purged segments waiting for reuse, and zero-filled ones prepared ahead
+//!   of need by a background thread (`log_spares.rs`; `prep-<n>.tmp` while being written);
 //! - `meta`: two alternating slots holding the purge point and a small caller blob (Raft's
 //!   vote), each with its own checksum, so a torn write leaves the other slot readable.
 //!
@@ -27,9 +28,12 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::{self, BlockFile, FaultPlan, IoMode};
+use crate::log_spares::SpareMaker;
 use crate::page::{read_u32, read_u64, write_u32, write_u64};
 
 const SEGMENT_MAGIC: &[u8; 8] = b"HLWALSG1";
@@ -85,7 +89,9 @@ pub struct LogStore {
     meta_file: BlockFile,
     meta_seq: u64,
     user_meta: Vec<u8>,
-    next_spare: u64,
+    /// Number for the next `spare-` name (recycled segments and prepared ones alike).
+    next_spare: Arc<AtomicU64>,
+    spares: SpareMaker,
 }
 
 fn segment_name(seq: u64) -> String {
@@ -106,6 +112,9 @@ impl LogStore {
             options.faults.clone(),
         )?;
         let (meta_seq, purged_through, user_meta) = read_meta(&meta_file)?;
+        SpareMaker::remove_leftovers(dir);
+        let next_spare = Arc::new(AtomicU64::new(0));
+        let segment_bytes = options.segment_bytes;
         let mut store = LogStore {
             dir: dir.to_path_buf(),
             options,
@@ -117,9 +126,13 @@ impl LogStore {
             meta_file,
             meta_seq,
             user_meta,
-            next_spare: 0,
+            next_spare: next_spare.clone(),
+            spares: SpareMaker::new(dir, segment_bytes, next_spare),
         };
         store.recover()?;
+        if store.list("spare-")?.is_empty() {
+            store.spares.request();
+        }
         Ok(store)
     }
 
@@ -144,7 +157,8 @@ impl LogStore {
     }
 
     fn recover(&mut self) -> KvResult<()> {
-        self.next_spare = self.list("spare-")?.last().map_or(0, |(n, _)| n + 1);
+        let next_spare = self.list("spare-")?.last().map_or(0, |(n, _)| n + 1);
+        self.next_spare.store(next_spare, Ordering::SeqCst);
         let mut expected: Option<u64> = None;
         let mut last_generation = 0u64;
         let mut stale = Vec::new();
@@ -312,7 +326,12 @@ impl LogStore {
     fn roll_segment(&mut self, first_index: u64) -> KvResult<()> {
         let seq = self.segments.back().map_or(1, |segment| segment.seq + 1);
         let path = self.dir.join(segment_name(seq));
-        let spares = self.list("spare-")?;
+        let mut spares = self.list("spare-")?;
+        if spares.is_empty() {
+            // One may be on its way: waiting for the rest of it beats filling one here.
+            self.spares.finish();
+            spares = self.list("spare-")?;
+        }
         let reused = if let Some((_, spare)) = spares.first() {
             std::fs::rename(spare, &path)
                 .map_err(|source| KvError::io(spare, IoOp::Rename, 0, source))?;
@@ -345,6 +364,10 @@ impl LogStore {
             file,
             end: SEGMENT_HEADER,
         });
+        if spares.len() <= 1 {
+            // The next segment's spare, filled while this one fills.
+            self.spares.request();
+        }
         Ok(())
     }
 
@@ -451,8 +474,8 @@ impl LogStore {
             std::fs::remove_file(path)
                 .map_err(|source| KvError::io(path, IoOp::Remove, 0, source))?;
         } else {
-            let target = self.dir.join(format!("spare-{:016x}.wal", self.next_spare));
-            self.next_spare += 1;
+            let number = self.next_spare.fetch_add(1, Ordering::SeqCst);
+            let target = self.dir.join(format!("spare-{number:016x}.wal"));
             std::fs::rename(path, &target)
                 .map_err(|source| KvError::io(path, IoOp::Rename, 0, source))?;
         }

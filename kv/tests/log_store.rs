@@ -219,3 +219,64 @@ fn the_caller_blob_survives_reopen_and_a_torn_slot() {
     let store = LogStore::open(dir.path(), options()).unwrap();
     assert_eq!(store.user_meta(), b"vote term=3 node=1");
 }
+
+fn names_starting(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(prefix))
+        .collect();
+    names.sort();
+    names
+}
+
+fn wait_for_spare(dir: &Path) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let spares = names_starting(dir, "spare-");
+        if !spares.is_empty() || std::time::Instant::now() > deadline {
+            return spares;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The segment after the current one is zero-filled ahead of need by a background thread (an
+/// append that fills a segment renames it instead of writing a segment of zeros); a
+/// half-prepared file left by a crash is deleted at open, and none is left after a close.
+#[test]
+fn the_next_segment_is_prepared_in_the_background() {
+    let dir = tempfile::tempdir().unwrap();
+    let leftover = dir.path().join("prep-00000000000000ff.tmp");
+    std::fs::write(&leftover, b"half a spare").unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    assert!(
+        !leftover.exists(),
+        "a crash's half-prepared spare is removed"
+    );
+    let spares = wait_for_spare(dir.path());
+    assert_eq!(spares.len(), 1, "a spare is prepared at open");
+    let len = std::fs::metadata(dir.path().join(&spares[0]))
+        .unwrap()
+        .len();
+    assert_eq!(len, 64 << 10, "a spare is a whole segment");
+    // Appends across many segments: each roll takes the spare and asks for the next one.
+    for from in (1..4000).step_by(100) {
+        store.append(&batch(from, from + 100, 1)).unwrap();
+    }
+    assert!(names_starting(dir.path(), "seg-").len() > 5);
+    assert_eq!(
+        wait_for_spare(dir.path()).len(),
+        1,
+        "the next spare is ready"
+    );
+    store.purge_through(3000).unwrap();
+    drop(store);
+    assert!(names_starting(dir.path(), "prep-").is_empty());
+    let spares = names_starting(dir.path(), "spare-");
+    let mut unique = spares.clone();
+    unique.dedup();
+    assert_eq!(spares, unique);
+    let store = reopen_holding(dir.path(), 3001, 4000);
+    assert_holds(&store, 3001, 4001, 1);
+}
