@@ -2,6 +2,10 @@
 //! append that fills a segment finds a spare to rename instead of writing and syncing a whole
 //! segment of zeros on the log's thread (64 MiB: a stall of every commit for tens of ms).
 //!
+//! The zeros go out a megabyte at a time with a sync and a short pause after each, so that the
+//! device never holds the log's own `fdatasync` behind a 64 MiB flush; when the log store needs
+//! the spare before it is ready it waits, and the pauses stop.
+//!
 //! A spare is written as `prep-<n>.tmp`, synced, and only then renamed `spare-<n>.wal`, so the
 //! log store never sees a half-filled spare; a `prep-` file left by a crash is deleted at open.
 //! A failure here (a full disk) only loses the head start: the log store falls back to filling
@@ -25,6 +29,8 @@ pub(crate) struct SpareMaker {
     /// Number of the next spare's name, shared with the log store's recycling of segments.
     next_spare: Arc<AtomicU64>,
     stop: Arc<AtomicBool>,
+    /// Set while the log store waits for the spare: the pauses are skipped.
+    hurry: Arc<AtomicBool>,
     worker: Option<JoinHandle<()>>,
 }
 
@@ -35,6 +41,7 @@ impl SpareMaker {
             segment_bytes,
             next_spare,
             stop: Arc::new(AtomicBool::new(false)),
+            hurry: Arc::new(AtomicBool::new(false)),
             worker: None,
         }
     }
@@ -57,15 +64,17 @@ impl SpareMaker {
             return;
         }
         self.finish();
+        self.hurry.store(false, Ordering::Relaxed);
         let number = self.next_spare.fetch_add(1, Ordering::SeqCst);
         let dir = self.dir.clone();
         let bytes = self.segment_bytes;
         let stop = self.stop.clone();
+        let hurry = self.hurry.clone();
         let spawned = std::thread::Builder::new()
             .name("log-spare".into())
             .spawn(move || {
                 let prep = dir.join(format!("{PREP_PREFIX}{number:016x}.tmp"));
-                if prepare(&prep, bytes, &stop).is_ok() && !stop.load(Ordering::Relaxed) {
+                if prepare(&prep, bytes, &stop, &hurry).is_ok() && !stop.load(Ordering::Relaxed) {
                     let spare = dir.join(format!("spare-{number:016x}.wal"));
                     if std::fs::rename(&prep, &spare).is_ok() {
                         let _ = io::sync_directory(&dir);
@@ -78,9 +87,11 @@ impl SpareMaker {
         self.worker = spawned.ok();
     }
 
-    /// Waits for a preparation in progress, if any (cheaper than filling a segment anew).
+    /// Waits for a preparation in progress, if any (cheaper than filling a segment anew),
+    /// letting it run unpaced.
     pub(crate) fn finish(&mut self) {
         if let Some(worker) = self.worker.take() {
+            self.hurry.store(true, Ordering::Relaxed);
             let _ = worker.join();
         }
     }
@@ -94,7 +105,7 @@ impl Drop for SpareMaker {
 }
 
 /// Writes `bytes` zeros to a new file at `path`, syncing as it goes; stops early when asked.
-fn prepare(path: &Path, bytes: u64, stop: &AtomicBool) -> std::io::Result<()> {
+fn prepare(path: &Path, bytes: u64, stop: &AtomicBool, hurry: &AtomicBool) -> std::io::Result<()> {
     let mut file: File = OpenOptions::new().write(true).create_new(true).open(path)?;
     let zeros = vec![0u8; 1 << 20];
     let mut written = 0;
@@ -107,8 +118,10 @@ fn prepare(path: &Path, bytes: u64, stop: &AtomicBool) -> std::io::Result<()> {
         written += chunk as u64;
         // A megabyte at a time to the device, with a pause between: 64 MiB flushed at once
         // held the log's own fdatasync behind it (commits stalled 35-55 ms at each segment).
-        file.sync_data()?;
-        std::thread::sleep(CHUNK_PAUSE);
+        if !hurry.load(Ordering::Relaxed) {
+            file.sync_data()?;
+            std::thread::sleep(CHUNK_PAUSE);
+        }
     }
     file.sync_all()
 }
