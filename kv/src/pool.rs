@@ -416,7 +416,8 @@ impl BufferPool {
         };
     }
 
-    /// Finds a frame for `page_id` (free, evicted, or new) and maps it; the content is stale.
+    /// Finds a frame for `page_id` (free, evicted, or new); the content is stale, and the
+    /// caller maps the page (`map`) once the frame's buffer is the one that will hold it.
     fn take_frame(&mut self, page_id: u64) -> usize {
         // Below capacity a free frame (or a new one) is used; at capacity a clean page is
         // evicted, and only when every page is dirty does the pool grow.
@@ -436,11 +437,6 @@ impl BufferPool {
             let wanted = (page_id as usize + 1).next_power_of_two();
             self.page_table.resize(wanted, Mapping::ABSENT);
         }
-        self.page_table[page_id as usize] = Mapping {
-            frame: index as u32,
-            usage: 1,
-            ..Mapping::ABSENT
-        };
         self.set_state(index, FrameState::Clean);
         self.frames[index].page_id = page_id;
         index

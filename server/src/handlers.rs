@@ -565,11 +565,7 @@ impl ExtendedQueryHandler for Connection {
             }
             None => {
                 client.set_state(PgWireConnectionState::ReadyForQuery);
-                let e = SqlError::new(
-                    ErrorKind::InvalidCursor,
-                    format!("portal \"{portal_name}\" does not exist"),
-                );
-                return Err(pg_error(&e));
+                return Err(no_such_portal(portal_name));
             }
         };
         let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
@@ -711,13 +707,7 @@ impl ExtendedQueryHandler for Connection {
                 }
                 client.portal_store().put_empty_portal(portal_name);
             }
-            None => {
-                let e = SqlError::new(
-                    ErrorKind::InvalidPreparedStatement,
-                    format!("prepared statement \"{statement_name}\" does not exist"),
-                );
-                return Err(pg_error(&e));
-            }
+            None => return Err(no_such_statement(statement_name)),
         }
         client
             .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
@@ -736,55 +726,25 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
-        let (parameters, fields) = match message.target_type {
+        match message.target_type {
             TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
                 Some(StoreEntry::Value(statement)) => {
                     let described = self.do_describe_statement(client, &statement).await?;
-                    let parameters = described.parameters().map(<[Type]>::to_vec);
-                    (parameters, described.fields().to_vec())
+                    feed_description(client, described.parameters(), described.fields()).await
                 }
-                Some(StoreEntry::Empty) => (Some(Vec::new()), Vec::new()),
-                None => {
-                    let e = SqlError::new(
-                        ErrorKind::InvalidPreparedStatement,
-                        format!("prepared statement \"{name}\" does not exist"),
-                    );
-                    return Err(pg_error(&e));
-                }
+                Some(StoreEntry::Empty) => feed_description(client, Some(&[]), &[]).await,
+                None => Err(no_such_statement(name)),
             },
             TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
                 Some(StoreEntry::Value(portal)) => {
                     let described = self.do_describe_portal(client, &portal).await?;
-                    (None, described.fields().to_vec())
+                    feed_description(client, None, described.fields()).await
                 }
-                Some(StoreEntry::Empty) => (None, Vec::new()),
-                None => {
-                    let e = SqlError::new(
-                        ErrorKind::InvalidCursor,
-                        format!("portal \"{name}\" does not exist"),
-                    );
-                    return Err(pg_error(&e));
-                }
+                Some(StoreEntry::Empty) => feed_description(client, None, &[]).await,
+                None => Err(no_such_portal(name)),
             },
-            other => return Err(PgWireError::InvalidTargetType(other)),
-        };
-        if let Some(parameters) = parameters {
-            let oids = parameters.iter().map(Type::oid).collect();
-            client
-                .feed(PgWireBackendMessage::ParameterDescription(
-                    ParameterDescription::new(oids),
-                ))
-                .await?;
+            other => Err(PgWireError::InvalidTargetType(other)),
         }
-        let reply = if fields.is_empty() {
-            PgWireBackendMessage::NoData(NoData::new())
-        } else {
-            PgWireBackendMessage::RowDescription(RowDescription::new(
-                fields.iter().map(Into::into).collect(),
-            ))
-        };
-        client.feed(reply).await?;
-        Ok(())
     }
 
     async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
@@ -827,6 +787,51 @@ impl ExtendedQueryHandler for Connection {
         client.flush().await?;
         Ok(())
     }
+}
+
+fn no_such_statement(name: &str) -> PgWireError {
+    pg_error(&SqlError::new(
+        ErrorKind::InvalidPreparedStatement,
+        format!("prepared statement \"{name}\" does not exist"),
+    ))
+}
+
+fn no_such_portal(name: &str) -> PgWireError {
+    pg_error(&SqlError::new(
+        ErrorKind::InvalidCursor,
+        format!("portal \"{name}\" does not exist"),
+    ))
+}
+
+/// Buffers a Describe reply: the parameter types (for a statement) and the result columns,
+/// or NoData when there are none.
+async fn feed_description<C>(
+    client: &mut C,
+    parameters: Option<&[Type]>,
+    fields: &[FieldInfo],
+) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    if let Some(parameters) = parameters {
+        let oids = parameters.iter().map(Type::oid).collect();
+        client
+            .feed(PgWireBackendMessage::ParameterDescription(
+                ParameterDescription::new(oids),
+            ))
+            .await?;
+    }
+    let reply = if fields.is_empty() {
+        PgWireBackendMessage::NoData(NoData::new())
+    } else {
+        PgWireBackendMessage::RowDescription(RowDescription::new(
+            fields.iter().map(Into::into).collect(),
+        ))
+    };
+    client.feed(reply).await?;
+    Ok(())
 }
 
 fn decode_params(portal: &Portal<Arc<Prepared>>, bound: &Bound) -> SqlResult<Vec<Value>> {

@@ -1,6 +1,6 @@
-# Sourced by the A/B scripts (partitions-ab, mixed-ab, pool-ab) after they set `port` and
-# `work` (a scratch directory): a hotledger on a fresh data directory loaded with the
-# benchmarks' 100,001 accounts, and the helpers around it.
+# Sourced by the A/B scripts (partitions-ab, mixed-ab, pool-ab, tpcb-ab) after they set `port`
+# and `work` (a scratch directory): a hotledger on a fresh data directory, loaded with the
+# benchmarks' 100,001 accounts when asked, and the helpers around it.
 
 export PGPASSWORD=bench
 
@@ -9,9 +9,9 @@ psql_hl() { psql -h 127.0.0.1 -p "$port" -U ledger -X -Atq "$@" ledger; }
 # The TPS pgbench printed into FILE.
 tps_of() { sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$1"; }
 
-# start_loaded BINARY SERVE_ARGS...: starts BINARY on $work/data (emptied first), waits until
-# it answers, loads accounts 1..100,001; the server's process id is left in `pid`.
-start_loaded() {
+# start_server BINARY SERVE_ARGS...: starts BINARY on $work/data (emptied first) and waits
+# until it answers; the server's process id is left in `pid`.
+start_server() {
     local binary=$1
     shift
     rm -rf "$work/data"
@@ -19,6 +19,11 @@ start_loaded() {
         "$@" > "$work/server.log" 2>&1 &
     pid=$!
     for _ in $(seq 150); do psql_hl -c "select 1" > /dev/null 2>&1 && break; sleep 0.2; done
+}
+
+# start_loaded BINARY SERVE_ARGS...: start_server, then loads accounts 1..100,001.
+start_loaded() {
+    start_server "$@"
     python3 -c "import sys; sys.stdout.write(''.join(f'{i}\t1\t1\n' for i in range(1, 100002)))" |
         psql_hl -c "COPY accounts (id, ledger, code) FROM STDIN"
 }
