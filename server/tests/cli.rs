@@ -35,6 +35,15 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         assert!(!bad.status.success());
         assert!(stderr(&bad).contains("--partitions"), "{}", stderr(&bad));
     }
+    for count in ["0", "257", "many"] {
+        let bad = serve(&["--data-dir", data, "--session-threads", count]);
+        assert!(!bad.status.success());
+        assert!(
+            stderr(&bad).contains("--session-threads"),
+            "{}",
+            stderr(&bad)
+        );
+    }
 
     let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
     assert!(!public.status.success());
@@ -57,6 +66,7 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         "--tls-cert",
         "--max-message-mb",
         "--partitions",
+        "--session-threads",
     ] {
         assert!(
             stdout(&help).contains(flag),
