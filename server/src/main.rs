@@ -6,6 +6,7 @@ mod frontend;
 mod handlers;
 mod migrations;
 mod session;
+mod session_threads;
 mod tls;
 mod wire;
 
@@ -23,6 +24,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::handlers::{Connection, ServerContext};
 use crate::session::Shared;
+use crate::session_threads::SessionThreads;
 
 // The session path allocates small objects on every message; glibc's malloc showed up at
 // about 17% of CPU under pgbench, mimalloc's thread-local free lists cut that down.
@@ -73,9 +75,8 @@ struct ServeArgs {
     /// transfer id); default: one per core. An existing directory keeps its count.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     partitions: Option<u16>,
-    /// Threads running client sessions (the protocol, parsing and planning); default: half
-    /// the cores, at least one. The executor partitions and the log writer have threads of
-    /// their own beside these.
+    /// Threads running client sessions (the protocol, parsing and planning); default: one per
+    /// core. The executor partitions and the log writer have threads of their own.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     session_threads: Option<u16>,
     /// Checkpoint at least this often while data changes, in seconds.
@@ -163,30 +164,20 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     })?;
     let _lock = lock_data_dir(&args.data_dir)?;
     let io_mode = parse_io(&args.io);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(session_threads(args.session_threads))
-        .enable_all()
-        .thread_name("hotledger")
-        // Sessions parse and bind on these threads (and on its blocking pool, which shares
-        // the setting): room for the deepest expression `sql::parse` lets through.
-        .thread_stack_size(sql::STATEMENT_STACK_BYTES)
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    runtime.block_on(run(args, io_mode))
-}
-
-/// How many threads run sessions. On 2 cores one thread beat two by 7–13% in pgbench TPC-B
-/// and hot-account transfers at 16–128 clients, with less CPU per transaction: the executor,
-/// the log writer and the clients need the other core, and two session threads preempted
-/// them and each other (docs/benchmarks.md, "One session thread on two cores").
-fn session_threads(flag: Option<u16>) -> usize {
-    match flag {
-        Some(n) => n as usize,
-        None => std::thread::available_parallelism()
-            .map(|n| n.get() / 2)
-            .unwrap_or(1)
-            .max(1),
-    }
+    // The first session thread also runs the listener and the Raft node; `run` starts the
+    // others. A thread of its own, for the stack statements need.
+    let first = std::thread::Builder::new()
+        .name("session-0".into())
+        .stack_size(sql::STATEMENT_STACK_BYTES)
+        .spawn(move || {
+            let runtime = session_threads::session_runtime()
+                .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+            runtime.block_on(run(args, io_mode))
+        })
+        .map_err(|e| format!("cannot start the first session thread: {e}"))?;
+    first
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
@@ -243,6 +234,11 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     );
     let max_message = args.max_message_mb.max(1) << 20;
 
+    let sessions = SessionThreads::start(
+        args.session_threads
+            .map(usize::from)
+            .unwrap_or_else(session_threads::default_count),
+    )?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     loop {
@@ -252,7 +248,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let _ = socket.set_nodelay(true);
                 let handlers = Arc::new(Connection::new(context.clone()));
                 let tls = tls.clone();
-                tokio::spawn(async move {
+                sessions.serve(socket, move |socket| async move {
                     let _ = frontend::serve_connection(socket, tls, handlers, max_message).await;
                 });
             }

@@ -225,8 +225,8 @@ async fn concurrent_transfers_keep_the_ledger_consistent_on_four_partitions() {
     concurrent_transfers(4).await;
 }
 
-/// Runs with as many session threads as partitions: sessions then also move between
-/// threads under load (the default on a 2-core machine is one thread).
+/// Runs with as many session threads as partitions, so the clients' sessions are spread over
+/// several threads that call into the executors at once.
 async fn concurrent_transfers(partitions: u32) {
     let count = partitions.to_string();
     let mut server = TestServer::start_with(&["--partitions", &count, "--session-threads", &count]);
