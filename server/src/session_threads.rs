@@ -37,9 +37,14 @@ struct SessionThread {
     handle: Handle,
     /// Connections being served on this thread.
     live: Arc<AtomicUsize>,
-    /// Ends the thread's runtime (None for thread 0, which the caller owns).
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// None for thread 0, whose runtime the caller owns.
+    started: Option<Started>,
+}
+
+/// A thread started here, and what ends its runtime.
+struct Started {
+    stop: oneshot::Sender<()>,
+    thread: JoinHandle<()>,
 }
 
 pub struct SessionThreads {
@@ -52,8 +57,7 @@ impl SessionThreads {
         let mut threads = vec![SessionThread {
             handle: Handle::current(),
             live: Arc::default(),
-            stop: None,
-            thread: None,
+            started: None,
         }];
         for index in 1..count.max(1) {
             let runtime = session_runtime()
@@ -75,8 +79,7 @@ impl SessionThreads {
             threads.push(SessionThread {
                 handle,
                 live: Arc::default(),
-                stop: Some(stop),
-                thread: Some(thread),
+                started: Some(Started { stop, thread }),
             });
         }
         Ok(SessionThreads { threads })
@@ -113,15 +116,18 @@ impl SessionThreads {
 
 impl Drop for SessionThreads {
     fn drop(&mut self) {
-        for thread in &mut self.threads {
-            if let Some(stop) = thread.stop.take() {
-                let _ = stop.send(());
-            }
-        }
-        for thread in &mut self.threads {
-            if let Some(join) = thread.thread.take() {
-                let _ = join.join();
-            }
+        // Stop them all first, so they wind down side by side.
+        let stopping: Vec<JoinHandle<()>> = self
+            .threads
+            .iter_mut()
+            .filter_map(|t| t.started.take())
+            .map(|started| {
+                let _ = started.stop.send(());
+                started.thread
+            })
+            .collect();
+        for thread in stopping {
+            let _ = thread.join();
         }
     }
 }
