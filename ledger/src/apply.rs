@@ -282,7 +282,7 @@ impl Executor {
         params: &[Value],
         now_micros: i64,
     ) -> SqlResult<Vec<crate::query::ScannedRow>> {
-        let reader = self.reader(None, false)?;
+        let reader = self.reader(None, false);
         let env = reader.env(params, now_micros);
         reader.scan_stored(table, access, filter, &[], &env)
     }
@@ -300,7 +300,7 @@ impl Executor {
         match plan {
             WritePlan::Insert(p) => {
                 let sources = {
-                    let reader = self.reader(None, false)?;
+                    let reader = self.reader(None, false);
                     let env = reader.env(params, now_micros);
                     insert_sources(&reader, &p.source, &env)?
                 };
@@ -509,7 +509,7 @@ impl Executor {
             last = match step {
                 Step::Write(plan) => self.apply_write(plan, params, now_micros, version)?,
                 Step::Query(plan) => {
-                    let reader = self.reader(None, false)?;
+                    let reader = self.reader(None, false);
                     let env = reader.env(params, now_micros);
                     let rows = reader.rows(&plan.rel, &[], &env)?;
                     Executor::outcome(rows.len() as u64, rows)
@@ -859,7 +859,7 @@ impl Executor {
         let table = self.resolve(plan.table())?;
         let table_ref = table.reference();
         let mut staged = Staged::default();
-        let reader = self.reader(overlay, record_reads)?;
+        let reader = self.reader(overlay, record_reads);
         let env = reader.env(params, now_micros);
         match plan {
             WritePlan::Insert(p) => {

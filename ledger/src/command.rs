@@ -5,9 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use planner::{
-    DdlPlan, Expr, InsertPlan, InsertSource, Isolation, OnConflict, Step, TableRef, WritePlan,
-};
+use planner::{DdlPlan, Expr, Isolation, OnConflict, Step, TableRef, WritePlan};
 use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult, Value};
 
@@ -58,20 +56,6 @@ pub enum Command {
 }
 
 impl Command {
-    /// A command that writes many rows and reads only by key: a multi-row INSERT ...
-    /// VALUES, `create_transfers`, a COPY chunk. Its writes are held until it ends (see
-    /// `write_behind`).
-    pub fn writes_in_bulk(&self) -> bool {
-        match self {
-            Command::Write { plan, .. } => matches!(
-                &**plan,
-                WritePlan::Insert(InsertPlan { source: InsertSource::Values(rows), .. }) if rows.len() > 1
-            ),
-            Command::TransferBatch { .. } | Command::Copy { .. } => true,
-            Command::Commit { .. } | Command::Ddl { .. } | Command::Procedure { .. } => false,
-        }
-    }
-
     /// The `now()` fixed for the command before it was proposed (schema changes have none).
     pub fn now_micros(&self) -> Option<i64> {
         match self {

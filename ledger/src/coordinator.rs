@@ -23,7 +23,6 @@ use crate::executor::{
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
 use crate::worker::{Report, Work, Worker};
-use crate::write_behind::HeldWrites;
 
 pub(crate) struct Coordinator {
     /// Holds partition 0 always and every partition between entries.
@@ -554,48 +553,12 @@ impl Coordinator {
                 _ => {
                     self.routing.on_coordinator += 1;
                     self.take_back(&mut dispatch, reach);
-                    let (mut result, held) = self.executor.run_command_holding(command, version);
-                    if let Err(e) = self.apply_held(&mut dispatch, held) {
-                        result = Err(e);
-                    }
+                    let result = self.executor.run_command(command, version);
                     dispatch.results.set(slot, &result);
                 }
             }
         }
         self.take_back(&mut dispatch, Reach::all(partitions));
-    }
-
-    /// Applies the writes a bulk command held, one set per partition: each partition with
-    /// a thread is lent to it with its set, and the rest are applied here meanwhile. A
-    /// partition lent this way comes back like any other (`take_back`), so nothing reads it
-    /// before its writes are in.
-    fn apply_held(&mut self, dispatch: &mut Dispatch, held: Vec<HeldWrites>) -> SqlResult<()> {
-        let mut here = Vec::new();
-        for (p, writes) in held.into_iter().enumerate() {
-            if writes.is_empty() {
-                continue;
-            }
-            let worker = self.workers.get(p).and_then(Option::as_ref);
-            match (worker, self.executor.shards[p].take()) {
-                (Some(worker), Some(shard)) => {
-                    dispatch.lent[p] = true;
-                    self.routing.handovers += 1;
-                    worker.send(Work::Apply {
-                        shard: Some(Box::new(shard)),
-                        writes,
-                        reports: dispatch.reports.0.clone(),
-                    });
-                }
-                (_, shard) => {
-                    self.executor.shards[p] = shard;
-                    here.push((p, writes));
-                }
-            }
-        }
-        for (p, writes) in here {
-            self.executor.apply_held(p, writes)?;
-        }
-        Ok(())
     }
 
     /// Takes back every partition in `reach` that is lent to its thread, once the thread has
@@ -625,7 +588,6 @@ impl Coordinator {
                         }
                         dispatch.results.set(slot, &result);
                     }
-                    Ok(Report::Failed { error }) => self.executor.fail(error),
                     Ok(Report::Shard { partition, shard }) => {
                         self.executor.shards[partition] = Some(*shard);
                         if partition == p {

@@ -19,7 +19,6 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
-use crate::write_behind::{HeldWrites, WriteBehind};
 
 pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
@@ -176,10 +175,6 @@ pub struct Executor {
     /// No pending transfer expires before this (None: none has a timeout).
     pub(crate) next_expiry: Option<i64>,
     pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
-    /// The writes of the bulk command being applied, held until it ends (see
-    /// `write_behind`); None while applying anything else, whose writes go straight to the
-    /// engines.
-    write_behind: Option<WriteBehind>,
 }
 
 impl Executor {
@@ -205,7 +200,6 @@ impl Executor {
             // Unknown after a start: the first sweep looks.
             next_expiry: Some(i64::MIN),
             ledger_schema: None,
-            write_behind: None,
         }
     }
 
@@ -302,62 +296,6 @@ impl Executor {
 
     /// Applies one command atomically: all of it, or (after an error) none of it.
     pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
-        let (result, held) = self.run_command_holding(command, version);
-        for (partition, writes) in held.into_iter().enumerate() {
-            self.apply_held(partition, writes)?;
-        }
-        result
-    }
-
-    /// `run_command`, except that a bulk command's writes come back held, one set per
-    /// partition, for the caller to apply — before anything else reads those partitions.
-    pub(crate) fn run_command_holding(
-        &mut self,
-        command: Command,
-        version: u64,
-    ) -> (CommandResult, Vec<HeldWrites>) {
-        if command.writes_in_bulk() {
-            self.write_behind = Some(WriteBehind::new(self.shards.len()));
-        }
-        let result = self.run_command_now(command, version);
-        let held = match self.write_behind.take() {
-            Some(w) if self.failed.is_none() && (result.is_ok() || w.applied_early) => w.held,
-            // Failed before anything reached the engines: what is held is dropped, and
-            // with it everything the command did.
-            _ => Vec::new(),
-        };
-        (result, held)
-    }
-
-    /// Applies the writes a bulk command held for `partition`; an IO error stops the
-    /// executor, as it does inside a command.
-    pub(crate) fn apply_held(&mut self, partition: usize, writes: HeldWrites) -> SqlResult<()> {
-        if writes.is_empty() {
-            return Ok(());
-        }
-        let applied = self
-            .shard(partition)
-            .and_then(|shard| writes.apply(&mut shard.engine));
-        applied.map_err(|e| self.stopped_by(e))
-    }
-
-    /// Stops the executor after an IO error; the error to answer with.
-    pub(crate) fn stopped_by(&mut self, e: SqlError) -> SqlError {
-        self.fail(e.clone());
-        if !is_storage_failure(&e) {
-            // Not an IO error (a partition not held: a routing bug): stopped all the same.
-            return e;
-        }
-        SqlError::new(
-            ErrorKind::Io,
-            format!(
-                "the executor stopped after an IO error ({}); restart the server to recover; whether this command applies is decided by the replicated log",
-                e.message
-            ),
-        )
-    }
-
-    fn run_command_now(&mut self, command: Command, version: u64) -> CommandResult {
         self.check_running()?;
         self.undo.clear();
         let result = match command {
@@ -397,13 +335,16 @@ impl Executor {
             // restart may well apply it. Stop here, so nothing applies out of order and no
             // client is told a committed command failed for good.
             if is_storage_failure(e) {
-                return Err(self.stopped_by(e.clone()));
+                self.fail(e.clone());
+                return Err(SqlError::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the executor stopped after an IO error ({}); restart the server to recover; whether this command applies is decided by the replicated log",
+                        e.message
+                    ),
+                ));
             }
-            // Writes still held are dropped whole (`run_command_holding`); the undo log
-            // is needed only once some have reached the engines.
-            if self.write_behind.as_ref().is_none_or(|w| w.applied_early) {
-                self.rollback();
-            }
+            self.rollback();
         }
         self.undo.clear();
         result
@@ -428,90 +369,19 @@ impl Executor {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
-        let old = if self.write_behind.is_some() {
-            let old = self.read_entry(shard, storage, key)?;
-            self.store_entry(shard, storage, key, value)?;
-            old
-        } else {
-            let engine = &mut self.shard(shard)?.engine;
-            let mut old = Vec::new();
-            let existed = match value {
-                Some(v) => engine.put_saving_old(storage, key, v, &mut old),
-                None => engine.delete_saving_old(storage, key, &mut old),
-            }
-            .map_err(kv_error)?;
-            existed.then_some(old)
-        };
+        let engine = &mut self.shard(shard)?.engine;
+        let mut old = Vec::new();
+        let existed = match value {
+            Some(v) => engine.put_saving_old(storage, key, v, &mut old),
+            None => engine.delete_saving_old(storage, key, &mut old),
+        }
+        .map_err(kv_error)?;
         self.undo.push(Undo {
             shard,
             storage,
             key: key.to_vec(),
-            old,
+            old: existed.then_some(old),
         });
-        Ok(())
-    }
-
-    /// One kv entry of partition `shard` as this command sees it: what it holds for the
-    /// key (see `write_behind`), else the engine's.
-    fn read_entry(
-        &mut self,
-        shard: usize,
-        storage: kv::Table,
-        key: &[u8],
-    ) -> SqlResult<Option<Vec<u8>>> {
-        let held = self.write_behind.as_ref().and_then(|w| w.held.get(shard));
-        if let Some(value) = held.and_then(|h| h.get(storage, key)) {
-            return Ok(value.map(<[u8]>::to_vec));
-        }
-        self.shard(shard)?
-            .engine
-            .get(storage, key)
-            .map_err(kv_error)
-    }
-
-    /// Puts (Some) or deletes (None) one kv entry of partition `shard`: held while a bulk
-    /// command writes behind, else at once. Records no undo.
-    fn store_entry(
-        &mut self,
-        shard: usize,
-        storage: kv::Table,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> SqlResult<()> {
-        let engine = &mut held(&mut self.shards, shard)?.engine;
-        if let Some(writes) = self
-            .write_behind
-            .as_mut()
-            .and_then(|w| w.held.get_mut(shard))
-        {
-            writes.put(storage, key, value);
-            return Ok(());
-        }
-        match value {
-            Some(v) => engine.put(storage, key, v),
-            None => engine.delete(storage, key),
-        }
-        .map(|_| ())
-        .map_err(kv_error)
-    }
-
-    /// Applies the writes held so far to the engines, for a read that scans them; the
-    /// command goes on holding its later writes.
-    pub(crate) fn apply_held_early(&mut self) -> SqlResult<()> {
-        let Some(w) = &mut self.write_behind else {
-            return Ok(());
-        };
-        if w.held.iter().all(HeldWrites::is_empty) {
-            return Ok(());
-        }
-        w.applied_early = true;
-        let fresh = (0..w.held.len()).map(|_| HeldWrites::default()).collect();
-        let held = std::mem::replace(&mut w.held, fresh);
-        for (partition, writes) in held.into_iter().enumerate() {
-            if !writes.is_empty() {
-                writes.apply(&mut self.shard(partition)?.engine)?;
-            }
-        }
         Ok(())
     }
 
@@ -528,8 +398,16 @@ impl Executor {
     pub(crate) fn rollback_to(&mut self, mark: usize) {
         while self.undo.len() > mark {
             let Some(u) = self.undo.pop() else { return };
-            if let Err(e) = self.store_entry(u.shard, u.storage, &u.key, u.old.as_deref()) {
-                self.fail(e);
+            let engine = match self.shard(u.shard) {
+                Ok(shard) => &mut shard.engine,
+                Err(e) => return self.fail(e),
+            };
+            let r = match &u.old {
+                Some(old) => engine.put(u.storage, &u.key, old).map(|_| ()),
+                None => engine.delete(u.storage, &u.key).map(|_| ()),
+            };
+            if let Err(e) = r {
+                self.fail(kv_error(e));
                 return;
             }
         }
@@ -568,8 +446,9 @@ impl Executor {
     /// A stored row's bytes.
     fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
-        let handle = self.shard(index)?.handle(store.id)?;
-        self.read_entry(index, handle, key)
+        let shard = self.shard(index)?;
+        let handle = shard.handle(store.id)?;
+        shard.engine.get(handle, key).map_err(kv_error)
     }
 
     /// Reads a stored row: its raw bytes (for undo) and decoded form.
@@ -600,14 +479,14 @@ impl Executor {
             };
             self.update_indexes(table, index, key, old_row.as_deref(), Some(row))?;
         }
-        let mut bytes = std::mem::take(&mut self.scratch);
-        encode_row(version, row, &mut bytes);
+        encode_row(version, row, &mut self.scratch);
         let shard = held(&mut self.shards, index)?;
         let storage = shard.handle(store.id)?;
+        shard
+            .engine
+            .put(storage, key, &self.scratch)
+            .map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
-        let stored = self.store_entry(index, storage, key, Some(&bytes));
-        self.scratch = bytes;
-        stored?;
         self.undo.push(Undo {
             shard: index,
             storage,
@@ -641,8 +520,9 @@ impl Executor {
             if let Some(entry) = new_entry {
                 // Entries of a non-unique index end with the row's own key: they cannot
                 // collide, so only a unique index needs the lookup.
+                let engine = &mut self.shard(shard)?.engine;
                 let existing = if index.unique {
-                    self.read_entry(shard, storage, &entry)?
+                    engine.get(storage, &entry).map_err(kv_error)?
                 } else {
                     None
                 };
@@ -657,7 +537,7 @@ impl Executor {
                         ));
                     }
                 }
-                self.store_entry(shard, storage, &entry, Some(row_key))?;
+                engine.put(storage, &entry, row_key).map_err(kv_error)?;
                 self.undo.push(Undo {
                     shard,
                     storage,
@@ -684,8 +564,8 @@ impl Executor {
         }
         let shard = self.shard(index)?;
         let storage = shard.handle(store.id)?;
+        shard.engine.delete(storage, key).map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
-        self.store_entry(index, storage, key, None)?;
         self.undo.push(Undo {
             shard: index,
             storage,
@@ -695,21 +575,18 @@ impl Executor {
         Ok(())
     }
 
-    /// A reader over the partitions held. It reads the engines, so a bulk command's
-    /// writes held so far are applied first.
     pub(crate) fn reader<'a>(
         &'a mut self,
         overlay: Option<&'a Overlay>,
         record_reads: bool,
-    ) -> SqlResult<Reader<'a>> {
-        self.apply_held_early()?;
-        Ok(Reader {
+    ) -> Reader<'a> {
+        Reader {
             shards: Some(RefCell::new(&mut self.shards)),
             catalog: &self.catalog,
             overlay,
             record_reads,
             reads: RefCell::new(Vec::new()),
-        })
+        }
     }
 
     pub(crate) fn query(
@@ -721,7 +598,7 @@ impl Executor {
         record_reads: bool,
     ) -> SqlResult<QueryResult> {
         self.check_running()?;
-        let reader = self.reader(overlay, record_reads)?;
+        let reader = self.reader(overlay, record_reads);
         let env = reader.env(params, now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {

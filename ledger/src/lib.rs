@@ -2,8 +2,7 @@
 //! a coordinator thread receives committed commands in log order and applies each one on
 //! the partitions it touches — on that partition's own thread when it touches one other
 //! than 0, else itself, holding them all — validating serializable reads, applying
-//! `x = x + d` as a delta evaluated at apply time, checking constraints; a bulk command's
-//! writes are held until it ends, then applied by each partition's thread at once. It serves reads
+//! `x = x + d` as a delta evaluated at apply time, checking constraints. It serves reads
 //! between entries and checkpoints all partitions as one, recording the log position they
 //! cover.
 //!
@@ -25,7 +24,6 @@ mod route;
 mod row;
 mod transfer;
 mod worker;
-mod write_behind;
 
 pub use apply::stage_insert_locally;
 pub use command::{

@@ -652,8 +652,6 @@ impl Executor {
         if self.next_expiry.is_none_or(|at| at > now) {
             return Ok(());
         }
-        // The sweep scans the schedule in the engine.
-        self.apply_held_early()?;
         let expiry = self.expiry;
         loop {
             let first = self

@@ -12,7 +12,6 @@ use sql::{SqlError, SqlResult};
 use crate::command::{Command, CommandResult};
 use crate::executor::Executor;
 use crate::partition::Shard;
-use crate::write_behind::HeldWrites;
 
 /// What the coordinator sends a partition's thread.
 pub(crate) enum Work {
@@ -27,31 +26,13 @@ pub(crate) enum Work {
         version: u64,
         reports: Sender<Report>,
     },
-    /// Apply the writes a bulk command the coordinator ran held for this partition (see
-    /// `write_behind`), with the partition.
-    Apply {
-        shard: Option<Box<Shard>>,
-        writes: HeldWrites,
-        reports: Sender<Report>,
-    },
     /// Give the partition back.
     Return { reports: Sender<Report> },
 }
 
 pub(crate) enum Report {
-    Done {
-        slot: usize,
-        result: CommandResult,
-    },
-    Shard {
-        partition: usize,
-        shard: Box<Shard>,
-    },
-    /// Applying held writes failed (an IO error): this partition's thread has stopped
-    /// applying, and so must everything else.
-    Failed {
-        error: SqlError,
-    },
+    Done { slot: usize, result: CommandResult },
+    Shard { partition: usize, shard: Box<Shard> },
 }
 
 /// The thread of partition p ≥ 1: applies the commands that touch only its partition.
@@ -87,18 +68,6 @@ impl Worker {
                             executor.ledger_clock = clock;
                             let result = executor.run_command(*command, version);
                             let _ = reports.send(Report::Done { slot, result });
-                        }
-                        Work::Apply {
-                            shard,
-                            writes,
-                            reports,
-                        } => {
-                            if let Some(shard) = shard {
-                                executor.shards[partition] = Some(*shard);
-                            }
-                            if let Err(error) = executor.apply_held(partition, writes) {
-                                let _ = reports.send(Report::Failed { error });
-                            }
                         }
                         Work::Return { reports } => {
                             if let Some(shard) = executor.shards[partition].take() {
