@@ -3,7 +3,7 @@
 //! their partition's thread and everything else itself), serves reads between entries with
 //! every partition in hand, and checkpoints all partitions as one.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, RwLock};
 use std::thread;
@@ -158,7 +158,7 @@ impl Coordinator {
         }
         let mut shards = Vec::with_capacity(partitions);
         for engine in engines {
-            let mut storage = HashMap::new();
+            let mut storage = FxHashMap::default();
             for table in catalog.tables.values() {
                 let names = std::iter::once((table.id, &table.storage))
                     .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
@@ -175,7 +175,7 @@ impl Coordinator {
             shards.push(Some(Shard {
                 engine,
                 storage,
-                table_versions: HashMap::new(),
+                table_versions: FxHashMap::default(),
             }));
         }
         let catalog = Arc::new(catalog);

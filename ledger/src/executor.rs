@@ -640,9 +640,9 @@ pub(crate) fn index_entry(
     row: &[Value],
     row_key: &[u8],
 ) -> SqlResult<Vec<u8>> {
-    let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
-    let mut key = crate::row::encode_key(&values)?;
-    if !index.unique || values.iter().any(Value::is_null) {
+    let values = index.columns.iter().map(|&c| &row[c]);
+    let mut key = crate::row::encode_key_of(values.clone(), row_key.len())?;
+    if !index.unique || values.into_iter().any(Value::is_null) {
         key.extend_from_slice(row_key);
     }
     Ok(key)

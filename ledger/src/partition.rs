@@ -10,21 +10,22 @@
 //! a journal only up to the committed position, so after a crash every partition is at the
 //! same log position and the log replays from there.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use kv::{Engine, EngineStats, LogPosition};
 use planner::TableDef;
+use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 
 /// One partition's storage: its engine, the kv table of each SQL table and index in it, and
 /// the log index of the last write to each table (for validating serializable scans).
 pub(crate) struct Shard {
     pub engine: Engine,
-    pub storage: HashMap<u32, kv::Table>,
-    pub table_versions: HashMap<u32, u64>,
+    /// Looked up for every row and index write: keyed by small ids, so a fast hash.
+    pub storage: FxHashMap<u32, kv::Table>,
+    pub table_versions: FxHashMap<u32, u64>,
 }
 
 impl Shard {
