@@ -3,7 +3,6 @@
 //! their partition's thread and everything else itself), serves reads between entries with
 //! every partition in hand, and checkpoints all partitions as one.
 
-use rustc_hash::FxHashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, RwLock};
 use std::thread;
@@ -11,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use kv::{Engine, EngineOptions, LogPosition};
 use planner::Catalog;
+use rustc_hash::FxHashMap;
 use sql::{ErrorKind, SqlError, SqlResult};
 
 use crate::command::{decode_command, encode_result, CommandResult};
