@@ -166,9 +166,7 @@ fn serve(args: ServeArgs) -> Result<(), String> {
     let io_mode = parse_io(&args.io);
     // The first session thread also runs the listener and the Raft node; `run` starts the
     // others. A thread of its own, for the stack statements need.
-    let first = std::thread::Builder::new()
-        .name("session-0".into())
-        .stack_size(sql::STATEMENT_STACK_BYTES)
+    let first = session_threads::thread_builder(0)
         .spawn(move || {
             let runtime = session_threads::session_runtime()
                 .map_err(|e| format!("cannot start the async runtime: {e}"))?;

@@ -26,6 +26,13 @@ pub fn session_runtime() -> std::io::Result<Runtime> {
         .build()
 }
 
+/// The builder of session thread `index`: its name, and the stack statements need.
+pub fn thread_builder(index: usize) -> std::thread::Builder {
+    std::thread::Builder::new()
+        .name(format!("session-{index}"))
+        .stack_size(sql::STATEMENT_STACK_BYTES)
+}
+
 /// How many threads run sessions when `--session-threads` is not given: one per core.
 pub fn default_count() -> usize {
     std::thread::available_parallelism()
@@ -64,9 +71,7 @@ impl SessionThreads {
                 .map_err(|e| format!("cannot start session thread {index}: {e}"))?;
             let handle = runtime.handle().clone();
             let (stop, stopped) = oneshot::channel::<()>();
-            let thread = std::thread::Builder::new()
-                .name(format!("session-{index}"))
-                .stack_size(sql::STATEMENT_STACK_BYTES)
+            let thread = thread_builder(index)
                 .spawn(move || {
                     runtime.block_on(async {
                         let _ = stopped.await;
