@@ -9,13 +9,21 @@
 //! Buffers are freed from either thread (the executor or the checkpoint writer), hence the
 //! mutex on the free list; it is taken only when a buffer is created or dropped, never on a
 //! read or write of page bytes.
+//!
+//! The first write to fresh anonymous memory faults, and the kernel zeroes the whole huge
+//! page then: while the pool grows, that was 8–10% of a busy executor's time (every B+tree
+//! split takes a new page). So a chunk is mapped and touched before it is needed: when the
+//! free list runs low, a short-lived thread maps the next chunk, faults it in and hands its
+//! pages over; the thread that allocates maps one itself only if it runs dry first.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 const CHUNK_BYTES: usize = 8 << 20;
 const HUGE_PAGE_BYTES: usize = 2 << 20;
+/// Below this many free bytes the next chunk is prepared in the background.
+const LOW_WATER_BYTES: usize = CHUNK_BYTES / 2;
 
 pub struct PageArena {
     page_size: usize,
@@ -23,6 +31,8 @@ pub struct PageArena {
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Buffers handed out and not yet dropped, whoever holds them.
     in_use: AtomicUsize,
+    /// A thread is preparing the next chunk.
+    refilling: AtomicBool,
 }
 
 impl PageArena {
@@ -33,19 +43,25 @@ impl PageArena {
             free: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
             in_use: AtomicUsize::new(0),
+            refilling: AtomicBool::new(false),
         })
     }
 
     /// A page buffer with unspecified content.
     pub fn allocate(self: &Arc<Self>) -> PageBuf {
-        let mut free = self
-            .free
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if free.is_empty() {
-            self.map_chunk(&mut free);
-        }
-        let address = free.pop().expect("a fresh chunk has free pages");
+        let address = loop {
+            let mut free = self.free_list();
+            if let Some(address) = free.pop() {
+                if free.len() * self.page_size < LOW_WATER_BYTES {
+                    drop(free);
+                    self.refill_in_background();
+                }
+                break address;
+            }
+            drop(free);
+            let chunk = self.map_chunk();
+            self.add_chunk(chunk);
+        };
         self.in_use.fetch_add(1, Relaxed);
         PageBuf {
             ptr: NonNull::new(address as *mut u8).expect("mapped memory is not null"),
@@ -68,7 +84,47 @@ impl PageArena {
         chunks.len() * (CHUNK_BYTES / self.page_size)
     }
 
-    fn map_chunk(&self, free: &mut Vec<usize>) {
+    fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
+        self.free
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Starts a thread that prepares the next chunk, unless one is at it already. Should no
+    /// thread start, the allocating thread maps the chunk itself when the list runs dry.
+    fn refill_in_background(self: &Arc<Self>) {
+        if self.refilling.swap(true, Relaxed) {
+            return;
+        }
+        let arena = Arc::clone(self);
+        let started = std::thread::Builder::new()
+            .name("kv-arena".into())
+            .spawn(move || {
+                let chunk = arena.map_chunk();
+                arena.add_chunk(chunk);
+                arena.refilling.store(false, Relaxed);
+            });
+        if started.is_err() {
+            self.refilling.store(false, Relaxed);
+        }
+    }
+
+    /// Puts a mapped chunk's pages on the free list, lowest address on top.
+    fn add_chunk(&self, chunk: usize) {
+        self.chunks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((chunk, CHUNK_BYTES));
+        self.free_list().extend(
+            (0..CHUNK_BYTES / self.page_size)
+                .rev()
+                .map(|index| chunk + index * self.page_size),
+        );
+    }
+
+    /// Maps a 2 MiB-aligned chunk, advises huge pages and faults every page in; returns its
+    /// address.
+    fn map_chunk(&self) -> usize {
         // Over-map by one huge page so a 2 MiB-aligned chunk fits, then trim the ends.
         let mapped_len = CHUNK_BYTES + HUGE_PAGE_BYTES;
         // SAFETY: an anonymous private mapping; no existing memory is affected.
@@ -104,24 +160,18 @@ impl PageArena {
                 CHUNK_BYTES,
                 libc::MADV_HUGEPAGE,
             );
+            // One write per small page faults the chunk in (one fault per huge page with
+            // them, the kernel zeroing it), here rather than on the page's first user.
+            for offset in (0..CHUNK_BYTES).step_by(4096) {
+                std::ptr::write_volatile((aligned + offset) as *mut u8, 0);
+            }
         }
-        self.chunks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push((aligned, CHUNK_BYTES));
-        free.extend(
-            (0..CHUNK_BYTES / self.page_size)
-                .rev()
-                .map(|index| aligned + index * self.page_size),
-        );
+        aligned
     }
 
     fn release(&self, address: usize) {
         self.in_use.fetch_sub(1, Relaxed);
-        self.free
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push(address);
+        self.free_list().push(address);
     }
 }
 
