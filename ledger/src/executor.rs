@@ -496,6 +496,40 @@ impl Executor {
         Ok(())
     }
 
+    /// Writes a row whose key must be new, in one descent of its table's tree: false, with
+    /// nothing written, when a row with that key exists.
+    pub(crate) fn insert_new_row(
+        &mut self,
+        table: &TableDef,
+        key: &[u8],
+        row: &[Value],
+        version: u64,
+    ) -> SqlResult<bool> {
+        let store = self.storage_of(table)?;
+        let index = self.shard_of(store, key);
+        encode_row(version, row, &mut self.scratch);
+        let shard = held(&mut self.shards, index)?;
+        let storage = shard.handle(store.id)?;
+        if !shard
+            .engine
+            .insert(storage, key, &self.scratch)
+            .map_err(kv_error)?
+        {
+            return Ok(false);
+        }
+        shard.table_versions.insert(table.id, version);
+        self.undo.push(Undo {
+            shard: index,
+            storage,
+            key: key.to_vec(),
+            old: None,
+        });
+        if !table.indexes.is_empty() {
+            self.update_indexes(table, index, key, None, Some(row))?;
+        }
+        Ok(true)
+    }
+
     /// Moves a row's index entries from its old values to its new ones (either may be
     /// absent), checking unique indexes; every change is undoable. An index's entries live
     /// in the partition of their row.

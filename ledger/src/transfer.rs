@@ -252,27 +252,40 @@ impl Executor {
             Some(id) => id,
         };
         let key = encode_key(&[Value::Int(id)])?;
-        let storage = self.storage_of(table)?;
-        if let Some((_, _, existing)) = self.get_row(storage, &key)? {
-            return match differing_field(table, t.created_at, &given, &existing) {
-                None => Ok(None),
-                Some(_) if matches!(on_conflict, Some(OnConflict::DoNothing)) => Ok(None),
-                Some((column, mine, theirs)) => Err(rule(
-                    ErrorKind::UniqueViolation,
-                    id,
-                    format!(
-                        "a transfer with this id already exists with a different {column} ({theirs}, not {mine})"
-                    ),
-                    &format!("exists_with_different_{column}"),
-                )),
-            };
-        }
         let mut row = given;
         let (pending, post, void) = (
             flag(&row[t.pending]),
             flag(&row[t.post_pending]),
             flag(&row[t.void_pending]),
         );
+        // A transfer that moves funds is stored as given, so it is written here in the same
+        // descent that finds whether its id exists (a failure below rolls it back); post and
+        // void fill fields from the pending transfer first.
+        let timeout_given = row[t.timeout].clone();
+        let written_early = !post && !void && {
+            row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
+            row[t.created_at] = Value::TimestampTz(self.ledger_clock);
+            let written = self.insert_new_row(table, &key, &row, version)?;
+            row[t.timeout] = timeout_given.clone();
+            written
+        };
+        if !written_early {
+            let storage = self.storage_of(table)?;
+            if let Some((_, _, existing)) = self.get_row(storage, &key)? {
+                return match differing_field(table, t.created_at, &row, &existing) {
+                    None => Ok(None),
+                    Some(_) if matches!(on_conflict, Some(OnConflict::DoNothing)) => Ok(None),
+                    Some((column, mine, theirs)) => Err(rule(
+                        ErrorKind::UniqueViolation,
+                        id,
+                        format!(
+                            "a transfer with this id already exists with a different {column} ({theirs}, not {mine})"
+                        ),
+                        &format!("exists_with_different_{column}"),
+                    )),
+                };
+            }
+        }
         if [pending, post, void].iter().filter(|f| **f).count() > 1 {
             return Err(check(
                 id,
@@ -299,10 +312,10 @@ impl Executor {
         row[t.created_at] = Value::TimestampTz(self.ledger_clock);
         if post || void {
             self.resolve_pending(&schema, id, &mut row, post, version)?;
+            self.put_row(table, &key, None, &row, version)?;
         } else {
             self.move_funds(&schema, id, &row, pending, version)?;
         }
-        self.put_row(table, &key, None, &row, version)?;
         Ok(Some(row))
     }
 
