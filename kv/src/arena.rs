@@ -261,4 +261,29 @@ mod tests {
             "buffers keep the arena alive"
         );
     }
+
+    #[test]
+    fn the_next_chunk_is_mapped_before_the_free_list_runs_dry() {
+        let arena = PageArena::new(4096);
+        let per_chunk = CHUNK_BYTES / 4096;
+        let held: Vec<PageBuf> = (0..per_chunk * 3 / 4).map(|_| arena.allocate()).collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while arena.mapped_pages() < 2 * per_chunk {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no second chunk after using three quarters of the first"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(held.len(), arena.in_use());
+        let all: Vec<PageBuf> = (0..per_chunk).map(|_| arena.allocate()).collect();
+        let mut addresses: Vec<_> = held.iter().chain(&all).map(|b| b.as_ptr()).collect();
+        addresses.sort();
+        addresses.dedup();
+        assert_eq!(
+            addresses.len(),
+            held.len() + all.len(),
+            "every buffer distinct"
+        );
+    }
 }
