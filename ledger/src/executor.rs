@@ -145,6 +145,13 @@ struct Undo {
     old: Option<Vec<u8>>,
 }
 
+/// How `Executor::store_row` writes a row: only where its key is absent, or over what the
+/// key held (`old`, for the undo log).
+enum RowWrite {
+    InsertOnly,
+    Put { old: Option<Vec<u8>> },
+}
+
 /// Where a SQL table's rows are stored: in every partition by key, or in partition 0.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Store {
@@ -479,20 +486,7 @@ impl Executor {
             };
             self.update_indexes(table, index, key, old_row.as_deref(), Some(row))?;
         }
-        encode_row(version, row, &mut self.scratch);
-        let shard = held(&mut self.shards, index)?;
-        let storage = shard.handle(store.id)?;
-        shard
-            .engine
-            .put(storage, key, &self.scratch)
-            .map_err(kv_error)?;
-        shard.table_versions.insert(table.id, version);
-        self.undo.push(Undo {
-            shard: index,
-            storage,
-            key: key.to_vec(),
-            old,
-        });
+        self.store_row(table, index, key, RowWrite::Put { old }, row, version)?;
         Ok(())
     }
 
@@ -507,14 +501,37 @@ impl Executor {
     ) -> SqlResult<bool> {
         let store = self.storage_of(table)?;
         let index = self.shard_of(store, key);
+        if !self.store_row(table, index, key, RowWrite::InsertOnly, row, version)? {
+            return Ok(false);
+        }
+        if !table.indexes.is_empty() {
+            self.update_indexes(table, index, key, None, Some(row))?;
+        }
+        Ok(true)
+    }
+
+    /// Encodes `row` and writes it under `key` in partition `index`, undoably; false, with
+    /// nothing written, when `RowWrite::InsertOnly` finds the key.
+    fn store_row(
+        &mut self,
+        table: &TableDef,
+        index: usize,
+        key: &[u8],
+        how: RowWrite,
+        row: &[Value],
+        version: u64,
+    ) -> SqlResult<bool> {
         encode_row(version, row, &mut self.scratch);
         let shard = held(&mut self.shards, index)?;
-        let storage = shard.handle(store.id)?;
-        if !shard
-            .engine
-            .insert(storage, key, &self.scratch)
-            .map_err(kv_error)?
-        {
+        let storage = shard.handle(table.id)?;
+        let (written, old) = match how {
+            RowWrite::InsertOnly => (shard.engine.insert(storage, key, &self.scratch), None),
+            RowWrite::Put { old } => (
+                shard.engine.put(storage, key, &self.scratch).map(|_| true),
+                old,
+            ),
+        };
+        if !written.map_err(kv_error)? {
             return Ok(false);
         }
         shard.table_versions.insert(table.id, version);
@@ -522,11 +539,8 @@ impl Executor {
             shard: index,
             storage,
             key: key.to_vec(),
-            old: None,
+            old,
         });
-        if !table.indexes.is_empty() {
-            self.update_indexes(table, index, key, None, Some(row))?;
-        }
         Ok(true)
     }
 

@@ -266,7 +266,7 @@ impl Executor {
             row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
             row[t.created_at] = Value::TimestampTz(self.ledger_clock);
             let written = self.insert_new_row(table, &key, &row, version)?;
-            row[t.timeout] = timeout_given.clone();
+            row[t.timeout] = timeout_given;
             written
         };
         if !written_early {
