@@ -45,18 +45,25 @@ pub fn create(pager: &mut Pager) -> KvResult<u64> {
     pager.allocate(PageKind::Leaf)
 }
 
-/// Walks from `root` to the leaf that holds (or would hold) `key`, recording the path.
+/// Walks from `root` to the leaf that holds (or would hold) `key`, recording the path, and
+/// hints that leaf with the key range the path proves (the nearest separators on either side).
 pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<u64> {
     path.clear();
+    pager.leaf_hints.fences.start();
     let mut page_id = root;
     loop {
-        let bytes = pager.read(page_id)?;
+        let (bytes, hints) = pager.read_with_hints(page_id)?;
         page::prefetch_search_head(bytes);
         let node = Node::new(bytes);
         if node.is_leaf() {
+            hints.record(root, page_id);
             return Ok(page_id);
         }
         let slot = node.child_slot(key);
+        hints.fences.narrow(
+            (slot > 0).then(|| node.key(slot - 1)),
+            (slot < node.len()).then(|| node.key(slot)),
+        );
         path.push((page_id, slot));
         page_id = node.child(slot);
         assert!(
@@ -66,30 +73,44 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
     }
 }
 
-/// Looks `key` up; copies its value into `out` and returns true when found.
-pub fn get(pager: &mut Pager, root: u64, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
-    let mut page_id = root;
-    loop {
-        let bytes = pager.read(page_id)?;
-        page::prefetch_search_head(bytes);
-        let node = Node::new(bytes);
-        if node.is_leaf() {
-            let Ok(index) = node.search(key) else {
-                return Ok(false);
-            };
-            match node.value(index) {
-                LeafValue::Inline(bytes) => {
-                    out.clear();
-                    out.extend_from_slice(bytes);
-                }
-                LeafValue::Overflow { first_page, len } => {
-                    pager.read_overflow(first_page, len as usize, out)?;
-                }
-            }
-            return Ok(true);
-        }
-        page_id = node.child(node.child_slot(key));
+/// The leaf that holds (or would hold) `key`, and whether `path` leads to it: a leaf hint
+/// that covers `key` gives the leaf with an empty path (false); otherwise `descend` (true).
+fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<(u64, bool)> {
+    let Some(leaf) = pager.leaf_hints.find(root, key) else {
+        return Ok((descend(pager, root, key, path)?, true));
+    };
+    if !Node::new(pager.read(leaf)?).is_leaf() {
+        return Err(KvError::Poisoned(format!(
+            "the leaf hint of tree {root} names page {leaf}, which is not a leaf"
+        )));
     }
+    path.clear();
+    Ok((leaf, false))
+}
+
+/// Looks `key` up; copies its value into `out` and returns true when found.
+pub fn get(
+    pager: &mut Pager,
+    root: u64,
+    key: &[u8],
+    path: &mut Path,
+    out: &mut Vec<u8>,
+) -> KvResult<bool> {
+    let (leaf, _) = locate(pager, root, key, path)?;
+    let node = Node::new(pager.read(leaf)?);
+    let Ok(index) = node.search(key) else {
+        return Ok(false);
+    };
+    match node.value(index) {
+        LeafValue::Inline(bytes) => {
+            out.clear();
+            out.extend_from_slice(bytes);
+        }
+        LeafValue::Overflow { first_page, len } => {
+            pager.read_overflow(first_page, len as usize, out)?;
+        }
+    }
+    Ok(true)
 }
 
 /// The stored value about to be replaced or removed: an inline one is copied into `old` (when
@@ -170,7 +191,7 @@ pub fn put(
 ) -> KvResult<bool> {
     check_sizes(pager, key, value)?;
     let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
-    let leaf = descend(pager, root, key, path)?;
+    let (leaf, path_known) = locate(pager, root, key, path)?;
     let node = Node::new(pager.read(leaf)?);
     let position = node.search(key);
     match (position, mode) {
@@ -193,15 +214,37 @@ pub fn put(
             release_overflow(pager, overflow, old)?;
             let cell = make_leaf_cell(pager, key, value)?;
             NodeMut::new(pager.write(leaf)?).remove_cell(index);
-            insert_cell(pager, root, leaf, path, index, cell)?;
+            insert_leaf_cell(pager, root, key, (leaf, path_known), path, index, cell)?;
             Ok(true)
         }
         Err(index) => {
             let cell = make_leaf_cell(pager, key, value)?;
-            insert_cell(pager, root, leaf, path, index, cell)?;
+            insert_leaf_cell(pager, root, key, (leaf, path_known), path, index, cell)?;
             Ok(false)
         }
     }
+}
+
+/// Inserts the cell of `key` at `position` of the leaf `locate` found. A leaf found from a
+/// hint came without its path, which only a split needs: the cell goes in directly when it
+/// fits, and the path is walked only when it does not.
+fn insert_leaf_cell(
+    pager: &mut Pager,
+    root: u64,
+    key: &[u8],
+    (leaf, path_known): (u64, bool),
+    path: &mut Path,
+    position: usize,
+    cell: Vec<u8>,
+) -> KvResult<()> {
+    if !path_known {
+        if NodeMut::new(pager.write(leaf)?).insert_cell(position, &cell) {
+            return Ok(());
+        }
+        let walked = descend(pager, root, key, path)?;
+        debug_assert_eq!(walked, leaf, "a hinted leaf is the leaf a descent finds");
+    }
+    insert_cell(pager, root, leaf, path, position, cell)
 }
 
 /// Inserts `cell` at `position` of `page_id`, splitting up the path as needed.
@@ -299,6 +342,7 @@ fn split(
     position: usize,
     cell: Vec<u8>,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
+    pager.leaf_hints.forget_tree(root);
     // One copy of the page to take the cells from, not an allocation per cell.
     let image = pager.read(page_id)?.to_vec();
     let node = Node::new(&image);
@@ -400,6 +444,7 @@ fn rebalance(pager: &mut Pager, root: u64, mut page_id: u64, path: &mut Path) ->
         } else {
             return Ok(());
         };
+        pager.leaf_hints.forget_tree(root);
         if !merge(pager, parent, left, right, separator_index)? {
             return Ok(());
         }
@@ -450,6 +495,7 @@ fn collapse_root(pager: &mut Pager, root: u64) -> KvResult<()> {
             return Ok(());
         }
         let child = page::link(buffer);
+        pager.leaf_hints.forget_tree(root);
         let image = pager.read(child)?.to_vec();
         pager.write(root)?.copy_from_slice(&image);
         pager.free(child)?;
@@ -458,6 +504,7 @@ fn collapse_root(pager: &mut Pager, root: u64) -> KvResult<()> {
 
 /// Frees every page of the tree except the root, and resets the root to an empty leaf.
 pub fn clear(pager: &mut Pager, root: u64) -> KvResult<()> {
+    pager.leaf_hints.forget_tree(root);
     free_subtree(pager, root, true)?;
     page::init_node(pager.write(root)?, PageKind::Leaf);
     Ok(())
@@ -465,6 +512,7 @@ pub fn clear(pager: &mut Pager, root: u64) -> KvResult<()> {
 
 /// Frees every page of the tree, root included.
 pub fn destroy(pager: &mut Pager, root: u64) -> KvResult<()> {
+    pager.leaf_hints.forget_tree(root);
     free_subtree(pager, root, false)
 }
 

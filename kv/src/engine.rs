@@ -108,6 +108,10 @@ pub struct EngineStats {
     pub last_checkpoint_pages: usize,
     pub last_checkpoint_elapsed: Duration,
     pub uses_uring: bool,
+    /// Point operations that found their leaf from a leaf hint, and those that descended
+    /// from the root (since open).
+    pub leaf_hint_hits: u64,
+    pub leaf_hint_misses: u64,
 }
 
 struct Inflight {
@@ -432,7 +436,13 @@ impl Engine {
     /// Copies the value of `key` into `out`; false when the key is absent.
     pub fn get_into(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
         self.check_usable()?;
-        btree::get(&mut self.pager, table.root, key, out)
+        btree::get(
+            &mut self.pager,
+            table.root,
+            key,
+            &mut self.path_scratch,
+            out,
+        )
     }
 
     pub fn get(&mut self, table: Table, key: &[u8]) -> KvResult<Option<Vec<u8>>> {
@@ -544,6 +554,8 @@ impl Engine {
             last_checkpoint_pages: self.last_checkpoint.0,
             last_checkpoint_elapsed: self.last_checkpoint.1,
             uses_uring: self.uses_uring,
+            leaf_hint_hits: self.pager.leaf_hints.counts().0,
+            leaf_hint_misses: self.pager.leaf_hints.counts().1,
         }
     }
 

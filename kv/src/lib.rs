@@ -25,6 +25,7 @@ mod error;
 pub mod io;
 mod journal;
 pub mod keycode;
+mod leaf_hints;
 mod log_spares;
 mod log_store;
 mod page;

@@ -6,6 +6,7 @@
 //! as a free page, so the list is persisted by the next checkpoint like any other change.
 
 use crate::error::{KvError, KvResult};
+use crate::leaf_hints::LeafHints;
 use crate::page::{self, PageKind, HEADER_SIZE};
 use crate::pool::BufferPool;
 
@@ -20,6 +21,9 @@ pub struct AllocState {
 pub struct Pager {
     pub pool: BufferPool,
     pub alloc: AllocState,
+    /// Leaves recent point operations landed in, per tree (`leaf_hints`); the B+tree keeps
+    /// them true.
+    pub leaf_hints: LeafHints,
     page_size: usize,
 }
 
@@ -28,6 +32,7 @@ impl Pager {
         Pager {
             pool,
             alloc,
+            leaf_hints: LeafHints::default(),
             page_size,
         }
     }
@@ -42,6 +47,16 @@ impl Pager {
             "page {page_id}"
         );
         self.pool.read(page_id)
+    }
+
+    /// `read`, with the leaf hints borrowed alongside so a descent can note the separators it
+    /// passes while it holds a page.
+    pub fn read_with_hints(&mut self, page_id: u64) -> KvResult<(&[u8], &mut LeafHints)> {
+        debug_assert!(
+            page_id != 0 && page_id < self.alloc.page_count,
+            "page {page_id}"
+        );
+        Ok((self.pool.read(page_id)?, &mut self.leaf_hints))
     }
 
     pub fn write(&mut self, page_id: u64) -> KvResult<&mut [u8]> {

@@ -237,6 +237,8 @@ pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) ->
         total.dirty_pages += s.dirty_pages;
         total.mapped_pages += s.mapped_pages;
         total.last_checkpoint_pages += s.last_checkpoint_pages;
+        total.leaf_hint_hits += s.leaf_hint_hits;
+        total.leaf_hint_misses += s.leaf_hint_misses;
         total.last_checkpoint_elapsed =
             total.last_checkpoint_elapsed.max(s.last_checkpoint_elapsed);
     }

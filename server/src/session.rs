@@ -239,12 +239,13 @@ impl Session {
 
     /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
     /// the pool and its capacity, page buffers in memory, the page size, pages in the data
-    /// file, pool hits and misses, and the checkpoints.
+    /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
+    /// point operations found their leaf from a leaf hint or descended from the root.
     async fn storage_stats(&self) -> SqlResult<String> {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} leaf_hint_hits={} leaf_hint_misses={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -259,7 +260,9 @@ impl Session {
             all.partitions,
             all.on_partition_threads,
             all.on_coordinator,
-            all.handovers
+            all.handovers,
+            stats.leaf_hint_hits,
+            stats.leaf_hint_misses
         ))
     }
 

@@ -470,6 +470,10 @@ async fn show_stats_reports_group_commit_and_storage() {
     );
     assert!(storage["resident_pages"] >= 1, "{storage:?}");
     assert!(storage["file_pages"] >= storage["resident_pages"] - storage["dirty_pages"]);
+    assert!(
+        storage["leaf_hint_hits"] + storage["leaf_hint_misses"] >= 1,
+        "{storage:?}"
+    );
 }
 
 /// A client stream that records what crosses it: each write the client makes and each read
