@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use planner::{
-    Catalog, DdlPlan, EvalEnv, Expr, InsertSource, Isolation, LedgerRole, OnConflict, Step,
-    TableDef, TableRef, WritePlan, DEFAULT_MARKER,
+    Catalog, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, Isolation, LedgerRole,
+    OnConflict, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
-use sql::{ErrorKind, SqlError, SqlResult, Value};
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
@@ -104,7 +104,17 @@ fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
 /// Casts every value to its column's type.
 fn conform(table: &TableDef, row: &mut [Value]) -> SqlResult<()> {
     for (v, c) in row.iter_mut().zip(&table.columns) {
-        if !v.is_null() {
+        // The common cases already have their column's form (a bigint, a boolean, a
+        // timestamptz); everything else goes through the cast.
+        let conforms = match (&*v, c.ty) {
+            (Value::Null, _) => true,
+            (Value::Int(_), DataType::Int8) => true,
+            (Value::Int(i), DataType::Int4) => i32::try_from(*i).is_ok(),
+            (Value::Bool(_), DataType::Bool) => true,
+            (Value::TimestampTz(_), DataType::TimestampTz) => true,
+            _ => false,
+        };
+        if !conforms {
             *v = v.cast(c.ty)?;
         }
     }
@@ -118,8 +128,17 @@ pub(crate) fn build_row(
     values: Vec<Value>,
     env: &EvalEnv<'_>,
 ) -> SqlResult<Row> {
-    let mut row = vec![Value::Null; table.columns.len()];
-    let mut given = vec![false; table.columns.len()];
+    let width = table.columns.len();
+    let mut row = Vec::with_capacity(width);
+    row.resize_with(width, || Value::Null);
+    // Which columns were given, on the stack for tables of up to 64 columns.
+    let (mut few, mut many) = ([false; 64], Vec::new());
+    let given: &mut [bool] = if width <= few.len() {
+        &mut few[..width]
+    } else {
+        many.resize(width, false);
+        &mut many
+    };
     for (v, &c) in values.into_iter().zip(target_columns) {
         if matches!(&v, Value::Text(t) if t == DEFAULT_MARKER) {
             continue;
@@ -287,9 +306,12 @@ impl Executor {
         reader.scan_stored(table, access, filter, &[], &env)
     }
 
+    /// Applies a write statement. `prebuilt` holds the rows of an `InsertSource::Rows` plan
+    /// when the caller could move them out of the command (they are then not cloned).
     pub(crate) fn apply_write(
         &mut self,
         plan: &WritePlan,
+        prebuilt: Option<Vec<Row>>,
         params: &[Value],
         now_micros: i64,
         version: u64,
@@ -299,15 +321,26 @@ impl Executor {
         let mut affected = 0;
         match plan {
             WritePlan::Insert(p) => {
-                let sources = {
-                    let reader = self.reader(None, false);
-                    let env = reader.env(params, now_micros);
-                    insert_sources(&reader, &p.source, &env)?
+                let sources = match prebuilt {
+                    Some(rows) => rows,
+                    None => {
+                        let reader = self.reader(None, false);
+                        let env = reader.env(params, now_micros);
+                        insert_sources(&reader, &p.source, &env)?
+                    }
                 };
                 let env = EvalEnv::without_subqueries(params, now_micros);
                 let count = sources.len();
+                let prebuilt = matches!(p.source, InsertSource::Rows(_));
                 for (n, values) in sources.into_iter().enumerate() {
-                    let inserted = build_row(&table, &p.target_columns, values, &env)
+                    let row = if prebuilt && values.len() == table.columns.len() {
+                        Ok(values)
+                    } else if prebuilt {
+                        Err(SqlError::internal("a prebuilt row does not fit its table"))
+                    } else {
+                        build_row(&table, &p.target_columns, values, &env)
+                    };
+                    let inserted = row
                         .and_then(|row| {
                             let id = p.call.then(|| call_id(&table, &row));
                             let stored = self.insert_row(
@@ -507,7 +540,7 @@ impl Executor {
         let mut last = Outcome::default();
         for step in steps {
             last = match step {
-                Step::Write(plan) => self.apply_write(plan, params, now_micros, version)?,
+                Step::Write(plan) => self.apply_write(plan, None, params, now_micros, version)?,
                 Step::Query(plan) => {
                     let reader = self.reader(None, false);
                     let env = reader.env(params, now_micros);
@@ -1055,6 +1088,76 @@ fn is_temporary_key(key: &[u8]) -> bool {
     matches!(kv::keycode::decode_key(key).as_deref(), Some([kv::keycode::KeyValue::Int(i)]) if *i < 0)
 }
 
+/// Whether an expression gives the same value wherever and whenever it is evaluated, given
+/// the statement's parameters and `now()`: no subquery, no `random()`, nothing that reads
+/// the catalog.
+fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
+    let mut same = true;
+    expr.visit(&mut |e| match e {
+        Expr::Subquery { .. } | Expr::InSubquery { .. } => same = false,
+        Expr::Function { func, .. } => {
+            same &= !matches!(
+                func,
+                Func::Random
+                    | Func::FormatType
+                    | Func::GetExpr
+                    | Func::GetIndexDef
+                    | Func::GetConstraintDef
+                    | Func::RegClassName
+            )
+        }
+        _ => {}
+    });
+    same
+}
+
+/// An INSERT ... VALUES with its rows built before it is proposed (`InsertSource::Rows`),
+/// when the values and the defaults they leave to fill evaluate the same anywhere: the
+/// evaluation, defaults and type conformance then run on the session's thread instead of the
+/// executor's, which only checks and stores the rows. The rows are exactly what the executor
+/// would build (the same `build_row`, with the command's parameters and `now()`), and the
+/// plan keeps the table's shape version, so a schema change in between refuses the command.
+/// None (propose the plan as it is) when anything is out of reach here, including a value
+/// that fails to evaluate: the executor then reports the error as it always has.
+pub fn prebuild_insert(
+    plan: &WritePlan,
+    catalog: &Catalog,
+    params: &[Value],
+    now_micros: i64,
+) -> Option<WritePlan> {
+    let WritePlan::Insert(p) = plan else {
+        return None;
+    };
+    let InsertSource::Values(rows) = &p.source else {
+        return None;
+    };
+    let table = catalog
+        .table_by_id(p.table.id)
+        .filter(|t| t.shape_version == p.table.shape_version)?;
+    let defaults_same = table
+        .columns
+        .iter()
+        .filter_map(|c| c.default.as_ref())
+        .all(evaluates_the_same_anywhere);
+    if !defaults_same || !rows.iter().flatten().all(evaluates_the_same_anywhere) {
+        return None;
+    }
+    let env = EvalEnv::without_subqueries(params, now_micros);
+    let built = eval_values(rows, &env)
+        .ok()?
+        .into_iter()
+        .map(|values| build_row(table, &p.target_columns, values, &env).ok())
+        .collect::<Option<Vec<Row>>>()?;
+    Some(WritePlan::Insert(InsertPlan {
+        table: p.table.clone(),
+        source: InsertSource::Rows(built),
+        target_columns: (0..table.columns.len()).collect(),
+        on_conflict: p.on_conflict.clone(),
+        returning: p.returning.clone(),
+        call: p.call,
+    }))
+}
+
 /// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
 /// outcome: a table with no primary key and no index (no duplicate to find), values without
 /// subqueries. The session then saves a round trip to the executor; the commit applies the
@@ -1141,6 +1244,7 @@ fn insert_sources(
     match source {
         InsertSource::Values(rows) => eval_values(rows, env),
         InsertSource::Query(rel) => reader.rows(rel, &[], env),
+        InsertSource::Rows(rows) => Ok(rows.clone()),
     }
 }
 
@@ -1154,4 +1258,103 @@ fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use planner::{bind, Catalog, DdlPlan, EvalEnv, InsertSource, Plan, WritePlan};
+    use sql::Value;
+
+    use super::{build_row, eval_values, prebuild_insert};
+
+    fn catalog() -> Catalog {
+        let mut catalog = Catalog::default();
+        let create = "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT DEFAULT 7, ok BOOLEAN NOT NULL \
+                      DEFAULT false, at TIMESTAMPTZ DEFAULT now(), x TEXT)";
+        let parsed = sql::parse(create).unwrap().remove(0);
+        let Plan::Ddl(DdlPlan::CreateTable { table, .. }) =
+            bind(&catalog, &parsed, &[]).unwrap().plan
+        else {
+            panic!("not a CREATE TABLE");
+        };
+        catalog.tables.insert(table.name.clone(), Arc::new(table));
+        catalog
+    }
+
+    fn write(catalog: &Catalog, text: &str) -> WritePlan {
+        let parsed = sql::parse(text).unwrap().remove(0);
+        match bind(catalog, &parsed, &[]).unwrap().plan {
+            Plan::Write(plan, _) => (*plan).clone(),
+            _ => panic!("not a write: {text}"),
+        }
+    }
+
+    #[test]
+    fn prebuilt_rows_are_the_rows_the_executor_would_build() {
+        let catalog = catalog();
+        let table = catalog.tables["t"].clone();
+        let now = 1_790_000_000_000_000;
+        let plan = write(
+            &catalog,
+            "INSERT INTO t (i, x, b) VALUES (1, 'a', DEFAULT), (2 * 3, NULL, 2 + 2)",
+        );
+        let WritePlan::Insert(p) = &plan else {
+            unreachable!()
+        };
+        let InsertSource::Values(values) = &p.source else {
+            unreachable!()
+        };
+        let env = EvalEnv::without_subqueries(&[], now);
+        let expected: Vec<Vec<Value>> = eval_values(values, &env)
+            .unwrap()
+            .into_iter()
+            .map(|v| build_row(&table, &p.target_columns, v, &env).unwrap())
+            .collect();
+        let Some(WritePlan::Insert(prebuilt)) = prebuild_insert(&plan, &catalog, &[], now) else {
+            panic!("constant VALUES are prebuilt");
+        };
+        let InsertSource::Rows(rows) = &prebuilt.source else {
+            panic!("prebuilt plans carry rows");
+        };
+        // Values compare by their debug form (they have no PartialEq: NULL is not equal to
+        // itself in SQL).
+        assert_eq!(format!("{rows:?}"), format!("{expected:?}"));
+        assert!(matches!(rows[0][1], Value::Int(7)), "the default of b");
+        assert!(matches!(rows[1][1], Value::Int(4)));
+        assert!(
+            matches!(rows[1][3], Value::TimestampTz(t) if t == now),
+            "now() is the command's"
+        );
+        assert_eq!(prebuilt.target_columns, vec![0, 1, 2, 3, 4]);
+        assert_eq!(prebuilt.table, p.table);
+    }
+
+    #[test]
+    fn what_might_differ_or_fail_is_left_to_the_executor() {
+        let catalog = catalog();
+        let text_param = [Value::Text("not a number".into())];
+        for (text, params) in [
+            ("INSERT INTO t (i, b) VALUES (1, (SELECT 1))", &[][..]),
+            ("INSERT INTO t (i) VALUES (2147483647 + 1)", &[]),
+            ("INSERT INTO t (i, b) VALUES (1, $1)", &text_param),
+            ("INSERT INTO t (i) SELECT 1", &[]),
+        ] {
+            let plan = write(&catalog, text);
+            assert!(
+                prebuild_insert(&plan, &catalog, params, 0).is_none(),
+                "{text}"
+            );
+        }
+        let plan = write(&catalog, "INSERT INTO t (i) VALUES (1)");
+        let mut changed = catalog.clone();
+        let mut table = (*changed.tables["t"]).clone();
+        table.shape_version += 1;
+        changed.tables.insert("t".into(), Arc::new(table));
+        assert!(
+            prebuild_insert(&plan, &changed, &[], 0).is_none(),
+            "planned against another shape"
+        );
+    }
 }

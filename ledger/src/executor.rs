@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kv::{IoMode, LogPosition};
-use planner::{Catalog, TableDef, WritePlan};
+use planner::{Catalog, InsertPlan, InsertSource, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
@@ -307,10 +307,19 @@ impl Executor {
         self.undo.clear();
         let result = match command {
             Command::Write {
-                plan,
+                mut plan,
                 params,
                 now_micros,
-            } => self.apply_write(&plan, &params, now_micros, version),
+            } => {
+                let prebuilt = match Arc::get_mut(&mut plan) {
+                    Some(WritePlan::Insert(InsertPlan {
+                        source: InsertSource::Rows(rows),
+                        ..
+                    })) => Some(std::mem::take(rows)),
+                    _ => None,
+                };
+                self.apply_write(&plan, prebuilt, &params, now_micros, version)
+            }
             Command::Commit {
                 isolation,
                 reads,

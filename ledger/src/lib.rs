@@ -25,7 +25,7 @@ mod row;
 mod transfer;
 mod worker;
 
-pub use apply::stage_insert_locally;
+pub use apply::{prebuild_insert, stage_insert_locally};
 pub use command::{
     decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
     Overlay, QueryResult, ReadCheck, Staged, WriteOp,

@@ -175,6 +175,7 @@ impl Router<'_> {
                     self.rows_of(table, &insert.target_columns, values, &env)
                 }
                 InsertSource::Query(_) => self.all(),
+                InsertSource::Rows(rows) => self.full_rows(table, rows.iter().map(Some)),
             },
             _ => self.table(table),
         };
@@ -226,23 +227,34 @@ impl Router<'_> {
         rows: impl Iterator<Item = Option<Vec<Value>>>,
         env: &EvalEnv,
     ) -> Reach {
+        // The insert fails the same way wherever it runs: a row that cannot be built here
+        // reaches every partition.
+        let built = rows.map(|values| values.and_then(|v| build_row(table, columns, v, env).ok()));
+        self.full_rows(table, built)
+    }
+
+    /// Complete rows of a partitioned table (None: a row not known here).
+    fn full_rows<R: AsRef<[Value]>>(
+        &self,
+        table: &TableDef,
+        rows: impl Iterator<Item = Option<R>>,
+    ) -> Reach {
         let mut reach = Reach::NONE;
-        for values in rows {
+        for row in rows {
             // A big multi-row insert reaches every partition after a few rows.
             if reach == self.all() {
                 break;
             }
-            reach = reach.with(match values.map(|v| build_row(table, columns, v, env)) {
-                Some(Ok(row)) => self.full_row(table, &row),
-                // The insert fails the same way wherever it runs: all is safe.
-                Some(Err(_)) | None => self.all(),
+            reach = reach.with(match row {
+                Some(row) => self.full_row(table, row.as_ref()),
+                None => self.all(),
             });
         }
         reach
     }
 
     /// The partitions an insert of `row` into `table` touches.
-    fn full_row(&self, table: &TableDef, row: &Row) -> Reach {
+    fn full_row(&self, table: &TableDef, row: &[Value]) -> Reach {
         let Some(schema) = self.schema.as_deref() else {
             return self.table(table);
         };
@@ -261,7 +273,7 @@ impl Router<'_> {
     /// a pending one with a timeout also the expiry schedule (partition 0). Posting or
     /// voiding reaches the pending transfer's accounts, known only from the stored
     /// transfer: every partition.
-    fn transfer(&self, schema: &LedgerSchema, row: &Row) -> Reach {
+    fn transfer(&self, schema: &LedgerSchema, row: &[Value]) -> Reach {
         let t = &schema.transfer;
         let flag = |c: usize| matches!(row.get(c), Some(Value::Bool(true)));
         if flag(t.post_pending) || flag(t.void_pending) {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql::DataType;
+use sql::{DataType, Value};
 
 use crate::catalog::{ProcedureDef, TableDef, TableRef};
 use crate::expr::{AggCall, Expr};
@@ -146,6 +146,10 @@ pub struct SelectPlan {
 pub enum InsertSource {
     Values(Vec<Vec<Expr>>),
     Query(Box<Rel>),
+    /// Complete rows — every column in table order, defaults filled in, values conformed to
+    /// the column types — built from VALUES before the statement was proposed, because they
+    /// evaluate the same anywhere (`ledger::prebuild_insert`). The executor only stores them.
+    Rows(Vec<Vec<Value>>),
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -580,6 +584,7 @@ impl WritePlan {
                 match &p.source {
                     InsertSource::Values(rows) => rows.iter().for_each(|r| exprs.extend(r)),
                     InsertSource::Query(rel) => visit_read_tables(rel, f),
+                    InsertSource::Rows(_) => {}
                 }
                 match &p.on_conflict {
                     Some(OnConflict::DoUpdate {

@@ -731,10 +731,26 @@ impl Session {
             Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
             Some(_) => self.stage(plan.clone(), params).await?,
             None => {
+                let now = now_micros();
+                // Only an INSERT ... VALUES can be prebuilt: other writes skip the catalog.
+                let values = matches!(
+                    plan.as_ref(),
+                    WritePlan::Insert(InsertPlan {
+                        source: InsertSource::Values(_),
+                        ..
+                    })
+                );
+                let prebuilt = values
+                    .then(|| {
+                        let catalog = self.shared.executor.catalog();
+                        ledger::prebuild_insert(plan, &catalog, params, now)
+                    })
+                    .flatten();
+                let plan = prebuilt.map_or_else(|| plan.clone(), Arc::new);
                 let command = Command::Write {
-                    plan: plan.clone(),
+                    plan,
                     params: params.to_vec(),
-                    now_micros: now_micros(),
+                    now_micros: now,
                 };
                 let outcome = self.propose(&command).await?;
                 (outcome.rows_affected, outcome.rows)
