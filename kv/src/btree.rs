@@ -75,17 +75,24 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
 
 /// The leaf that holds (or would hold) `key`, and whether `path` leads to it: a leaf hint
 /// that covers `key` gives the leaf with an empty path (false); otherwise `descend` (true).
+/// Read it with `read_leaf`.
 fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<(u64, bool)> {
     let Some(leaf) = pager.leaf_hints.find(root, key) else {
         return Ok((descend(pager, root, key, path)?, true));
     };
-    if !Node::new(pager.read(leaf)?).is_leaf() {
-        return Err(KvError::Poisoned(format!(
-            "the leaf hint of tree {root} names page {leaf}, which is not a leaf"
-        )));
-    }
     path.clear();
     Ok((leaf, false))
+}
+
+/// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).
+fn read_leaf(pager: &mut Pager, root: u64, leaf: u64) -> KvResult<Node<'_>> {
+    let node = Node::new(pager.read(leaf)?);
+    if !node.is_leaf() {
+        return Err(KvError::Poisoned(format!(
+            "tree {root} located page {leaf}, which is not a leaf"
+        )));
+    }
+    Ok(node)
 }
 
 /// Looks `key` up; copies its value into `out` and returns true when found.
@@ -97,7 +104,7 @@ pub fn get(
     out: &mut Vec<u8>,
 ) -> KvResult<bool> {
     let (leaf, _) = locate(pager, root, key, path)?;
-    let node = Node::new(pager.read(leaf)?);
+    let node = read_leaf(pager, root, leaf)?;
     let Ok(index) = node.search(key) else {
         return Ok(false);
     };
@@ -192,7 +199,7 @@ pub fn put(
     check_sizes(pager, key, value)?;
     let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
     let (leaf, path_known) = locate(pager, root, key, path)?;
-    let node = Node::new(pager.read(leaf)?);
+    let node = read_leaf(pager, root, leaf)?;
     let position = node.search(key);
     match (position, mode) {
         (Ok(_), PutMode::InsertOnly) => return Ok(true),

@@ -54,9 +54,7 @@ pub struct Fences {
 
 impl Fences {
     fn take_spare(&mut self) -> Vec<u8> {
-        let mut buffer = self.spare.pop().unwrap_or_default();
-        buffer.clear();
-        buffer
+        self.spare.pop().unwrap_or_default()
     }
 
     fn give_back(&mut self, buffer: Option<Vec<u8>>) {

@@ -5,10 +5,11 @@
 //! re-create). Small pages make all of that frequent. Every read is checked against a
 //! `BTreeMap` per tree, and every tree's structure at the end.
 
-use std::collections::BTreeMap;
-use std::ops::Bound;
+mod common;
 
-use kv::{Direction, Engine, EngineOptions, Table};
+use std::collections::BTreeMap;
+
+use kv::{Engine, EngineOptions, Table};
 use proptest::prelude::*;
 
 const TREES: usize = 3;
@@ -124,19 +125,8 @@ fn run(ops: Vec<Op>) -> (u64, u64) {
             }
         }
     }
-    for (table, model) in tables.iter().zip(models) {
-        assert_eq!(engine.check_table(*table).unwrap().keys, model.len());
-        let all: Vec<_> = engine
-            .range(
-                *table,
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    for (table, model) in tables.into_iter().zip(models) {
+        common::assert_table_holds(&mut engine, table, model);
     }
     let stats = engine.stats();
     (stats.leaf_hint_hits, stats.leaf_hint_misses)

@@ -2,6 +2,8 @@
 //! small pages (deep trees, many splits and merges) and a small buffer pool (evictions), across
 //! checkpoints and reopens. Runs on the IO path named by `HOTLEDGER_IO` (CI runs both).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -217,18 +219,7 @@ fn run(ops: Vec<Op>) -> usize {
             }
         }
     }
-    assert_eq!(engine.check_table(table).unwrap().keys, model.len());
-    let all: Vec<_> = engine
-        .range(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert_eq!(all, model.into_iter().collect::<Vec<_>>());
+    common::assert_table_holds(&mut engine, table, model);
     depth_max
 }
 

@@ -157,6 +157,14 @@ pub(crate) fn build_row(
     Ok(row)
 }
 
+/// A row of an `InsertSource::Rows` plan, which is already complete.
+fn prebuilt_row(table: &TableDef, row: Row) -> SqlResult<Row> {
+    if row.len() != table.columns.len() {
+        return Err(SqlError::internal("a prebuilt row does not fit its table"));
+    }
+    Ok(row)
+}
+
 fn assign(
     table: &TableDef,
     old: &[Value],
@@ -306,12 +314,12 @@ impl Executor {
         reader.scan_stored(table, access, filter, &[], &env)
     }
 
-    /// Applies a write statement. `prebuilt` holds the rows of an `InsertSource::Rows` plan
+    /// Applies a write statement. `moved_rows` holds the rows of an `InsertSource::Rows` plan
     /// when the caller could move them out of the command (they are then not cloned).
     pub(crate) fn apply_write(
         &mut self,
         plan: &WritePlan,
-        prebuilt: Option<Vec<Row>>,
+        moved_rows: Option<Vec<Row>>,
         params: &[Value],
         now_micros: i64,
         version: u64,
@@ -321,7 +329,7 @@ impl Executor {
         let mut affected = 0;
         match plan {
             WritePlan::Insert(p) => {
-                let sources = match prebuilt {
+                let sources = match moved_rows {
                     Some(rows) => rows,
                     None => {
                         let reader = self.reader(None, false);
@@ -333,10 +341,8 @@ impl Executor {
                 let count = sources.len();
                 let prebuilt = matches!(p.source, InsertSource::Rows(_));
                 for (n, values) in sources.into_iter().enumerate() {
-                    let row = if prebuilt && values.len() == table.columns.len() {
-                        Ok(values)
-                    } else if prebuilt {
-                        Err(SqlError::internal("a prebuilt row does not fit its table"))
+                    let row = if prebuilt {
+                        prebuilt_row(&table, values)
                     } else {
                         build_row(&table, &p.target_columns, values, &env)
                     };
