@@ -146,23 +146,32 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
         .min(PREFIX_MAX)
 }
 
-/// Bytes from the start of a node that a search reads first: the header and the slots it
-/// probes first (a leaf of 16-byte keys and 100-byte values has ~35 slots: bytes 24..164).
+/// Bytes from the start of a node that a search reads first whatever its length: the header
+/// and the first slots (a leaf of 16-byte keys and 100-byte values has ~35 slots: bytes
+/// 24..164).
 const SEARCH_HEAD_BYTES: usize = 256;
 
-/// Asks the CPU to start loading the head of a node page (header and slot array) at once.
-/// A search otherwise reads those cache lines one after another, each probe waiting for the
-/// last; for a page not in cache that is a chain of memory round trips.
+/// Asks the CPU to start loading a node page's header and whole slot array at once. A binary
+/// search otherwise reads those cache lines one after another, each probe waiting for the
+/// last; for a page not in cache that is a chain of memory round trips. The head is asked
+/// for before the slot count is known (it is in the header's line); the rest of the array
+/// once it is.
 pub fn prefetch_search_head(page: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    for offset in (64..SEARCH_HEAD_BYTES.min(page.len())).step_by(64) {
-        // SAFETY: a prefetch is a hint with no architectural effect; the address is inside
-        // `page`.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                page.as_ptr().add(offset).cast(),
-            );
-        }
+    {
+        let prefetch = |offset: usize| {
+            // SAFETY: a prefetch is a hint with no architectural effect; callers pass an
+            // offset inside `page`.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    page.as_ptr().add(offset).cast(),
+                );
+            }
+        };
+        let head = SEARCH_HEAD_BYTES.min(page.len());
+        (64..head).step_by(64).for_each(prefetch);
+        let slots_end = (HEADER_SIZE + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
+        (head..slots_end).step_by(64).for_each(prefetch);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = page;
