@@ -314,6 +314,55 @@ impl Executor {
         reader.scan_stored(table, access, filter, &[], &env)
     }
 
+    /// Inserts an INSERT's source rows (built from `p`'s target columns, or already built
+    /// when it carries `InsertSource::Rows`) into `table`: how many it stored, with RETURNING
+    /// (or a CALL's id and status) rows added to `out`.
+    fn insert_rows(
+        &mut self,
+        table: &TableDef,
+        p: &InsertPlan,
+        sources: Vec<Row>,
+        env: &EvalEnv<'_>,
+        version: u64,
+        out: &mut Vec<Row>,
+    ) -> SqlResult<u64> {
+        let count = sources.len();
+        let prebuilt = matches!(p.source, InsertSource::Rows(_));
+        let mut affected = 0;
+        for (n, values) in sources.into_iter().enumerate() {
+            let row = if prebuilt {
+                prebuilt_row(table, values)
+            } else {
+                build_row(table, &p.target_columns, values, env)
+            };
+            let inserted = row
+                .and_then(|row| {
+                    let id = p.call.then(|| call_id(table, &row));
+                    let stored =
+                        self.insert_row(table, row, p.on_conflict.as_ref(), env, version)?;
+                    Ok((id, stored))
+                })
+                .map_err(|e| in_row(table, e, n, count))?;
+            match inserted {
+                (Some(id), stored) => {
+                    affected += stored.is_some() as u64;
+                    let status = if stored.is_some() {
+                        "created"
+                    } else {
+                        "exists"
+                    };
+                    out.push(vec![id, Value::Text(status.into())]);
+                }
+                (None, Some(stored)) => {
+                    affected += 1;
+                    returning(p.returning.as_ref(), &stored, env, out)?;
+                }
+                (None, None) => {}
+            }
+        }
+        Ok(affected)
+    }
+
     /// Applies a write statement. `moved_rows` holds the rows of an `InsertSource::Rows` plan
     /// when the caller could move them out of the command (they are then not cloned).
     pub(crate) fn apply_write(
@@ -338,44 +387,14 @@ impl Executor {
                     }
                 };
                 let env = EvalEnv::without_subqueries(params, now_micros);
-                let count = sources.len();
-                let prebuilt = matches!(p.source, InsertSource::Rows(_));
-                for (n, values) in sources.into_iter().enumerate() {
-                    let row = if prebuilt {
-                        prebuilt_row(&table, values)
-                    } else {
-                        build_row(&table, &p.target_columns, values, &env)
-                    };
-                    let inserted = row
-                        .and_then(|row| {
-                            let id = p.call.then(|| call_id(&table, &row));
-                            let stored = self.insert_row(
-                                &table,
-                                row,
-                                p.on_conflict.as_ref(),
-                                &env,
-                                version,
-                            )?;
-                            Ok((id, stored))
-                        })
-                        .map_err(|e| in_row(&table, e, n, count))?;
-                    match inserted {
-                        (Some(id), stored) => {
-                            affected += stored.is_some() as u64;
-                            let status = if stored.is_some() {
-                                "created"
-                            } else {
-                                "exists"
-                            };
-                            out.push(vec![id, Value::Text(status.into())]);
-                        }
-                        (None, Some(stored)) => {
-                            affected += 1;
-                            returning(p.returning.as_ref(), &stored, &env, &mut out)?;
-                        }
-                        (None, None) => {}
-                    }
-                }
+                // A multi-row INSERT INTO transfers reads and writes its accounts once.
+                let account_set = sources.len() > 1 && table.ledger == Some(LedgerRole::Transfers);
+                affected = self.with_account_set(
+                    account_set,
+                    version,
+                    |ex| ex.insert_rows(&table, p, sources, &env, version, &mut out),
+                    |e| e,
+                )?;
             }
             WritePlan::Update(p) => {
                 let targets =
@@ -520,14 +539,19 @@ impl Executor {
     ) -> CommandResult {
         let def = self.resolve(table)?;
         let env = EvalEnv::without_subqueries(&[], now_micros);
-        let mut affected = 0;
         let count = rows.len();
-        for (n, values) in rows.into_iter().enumerate() {
-            let inserted = build_row(&def, columns, values, &env)
-                .and_then(|row| self.insert_row(&def, row, None, &env, version))
-                .map_err(|e| in_row(&def, e, n, count))?;
-            affected += inserted.is_some() as u64;
-        }
+        let copy = |ex: &mut Executor| {
+            let mut affected = 0;
+            for (n, values) in rows.into_iter().enumerate() {
+                let inserted = build_row(&def, columns, values, &env)
+                    .and_then(|row| ex.insert_row(&def, row, None, &env, version))
+                    .map_err(|e| in_row(&def, e, n, count))?;
+                affected += inserted.is_some() as u64;
+            }
+            Ok(affected)
+        };
+        let account_set = count > 1 && def.ledger == Some(LedgerRole::Transfers);
+        let affected = self.with_account_set(account_set, version, copy, |e| e)?;
         Ok(Outcome {
             rows_affected: affected,
             rows: Vec::new(),

@@ -182,6 +182,8 @@ pub struct Executor {
     /// No pending transfer expires before this (None: none has a timeout).
     pub(crate) next_expiry: Option<i64>,
     pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
+    /// Open while a multi-row transfer statement runs (see `account_set`).
+    pub(crate) account_set: Option<crate::account_set::AccountSet>,
 }
 
 impl Executor {
@@ -207,6 +209,7 @@ impl Executor {
             // Unknown after a start: the first sweep looks.
             next_expiry: Some(i64::MIN),
             ledger_schema: None,
+            account_set: None,
         }
     }
 
@@ -460,7 +463,7 @@ impl Executor {
     }
 
     /// A stored row's bytes.
-    fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
+    pub(crate) fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
         let shard = self.shard(index)?;
         let handle = shard.handle(store.id)?;

@@ -13,6 +13,7 @@
 //! and every reply is a callback. Commands are deterministic, so every replica applying the
 //! same log reaches the same state.
 
+mod account_set;
 mod apply;
 mod command;
 mod coordinator;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use planner::{EvalEnv, LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
+use crate::account_set::Account;
 use crate::apply::build_row;
 use crate::command::{CommandResult, Outcome};
 use crate::error::{is_storage_failure, kv_error};
@@ -62,13 +63,6 @@ fn text(v: &Value) -> &str {
         Value::Text(t) => t,
         _ => "",
     }
-}
-
-/// An account row as read for a transfer: its storage key, raw bytes (for undo) and values.
-struct Account {
-    key: Vec<u8>,
-    old: Vec<u8>,
-    row: Row,
 }
 
 /// Which balance of an account a change moves.
@@ -186,25 +180,29 @@ impl Executor {
         version: u64,
     ) -> Result<Vec<bool>, (usize, SqlError)> {
         let mark = self.undo_len();
-        let mut stored = Vec::with_capacity(rows.len());
-        for (i, values) in rows.iter().enumerate() {
-            let outcome = build_row(def, columns, values.clone(), env)
-                .and_then(|row| self.insert_row(def, row, None, env, version));
-            match outcome {
-                Ok(row) => stored.push(row.is_some()),
-                Err(e) => {
-                    if !is_storage_failure(&e) {
-                        self.rollback_to(mark);
+        let last = rows.len() - 1;
+        let chain = |ex: &mut Executor| {
+            let mut stored = Vec::with_capacity(rows.len());
+            for (i, values) in rows.iter().enumerate() {
+                let outcome = build_row(def, columns, values.clone(), env)
+                    .and_then(|row| ex.insert_row(def, row, None, env, version));
+                match outcome {
+                    Ok(row) => stored.push(row.is_some()),
+                    Err(e) => {
+                        if !is_storage_failure(&e) {
+                            ex.rollback_to(mark);
+                        }
+                        return Err((i, e));
                     }
-                    return Err((i, e));
                 }
             }
-        }
-        if let Some(e) = open {
-            self.rollback_to(mark);
-            return Err((rows.len() - 1, e));
-        }
-        Ok(stored)
+            if let Some(e) = open {
+                ex.rollback_to(mark);
+                return Err((last, e));
+            }
+            Ok(stored)
+        };
+        self.with_account_set(rows.len() > 1, version, chain, |e| (last, e))
     }
 
     /// Moves the ledger clock to a command's `now()` if that is later.
@@ -596,10 +594,20 @@ impl Executor {
         id: i64,
         side: &str,
     ) -> SqlResult<Account> {
+        if let Some(set) = &mut self.account_set {
+            if let Some(account) = set.take(id)? {
+                return Ok(account);
+            }
+        }
         let storage = self.storage_of(&schema.accounts)?;
         let key = encode_key(&[Value::Int(id)])?;
         match self.get_row(storage, &key)? {
-            Some((old, _, row)) => Ok(Account { key, old, row }),
+            Some((old, _, row)) => Ok(Account {
+                id,
+                key,
+                old: Some(old),
+                row,
+            }),
             None => Err(rule(
                 ErrorKind::ForeignKeyViolation,
                 transfer,
@@ -609,35 +617,61 @@ impl Executor {
         }
     }
 
-    /// Writes an account back and, for accounts with `history`, records its balances.
+    /// Writes an account back (see `account_set` for when a statement's working set keeps
+    /// it instead) and, for accounts with `history`, records its balances.
     fn save_account(
         &mut self,
         schema: &LedgerSchema,
-        account: Account,
+        mut account: Account,
         transfer: i64,
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
         let a = &schema.account;
-        self.put_row(
-            &schema.accounts,
-            &account.key,
-            Some(account.old),
-            &account.row,
-            version,
-        )?;
-        if !flag(&account.row[a.history]) {
-            return Ok(());
+        let history = flag(&account.row[a.history]).then(|| {
+            let b = &schema.balance;
+            let mut entry = vec![Value::Null; schema.balances.columns.len()];
+            entry[b.account_id] = Value::Int(account.id);
+            entry[b.created_at] = Value::TimestampTz(now);
+            entry[b.transfer_id] = Value::Int(transfer);
+            for (to, from) in [
+                (b.debits_pending, a.debits_pending),
+                (b.debits_posted, a.debits_posted),
+                (b.credits_pending, a.credits_pending),
+                (b.credits_posted, a.credits_posted),
+            ] {
+                entry[to] = account.row[from].clone();
+            }
+            entry
+        });
+        // Read from storage: written back at once, while its leaf is warm. From the
+        // statement's working set: kept there until the statement ends.
+        match account.old.take() {
+            Some(old) => {
+                self.put_row(
+                    &schema.accounts,
+                    &account.key,
+                    Some(old),
+                    &account.row,
+                    version,
+                )?;
+                if let Some(set) = &mut self.account_set {
+                    set.give_back(account, false);
+                }
+            }
+            None => match &mut self.account_set {
+                Some(set) => set.give_back(account, true),
+                None => {
+                    return Err(SqlError::internal(
+                        "an account from a working set was saved after the set closed",
+                    ))
+                }
+            },
         }
+        let Some(entry) = history else {
+            return Ok(());
+        };
         let b = &schema.balance;
-        let mut entry = vec![Value::Null; schema.balances.columns.len()];
-        entry[b.account_id] = account.row[a.id].clone();
-        entry[b.created_at] = Value::TimestampTz(now);
-        entry[b.transfer_id] = Value::Int(transfer);
-        entry[b.debits_pending] = account.row[a.debits_pending].clone();
-        entry[b.debits_posted] = account.row[a.debits_posted].clone();
-        entry[b.credits_pending] = account.row[a.credits_pending].clone();
-        entry[b.credits_posted] = account.row[a.credits_posted].clone();
         let key = encode_key(&[
             entry[b.account_id].clone(),
             entry[b.created_at].clone(),

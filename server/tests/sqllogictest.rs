@@ -97,12 +97,18 @@ impl AsyncDB for Hotledger {
     }
 }
 
+/// Every `.slt` file, or with `SLT=text` set, those whose name contains `text`.
 fn slt_files() -> Vec<PathBuf> {
+    let only = std::env::var("SLT").unwrap_or_default();
     let dir = common::repo_root().join("tests/sqllogictest");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/sqllogictest exists")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "slt"))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().contains(&only))
+        })
         .collect();
     files.sort();
     files

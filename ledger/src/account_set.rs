@@ -1,0 +1,140 @@
+//! A statement's account working set. A multi-row transfer statement (one linked chain)
+//! that moves funds between one hot account and many others would read, decode, encode and
+//! write the hot account once per row. While the set is open, an account is read from
+//! storage and written back the first time a transfer of the statement touches it (its leaf
+//! is still warm then) and stays decoded in the set; later transfers of the statement change
+//! it there, and it is written once more, when the whole statement has succeeded.
+//!
+//! Only the transfer code reads and writes accounts while a set is open, and only for the
+//! one statement (or chain) that opened it; an error discards the set (the statement's undo
+//! removes what it wrote).
+
+use std::collections::HashMap;
+
+use sql::{SqlError, SqlResult};
+
+use crate::executor::Executor;
+use crate::row::Row;
+
+/// An account row as a transfer reads it: its storage key, its stored bytes (for undo) when
+/// it was just read from storage — None when it comes from the working set, whose first
+/// write of it is what storage holds — and its values.
+pub(crate) struct Account {
+    pub id: i64,
+    pub key: Vec<u8>,
+    pub old: Option<Vec<u8>>,
+    pub row: Row,
+}
+
+/// The accounts a statement has touched, in the order it first touched them (the order they
+/// are written back in, so every replica writes the same way).
+#[derive(Default)]
+pub(crate) struct AccountSet {
+    slots: Vec<Slot>,
+    by_id: HashMap<i64, usize>,
+}
+
+struct Slot {
+    /// None while a transfer has the account out (between `take` and `give_back`).
+    account: Option<Account>,
+    /// Changed since storage last got it.
+    dirty: bool,
+}
+
+impl AccountSet {
+    /// The account, taken out of the set until it is given back; None when the statement
+    /// has not touched it yet (read it from storage, write it, then give it back).
+    pub fn take(&mut self, id: i64) -> SqlResult<Option<Account>> {
+        let Some(&slot) = self.by_id.get(&id) else {
+            return Ok(None);
+        };
+        match self.slots[slot].account.take() {
+            Some(account) => Ok(Some(account)),
+            None => Err(SqlError::internal(format!(
+                "account {id} taken from the statement's working set twice"
+            ))),
+        }
+    }
+
+    /// Puts an account back; `dirty` when storage does not have its values yet.
+    pub fn give_back(&mut self, account: Account, dirty: bool) {
+        match self.by_id.get(&account.id) {
+            Some(&slot) => {
+                let slot = &mut self.slots[slot];
+                slot.account = Some(account);
+                slot.dirty |= dirty;
+            }
+            None => {
+                self.by_id.insert(account.id, self.slots.len());
+                self.slots.push(Slot {
+                    account: Some(account),
+                    dirty,
+                });
+            }
+        }
+    }
+
+    /// The accounts storage does not have the values of yet, in first-touched order; an
+    /// error if one was never given back.
+    fn into_dirty(self) -> SqlResult<Vec<Account>> {
+        let mut dirty = Vec::new();
+        for slot in self.slots {
+            let account = slot
+                .account
+                .ok_or_else(|| SqlError::internal("an account was not given back"))?;
+            if slot.dirty {
+                dirty.push(account);
+            }
+        }
+        Ok(dirty)
+    }
+}
+
+impl Executor {
+    /// Runs one statement (or chain) that creates transfers. When `wanted` (it has more
+    /// than one row) and no set is open yet, it runs with an account working set, whose
+    /// accounts are written back if it succeeds (a failed write-back is `write_failed`) and
+    /// dropped if it fails. `version` is the statement's, as for any row it writes.
+    pub(crate) fn with_account_set<T, E>(
+        &mut self,
+        wanted: bool,
+        version: u64,
+        statement: impl FnOnce(&mut Executor) -> Result<T, E>,
+        write_failed: impl FnOnce(SqlError) -> E,
+    ) -> Result<T, E> {
+        if !wanted || self.account_set.is_some() {
+            return statement(self);
+        }
+        self.account_set = Some(AccountSet::default());
+        let outcome = statement(self);
+        let set = self.account_set.take().unwrap_or_default();
+        let value = outcome?;
+        self.write_back(set, version).map_err(write_failed)?;
+        Ok(value)
+    }
+
+    fn write_back(&mut self, set: AccountSet, version: u64) -> SqlResult<()> {
+        let accounts = set.into_dirty()?;
+        if accounts.is_empty() {
+            return Ok(());
+        }
+        let schema = self.ledger_schema()?;
+        let store = self.storage_of(&schema.accounts)?;
+        for account in accounts {
+            let Some(stored) = self.get_raw(store, &account.key)? else {
+                return Err(SqlError::internal(format!(
+                    "account {} vanished while a statement changed it",
+                    account.id
+                )));
+            };
+            self.put_row(
+                &schema.accounts,
+                &account.key,
+                Some(stored),
+                &account.row,
+                version,
+            )?;
+        }
+        Ok(())
+    }
+}
