@@ -1,6 +1,6 @@
 //! Byte-level pieces of SQL's lexical grammar, shared by the scanners that read statement
 //! text without parsing it: splitting statements (`parse`), the bulk-INSERT row reader
-//! (`insert_values`) and the nesting bound (`nesting`).
+//! (`insert_values`), the nesting bound (`nesting`) and the first words of a statement.
 
 /// Bytes that may begin or continue an operator.
 pub(crate) fn is_operator_byte(b: u8) -> bool {
@@ -73,4 +73,19 @@ pub(crate) fn after_block_comment(bytes: &[u8], open: usize) -> usize {
         }
     }
     bytes.len()
+}
+
+/// `text` from its first character that is neither whitespace nor inside a comment (empty
+/// when there is none).
+pub(crate) fn skip_blank(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    loop {
+        let bytes = rest.as_bytes();
+        let end = match bytes.get(..2) {
+            Some(b"--") => line_comment_end(bytes, 0),
+            Some(b"/*") => after_block_comment(bytes, 0),
+            _ => return rest,
+        };
+        rest = rest[end..].trim_start();
+    }
 }

@@ -9,7 +9,7 @@ use sqlparser::parser::Parser;
 
 use crate::error::{ErrorKind, SqlError, SqlResult};
 use crate::insert_values::{parse_insert_values, ValueRows};
-use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end};
+use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_blank};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 
@@ -91,38 +91,8 @@ pub fn split_statements(sql: &str) -> Vec<(usize, &str)> {
 
 fn push_statement<'a>(out: &mut Vec<(usize, &'a str)>, sql: &'a str, start: usize, end: usize) {
     let piece = &sql[start.min(sql.len())..end];
-    if !strip_comments(piece).trim().is_empty() {
+    if !skip_blank(piece).is_empty() {
         out.push((start, piece));
-    }
-}
-
-/// The statement text without comments, for recognizing statements by their first words.
-fn strip_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    loop {
-        let line = rest.find("--");
-        let block = rest.find("/*");
-        match (line, block) {
-            (Some(l), b) if b.is_none_or(|b| l < b) => {
-                out.push_str(&rest[..l]);
-                rest = match rest[l..].find('\n') {
-                    Some(nl) => &rest[l + nl..],
-                    None => "",
-                };
-            }
-            (_, Some(b)) => {
-                out.push_str(&rest[..b]);
-                rest = match rest[b + 2..].find("*/") {
-                    Some(end) => &rest[b + 2 + end + 2..],
-                    None => "",
-                };
-            }
-            _ => {
-                out.push_str(rest);
-                return out;
-            }
-        }
     }
 }
 
@@ -153,13 +123,31 @@ pub fn parse(sql: &str) -> SqlResult<Vec<ParsedStatement>> {
     Ok(out)
 }
 
+/// The first `n` words of a statement, lower-cased, for recognizing it: comments count as
+/// whitespace, and `(` and `;` end a word. Reads no further than those words.
 fn first_words(text: &str, n: usize) -> Vec<String> {
-    strip_comments(text)
-        .split(|c: char| c.is_whitespace() || c == '(' || c == ';')
-        .filter(|w| !w.is_empty())
-        .take(n)
-        .map(|w| w.to_ascii_lowercase())
-        .collect()
+    let mut words = Vec::with_capacity(n);
+    let mut rest = skip_blank(text);
+    while words.len() < n && !rest.is_empty() {
+        let end = rest
+            .char_indices()
+            .find(|&(i, c)| {
+                c.is_whitespace()
+                    || c == '('
+                    || c == ';'
+                    || rest[i..].starts_with("--")
+                    || rest[i..].starts_with("/*")
+            })
+            .map_or(rest.len(), |(i, _)| i);
+        if end == 0 {
+            // A lone `(` or `;`.
+            rest = skip_blank(&rest[1..]);
+            continue;
+        }
+        words.push(rest[..end].to_ascii_lowercase());
+        rest = skip_blank(&rest[end..]);
+    }
+    words
 }
 
 fn is_create_procedure(text: &str) -> bool {
@@ -288,6 +276,26 @@ mod tests {
             vec!["select 'a;b'", "-- x;y\nselect $$;$$", "select \"q;\""]
         );
         assert!(split_statements("  ;  ; -- only a comment").is_empty());
+    }
+
+    #[test]
+    fn first_words_skip_comments_and_stop_early() {
+        assert_eq!(
+            first_words(
+                "  /* a /* nested */ one */ CREATE -- x\n OR/**/Replace(procedure",
+                4
+            ),
+            vec!["create", "or", "replace", "procedure"]
+        );
+        assert_eq!(
+            first_words("insert into t values (1)", 2),
+            vec!["insert", "into"]
+        );
+        assert_eq!(first_words(";(vacuum", 3), vec!["vacuum"]);
+        assert!(first_words("-- only a comment", 2).is_empty());
+        assert!(first_words("/* unclosed", 2).is_empty());
+        assert!(skip_blank(" \t-- c\n/* d */\n").is_empty());
+        assert_eq!(skip_blank("/**/ -x"), "-x");
     }
 
     #[test]
