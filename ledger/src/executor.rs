@@ -19,6 +19,7 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
+use crate::undo::UndoLog;
 
 pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
@@ -138,13 +139,6 @@ impl ExecutorHandle {
 }
 
 /// A write's prior state, for rolling back a command that fails halfway.
-struct Undo {
-    shard: usize,
-    storage: kv::Table,
-    key: Vec<u8>,
-    old: Option<Vec<u8>>,
-}
-
 /// How `Executor::store_row` writes a row: only where its key is absent, or over what the
 /// key held (`old`, for the undo log).
 enum RowWrite {
@@ -170,12 +164,14 @@ pub struct Executor {
     pub(crate) catalog: Arc<Catalog>,
     pub(crate) published: Arc<RwLock<Arc<Catalog>>>,
     pub(crate) meta: kv::Table,
-    undo: Vec<Undo>,
+    undo: UndoLog<kv::Table>,
     pub(crate) rowid_next: u64,
     /// Set when applying hit an IO error: the state may no longer match the log, so every
     /// later command is refused until a restart replays the log.
     pub(crate) failed: Option<SqlError>,
     pub(crate) scratch: Vec<u8>,
+    /// An index entry being written (kept for its capacity).
+    entry_scratch: Vec<u8>,
     /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
     pub(crate) ledger_clock: i64,
     pub(crate) expiry: kv::Table,
@@ -200,10 +196,11 @@ impl Executor {
             catalog,
             published,
             meta,
-            undo: Vec::new(),
+            undo: UndoLog::default(),
             rowid_next: 0,
             failed: None,
             scratch: Vec::new(),
+            entry_scratch: Vec::new(),
             ledger_clock,
             expiry,
             // Unknown after a start: the first sweep looks.
@@ -395,12 +392,7 @@ impl Executor {
             None => engine.delete_saving_old(storage, key, &mut old),
         }
         .map_err(kv_error)?;
-        self.undo.push(Undo {
-            shard,
-            storage,
-            key: key.to_vec(),
-            old: existed.then_some(old),
-        });
+        self.undo.push(shard, storage, key, existed.then_some(old));
         Ok(())
     }
 
@@ -547,12 +539,7 @@ impl Executor {
             return Ok(false);
         }
         shard.table_versions.insert(table.id, version);
-        self.undo.push(Undo {
-            shard: index,
-            storage,
-            key: key.to_vec(),
-            old,
-        });
+        self.undo.push(index, storage, key, old);
         Ok(true)
     }
 
@@ -570,8 +557,16 @@ impl Executor {
         for index in &table.indexes {
             let storage = self.shard(shard)?.handle(index.id)?;
             let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
-            let new_entry = new.map(|r| index_entry(index, r, row_key)).transpose()?;
+            let mut new_entry = std::mem::take(&mut self.entry_scratch);
+            let new_entry = match new {
+                Some(row) => {
+                    index_entry_into(index, row, row_key, &mut new_entry)?;
+                    Some(new_entry)
+                }
+                None => None,
+            };
             if old_entry == new_entry {
+                self.entry_scratch = new_entry.unwrap_or_default();
                 continue;
             }
             if let Some(entry) = old_entry {
@@ -598,12 +593,8 @@ impl Executor {
                     }
                 }
                 engine.put(storage, &entry, row_key).map_err(kv_error)?;
-                self.undo.push(Undo {
-                    shard,
-                    storage,
-                    key: entry,
-                    old: None,
-                });
+                self.undo.push(shard, storage, &entry, None);
+                self.entry_scratch = entry;
             }
         }
         Ok(())
@@ -626,12 +617,7 @@ impl Executor {
         let storage = shard.handle(store.id)?;
         shard.engine.delete(storage, key).map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
-        self.undo.push(Undo {
-            shard: index,
-            storage,
-            key: key.to_vec(),
-            old: Some(old),
-        });
+        self.undo.push(index, storage, key, Some(old));
         Ok(())
     }
 
@@ -700,10 +686,23 @@ pub(crate) fn index_entry(
     row: &[Value],
     row_key: &[u8],
 ) -> SqlResult<Vec<u8>> {
+    let mut entry = Vec::new();
+    index_entry_into(index, row, row_key, &mut entry)?;
+    Ok(entry)
+}
+
+/// `index_entry`, written into `out` (emptied first).
+pub(crate) fn index_entry_into(
+    index: &planner::IndexDef,
+    row: &[Value],
+    row_key: &[u8],
+    out: &mut Vec<u8>,
+) -> SqlResult<()> {
+    out.clear();
     let values = index.columns.iter().map(|&c| &row[c]);
-    let mut key = crate::row::encode_key_of(values.clone(), row_key.len())?;
+    crate::row::encode_key_into(values.clone(), out)?;
     if !index.unique || values.into_iter().any(Value::is_null) {
-        key.extend_from_slice(row_key);
+        out.extend_from_slice(row_key);
     }
-    Ok(key)
+    Ok(())
 }

@@ -24,6 +24,7 @@ mod query;
 mod route;
 mod row;
 mod transfer;
+mod undo;
 mod worker;
 
 pub use apply::{prebuild_insert, stage_insert_locally};

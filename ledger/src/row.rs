@@ -158,20 +158,20 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
 
 /// Encodes primary key values (already cast to the key columns' types).
 pub fn encode_key(values: &[Value]) -> SqlResult<Vec<u8>> {
-    encode_key_of(values.iter(), 0)
+    let mut out = Vec::with_capacity(values.len() * 9);
+    encode_key_into(values.iter(), &mut out)?;
+    Ok(out)
 }
 
-/// Encodes key values into one buffer with `spare` bytes of room left at its end (for a
-/// row key an index entry ends with).
-pub fn encode_key_of<'a>(
-    values: impl ExactSizeIterator<Item = &'a Value>,
-    spare: usize,
-) -> SqlResult<Vec<u8>> {
-    let mut out = Vec::with_capacity(values.len() * 9 + spare);
+/// Appends the encoded key values to `out`.
+pub fn encode_key_into<'a>(
+    values: impl Iterator<Item = &'a Value>,
+    out: &mut Vec<u8>,
+) -> SqlResult<()> {
     for v in values {
-        keycode::encode_part(&mut out, &key_part(v)?);
+        keycode::encode_part(out, &key_part(v)?);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The storage key of a row of `table`; tables without a primary key use `rowid`.
