@@ -148,7 +148,6 @@ pub struct QueryResult {
     pub reads: Vec<ReadCheck>,
 }
 
-/// One command as it travels in a log entry (an entry carries many: group commit).
 /// The first byte of a command in the compact encoding: bincode with variable-length
 /// integers, in which a row of small numbers takes a few bytes a value instead of twelve
 /// (less to write to the log, to copy and to sync). Commands logged before it carry no
@@ -159,6 +158,7 @@ fn compact() -> impl bincode::Options {
     bincode::DefaultOptions::new()
 }
 
+/// One command as it travels in a log entry (an entry carries many: group commit).
 pub fn encode_command(command: &Command) -> Vec<u8> {
     let mut out = vec![COMPACT];
     compact()

@@ -138,7 +138,6 @@ impl ExecutorHandle {
     }
 }
 
-/// A write's prior state, for rolling back a command that fails halfway.
 /// How `Executor::store_row` writes a row: only where its key is absent, or over what the
 /// key held (`old`, for the undo log).
 enum RowWrite {
