@@ -53,10 +53,6 @@ pub struct Fences {
 }
 
 impl Fences {
-    fn take_spare(&mut self) -> Vec<u8> {
-        self.spare.pop().unwrap_or_default()
-    }
-
     fn give_back(&mut self, buffer: Option<Vec<u8>>) {
         if let Some(buffer) = buffer {
             self.spare.push(buffer);
@@ -73,17 +69,15 @@ impl Fences {
     /// An internal node sent the descent between `low` and `high` (either side absent at the
     /// node's edges); deeper nodes narrow what shallower ones set.
     pub fn narrow(&mut self, low: Option<&[u8]>, high: Option<&[u8]>) {
-        if let Some(low) = low {
-            let mut buffer = self.low.take().unwrap_or_else(|| self.take_spare());
-            buffer.clear();
-            buffer.extend_from_slice(low);
-            self.low = Some(buffer);
-        }
-        if let Some(high) = high {
-            let mut buffer = self.high.take().unwrap_or_else(|| self.take_spare());
-            buffer.clear();
-            buffer.extend_from_slice(high);
-            self.high = Some(buffer);
+        for (bound, key) in [(&mut self.low, low), (&mut self.high, high)] {
+            if let Some(key) = key {
+                let mut buffer = bound
+                    .take()
+                    .unwrap_or_else(|| self.spare.pop().unwrap_or_default());
+                buffer.clear();
+                buffer.extend_from_slice(key);
+                *bound = Some(buffer);
+            }
         }
     }
 }
@@ -161,14 +155,10 @@ impl LeafHints {
 
     /// Drops every hint of tree `root`: its shape is about to change.
     pub fn forget_tree(&mut self, root: u64) {
-        for index in 0..ENTRIES {
-            if self.entries[index].root == root {
-                let hint = &mut self.entries[index];
-                hint.root = 0;
-                let (low, high) = (hint.low.take(), hint.high.take());
-                self.fences.give_back(low);
-                self.fences.give_back(high);
-            }
+        for hint in self.entries.iter_mut().filter(|hint| hint.root == root) {
+            hint.root = 0;
+            self.fences.give_back(hint.low.take());
+            self.fences.give_back(hint.high.take());
         }
     }
 

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use planner::{LedgerRole, TableDef};
 use sql::{SqlError, SqlResult};
 
 use crate::executor::Executor;
@@ -91,18 +92,20 @@ impl AccountSet {
 }
 
 impl Executor {
-    /// Runs one statement (or chain) that creates transfers. When `wanted` (it has more
-    /// than one row) and no set is open yet, it runs with an account working set, whose
+    /// Runs one statement (or chain) writing `rows` rows into `table`. When those are many
+    /// transfers and no set is open yet, it runs with an account working set, whose
     /// accounts are written back if it succeeds (a failed write-back is `write_failed`) and
     /// dropped if it fails. `version` is the statement's, as for any row it writes.
     pub(crate) fn with_account_set<T, E>(
         &mut self,
-        wanted: bool,
+        table: &TableDef,
+        rows: usize,
         version: u64,
         statement: impl FnOnce(&mut Executor) -> Result<T, E>,
         write_failed: impl FnOnce(SqlError) -> E,
     ) -> Result<T, E> {
-        if !wanted || self.account_set.is_some() {
+        let many_transfers = rows > 1 && table.ledger == Some(LedgerRole::Transfers);
+        if !many_transfers || self.account_set.is_some() {
             return statement(self);
         }
         self.account_set = Some(AccountSet::default());

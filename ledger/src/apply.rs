@@ -388,9 +388,9 @@ impl Executor {
                 };
                 let env = EvalEnv::without_subqueries(params, now_micros);
                 // A multi-row INSERT INTO transfers reads and writes its accounts once.
-                let account_set = sources.len() > 1 && table.ledger == Some(LedgerRole::Transfers);
                 affected = self.with_account_set(
-                    account_set,
+                    &table,
+                    sources.len(),
                     version,
                     |ex| ex.insert_rows(&table, p, sources, &env, version, &mut out),
                     |e| e,
@@ -550,8 +550,7 @@ impl Executor {
             }
             Ok(affected)
         };
-        let account_set = count > 1 && def.ledger == Some(LedgerRole::Transfers);
-        let affected = self.with_account_set(account_set, version, copy, |e| e)?;
+        let affected = self.with_account_set(&def, count, version, copy, |e| e)?;
         Ok(Outcome {
             rows_affected: affected,
             rows: Vec::new(),
@@ -1294,23 +1293,18 @@ fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
 mod tests {
     use std::sync::Arc;
 
-    use planner::{bind, Catalog, DdlPlan, EvalEnv, InsertSource, Plan, WritePlan};
+    use planner::{bind, catalog_with_table, Catalog, EvalEnv, InsertSource, Plan, WritePlan};
     use sql::Value;
 
     use super::{build_row, eval_values, prebuild_insert};
 
     fn catalog() -> Catalog {
-        let mut catalog = Catalog::default();
-        let create = "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT DEFAULT 7, ok BOOLEAN NOT NULL \
-                      DEFAULT false, at TIMESTAMPTZ DEFAULT now(), x TEXT)";
-        let parsed = sql::parse(create).unwrap().remove(0);
-        let Plan::Ddl(DdlPlan::CreateTable { table, .. }) =
-            bind(&catalog, &parsed, &[]).unwrap().plan
-        else {
-            panic!("not a CREATE TABLE");
-        };
-        catalog.tables.insert(table.name.clone(), Arc::new(table));
-        catalog
+        catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT DEFAULT 7, ok BOOLEAN NOT NULL \
+             DEFAULT false, at TIMESTAMPTZ DEFAULT now(), x TEXT)",
+        )
+        .unwrap()
     }
 
     fn write(catalog: &Catalog, text: &str) -> WritePlan {

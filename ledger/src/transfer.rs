@@ -202,7 +202,7 @@ impl Executor {
             }
             Ok(stored)
         };
-        self.with_account_set(rows.len() > 1, version, chain, |e| (last, e))
+        self.with_account_set(def, rows.len(), version, chain, |e| (last, e))
     }
 
     /// Moves the ledger clock to a command's `now()` if that is later.

@@ -29,6 +29,21 @@ pub struct Binder<'a> {
     pub(crate) param_names: Vec<String>,
 }
 
+/// `catalog` with the table one `CREATE TABLE` statement defines added as binding defines it
+/// (no storage behind it): for tests and tools that need a catalog without an executor.
+pub fn catalog_with_table(catalog: &Catalog, create: &str) -> SqlResult<Catalog> {
+    let parsed = sql::parse(create)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| SqlError::internal("no statement"))?;
+    let Plan::Ddl(DdlPlan::CreateTable { table, .. }) = bind(catalog, &parsed, &[])?.plan else {
+        return Err(SqlError::internal("not a CREATE TABLE"));
+    };
+    let mut catalog = catalog.clone();
+    catalog.tables.insert(table.name.clone(), Arc::new(table));
+    Ok(catalog)
+}
+
 /// Binds one parsed statement. `param_hints` are the types the client declared (Unknown
 /// where it left them open).
 pub fn bind(

@@ -413,27 +413,19 @@ impl Binder<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use sql::{Parsed, ParsedStatement};
 
-    use crate::bind::bind;
+    use crate::bind::{bind, catalog_with_table};
     use crate::catalog::Catalog;
-    use crate::plan::{DdlPlan, Plan};
 
     fn catalog() -> Catalog {
-        let mut catalog = Catalog::default();
-        let create = "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT, s SMALLINT, n NUMERIC, \
-                      m NUMERIC(10, 2), f DOUBLE PRECISION, x TEXT, v VARCHAR(3), ok BOOLEAN, \
-                      at TIMESTAMPTZ, d DATE)";
-        let parsed = sql::parse(create).unwrap().remove(0);
-        let Plan::Ddl(DdlPlan::CreateTable { table, .. }) =
-            bind(&catalog, &parsed, &[]).unwrap().plan
-        else {
-            panic!("not a CREATE TABLE");
-        };
-        catalog.tables.insert(table.name.clone(), Arc::new(table));
-        catalog
+        catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE t (i INT PRIMARY KEY, b BIGINT, s SMALLINT, n NUMERIC, \
+             m NUMERIC(10, 2), f DOUBLE PRECISION, x TEXT, v VARCHAR(3), ok BOOLEAN, \
+             at TIMESTAMPTZ, d DATE)",
+        )
+        .unwrap()
     }
 
     fn one(text: &str) -> ParsedStatement {

@@ -21,7 +21,7 @@ mod scope;
 mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
-pub use bind::{bind, Bound, DEFAULT_MARKER};
+pub use bind::{bind, catalog_with_table, Bound, DEFAULT_MARKER};
 pub use catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, FIRST_USER_OID};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
