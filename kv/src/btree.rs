@@ -246,6 +246,7 @@ fn insert_leaf_cell(
 ) -> KvResult<()> {
     if !path_known {
         if NodeMut::new(pager.write(leaf)?).insert_cell(position, &cell) {
+            pager.leaf_inserts.record(leaf, position);
             return Ok(());
         }
         let walked = descend(pager, root, key, path)?;
@@ -263,8 +264,12 @@ fn insert_cell(
     mut position: usize,
     mut cell: Vec<u8>,
 ) -> KvResult<()> {
+    let leaf = page_id;
     loop {
         if NodeMut::new(pager.write(page_id)?).insert_cell(position, &cell) {
+            if page_id == leaf {
+                pager.leaf_inserts.record(leaf, position);
+            }
             return Ok(());
         }
         let Some((separator, right)) = split(pager, root, page_id, path, position, cell)? else {
@@ -332,6 +337,21 @@ fn split_index<C: AsRef<[u8]>>(cells: &[C], leaf: bool) -> usize {
     best
 }
 
+/// Where to split a leaf whose new cell at `position` continues an ascending run: right
+/// after it when cells with higher keys follow (they go to the new node, and the run goes on
+/// at the end of this one), or right before it (the new node starts with it). `None` when
+/// neither leaves both halves within a page.
+fn ascending_split_index<C: AsRef<[u8]>>(
+    cells: &[C],
+    position: usize,
+    page_size: usize,
+) -> Option<usize> {
+    let fits = |part: &[C]| HEADER_SIZE + bytes_of(part) <= page_size;
+    [position + 1, position]
+        .into_iter()
+        .find(|&at| 0 < at && at < cells.len() && fits(&cells[..at]) && fits(&cells[at..]))
+}
+
 /// Splits the full node `page_id` with `cell` added at `position`. For a root split the
 /// content moves to two new children and `None` is returned; otherwise the node keeps the
 /// left part and the separator key and new right page are returned for the parent.
@@ -340,7 +360,12 @@ fn split_index<C: AsRef<[u8]>>(cells: &[C], leaf: bool) -> usize {
 /// it), as with ascending keys (sequential ids, row ids, timestamps) — keeps all the old
 /// cells in the node and starts the new node with the new one, so loading in key order fills
 /// pages completely instead of leaving every page half empty (PostgreSQL's rightmost-page
-/// split does the same).
+/// split does the same). A leaf split in an ascending run elsewhere in the tree — this insert
+/// went into the slot after the leaf's last insert, as a statement inserting a block of
+/// consecutive ids at a random place does — keeps the run's cells in the node and moves the
+/// higher keys to the new one, so the run fills this node and then new ones completely
+/// (PostgreSQL detects such localized ascending inserts too). A split at the middle would
+/// leave every node of the run half empty: twice the pages to store and to checkpoint.
 fn split(
     pager: &mut Pager,
     root: u64,
@@ -356,11 +381,14 @@ fn split(
     let (leaf, leftmost) = (node.is_leaf(), page::link(&image));
     let mut cells: Vec<&[u8]> = (0..node.len()).map(|index| node.cell(index)).collect();
     let append = position == cells.len() && rightmost(pager, path)?;
+    let ascending = leaf && pager.leaf_inserts.continues_run(page_id, position);
     cells.insert(position, &cell);
     let at = match (append, leaf) {
         (true, true) => cells.len() - 1,
         // An internal node promotes the cell at the split point: the new node keeps one.
         (true, false) if cells.len() >= 3 => cells.len() - 2,
+        (false, true) if ascending => ascending_split_index(&cells, position, pager.page_size())
+            .unwrap_or_else(|| split_index(&cells, leaf)),
         _ => split_index(&cells, leaf),
     };
     let kind = if leaf {
@@ -379,12 +407,22 @@ fn split(
     let left_cells = &cells[..at];
     let right = pager.allocate(kind)?;
     fill_node(pager, right, right_leftmost, right_cells)?;
+    let left = if page_id == root {
+        pager.allocate(kind)?
+    } else {
+        page_id
+    };
+    fill_node(pager, left, leftmost, left_cells)?;
+    if leaf {
+        if position < at {
+            pager.leaf_inserts.record(left, position);
+        } else {
+            pager.leaf_inserts.record(right, position - at);
+        }
+    }
     if page_id != root {
-        fill_node(pager, page_id, leftmost, left_cells)?;
         return Ok(Some((separator, right)));
     }
-    let left = pager.allocate(kind)?;
-    fill_node(pager, left, leftmost, left_cells)?;
     let buffer = pager.write(root)?;
     page::init_node(buffer, PageKind::Internal);
     page::set_link(buffer, left);

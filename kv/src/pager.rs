@@ -24,7 +24,40 @@ pub struct Pager {
     /// Leaves recent point operations landed in, per tree (`leaf_hints`); the B+tree keeps
     /// them true.
     pub leaf_hints: LeafHints,
+    /// Where recent inserts into leaves put their cells (`LeafInserts`).
+    pub leaf_inserts: LeafInserts,
     page_size: usize,
+}
+
+/// Leaves remembered by `LeafInserts` (direct-mapped by page id).
+const LEAF_INSERT_SLOTS: usize = 64;
+
+/// The slot of the last insert into each of recently written leaves, so a split can tell an
+/// ascending run (this insert goes into the slot right after the leaf's previous one) from
+/// inserts at scattered places (`btree::split`). Per leaf, not one for the engine: a ledger
+/// transfer inserts into three trees in turn, and each tree's run must be seen on its own.
+/// A forgotten or stale entry only makes a split take the middle.
+pub struct LeafInserts {
+    slots: [(u64, usize); LEAF_INSERT_SLOTS],
+}
+
+impl Default for LeafInserts {
+    fn default() -> LeafInserts {
+        LeafInserts {
+            slots: [(0, 0); LEAF_INSERT_SLOTS],
+        }
+    }
+}
+
+impl LeafInserts {
+    pub fn record(&mut self, leaf: u64, position: usize) {
+        self.slots[leaf as usize % LEAF_INSERT_SLOTS] = (leaf, position);
+    }
+
+    /// Whether an insert at `position` of `leaf` goes right after the leaf's last insert.
+    pub fn continues_run(&self, leaf: u64, position: usize) -> bool {
+        position > 0 && self.slots[leaf as usize % LEAF_INSERT_SLOTS] == (leaf, position - 1)
+    }
 }
 
 impl Pager {
@@ -33,6 +66,7 @@ impl Pager {
             pool,
             alloc,
             leaf_hints: LeafHints::default(),
+            leaf_inserts: LeafInserts::default(),
             page_size,
         }
     }

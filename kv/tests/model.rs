@@ -276,3 +276,20 @@ fn ascending_keys_fill_pages() {
         "in order {ascending} pages, scattered {scattered}"
     );
 }
+
+#[test]
+fn ascending_runs_at_scattered_places_fill_pages() {
+    // Runs of 500 consecutive keys, each starting at a scattered place among the others (as a
+    // statement inserting a block of consecutive ids at a random base does).
+    const RUNS: u64 = 40;
+    const RUN: u64 = 500;
+    let page_size = EngineOptions::default().page_size as u64;
+    let raw_pages = RUNS * RUN * 108 / page_size;
+    let runs = pages_after_inserting(
+        (0..RUNS).flat_map(|r| ((r * 7_919 % RUNS) << 32..).take(RUN as usize)),
+    );
+    assert!(
+        runs * 100 <= raw_pages * 130,
+        "{runs} pages for {raw_pages} pages of keys and values inserted in scattered runs"
+    );
+}
