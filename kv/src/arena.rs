@@ -31,6 +31,8 @@ pub struct PageArena {
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Buffers handed out and not yet dropped, whoever holds them.
     in_use: AtomicUsize,
+    /// The most buffers that were in use at once.
+    peak_in_use: AtomicUsize,
     /// A thread is preparing the next chunk.
     refilling: AtomicBool,
 }
@@ -43,6 +45,7 @@ impl PageArena {
             free: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
             in_use: AtomicUsize::new(0),
+            peak_in_use: AtomicUsize::new(0),
             refilling: AtomicBool::new(false),
         })
     }
@@ -62,7 +65,11 @@ impl PageArena {
             let chunk = self.map_chunk();
             self.add_chunk(chunk);
         };
-        self.in_use.fetch_add(1, Relaxed);
+        let in_use = self.in_use.fetch_add(1, Relaxed) + 1;
+        // Only the owning thread allocates (others only drop), so load-then-store is exact.
+        if in_use > self.peak_in_use.load(Relaxed) {
+            self.peak_in_use.store(in_use, Relaxed);
+        }
         PageBuf {
             ptr: NonNull::new(address as *mut u8).expect("mapped memory is not null"),
             len: self.page_size,
@@ -73,6 +80,11 @@ impl PageArena {
     /// Buffers alive now: the pool's frames and the images a checkpoint still holds.
     pub fn in_use(&self) -> usize {
         self.in_use.load(Relaxed)
+    }
+
+    /// The most buffers that were alive at once since the arena was made.
+    pub fn peak_in_use(&self) -> usize {
+        self.peak_in_use.load(Relaxed)
     }
 
     /// Page buffers mapped so far: in use or on the free list.

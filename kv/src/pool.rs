@@ -199,9 +199,24 @@ impl BufferPool {
         self.arena.in_use() - 1
     }
 
+    /// The most page buffers alive at once since the pool was made (`buffer_pages` at its
+    /// highest): how far dirty pages ever pushed the pool past its capacity.
+    pub fn peak_buffer_pages(&self) -> usize {
+        self.arena.peak_in_use().saturating_sub(1)
+    }
+
     /// True when dirty pages forced the pool past its configured size.
     pub fn over_capacity(&self) -> bool {
         self.buffer_pages() > self.capacity
+    }
+
+    /// How far dirty pages have pushed the pool past its size, as a fraction of the quarter
+    /// of its size it may grow by: 0 within its size, 1 or more at the limit. Past its size,
+    /// checkpoints clean pages more slowly than the owner dirties them, and without slowing
+    /// down the pool (no-steal) would grow without bound (`Engine::pool_overshoot`).
+    pub fn overshoot(&self) -> f64 {
+        let allowed = (self.capacity / 4).max(1);
+        self.buffer_pages().saturating_sub(self.capacity) as f64 / allowed as f64
     }
 
     /// True when the owner should checkpoint to keep the pool within its size: it is already

@@ -38,6 +38,22 @@ pub(crate) struct Coordinator {
     changed_since_checkpoint: bool,
     options: ExecutorOptions,
     routing: Routing,
+    /// Checkpoints that failed since the start: a wait for pool room gives up when one does.
+    checkpoint_failures: u64,
+    pool_waits: PoolWaits,
+    /// How long the last entry took to apply (`wait_for_pool_room` paces by it).
+    last_apply: Duration,
+}
+
+/// The longest pause before one entry while a buffer pool is past its size but under its
+/// limit.
+const MAX_POOL_PAUSE: Duration = Duration::from_millis(50);
+
+/// Entries that waited for a checkpoint to make room in a buffer pool, and how long in all.
+#[derive(Default)]
+struct PoolWaits {
+    entries: u64,
+    waited: Duration,
 }
 
 /// How commands were routed since the start (see `ExecutorStats`).
@@ -103,6 +119,7 @@ impl Coordinator {
             pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
             io_mode: options.io_mode,
             gated_checkpoints: true,
+            checkpoint_spread: options.checkpoint_spread,
             // A data directory without a commit record is new (nothing to recover) or from
             // a build before partitions (one engine, whose journal is its own commit).
             journal_limit: committed.map(|c| c.position.index),
@@ -205,6 +222,9 @@ impl Coordinator {
             checkpointing: None,
             last_checkpoint: Instant::now(),
             changed_since_checkpoint: false,
+            checkpoint_failures: 0,
+            pool_waits: PoolWaits::default(),
+            last_apply: Duration::ZERO,
             options,
             routing: Routing::default(),
         })
@@ -252,7 +272,10 @@ impl Coordinator {
                 applied,
                 reply,
             } => {
+                self.wait_for_pool_room();
+                let started = Instant::now();
                 let results = self.apply_entry(position, log_id, payload, applied);
+                self.last_apply = started.elapsed();
                 reply(results);
             }
             Request::Query {
@@ -295,6 +318,8 @@ impl Coordinator {
                 on_partition_threads: self.routing.on_partition_threads,
                 on_coordinator: self.routing.on_coordinator,
                 handovers: self.routing.handovers,
+                pool_waits: self.pool_waits.entries,
+                pool_wait: self.pool_waits.waited,
             }),
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
@@ -410,29 +435,31 @@ impl Coordinator {
         if self.executor.failed.is_some() {
             return;
         }
+        // Polled between entries even with no checkpoint in flight: a durable checkpoint's
+        // pages become clean, and so evictable, in steps.
+        let mut failure = None;
+        for shard in self.shards() {
+            if let Err(e) = shard.engine.poll_checkpoint() {
+                failure.get_or_insert(e);
+            }
+        }
+        if let Some(e) = failure {
+            // A failed journal leaves every partition's previous checkpoint intact and the log
+            // still holds everything since: try again at the next interval. A failure after
+            // the commit poisons that engine, and the next apply stops the executor (see
+            // apply_command).
+            eprintln!("hotledger: checkpoint failed: {e}");
+            self.checkpoint_failures += 1;
+            match self.checkpointing.as_ref().map(|c| c.committed) {
+                Some(true) => self.checkpointing = None,
+                Some(false) => self.abandon_checkpoint(),
+                None => {}
+            }
+            self.last_checkpoint = Instant::now();
+            return;
+        }
         if let Some(checkpointing) = &self.checkpointing {
-            let committed = checkpointing.committed;
-            let mut failure = None;
-            for shard in self.shards() {
-                if let Err(e) = shard.engine.poll_checkpoint() {
-                    failure.get_or_insert(e);
-                }
-            }
-            if let Some(e) = failure {
-                // A failed journal leaves every partition's previous checkpoint intact and
-                // the log still holds everything since: try again at the next interval. A
-                // failure after the commit poisons that engine, and the next apply stops
-                // the executor (see apply_command).
-                eprintln!("hotledger: checkpoint failed: {e}");
-                if committed {
-                    self.checkpointing = None;
-                } else {
-                    self.abandon_checkpoint();
-                }
-                self.last_checkpoint = Instant::now();
-                return;
-            }
-            if !committed {
+            if !checkpointing.committed {
                 if self.shards().all(|s| s.engine.checkpoint_journaled()) {
                     self.commit_checkpoint();
                 }
@@ -447,6 +474,50 @@ impl Coordinator {
         if self.applied.index > 0 && (needed || due) {
             self.begin_checkpoint();
         }
+    }
+
+    /// Holds the next entry back while a partition's buffer pool is past its size: its
+    /// checkpoints clean pages more slowly than entries dirty them, and no-steal would let the
+    /// pool grow without bound (the batch load once took a 256 MiB pool to 1.8 GB). Below the
+    /// limit (a quarter past the size) the executor pauses in proportion to how far past it
+    /// is — its share of time applying falls from 1 toward 0, which also leaves the CPU to the
+    /// checkpoint writer; at the limit it polls the checkpoint in flight, or starts one, until
+    /// the pool is back under. Memory stays bounded and throughput falls to what checkpoints
+    /// sustain. Gives up when a checkpoint fails (the next one retries at its interval) or
+    /// the executor has failed.
+    fn wait_for_pool_room(&mut self) {
+        let overshoot = self.pool_overshoot();
+        if overshoot <= 0.0 {
+            return;
+        }
+        let started = Instant::now();
+        self.pool_waits.entries += 1;
+        self.maintain();
+        if overshoot < 1.0 {
+            let pause = self
+                .last_apply
+                .mul_f64(overshoot / (1.0 - overshoot))
+                .min(MAX_POOL_PAUSE);
+            thread::sleep(pause);
+            self.maintain();
+        } else {
+            let failures = self.checkpoint_failures;
+            while self.executor.failed.is_none()
+                && self.checkpoint_failures == failures
+                && self.pool_overshoot() >= 1.0
+            {
+                thread::sleep(Duration::from_micros(500));
+                self.maintain();
+            }
+        }
+        self.pool_waits.waited += started.elapsed();
+    }
+
+    /// The largest `Engine::pool_overshoot` of the partitions.
+    fn pool_overshoot(&mut self) -> f64 {
+        self.shards()
+            .map(|s| s.engine.pool_overshoot())
+            .fold(0.0, f64::max)
     }
 
     fn apply_entry(

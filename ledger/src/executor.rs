@@ -35,6 +35,9 @@ pub struct ExecutorOptions {
     pub pool_bytes: usize,
     /// Checkpoint at least this often while there are changes.
     pub checkpoint_interval: Duration,
+    /// Pace each checkpoint's writes to take about this long (`None`: full speed); see
+    /// `kv::EngineOptions::checkpoint_spread`.
+    pub checkpoint_spread: Option<Duration>,
     pub io_mode: IoMode,
     /// How many partitions a new data directory gets (`None`: the number of cores). An
     /// existing one keeps the count it was created with; asking for another is an error.
@@ -117,6 +120,10 @@ pub struct ExecutorStats {
     pub on_coordinator: u64,
     /// Times a partition was lent to its thread and taken back.
     pub handovers: u64,
+    /// Entries paused or held back while a buffer pool was past its size, and for how long
+    /// in all (`Coordinator::wait_for_pool_room`).
+    pub pool_waits: u64,
+    pub pool_wait: std::time::Duration,
 }
 
 /// A cheap, cloneable way to talk to the executor thread.

@@ -82,6 +82,12 @@ struct ServeArgs {
     /// Checkpoint at least this often while data changes, in seconds.
     #[arg(long, default_value_t = 30)]
     checkpoint_interval_s: u64,
+    /// Spread each checkpoint's writes over about this many milliseconds (0: write at full
+    /// speed), leaving disk and CPU to the log and the executor. Should the pool fill with
+    /// dirty pages faster than checkpoints write them, applying slows down (SHOW
+    /// storage_stats: pool_waits).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_spread_ms: u64,
     /// PEM certificate chain for TLS (with --tls-key); without it the server speaks plain
     /// text only.
     #[arg(long, requires = "tls_key")]
@@ -191,6 +197,8 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         data_file: args.data_dir.join("data.hl"),
         pool_bytes: args.pool_mb << 20,
         checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),
+        checkpoint_spread: Some(Duration::from_millis(args.checkpoint_spread_ms))
+            .filter(|spread| !spread.is_zero()),
         io_mode,
         partitions: args.partitions.map(usize::from),
     };

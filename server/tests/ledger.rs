@@ -649,3 +649,71 @@ async fn kill9_mid_load_on_four_partitions_loses_no_acknowledged_transfer() {
     let stats = routing_stats(&client).await;
     assert_eq!(stats["partitions"], 4, "{stats:?}");
 }
+
+/// A 1 MiB pool (256 pages) under more data, with checkpoints paced to take 300 ms:
+/// pages are dirtied faster than checkpoints write them, and applying slows down instead of
+/// letting the pool (no-steal) grow with the data. Nothing is lost on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
+    const ACCOUNTS: i64 = 20_000;
+    const STATEMENTS: i64 = 60;
+    const ROWS: i64 = 100;
+    let server = TestServer::start_with(&[
+        "--partitions",
+        "1",
+        "--pool-mb",
+        "1",
+        "--checkpoint-spread-ms",
+        "300",
+    ]);
+    let client = connect(&server).await;
+    for first in (1..=ACCOUNTS).step_by(1_000) {
+        let rows: Vec<String> = (first..first + 1_000)
+            .map(|id| format!("({id}, 1, 1)"))
+            .collect();
+        client
+            .simple_query(&format!(
+                "INSERT INTO accounts (id, ledger, code) VALUES {}",
+                rows.join(", ")
+            ))
+            .await
+            .expect("accounts");
+    }
+    let mut rng = StdRng::seed_from_u64(7);
+    for statement in 0..STATEMENTS {
+        let rows: Vec<String> = (0..ROWS)
+            .map(|k| {
+                let debit = rng.gen_range(2..=ACCOUNTS);
+                format!("({}, {debit}, 1, 1, 1, 1)", statement * ROWS + k + 1)
+            })
+            .collect();
+        client
+            .simple_query(&format!(
+                "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+                rows.join(", ")
+            ))
+            .await
+            .expect("transfers");
+    }
+    let stats = routing_stats(&client).await;
+    let capacity = stats["pool_capacity_pages"];
+    assert_eq!(capacity, 256, "{stats:?}");
+    assert!(stats["pool_waits"] > 0, "{stats:?}");
+    // The limit is a quarter past the capacity; one entry may dirty a few hundred pages
+    // more before the next one waits.
+    assert!(
+        stats["peak_buffer_pages"] < capacity * 5 / 2,
+        "the pool grew to {} pages: {stats:?}",
+        stats["peak_buffer_pages"]
+    );
+    let row = client
+        .query_one("SELECT count(*), sum(amount) FROM transfers", &[])
+        .await
+        .expect("count");
+    assert_eq!(row.get::<_, i64>(0), STATEMENTS * ROWS);
+    let hot = client
+        .query_one("SELECT credits_posted FROM accounts WHERE id = 1", &[])
+        .await
+        .expect("hot account");
+    assert_eq!(hot.get::<_, i64>(0), STATEMENTS * ROWS);
+}

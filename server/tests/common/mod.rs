@@ -72,9 +72,13 @@ impl TestServer {
                 &format!("127.0.0.1:{}", self.port),
                 "--checkpoint-interval-s",
                 "2",
-                "--pool-mb",
-                "64",
             ])
+            .args(
+                Some(["--pool-mb", "64"])
+                    .filter(|_| !self.extra_args.iter().any(|a| a == "--pool-mb"))
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .stdout(Stdio::null())
