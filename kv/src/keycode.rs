@@ -98,6 +98,33 @@ pub fn decode_first_int(bytes: &[u8]) -> Option<i64> {
     }
 }
 
+/// What follows the first `parts` components of a key (`None` if the bytes do not start with
+/// that many valid components): an index entry's row key after its indexed values.
+pub fn skip_parts(mut bytes: &[u8], parts: usize) -> Option<&[u8]> {
+    for _ in 0..parts {
+        let (&tag, rest) = bytes.split_first()?;
+        bytes = match tag {
+            TAG_NULL => rest,
+            TAG_BOOL => rest.get(1..)?,
+            TAG_INT | TAG_FLOAT => rest.get(8..)?,
+            TAG_BYTES => {
+                // The terminator is 0x00 0x01; an escaped zero is 0x00 0xFF.
+                let mut at = 0;
+                loop {
+                    let zero = at + rest.get(at..)?.iter().position(|&b| b == 0)?;
+                    match rest.get(zero + 1)? {
+                        0x01 => break rest.get(zero + 2..)?,
+                        0xFF => at = zero + 2,
+                        _ => return None,
+                    }
+                }
+            }
+            _ => return None,
+        };
+    }
+    Some(bytes)
+}
+
 /// Decodes a key made by `encode_key`; `None` if the bytes are not a valid encoding.
 pub fn decode_key(mut bytes: &[u8]) -> Option<Vec<KeyValue>> {
     let mut parts = Vec::new();
@@ -194,6 +221,29 @@ mod tests {
                 decode_key(&ka).unwrap(),
                 vec![KeyValue::Bytes(a.clone()), KeyValue::Int(b)]
             );
+        }
+
+        #[test]
+        fn skipping_parts_finds_what_follows(
+            text: Vec<u8>, flag: bool, number: i64, real: f64, tail: Vec<u8>
+        ) {
+            let parts = [
+                KeyPart::Bytes(&text),
+                KeyPart::Null,
+                KeyPart::Bool(flag),
+                KeyPart::Int(number),
+                KeyPart::Float(real),
+            ];
+            let mut key = encode_key(&parts);
+            key.extend_from_slice(&tail);
+            for n in 0..=parts.len() {
+                let rest = skip_parts(&key, n).unwrap();
+                prop_assert_eq!(rest, &key[encode_key(&parts[..n]).len()..]);
+            }
+            prop_assert_eq!(skip_parts(&key, parts.len()).unwrap(), tail.as_slice());
+            // A key cut inside a component has no such part.
+            let cut = encode_key(&parts[..1]).len() - 1;
+            prop_assert_eq!(skip_parts(&key[..cut], 1), None);
         }
     }
 }

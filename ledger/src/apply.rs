@@ -788,10 +788,11 @@ impl Executor {
             index.id,
             &index.storage,
             |row_key, row| {
-                Ok((
-                    crate::executor::index_entry(index, row, row_key)?,
-                    row_key.to_vec(),
-                ))
+                let mut entry = Vec::new();
+                let ends_with_row_key =
+                    crate::executor::index_entry_into(index, row, row_key, &mut entry)?;
+                let value = crate::executor::index_value(row_key, ends_with_row_key);
+                Ok((entry, value.to_vec()))
             },
             |row| {
                 SqlError::new(

@@ -566,23 +566,23 @@ impl Executor {
             let mut new_entry = std::mem::take(&mut self.entry_scratch);
             let new_entry = match new {
                 Some(row) => {
-                    index_entry_into(index, row, row_key, &mut new_entry)?;
-                    Some(new_entry)
+                    let ends_with_row_key = index_entry_into(index, row, row_key, &mut new_entry)?;
+                    Some((new_entry, ends_with_row_key))
                 }
                 None => None,
             };
-            if old_entry == new_entry {
-                self.entry_scratch = new_entry.unwrap_or_default();
+            if old_entry.as_ref() == new_entry.as_ref().map(|(entry, _)| entry) {
+                self.entry_scratch = new_entry.map(|(entry, _)| entry).unwrap_or_default();
                 continue;
             }
             if let Some(entry) = old_entry {
                 self.write_entry(shard, storage, &entry, None)?;
             }
-            if let Some(entry) = new_entry {
-                // Entries of a non-unique index end with the row's own key: they cannot
-                // collide, so only a unique index needs the lookup.
+            if let Some((entry, ends_with_row_key)) = new_entry {
+                // Entries that end with the row's own key (a non-unique index, or NULL in a
+                // unique one) cannot collide, so only the others need the lookup.
                 let engine = &mut self.shard(shard)?.engine;
-                let existing = if index.unique {
+                let existing = if !ends_with_row_key {
                     engine.get(storage, &entry).map_err(kv_error)?
                 } else {
                     None
@@ -598,7 +598,9 @@ impl Executor {
                         ));
                     }
                 }
-                engine.put(storage, &entry, row_key).map_err(kv_error)?;
+                engine
+                    .put(storage, &entry, index_value(row_key, ends_with_row_key))
+                    .map_err(kv_error)?;
                 self.undo.push(shard, storage, &entry, None);
                 self.entry_scratch = entry;
             }
@@ -697,18 +699,86 @@ pub(crate) fn index_entry(
     Ok(entry)
 }
 
-/// `index_entry`, written into `out` (emptied first).
+/// `index_entry`, written into `out` (emptied first); true when the entry ends with the row
+/// key. Such an entry is stored with an empty value (`index_value`): the row key is in the
+/// key already (a fifth of a history-index entry, stored twice before).
 pub(crate) fn index_entry_into(
     index: &planner::IndexDef,
     row: &[Value],
     row_key: &[u8],
     out: &mut Vec<u8>,
-) -> SqlResult<()> {
+) -> SqlResult<bool> {
     out.clear();
     let values = index.columns.iter().map(|&c| &row[c]);
     crate::row::encode_key_into(values.clone(), out)?;
-    if !index.unique || values.into_iter().any(Value::is_null) {
+    let ends_with_row_key = !index.unique || values.into_iter().any(Value::is_null);
+    if ends_with_row_key {
         out.extend_from_slice(row_key);
     }
-    Ok(())
+    Ok(ends_with_row_key)
+}
+
+/// The value stored under an index entry: the row key, or nothing when the entry's key ends
+/// with it (`index_entry_into`).
+pub(crate) fn index_value(row_key: &[u8], ends_with_row_key: bool) -> &[u8] {
+    if ends_with_row_key {
+        &[]
+    } else {
+        row_key
+    }
+}
+
+/// The row key an index entry points at: its value, or when that is empty (entries written
+/// since values stopped repeating the key) what follows the indexed values in its key.
+pub(crate) fn indexed_row_key(
+    index: &planner::IndexDef,
+    entry: Vec<u8>,
+    value: Vec<u8>,
+) -> SqlResult<Vec<u8>> {
+    if !value.is_empty() {
+        return Ok(value);
+    }
+    kv::keycode::skip_parts(&entry, index.columns.len())
+        .filter(|row_key| !row_key.is_empty())
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| SqlError::internal(format!("unreadable entry in index \"{}\"", index.name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_entries_find_their_row_key_stored_either_way() {
+        let index = planner::IndexDef {
+            id: 7,
+            name: "t_a_b".into(),
+            columns: vec![1, 2],
+            unique: false,
+            storage: "i7".into(),
+        };
+        let row = [Value::Int(1), Value::text("x\0y"), Value::Null];
+        let row_key = crate::row::encode_key(&[Value::Int(1)]).unwrap();
+        let mut entry = Vec::new();
+        assert!(index_entry_into(&index, &row, &row_key, &mut entry).unwrap());
+        let value = index_value(&row_key, true);
+        assert!(value.is_empty());
+        // Entries written since values stopped repeating the key, and entries written before.
+        for stored in [value.to_vec(), row_key.clone()] {
+            assert_eq!(
+                indexed_row_key(&index, entry.clone(), stored).unwrap(),
+                row_key
+            );
+        }
+        // A unique index without NULLs keeps the row key as the value.
+        let unique = planner::IndexDef {
+            unique: true,
+            columns: vec![1],
+            ..index.clone()
+        };
+        assert!(!index_entry_into(&unique, &row, &row_key, &mut entry).unwrap());
+        assert_eq!(index_value(&row_key, false), row_key.as_slice());
+        // A damaged entry is an error, not a wrong row.
+        assert!(indexed_row_key(&index, entry[..3].to_vec(), Vec::new()).is_err());
+    }
 }

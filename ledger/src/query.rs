@@ -260,7 +260,10 @@ impl<'a> Reader<'a> {
                             Direction::Forward,
                         )
                         .map_err(kv_error)?
-                        .map(|item| item.map(|(_, row_key)| row_key).map_err(kv_error))
+                        .map(|item| {
+                            let (entry, value) = item.map_err(kv_error)?;
+                            crate::executor::indexed_row_key(def, entry, value)
+                        })
                         .collect::<SqlResult<_>>()?;
                     for row_key in row_keys {
                         if let Some(bytes) =
