@@ -3,8 +3,11 @@
 //!
 //! The executor sends `Begin`, then the captured pages in batches as it captures them, then
 //! `End`. Protocol for checkpoint `seq` (see `journal` for why it is crash safe):
-//! 1. stream every captured page to the journal as it arrives and let go of its image; at
-//!    `End` add the new superblock, the page id table and the header, fsync;
+//! 1. stream every captured page to the journal as it arrives and let go of its image —
+//!    except pages the last durable checkpoint does not contain (ids at or past its page
+//!    count), which go straight to the data file, since that checkpoint never reads them;
+//!    at `End` fsync the data file if any did, then add the new superblock, the page id
+//!    table and the header to the journal, fsync;
 //! 2. reserve the data file's new length (so ENOSPC hits here, not mid-write);
 //! 3. read the pages back from the journal and write them in place, superblock included,
 //!    fsync — the same code recovery runs.
@@ -24,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::BlockFile;
-use crate::journal::{JournalPage, JournalWriter, ValidJournal};
+use crate::journal::{write_new_pages, JournalPage, JournalWriter, ValidJournal};
 
 /// What the executor sends the writer.
 pub enum WriterMessage {
@@ -35,6 +38,9 @@ pub enum WriterMessage {
         superblock: Vec<u8>,
         /// Pages the capture will send at most (the dirty pages at its start).
         expected_pages: usize,
+        /// The last durable checkpoint's page count: pages from here on are new and skip
+        /// the journal.
+        new_from: u64,
         /// Pace the writes so the checkpoint takes about this long (`None`: full speed).
         spread: Option<Duration>,
         /// Wait for `Release` or `Abandon` once the journal is durable.
@@ -159,7 +165,7 @@ fn run_one(
     inbox: &Receiver<WriterMessage>,
     outcomes: &Sender<Finished>,
 ) -> Option<Finished> {
-    let (seq, page_size, file_len, superblock, mut pacer, gated) = loop {
+    let (seq, page_size, file_len, superblock, mut pacer, gated, new_from) = loop {
         match inbox.recv().ok()? {
             WriterMessage::Begin {
                 seq,
@@ -167,12 +173,13 @@ fn run_one(
                 file_len,
                 superblock,
                 expected_pages,
+                new_from,
                 spread,
                 gated,
             } => {
-                // Every page is written twice: to the journal and in place.
+                // Most pages are written twice: to the journal and in place.
                 let pacer = Pacer::new(2 * (expected_pages + 1) * page_size, spread);
-                break (seq, page_size, file_len, superblock, pacer, gated);
+                break (seq, page_size, file_len, superblock, pacer, gated, new_from);
             }
             WriterMessage::Pages(_)
             | WriterMessage::End
@@ -183,17 +190,24 @@ fn run_one(
     let started = Instant::now();
     let mut writer = JournalWriter::new(journal_file, page_size);
     let mut journal_error: Option<KvError> = None;
+    let (mut new_pages, mut new_chunk) = (0, Vec::new());
     loop {
         match inbox.recv().ok()? {
-            WriterMessage::Pages(batch) => {
-                if journal_error.is_none() {
-                    journal_error = writer.append(&batch).err();
-                    pacer.account(batch.len() * page_size);
-                }
-                // The images are in the journal now: dropping them here ends the
-                // executor's copy-on-write for these pages.
-                drop(batch);
+            WriterMessage::Pages(batch) if journal_error.is_none() => {
+                let (new, old): (Vec<_>, Vec<_>) = batch
+                    .into_iter()
+                    .partition(|(page_id, _)| *page_id >= new_from);
+                journal_error = writer
+                    .append(&old)
+                    .and_then(|()| write_new_pages(data, &new, page_size, &mut new_chunk))
+                    .err();
+                new_pages += new.len();
+                pacer.account((old.len() + new.len()) * page_size);
+                // The images are written now: dropping them here ends the executor's
+                // copy-on-write for these pages.
             }
+            // A failed checkpoint still takes the rest of its pages, to let go of them.
+            WriterMessage::Pages(_) => {}
             WriterMessage::End => break,
             WriterMessage::Begin { .. } | WriterMessage::Release | WriterMessage::Abandon => {
                 unreachable!("a checkpoint begins only after the previous one ended")
@@ -203,7 +217,9 @@ fn run_one(
     let superblock = [(0u64, JournalPage::Owned(superblock))];
     let journaled = match journal_error {
         Some(err) => Err(err),
-        None => writer.append(&superblock).and_then(|()| writer.finish(seq)),
+        None => make_new_pages_durable(data, new_pages, file_len)
+            .and_then(|()| writer.append(&superblock))
+            .and_then(|()| writer.finish(seq)),
     };
     if gated && journaled.is_ok() {
         outcomes
@@ -227,13 +243,25 @@ fn run_one(
         Err(err) => CheckpointOutcome::JournalFailed(err),
         Ok(journal) => match write_in_place(data, journal_file, &journal, file_len, &mut pacer) {
             Ok(()) => CheckpointOutcome::Durable {
-                pages: journal.page_ids.len(),
+                pages: journal.page_ids.len() + new_pages,
                 elapsed: started.elapsed(),
             },
             Err(err) => CheckpointOutcome::DataFailed(err),
         },
     };
     Some(Finished { seq, outcome })
+}
+
+/// New pages are durable, and the data file as long as the checkpoint says, before the
+/// journal that commits them: recovery from that journal then finds the whole checkpoint.
+fn make_new_pages_durable(data: &BlockFile, new_pages: usize, file_len: u64) -> KvResult<()> {
+    if new_pages == 0 {
+        return Ok(());
+    }
+    if data.file_len()? < file_len {
+        data.allocate(file_len)?;
+    }
+    data.sync()
 }
 
 /// Copies the journaled images (read back from the journal, which the page cache still

@@ -131,6 +131,8 @@ struct Inflight {
     /// The buffer pool's capture epoch for this checkpoint.
     epoch: u64,
     position: LogPosition,
+    /// The page count this checkpoint records.
+    page_count: u64,
     page_ids: Vec<u64>,
     /// Pages are still being captured (the writer has not been sent `End`).
     capturing: bool,
@@ -162,6 +164,9 @@ pub struct Engine {
     next_table_id: u64,
     checkpoint_seq: u64,
     durable_position: LogPosition,
+    /// The page count the last durable checkpoint records: pages from here on are not in
+    /// it, so a checkpoint writes them in place without journaling them.
+    durable_page_count: u64,
     inflight: Option<Inflight>,
     /// A durable checkpoint whose pages are still being marked clean, in steps.
     finishing: Option<Finishing>,
@@ -294,6 +299,7 @@ impl Engine {
             next_table_id: superblock.next_table_id,
             checkpoint_seq: superblock.checkpoint_seq,
             durable_position: superblock.log_position,
+            durable_page_count: superblock.alloc.page_count,
             inflight: None,
             finishing: None,
             writer,
@@ -632,6 +638,7 @@ impl Engine {
             file_len: self.pager.alloc.page_count * self.pager.page_size() as u64,
             superblock: superblock.encode(),
             expected_pages,
+            new_from: self.durable_page_count,
             spread: self.checkpoint_spread,
             gated: self.gated,
         });
@@ -639,6 +646,7 @@ impl Engine {
             seq,
             epoch,
             position,
+            page_count: self.pager.alloc.page_count,
             page_ids: Vec::new(),
             capturing: true,
             journaled: false,
@@ -827,6 +835,7 @@ impl Engine {
                 });
                 self.checkpoint_seq = seq;
                 self.durable_position = inflight.position;
+                self.durable_page_count = inflight.page_count;
                 self.last_checkpoint = (pages, elapsed);
                 Ok(Some(CheckpointReport {
                     seq,

@@ -120,6 +120,35 @@ impl<'a> JournalWriter<'a> {
     }
 }
 
+/// Writes pages the last durable checkpoint does not contain (ids at or past its page
+/// count) straight to their places in the data file, sealed, without journaling them: that
+/// checkpoint never reads them, so a torn or abandoned write cannot harm it, and the caller
+/// makes them durable (`BlockFile::sync`) before the checkpoint that contains them commits.
+/// `chunk` is a reused buffer.
+pub fn write_new_pages(
+    data: &BlockFile,
+    pages: &[(u64, JournalPage)],
+    page_size: usize,
+    chunk: &mut Vec<u8>,
+) -> KvResult<()> {
+    chunk.resize(CHUNK_PAGES * page_size, 0);
+    for group in pages.chunks(CHUNK_PAGES) {
+        let bytes = &mut chunk[..group.len() * page_size];
+        for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
+            target.copy_from_slice(image.bytes());
+            page::seal(*page_id, target);
+        }
+        let writes: Vec<(u64, &[u8])> = group
+            .iter()
+            .zip(bytes.chunks(page_size))
+            .map(|((page_id, _), image)| (page_id * page_size as u64, image))
+            .collect();
+        data.write_batch(&writes)?;
+        data.start_writeback();
+    }
+    Ok(())
+}
+
 /// A journal that passed every check.
 pub struct ValidJournal {
     pub seq: u64,
