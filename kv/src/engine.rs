@@ -17,6 +17,10 @@ use crate::cursor::{Direction, Range};
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::{self, BlockFile, FaultPlan, IoMode};
 use crate::journal::{self, JournalPage};
+use crate::page::{self, PageKind};
+use crate::pager::{AllocState, Pager};
+use crate::pool::{BufferPool, PoolStats};
+use crate::superblock::{LogPosition, Superblock};
 
 /// Pages captured per `poll_checkpoint` call: at least this many, so a call after a short
 /// operation pauses the executor for microseconds only ...
@@ -31,10 +35,6 @@ const CAPTURE_PAGES_PER_MS: usize = 100;
 /// per millisecond since the previous call (marking is cheaper than capturing).
 const FINISH_STEP_PAGES: usize = 1024;
 const FINISH_PAGES_PER_MS: usize = 400;
-use crate::page::{self, PageKind};
-use crate::pager::{AllocState, Pager};
-use crate::pool::{BufferPool, PoolStats};
-use crate::superblock::{LogPosition, Superblock};
 
 #[derive(Clone, Debug)]
 pub struct EngineOptions {

@@ -75,11 +75,7 @@ impl<'a> JournalWriter<'a> {
         let page_size = self.page_size;
         for group in pages.chunks(CHUNK_PAGES) {
             let first_block = 1 + self.page_ids.len() as u64;
-            let bytes = &mut self.chunk[..group.len() * page_size];
-            for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
-                target.copy_from_slice(image.bytes());
-                page::seal(*page_id, target);
-            }
+            let bytes = seal_into(&mut self.chunk, group, page_size);
             self.body_crc = crc32c::crc32c_append(self.body_crc, bytes);
             self.file
                 .write_batch(&[(first_block * page_size as u64, bytes)])?;
@@ -120,6 +116,17 @@ impl<'a> JournalWriter<'a> {
     }
 }
 
+/// Copies a group of at most `CHUNK_PAGES` images into `chunk`, each sealed with its page id
+/// and checksum as it is stored; returns the filled part.
+fn seal_into<'c>(chunk: &'c mut [u8], group: &[(u64, JournalPage)], page_size: usize) -> &'c [u8] {
+    let bytes = &mut chunk[..group.len() * page_size];
+    for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
+        target.copy_from_slice(image.bytes());
+        page::seal(*page_id, target);
+    }
+    bytes
+}
+
 /// Writes pages the last durable checkpoint does not contain (ids at or past its page
 /// count) straight to their places in the data file, sealed, without journaling them: that
 /// checkpoint never reads them, so a torn or abandoned write cannot harm it, and the caller
@@ -133,11 +140,7 @@ pub fn write_new_pages(
 ) -> KvResult<()> {
     chunk.resize(CHUNK_PAGES * page_size, 0);
     for group in pages.chunks(CHUNK_PAGES) {
-        let bytes = &mut chunk[..group.len() * page_size];
-        for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
-            target.copy_from_slice(image.bytes());
-            page::seal(*page_id, target);
-        }
+        let bytes = seal_into(chunk, group, page_size);
         let writes: Vec<(u64, &[u8])> = group
             .iter()
             .zip(bytes.chunks(page_size))

@@ -789,9 +789,7 @@ impl Executor {
             &index.storage,
             |row_key, row| {
                 let mut entry = Vec::new();
-                let ends_with_row_key =
-                    crate::executor::index_entry_into(index, row, row_key, &mut entry)?;
-                let value = crate::executor::index_value(row_key, ends_with_row_key);
+                let value = crate::executor::index_entry_into(index, row, row_key, &mut entry)?;
                 Ok((entry, value.to_vec()))
             },
             |row| {

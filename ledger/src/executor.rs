@@ -566,8 +566,8 @@ impl Executor {
             let mut new_entry = std::mem::take(&mut self.entry_scratch);
             let new_entry = match new {
                 Some(row) => {
-                    let ends_with_row_key = index_entry_into(index, row, row_key, &mut new_entry)?;
-                    Some((new_entry, ends_with_row_key))
+                    let value = index_entry_into(index, row, row_key, &mut new_entry)?;
+                    Some((new_entry, value))
                 }
                 None => None,
             };
@@ -578,11 +578,12 @@ impl Executor {
             if let Some(entry) = old_entry {
                 self.write_entry(shard, storage, &entry, None)?;
             }
-            if let Some((entry, ends_with_row_key)) = new_entry {
+            if let Some((entry, value)) = new_entry {
                 // Entries that end with the row's own key (a non-unique index, or NULL in a
-                // unique one) cannot collide, so only the others need the lookup.
+                // unique one; their value is empty) cannot collide, so only the others need
+                // the lookup.
                 let engine = &mut self.shard(shard)?.engine;
-                let existing = if !ends_with_row_key {
+                let existing = if !value.is_empty() {
                     engine.get(storage, &entry).map_err(kv_error)?
                 } else {
                     None
@@ -598,9 +599,7 @@ impl Executor {
                         ));
                     }
                 }
-                engine
-                    .put(storage, &entry, index_value(row_key, ends_with_row_key))
-                    .map_err(kv_error)?;
+                engine.put(storage, &entry, value).map_err(kv_error)?;
                 self.undo.push(shard, storage, &entry, None);
                 self.entry_scratch = entry;
             }
@@ -699,33 +698,24 @@ pub(crate) fn index_entry(
     Ok(entry)
 }
 
-/// `index_entry`, written into `out` (emptied first); true when the entry ends with the row
-/// key. Such an entry is stored with an empty value (`index_value`): the row key is in the
-/// key already (a fifth of a history-index entry, stored twice before).
-pub(crate) fn index_entry_into(
+/// `index_entry`, written into `out` (emptied first); returns the value to store under it:
+/// the row key, or nothing when the entry already ends with it (a fifth of a history-index
+/// entry, stored twice before). An entry with an empty value cannot collide with another
+/// row's.
+pub(crate) fn index_entry_into<'k>(
     index: &planner::IndexDef,
     row: &[Value],
-    row_key: &[u8],
+    row_key: &'k [u8],
     out: &mut Vec<u8>,
-) -> SqlResult<bool> {
+) -> SqlResult<&'k [u8]> {
     out.clear();
     let values = index.columns.iter().map(|&c| &row[c]);
     crate::row::encode_key_into(values.clone(), out)?;
-    let ends_with_row_key = !index.unique || values.into_iter().any(Value::is_null);
-    if ends_with_row_key {
+    if !index.unique || values.into_iter().any(Value::is_null) {
         out.extend_from_slice(row_key);
+        return Ok(&[]);
     }
-    Ok(ends_with_row_key)
-}
-
-/// The value stored under an index entry: the row key, or nothing when the entry's key ends
-/// with it (`index_entry_into`).
-pub(crate) fn index_value(row_key: &[u8], ends_with_row_key: bool) -> &[u8] {
-    if ends_with_row_key {
-        &[]
-    } else {
-        row_key
-    }
+    Ok(row_key)
 }
 
 /// The row key an index entry points at: its value, or when that is empty (entries written
@@ -760,8 +750,7 @@ mod tests {
         let row = [Value::Int(1), Value::text("x\0y"), Value::Null];
         let row_key = crate::row::encode_key(&[Value::Int(1)]).unwrap();
         let mut entry = Vec::new();
-        assert!(index_entry_into(&index, &row, &row_key, &mut entry).unwrap());
-        let value = index_value(&row_key, true);
+        let value = index_entry_into(&index, &row, &row_key, &mut entry).unwrap();
         assert!(value.is_empty());
         // Entries written since values stopped repeating the key, and entries written before.
         for stored in [value.to_vec(), row_key.clone()] {
@@ -776,8 +765,10 @@ mod tests {
             columns: vec![1],
             ..index.clone()
         };
-        assert!(!index_entry_into(&unique, &row, &row_key, &mut entry).unwrap());
-        assert_eq!(index_value(&row_key, false), row_key.as_slice());
+        assert_eq!(
+            index_entry_into(&unique, &row, &row_key, &mut entry).unwrap(),
+            row_key.as_slice()
+        );
         // A damaged entry is an error, not a wrong row.
         assert!(indexed_row_key(&index, entry[..3].to_vec(), Vec::new()).is_err());
     }

@@ -73,12 +73,11 @@ impl TestServer {
                 "--checkpoint-interval-s",
                 "2",
             ])
-            .args(
-                Some(["--pool-mb", "64"])
-                    .filter(|_| !self.extra_args.iter().any(|a| a == "--pool-mb"))
-                    .into_iter()
-                    .flatten(),
-            )
+            .args(if self.extra_args.iter().any(|a| a == "--pool-mb") {
+                &[][..]
+            } else {
+                &["--pool-mb", "64"][..]
+            })
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .stdout(Stdio::null())
