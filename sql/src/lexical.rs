@@ -2,9 +2,30 @@
 //! text without parsing it: splitting statements (`parse`), the bulk-INSERT row reader
 //! (`insert_values`), the nesting bound (`nesting`) and the first words of a statement.
 
-/// Bytes that may begin or continue an operator.
+/// Bytes that may begin or continue an operator. A `match` compiles to a bit test; the
+/// slice search it replaced called `memchr` for every byte a scanner read (5% of the server's
+/// CPU under 1,000-row INSERTs, in `nesting::depth_bound`).
 pub(crate) fn is_operator_byte(b: u8) -> bool {
-    b"+-*/%<>=~!@#^&|`?:".contains(&b)
+    matches!(
+        b,
+        b'+' | b'-'
+            | b'*'
+            | b'/'
+            | b'%'
+            | b'<'
+            | b'>'
+            | b'='
+            | b'~'
+            | b'!'
+            | b'@'
+            | b'#'
+            | b'^'
+            | b'&'
+            | b'|'
+            | b'`'
+            | b'?'
+            | b':'
+    )
 }
 
 /// The offset after the quoted text opening at `open` (`''` or `""` inside is an escaped
@@ -87,5 +108,18 @@ pub(crate) fn skip_blank(text: &str) -> &str {
             _ => return rest,
         };
         rest = rest[end..].trim_start();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn operator_bytes_are_postgres_operator_characters() {
+        // PostgreSQL's operator characters, plus `:` for casts and `` ` `` (not an operator
+        // there, but never part of an identifier or number either).
+        let expected = b"+-*/%<>=~!@#^&|`?:";
+        for b in 0..=u8::MAX {
+            assert_eq!(super::is_operator_byte(b), expected.contains(&b), "byte {b}");
+        }
     }
 }
