@@ -8,7 +8,7 @@ use planner::{
     Catalog, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, Isolation, LedgerRole,
     OnConflict, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
-use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
@@ -157,7 +157,7 @@ pub(crate) fn build_row(
     Ok(row)
 }
 
-/// A row of an `InsertSource::Rows` plan, which is already complete.
+/// A row of a plan with built rows (`InsertSource::Packed`, or `Rows` from an older log).
 fn prebuilt_row(table: &TableDef, row: Row) -> SqlResult<Row> {
     if row.len() != table.columns.len() {
         return Err(SqlError::internal("a prebuilt row does not fit its table"));
@@ -315,26 +315,28 @@ impl Executor {
     }
 
     /// Inserts an INSERT's source rows (built from `p`'s target columns, or already built
-    /// when it carries `InsertSource::Rows`) into `table`: how many it stored, with RETURNING
+    /// when the plan carries them) into `table`: how many it stored, with RETURNING
     /// (or a CALL's id and status) rows added to `out`.
     fn insert_rows(
         &mut self,
         table: &TableDef,
         p: &InsertPlan,
-        sources: Vec<Row>,
+        sources: impl ExactSizeIterator<Item = SqlResult<Row>>,
         env: &EvalEnv<'_>,
         version: u64,
         out: &mut Vec<Row>,
     ) -> SqlResult<u64> {
         let count = sources.len();
-        let prebuilt = matches!(p.source, InsertSource::Rows(_));
+        let prebuilt = matches!(p.source, InsertSource::Rows(_) | InsertSource::Packed(_));
         let mut affected = 0;
-        for (n, values) in sources.into_iter().enumerate() {
-            let row = if prebuilt {
-                prebuilt_row(table, values)
-            } else {
-                build_row(table, &p.target_columns, values, env)
-            };
+        for (n, values) in sources.enumerate() {
+            let row = values.and_then(|values| {
+                if prebuilt {
+                    prebuilt_row(table, values)
+                } else {
+                    build_row(table, &p.target_columns, values, env)
+                }
+            });
             let inserted = row
                 .and_then(|row| {
                     let id = p.call.then(|| call_id(table, &row));
@@ -363,12 +365,10 @@ impl Executor {
         Ok(affected)
     }
 
-    /// Applies a write statement. `moved_rows` holds the rows of an `InsertSource::Rows` plan
-    /// when the caller could move them out of the command (they are then not cloned).
+    /// Applies a write statement.
     pub(crate) fn apply_write(
         &mut self,
         plan: &WritePlan,
-        moved_rows: Option<Vec<Row>>,
         params: &[Value],
         now_micros: i64,
         version: u64,
@@ -378,12 +378,15 @@ impl Executor {
         let mut affected = 0;
         match plan {
             WritePlan::Insert(p) => {
-                let sources = match moved_rows {
-                    Some(rows) => rows,
-                    None => {
+                // Packed rows are decoded one at a time, as they are stored.
+                let sources: Box<dyn ExactSizeIterator<Item = SqlResult<Row>>> = match &p.source {
+                    InsertSource::Packed(rows) => {
+                        Box::new(rows.rows().map(|row| row.map_err(undecodable)))
+                    }
+                    source => {
                         let reader = self.reader(None, false);
                         let env = reader.env(params, now_micros);
-                        insert_sources(&reader, &p.source, &env)?
+                        Box::new(insert_sources(&reader, source, &env)?.into_iter().map(Ok))
                     }
                 };
                 let env = EvalEnv::without_subqueries(params, now_micros);
@@ -569,7 +572,7 @@ impl Executor {
         let mut last = Outcome::default();
         for step in steps {
             last = match step {
-                Step::Write(plan) => self.apply_write(plan, None, params, now_micros, version)?,
+                Step::Write(plan) => self.apply_write(plan, params, now_micros, version)?,
                 Step::Query(plan) => {
                     let reader = self.reader(None, false);
                     let env = reader.env(params, now_micros);
@@ -1139,7 +1142,7 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
     same
 }
 
-/// An INSERT ... VALUES with its rows built before it is proposed (`InsertSource::Rows`),
+/// An INSERT ... VALUES with its rows built before it is proposed (`InsertSource::Packed`),
 /// when the values and the defaults they leave to fill evaluate the same anywhere: the
 /// evaluation, defaults and type conformance then run on the session's thread instead of the
 /// executor's, which only checks and stores the rows. The rows are exactly what the executor
@@ -1178,7 +1181,7 @@ pub fn prebuild_insert(
         .collect::<Option<Vec<Row>>>()?;
     Some(WritePlan::Insert(InsertPlan {
         table: p.table.clone(),
-        source: InsertSource::Rows(built),
+        source: InsertSource::Packed(PackedRows::pack(&built)),
         target_columns: (0..table.columns.len()).collect(),
         on_conflict: p.on_conflict.clone(),
         returning: p.returning.clone(),
@@ -1263,6 +1266,11 @@ fn eval_values(rows: &[Vec<Expr>], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
         .collect()
 }
 
+/// Packed rows of a log command that do not decode (a damaged entry).
+fn undecodable(e: String) -> SqlError {
+    SqlError::internal(format!("undecodable rows in a log command: {e}"))
+}
+
 /// The rows an INSERT's source produces: its VALUES evaluated, or its query run.
 fn insert_sources(
     reader: &crate::query::Reader<'_>,
@@ -1273,6 +1281,7 @@ fn insert_sources(
         InsertSource::Values(rows) => eval_values(rows, env),
         InsertSource::Query(rel) => reader.rows(rel, &[], env),
         InsertSource::Rows(rows) => Ok(rows.clone()),
+        InsertSource::Packed(rows) => rows.unpack().map_err(undecodable),
     }
 }
 
@@ -1338,9 +1347,10 @@ mod tests {
         let Some(WritePlan::Insert(prebuilt)) = prebuild_insert(&plan, &catalog, &[], now) else {
             panic!("constant VALUES are prebuilt");
         };
-        let InsertSource::Rows(rows) = &prebuilt.source else {
+        let InsertSource::Packed(packed) = &prebuilt.source else {
             panic!("prebuilt plans carry rows");
         };
+        let rows = packed.unpack().unwrap();
         // Values compare by their debug form (they have no PartialEq: NULL is not equal to
         // itself in SQL).
         assert_eq!(format!("{rows:?}"), format!("{expected:?}"));

@@ -188,6 +188,8 @@ pub fn decode_result(bytes: &[u8]) -> CommandResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use planner::{InsertPlan, InsertSource};
+    use sql::PackedRows;
 
     fn transfer_rows(n: i64) -> Command {
         Command::Copy {
@@ -213,6 +215,25 @@ mod tests {
         }
     }
 
+    /// A 1,000-row INSERT as a session proposes it: rows built, in `source`'s form.
+    fn insert_of(source: fn(Vec<Row>) -> InsertSource) -> Command {
+        let Command::Copy { table, rows, .. } = transfer_rows(1000) else {
+            unreachable!()
+        };
+        Command::Write {
+            plan: Arc::new(WritePlan::Insert(InsertPlan {
+                table,
+                source: source(rows),
+                target_columns: (0..6).collect(),
+                on_conflict: None,
+                returning: None,
+                call: false,
+            })),
+            params: vec![],
+            now_micros: 1_790_000_000_000_000,
+        }
+    }
+
     fn same(a: &Command, b: &Command) -> bool {
         format!("{a:?}") == format!("{b:?}")
     }
@@ -229,6 +250,23 @@ mod tests {
             "compact {} bytes, fixed-width {}",
             bytes.len(),
             fixed.len()
+        );
+    }
+
+    #[test]
+    fn built_rows_travel_packed_and_rows_logged_before_still_decode() {
+        let packed = insert_of(|rows| InsertSource::Packed(PackedRows::pack(&rows)));
+        let packed_bytes = encode_command(&packed);
+        assert!(same(&decode_command(&packed_bytes).unwrap(), &packed));
+        // Logged before packed rows: the same rows as bincode's values.
+        let legacy = insert_of(InsertSource::Rows);
+        let legacy_bytes = encode_command(&legacy);
+        assert!(same(&decode_command(&legacy_bytes).unwrap(), &legacy));
+        assert!(
+            packed_bytes.len() <= legacy_bytes.len(),
+            "packed {} bytes, bincode {}",
+            packed_bytes.len(),
+            legacy_bytes.len()
         );
     }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kv::{IoMode, LogPosition};
-use planner::{Catalog, InsertPlan, InsertSource, TableDef, WritePlan};
+use planner::{Catalog, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
@@ -313,19 +313,10 @@ impl Executor {
         self.undo.clear();
         let result = match command {
             Command::Write {
-                mut plan,
+                plan,
                 params,
                 now_micros,
-            } => {
-                let prebuilt = match Arc::get_mut(&mut plan) {
-                    Some(WritePlan::Insert(InsertPlan {
-                        source: InsertSource::Rows(rows),
-                        ..
-                    })) => Some(std::mem::take(rows)),
-                    _ => None,
-                };
-                self.apply_write(&plan, prebuilt, &params, now_micros, version)
-            }
+            } => self.apply_write(&plan, &params, now_micros, version),
             Command::Commit {
                 isolation,
                 reads,

@@ -176,6 +176,7 @@ impl Router<'_> {
                 }
                 InsertSource::Query(_) => self.all(),
                 InsertSource::Rows(rows) => self.full_rows(table, rows.iter().map(Some)),
+                InsertSource::Packed(rows) => self.full_rows(table, rows.rows().map(Result::ok)),
             },
             _ => self.table(table),
         };

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql::{DataType, Value};
+use sql::{DataType, PackedRows, Value};
 
 use crate::catalog::{ProcedureDef, TableDef, TableRef};
 use crate::expr::{AggCall, Expr};
@@ -146,10 +146,14 @@ pub struct SelectPlan {
 pub enum InsertSource {
     Values(Vec<Vec<Expr>>),
     Query(Box<Rel>),
+    /// Complete rows, as `Packed` but logged before it (bincode's form of each value); still
+    /// read from such logs, no longer proposed.
+    Rows(Vec<Vec<Value>>),
     /// Complete rows — every column in table order, defaults filled in, values conformed to
     /// the column types — built from VALUES before the statement was proposed, because they
     /// evaluate the same anywhere (`ledger::prebuild_insert`). The executor only stores them.
-    Rows(Vec<Vec<Value>>),
+    /// They travel through the log packed (`sql::PackedRows`).
+    Packed(PackedRows),
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -584,7 +588,7 @@ impl WritePlan {
                 match &p.source {
                     InsertSource::Values(rows) => rows.iter().for_each(|r| exprs.extend(r)),
                     InsertSource::Query(rel) => visit_read_tables(rel, f),
-                    InsertSource::Rows(_) => {}
+                    InsertSource::Rows(_) | InsertSource::Packed(_) => {}
                 }
                 match &p.on_conflict {
                     Some(OnConflict::DoUpdate {

@@ -119,7 +119,11 @@ mod tests {
         // there, but never part of an identifier or number either).
         let expected = b"+-*/%<>=~!@#^&|`?:";
         for b in 0..=u8::MAX {
-            assert_eq!(super::is_operator_byte(b), expected.contains(&b), "byte {b}");
+            assert_eq!(
+                super::is_operator_byte(b),
+                expected.contains(&b),
+                "byte {b}"
+            );
         }
     }
 }
