@@ -186,6 +186,8 @@ pub struct Executor {
     pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
     /// Open while a multi-row transfer statement runs (see `account_set`).
     pub(crate) account_set: Option<crate::account_set::AccountSet>,
+    /// The set's memory between statements (empty).
+    pub(crate) spare_account_set: crate::account_set::AccountSet,
 }
 
 impl Executor {
@@ -213,6 +215,7 @@ impl Executor {
             next_expiry: Some(i64::MIN),
             ledger_schema: None,
             account_set: None,
+            spare_account_set: Default::default(),
         }
     }
 

@@ -108,32 +108,36 @@ pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
     let version = u64::from_le_bytes(r.array()?);
     let count = u16::from_le_bytes(r.array()?) as usize;
     let mut row = Vec::with_capacity(count);
+    // Each value is built in place in `row`: a `match` yielding the value through `?`s
+    // built it on the stack and copied it, stalling on the copy (a tenth of an account read).
     for _ in 0..count {
-        let tag = r.take(1)?[0];
-        row.push(match tag {
-            NULL => Value::Null,
-            FALSE => Value::Bool(false),
-            TRUE => Value::Bool(true),
-            INT => Value::Int(i64::from_le_bytes(r.array()?)),
-            FLOAT => Value::Float(f64::from_le_bytes(r.array()?)),
+        match r.take(1)?[0] {
+            NULL => row.push(Value::Null),
+            FALSE => row.push(Value::Bool(false)),
+            TRUE => row.push(Value::Bool(true)),
+            INT => row.push(Value::Int(i64::from_le_bytes(r.array()?))),
+            FLOAT => row.push(Value::Float(f64::from_le_bytes(r.array()?))),
             NUMERIC => {
                 let mantissa = i128::from_le_bytes(r.array()?);
                 let scale = r.take(1)?[0] as u32;
-                Value::Numeric(Numeric::new(mantissa, scale).map_err(|_| corrupt())?)
+                row.push(Value::Numeric(
+                    Numeric::new(mantissa, scale).map_err(|_| corrupt())?,
+                ))
             }
             TEXT => {
                 let len = u32::from_le_bytes(r.array()?) as usize;
-                Value::Text(String::from_utf8(r.take(len)?.to_vec()).map_err(|_| corrupt())?)
+                let text = String::from_utf8(r.take(len)?.to_vec()).map_err(|_| corrupt())?;
+                row.push(Value::Text(text))
             }
             BYTES => {
                 let len = u32::from_le_bytes(r.array()?) as usize;
-                Value::Bytes(r.take(len)?.to_vec())
+                row.push(Value::Bytes(r.take(len)?.to_vec()))
             }
-            TIMESTAMP => Value::Timestamp(i64::from_le_bytes(r.array()?)),
-            TIMESTAMPTZ => Value::TimestampTz(i64::from_le_bytes(r.array()?)),
-            DATE => Value::Date(i32::from_le_bytes(r.array()?)),
+            TIMESTAMP => row.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
+            TIMESTAMPTZ => row.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
+            DATE => row.push(Value::Date(i32::from_le_bytes(r.array()?))),
             _ => return Err(corrupt()),
-        });
+        }
     }
     Ok((version, row))
 }
