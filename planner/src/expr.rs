@@ -976,6 +976,9 @@ fn eval_function(
             | Func::NullIf
             | Func::ArrayPosition
             | Func::MakeArray
+            // format_type(oid, NULL) is the type's name without a modifier, as in PostgreSQL
+            // (where the function is not strict either).
+            | Func::FormatType
     );
     if strict && values.iter().any(Value::is_null) {
         return Ok(Value::Null);
