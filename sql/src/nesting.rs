@@ -33,6 +33,12 @@ pub fn depth_bound(text: &str) -> usize {
     let mut i = 0;
     while i < bytes.len() {
         let b = bytes[i];
+        // Digits, spaces and points change no count: skipped before the `match`, whose
+        // jump table mispredicted on them (most of a bulk INSERT's bytes).
+        if matches!(b, b'0'..=b'9' | b' ' | b'\t' | b'\n' | b'\r' | b'.') {
+            i += 1;
+            continue;
+        }
         match b {
             b'\'' | b'"' => {
                 let escapes = b == b'\'' && i > 0 && matches!(bytes[i - 1], b'e' | b'E');
@@ -112,6 +118,8 @@ mod tests {
         );
         assert_eq!(depth_bound("SELECT 1::int::text"), 2);
         assert_eq!(depth_bound("SELECT 1 >= 2"), 1);
+        assert_eq!(depth_bound("SELECT 1e5+x1 - 2.5, (3)"), 2);
+        assert_eq!(depth_bound("VALUES (1, 2),\n\t(3 , -4.25)"), 2);
     }
 
     #[test]
