@@ -6,19 +6,10 @@
 
 use kv::keycode::{self, KeyPart};
 use planner::TableDef;
+use sql::value_tag::{
+    BYTES, DATE, FALSE, FLOAT, INT, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
+};
 use sql::{DataType, Numeric, SqlError, SqlResult, Value};
-
-const NULL: u8 = 0;
-const FALSE: u8 = 1;
-const TRUE: u8 = 2;
-const INT: u8 = 3;
-const FLOAT: u8 = 4;
-const NUMERIC: u8 = 5;
-const TEXT: u8 = 6;
-const BYTES: u8 = 7;
-const TIMESTAMP: u8 = 8;
-const TIMESTAMPTZ: u8 = 9;
-const DATE: u8 = 10;
 
 pub type Row = Vec<Value>;
 
@@ -108,8 +99,8 @@ pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
     let version = u64::from_le_bytes(r.array()?);
     let count = u16::from_le_bytes(r.array()?) as usize;
     let mut row = Vec::with_capacity(count);
-    // Each value is built in place in `row`: a `match` yielding the value through `?`s
-    // built it on the stack and copied it, stalling on the copy (a tenth of an account read).
+    // Each value is built in place in `row`, as in `sql::PackedRows`, where a `match`
+    // yielding the value through `?`s built it on the stack and stalled copying it.
     for _ in 0..count {
         match r.take(1)?[0] {
             NULL => row.push(Value::Null),

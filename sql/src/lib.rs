@@ -15,6 +15,7 @@ mod parse;
 mod procedure;
 mod types;
 mod value;
+pub mod value_tag;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
 pub use insert_values::{NodeId, Operator, RowValue, ValueRows};

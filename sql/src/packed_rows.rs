@@ -7,16 +7,20 @@
 //! byte string instead, written and read here by a loop over a tag byte per value: integers
 //! (and the time types) as zigzag varints, small non-negative integers in the tag itself.
 //!
-//! The form is part of the log's format: tags are never renumbered, only added.
+//! The form is part of the log's format: its tags are `value_tag`'s, and small integers take
+//! the tags from 128 up.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::value_tag::{
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
+};
 use crate::{Numeric, Value};
 
 /// Rows of values in the packed form, read a row at a time ([`PackedRows::rows`]): the
 /// executor decodes each row just before it stores it, while its few hundred bytes are in
 /// cache, instead of a whole statement's rows into memory first.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct PackedRows {
     count: usize,
     /// The row count, then the rows (see [`PackedRows::pack`]).
@@ -126,18 +130,6 @@ impl Iterator for PackedRowIter<'_> {
 
 impl ExactSizeIterator for PackedRowIter<'_> {}
 
-const NULL: u8 = 0;
-const FALSE: u8 = 1;
-const TRUE: u8 = 2;
-const INT: u8 = 3;
-const FLOAT: u8 = 4;
-const NUMERIC: u8 = 5;
-const TEXT: u8 = 6;
-const BYTES: u8 = 7;
-const TIMESTAMP: u8 = 8;
-const TIMESTAMPTZ: u8 = 9;
-const DATE: u8 = 10;
-const ARRAY: u8 = 11;
 /// Tags from here up are the integers 0..=127: `Value::Int(tag - SMALL_INT)`.
 const SMALL_INT: u8 = 128;
 

@@ -1,0 +1,17 @@
+//! The tag byte that opens each value in hotledger's byte forms of rows: rows as stored
+//! (`ledger::row`) and rows packed into the log ([`crate::PackedRows`]). Both forms are on
+//! disk, so a tag is never renumbered, only added.
+
+pub const NULL: u8 = 0;
+pub const FALSE: u8 = 1;
+pub const TRUE: u8 = 2;
+pub const INT: u8 = 3;
+pub const FLOAT: u8 = 4;
+pub const NUMERIC: u8 = 5;
+pub const TEXT: u8 = 6;
+pub const BYTES: u8 = 7;
+pub const TIMESTAMP: u8 = 8;
+pub const TIMESTAMPTZ: u8 = 9;
+pub const DATE: u8 = 10;
+/// Packed rows only (arrays exist only in catalog views, never in stored rows).
+pub const ARRAY: u8 = 11;
