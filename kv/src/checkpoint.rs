@@ -258,10 +258,17 @@ fn make_new_pages_durable(data: &BlockFile, new_pages: usize, file_len: u64) -> 
     if new_pages == 0 {
         return Ok(());
     }
+    reserve_len(data, file_len)?;
+    data.sync()
+}
+
+/// Reserves the data file's length up to `file_len` (so a full disk fails here, not in the
+/// middle of writing pages).
+fn reserve_len(data: &BlockFile, file_len: u64) -> KvResult<()> {
     if data.file_len()? < file_len {
         data.allocate(file_len)?;
     }
-    data.sync()
+    Ok(())
 }
 
 /// Copies the journaled images (read back from the journal, which the page cache still
@@ -273,9 +280,7 @@ fn write_in_place(
     file_len: u64,
     pacer: &mut Pacer,
 ) -> KvResult<()> {
-    if data.file_len()? < file_len {
-        data.allocate(file_len)?;
-    }
+    reserve_len(data, file_len)?;
     journal.apply_reporting(journal_file, data, |bytes| pacer.account(bytes))
 }
 

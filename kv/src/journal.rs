@@ -141,15 +141,24 @@ pub fn write_new_pages(
     chunk.resize(CHUNK_PAGES * page_size, 0);
     for group in pages.chunks(CHUNK_PAGES) {
         let bytes = seal_into(chunk, group, page_size);
-        let writes: Vec<(u64, &[u8])> = group
-            .iter()
-            .zip(bytes.chunks(page_size))
-            .map(|((page_id, _), image)| (page_id * page_size as u64, image))
-            .collect();
+        let writes = in_place(group.iter().map(|(page_id, _)| *page_id), bytes, page_size);
         data.write_batch(&writes)?;
         data.start_writeback();
     }
     Ok(())
+}
+
+/// The writes that put consecutive page images (`bytes`) at the places of `page_ids` in the
+/// data file.
+fn in_place(
+    page_ids: impl Iterator<Item = u64>,
+    bytes: &[u8],
+    page_size: usize,
+) -> Vec<(u64, &[u8])> {
+    page_ids
+        .zip(bytes.chunks(page_size))
+        .map(|(page_id, image)| (page_id * page_size as u64, image))
+        .collect()
 }
 
 /// A journal that passed every check.
@@ -242,14 +251,7 @@ impl ValidJournal {
             let first = group_index * CHUNK_PAGES;
             let bytes = &mut chunk[..group.len() * page_size];
             journal.read_exact_at(bytes, self.images_start + (first * page_size) as u64)?;
-            let writes: Vec<(u64, &[u8])> = group
-                .iter()
-                .enumerate()
-                .map(|(slot, page_id)| {
-                    let image = &bytes[slot * page_size..(slot + 1) * page_size];
-                    (page_id * page_size as u64, image)
-                })
-                .collect();
+            let writes = in_place(group.iter().copied(), bytes, page_size);
             for (offset, image) in &writes {
                 let page_id = offset / page_size as u64;
                 if !page::verify(page_id, image) {

@@ -25,6 +25,8 @@ pub struct PackedRows {
     count: usize,
     /// The row count, then the rows (see [`PackedRows::pack`]).
     bytes: Vec<u8>,
+    /// Where the first row starts in `bytes` (after the count).
+    first_row: usize,
 }
 
 impl PackedRows {
@@ -33,6 +35,7 @@ impl PackedRows {
     pub fn pack<R: AsRef<[Value]>>(rows: &[R]) -> PackedRows {
         let mut bytes = Vec::with_capacity(16 * rows.len());
         put_varint(&mut bytes, rows.len() as u64);
+        let first_row = bytes.len();
         for row in rows {
             let row = row.as_ref();
             put_varint(&mut bytes, row.len() as u64);
@@ -43,6 +46,7 @@ impl PackedRows {
         PackedRows {
             count: rows.len(),
             bytes,
+            first_row,
         }
     }
 
@@ -54,7 +58,12 @@ impl PackedRows {
             at: 0,
         };
         let count = reader.length()?;
-        Ok(PackedRows { count, bytes })
+        let first_row = reader.at;
+        Ok(PackedRows {
+            count,
+            bytes,
+            first_row,
+        })
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -72,14 +81,11 @@ impl PackedRows {
     /// The rows in order, each decoded as it is reached; an error names what is wrong with
     /// damaged bytes (bytes left after the last row make it an error too).
     pub fn rows(&self) -> PackedRowIter<'_> {
-        let mut reader = Reader {
-            bytes: &self.bytes,
-            at: 0,
-        };
-        // Read when the rows were packed or taken: cannot fail here.
-        let _ = reader.varint();
         PackedRowIter {
-            reader,
+            reader: Reader {
+                bytes: &self.bytes,
+                at: self.first_row,
+            },
             left: self.count,
         }
     }

@@ -27,3 +27,7 @@ start_loaded() {
     python3 -c "import sys; sys.stdout.write(''.join(f'{i}\t1\t1\n' for i in range(1, 100002)))" |
         psql_hl -c "COPY accounts (id, ledger, code) FROM STDIN"
 }
+
+# task_of NAME: the /proc directory of the server thread called NAME (the first, if several),
+# whose schedstat holds its nanoseconds on a CPU and waiting for one.
+task_of() { grep -lx "$1" /proc/"$pid"/task/*/comm | head -1 | xargs dirname; }
