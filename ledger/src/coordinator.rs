@@ -13,7 +13,7 @@ use planner::Catalog;
 use rustc_hash::FxHashMap;
 use sql::{ErrorKind, SqlError, SqlResult};
 
-use crate::command::{decode_command, encode_result, CommandResult};
+use crate::command::{decode_command, encode_result, Command, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
@@ -541,7 +541,8 @@ impl Coordinator {
             EntryPayload::Commands(commands) if self.workers.len() <= 1 => {
                 self.routing.on_coordinator += commands.len() as u64;
                 for (slot, bytes) in commands.iter().enumerate() {
-                    let result = decode_command(bytes)
+                    let result = self
+                        .decode(bytes, position.index)
                         .and_then(|c| self.executor.apply_command(c, position.index));
                     results.set(slot, &result);
                 }
@@ -554,6 +555,28 @@ impl Coordinator {
         self.replication.applied_log_id = Some(log_id);
         self.changed_since_checkpoint = true;
         results.into_encoded()
+    }
+
+    /// A command of log entry `index`, or, when this build cannot read it, an error after
+    /// which the executor applies nothing more. Every replica decodes the same bytes, so
+    /// such a command is one written by a newer build (a node not yet upgraded, in a cluster
+    /// being upgraded) or damage the log's checksums missed: skipping it would leave this
+    /// replica's state different from the others' for good, and applying what follows would
+    /// build on that. A restart on a build that reads it replays the log from the last
+    /// checkpoint (see `Executor::fail`).
+    fn decode(&mut self, bytes: &[u8], index: u64) -> SqlResult<Command> {
+        self.executor.check_running()?;
+        decode_command(bytes).map_err(|e| {
+            let stop = SqlError::new(
+                ErrorKind::DataCorrupted,
+                format!(
+                    "log entry {index} holds a command this build of hotledger cannot read ({}); it was probably written by a newer version: upgrade this node and restart it",
+                    e.message
+                ),
+            );
+            self.executor.fail(stop.clone());
+            stop
+        })
     }
 
     /// Applies an entry's commands over several partitions. In log order, each command is
@@ -574,7 +597,7 @@ impl Coordinator {
             reports: mpsc::channel(),
         };
         for (slot, bytes) in commands.iter().enumerate() {
-            let command = match decode_command(bytes) {
+            let command = match self.decode(bytes, version) {
                 Ok(command) => command,
                 Err(e) => {
                     dispatch.results.set(slot, &Err(e));
@@ -733,6 +756,52 @@ mod tests {
     use super::*;
     use crate::command::{decode_result, Outcome};
     use std::sync::{Arc, Mutex};
+
+    fn entry(coordinator: &mut Coordinator, index: u64, commands: Vec<Vec<u8>>) -> Vec<SqlError> {
+        let position = LogPosition { term: 1, index };
+        let payload = EntryPayload::Commands(commands);
+        coordinator
+            .apply_entry(position, vec![], payload, None)
+            .iter()
+            .map(|r| decode_result(r).expect_err("the command fails"))
+            .collect()
+    }
+
+    #[test]
+    fn a_command_this_build_cannot_read_stops_applying() {
+        for partitions in [1, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut coordinator = Coordinator::open(ExecutorOptions {
+                data_file: dir.path().join("data"),
+                pool_bytes: 8 << 20,
+                checkpoint_interval: Duration::from_secs(3600),
+                checkpoint_spread: None,
+                io_mode: kv::IoMode::Portable,
+                partitions: Some(partitions),
+            })
+            .unwrap();
+            // The compact marker, then an enum variant no build has.
+            let unknown = vec![0xC1, 0x7f, 0, 0];
+            let ddl = crate::command::encode_command(&Command::Ddl {
+                plan: planner::DdlPlan::DropTables {
+                    names: vec!["t".into()],
+                    if_exists: true,
+                },
+            });
+            let errors = entry(&mut coordinator, 1, vec![unknown, ddl.clone()]);
+            assert_eq!(errors[0].kind, ErrorKind::DataCorrupted, "{errors:?}");
+            assert!(errors[0].message.contains("log entry 1"), "{errors:?}");
+            assert!(errors[0].message.contains("upgrade"), "{errors:?}");
+            // Neither the rest of the entry nor a later one applies.
+            for error in errors[1..]
+                .iter()
+                .chain(&entry(&mut coordinator, 2, vec![ddl]))
+            {
+                assert_eq!(error.kind, ErrorKind::DataCorrupted, "{error:?}");
+                assert!(error.message.contains("stopped applying"), "{error:?}");
+            }
+        }
+    }
 
     #[test]
     fn each_result_is_passed_on_when_set_and_a_missing_one_fails() {

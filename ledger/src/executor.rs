@@ -265,8 +265,8 @@ impl Executor {
     pub(crate) fn check_running(&self) -> SqlResult<()> {
         match &self.failed {
             Some(e) => Err(SqlError::new(
-                ErrorKind::Io,
-                format!("the executor stopped after an IO error: {}", e.message),
+                e.kind,
+                format!("the executor stopped applying commands: {}", e.message),
             )),
             None => Ok(()),
         }

@@ -55,6 +55,8 @@ pub enum ErrorKind {
     CannotConnectNow,
     InsufficientPrivilege,
     GeneratedAlways,
+    /// Stored or logged bytes this build cannot read.
+    DataCorrupted,
 }
 
 impl ErrorKind {
@@ -109,6 +111,7 @@ impl ErrorKind {
             CannotConnectNow => "57P03",
             InsufficientPrivilege => "42501",
             GeneratedAlways => "428C9",
+            DataCorrupted => "XX001",
         }
     }
 }
