@@ -1135,6 +1135,7 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
                     | Func::GetIndexDef
                     | Func::GetConstraintDef
                     | Func::RegClassName
+                    | Func::GetFunctionArguments
             )
         }
         _ => {}

@@ -521,6 +521,16 @@ impl<'a> Reader<'a> {
                 }
                 out
             }
+            Rel::Unnest { array } => match array.eval(outer, env)? {
+                Value::Null => Vec::new(),
+                Value::Array(items) => items.into_iter().map(|item| vec![item]).collect(),
+                other => {
+                    return Err(SqlError::mismatch(format!(
+                        "unnest needs an array, not {}",
+                        other.natural_type()
+                    )))
+                }
+            },
             Rel::Series { start, stop, step } => {
                 let int = |e: &Expr| -> SqlResult<Option<i64>> {
                     match e.eval(outer, env)? {

@@ -1030,15 +1030,27 @@ impl Binder<'_> {
                     DataType::Text,
                 )
             }
+            // The argument's type is known here; PostgreSQL's result is a regtype, shown as
+            // this name.
+            ("pg_typeof", 1) => {
+                let ty = self.expr(&args[0], scope, None)?.ty();
+                return fixed(Value::Text(ty.pg_name()), DataType::Text);
+            }
             ("pg_backend_pid", 0) => {
                 return fixed(Value::Int(std::process::id() as i64), DataType::Int4)
             }
-            ("pg_table_is_visible" | "has_table_privilege" | "has_schema_privilege", _) => {
-                return fixed(Value::Bool(true), DataType::Bool)
-            }
+            (
+                "pg_table_is_visible"
+                | "pg_function_is_visible"
+                | "has_table_privilege"
+                | "has_schema_privilege",
+                _,
+            ) => return fixed(Value::Bool(true), DataType::Bool),
             ("pg_get_userbyid", 1) => return fixed(Value::text("ledger"), DataType::Name),
             ("pg_relation_is_publishable", 1) => return fixed(Value::Bool(false), DataType::Bool),
             ("pg_encoding_to_char", 1) => return fixed(Value::text("UTF8"), DataType::Name),
+            // Procedures return nothing; there are no stored functions.
+            ("pg_get_function_result", 1) => return fixed(Value::Null, DataType::Text),
             (
                 "pg_get_statisticsobjdef_columns"
                 | "obj_description"
@@ -1116,6 +1128,9 @@ impl Binder<'_> {
                     "pg_get_expr" => (Func::GetExpr, DataType::Text, 2..=3),
                     "pg_get_indexdef" => (Func::GetIndexDef, DataType::Text, 1..=3),
                     "pg_get_constraintdef" => (Func::GetConstraintDef, DataType::Text, 1..=2),
+                    "pg_get_function_arguments" | "pg_get_function_identity_arguments" => {
+                        (Func::GetFunctionArguments, DataType::Text, 1..=1)
+                    }
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1138,7 +1153,8 @@ impl Binder<'_> {
                         Func::FormatType
                         | Func::GetExpr
                         | Func::GetIndexDef
-                        | Func::GetConstraintDef => DataType::Int8,
+                        | Func::GetConstraintDef
+                        | Func::GetFunctionArguments => DataType::Int8,
                         Func::ArrayUpper if i > 0 => DataType::Int4,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,

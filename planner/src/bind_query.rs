@@ -239,6 +239,18 @@ impl Binder<'_> {
         outer: &Scope,
     ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
         let (_, function) = object_name(name)?;
+        if function == "unnest" {
+            let arrays: Vec<&ast::Expr> = args
+                .iter()
+                .map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                    _ => Err(SqlError::feature_not_supported(
+                        "this argument form in unnest()",
+                    )),
+                })
+                .collect::<SqlResult<_>>()?;
+            return self.unnest(&arrays, alias, outer);
+        }
         if function != "generate_series" {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
@@ -308,6 +320,49 @@ impl Binder<'_> {
         Ok((Rel::Series { start, stop, step }, cols, false, false))
     }
 
+    /// `unnest(array)` in FROM: one row per element, in order, in one column named after the
+    /// alias (or `unnest`); a NULL or empty array gives no rows. Its argument may refer to
+    /// the enclosing query's columns, as in psql's `\d+`.
+    fn unnest(
+        &mut self,
+        arrays: &[&ast::Expr],
+        alias: &Option<ast::TableAlias>,
+        outer: &Scope,
+    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+        let [array] = arrays else {
+            return Err(SqlError::feature_not_supported(
+                "unnest() of several arrays at once",
+            ));
+        };
+        let scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        let array = self.expr(array, &scope, None)?;
+        let Some(element) = array.ty().element() else {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                format!("function unnest({}) does not exist", array.ty().pg_name()),
+            ));
+        };
+        let alias_name = alias
+            .as_ref()
+            .map(|a| ident(&a.name))
+            .unwrap_or_else(|| "unnest".into());
+        let column = alias
+            .as_ref()
+            .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
+            .unwrap_or_else(|| alias_name.clone());
+        let cols = vec![ScopeColumn {
+            qualifier: Some(alias_name),
+            name: column,
+            ty: element,
+            table_oid: 0,
+            column_number: 0,
+        }];
+        Ok((Rel::Unnest { array }, cols, false, false))
+    }
+
     pub(crate) fn bind_from_item(
         &mut self,
         factor: &ast::TableFactor,
@@ -328,6 +383,13 @@ impl Binder<'_> {
                 alias,
                 ..
             } => self.table_function(name, args, alias, outer),
+            ast::TableFactor::UNNEST {
+                alias,
+                array_exprs,
+                with_offset: false,
+                with_ordinality: false,
+                ..
+            } => self.unnest(&array_exprs.iter().collect::<Vec<_>>(), alias, outer),
             ast::TableFactor::Table {
                 name,
                 alias,

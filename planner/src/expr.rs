@@ -115,6 +115,8 @@ pub enum Func {
     TrimBoth,
     TrimLeading,
     TrimTrailing,
+    /// `pg_get_function_arguments(oid)` of a stored procedure.
+    GetFunctionArguments,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1159,7 +1161,10 @@ fn eval_function(
             _ => Value::Null,
         },
         Func::GetExpr => arg(0),
-        Func::GetIndexDef | Func::GetConstraintDef | Func::RegClassName => {
+        Func::GetIndexDef
+        | Func::GetConstraintDef
+        | Func::RegClassName
+        | Func::GetFunctionArguments => {
             let Value::Int(oid) = arg(0) else {
                 return Ok(Value::Null);
             };

@@ -110,6 +110,10 @@ pub enum Rel {
         stop: Expr,
         step: Option<Expr>,
     },
+    /// `unnest(array)`: one row per element.
+    Unnest {
+        array: Expr,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -526,6 +530,10 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             line.push_str("Function Scan on generate_series");
             lines.push(line);
         }
+        Rel::Unnest { .. } => {
+            line.push_str("Function Scan on unnest");
+            lines.push(line);
+        }
         Rel::Union { left, right, all } => {
             line.push_str(if *all { "Union All" } else { "Union" });
             lines.push(line);
@@ -673,6 +681,7 @@ fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
             exprs.push(stop);
             exprs.extend(step);
         }
+        Rel::Unnest { array } => exprs.push(array),
         Rel::Union { left, right, .. } => {
             children.push(left);
             children.push(right);

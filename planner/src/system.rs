@@ -51,6 +51,9 @@ pub enum SystemTable {
     PgSettings,
     InfoTables,
     InfoColumns,
+    // Added after the others: plans name system tables by position in logged commands.
+    PgAuthMembers,
+    PgProc,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -104,6 +107,8 @@ impl SystemTable {
             "pg_database" => PgDatabase,
             "pg_index" => PgIndex,
             "pg_roles" | "pg_user" | "pg_authid" => PgRoles,
+            "pg_auth_members" => PgAuthMembers,
+            "pg_proc" => PgProc,
             "pg_attrdef" => PgAttrdef,
             "pg_constraint" => PgConstraint,
             "pg_am" => PgAm,
@@ -130,6 +135,8 @@ impl SystemTable {
             PgDatabase => "pg_database",
             PgIndex => "pg_index",
             PgRoles => "pg_roles",
+            PgAuthMembers => "pg_auth_members",
+            PgProc => "pg_proc",
             PgAttrdef => "pg_attrdef",
             PgConstraint => "pg_constraint",
             PgAm => "pg_am",
@@ -195,6 +202,8 @@ impl SystemTable {
                 ("attcollation", Oid),
                 ("attstorage", CatalogChar),
                 ("attndims", Int4),
+                ("attcompression", CatalogChar),
+                ("attstattarget", Int4),
             ],
             PgType => vec![
                 ("oid", Oid),
@@ -228,6 +237,9 @@ impl SystemTable {
                 ("datctype", Name),
                 ("datallowconn", Bool),
                 ("datistemplate", Bool),
+                ("datlocprovider", CatalogChar),
+                ("daticulocale", Text),
+                ("datacl", TEXT_ARRAY),
             ],
             PgIndex => vec![
                 ("indexrelid", Oid),
@@ -247,6 +259,31 @@ impl SystemTable {
                 ("rolcanlogin", Bool),
                 ("usename", Name),
                 ("usesysid", Oid),
+                ("rolinherit", Bool),
+                ("rolcreaterole", Bool),
+                ("rolcreatedb", Bool),
+                ("rolconnlimit", Int4),
+                ("rolvaliduntil", DataType::TimestampTz),
+                ("rolreplication", Bool),
+                ("rolbypassrls", Bool),
+            ],
+            PgAuthMembers => vec![
+                ("oid", Oid),
+                ("roleid", Oid),
+                ("member", Oid),
+                ("grantor", Oid),
+                ("admin_option", Bool),
+            ],
+            PgProc => vec![
+                ("oid", Oid),
+                ("proname", Name),
+                ("pronamespace", Oid),
+                ("proowner", Oid),
+                ("prokind", CatalogChar),
+                ("prorettype", Oid),
+                ("pronargs", Int2),
+                ("proargnames", TEXT_ARRAY),
+                ("prosrc", Text),
             ],
             PgAttrdef => vec![
                 ("oid", Oid),
@@ -403,6 +440,8 @@ impl SystemTable {
                             int(collation),
                             text("p"),
                             int(0),
+                            text(""),
+                            int(-1),
                         ]);
                     }
                 }
@@ -450,6 +489,9 @@ impl SystemTable {
                 text("C.UTF-8"),
                 b(true),
                 b(false),
+                text("c"),
+                null(),
+                null(),
             ]),
             PgIndex => {
                 for t in catalog.tables.values().filter(|t| t.has_primary_key()) {
@@ -490,7 +532,34 @@ impl SystemTable {
                 b(true),
                 text("ledger"),
                 int(OWNER_OID),
+                // The one role: a superuser, as the one who runs the server.
+                b(true),
+                b(true),
+                b(true),
+                int(-1),
+                null(),
+                b(true),
+                b(true),
             ]),
+            // One role, a member of none.
+            PgAuthMembers => {}
+            // The stored procedures (`CREATE PROCEDURE`); built-in functions are not listed.
+            PgProc => {
+                for procedure in catalog.procedures.values() {
+                    let names = procedure.params.iter().map(|(n, _)| text(n)).collect();
+                    rows.push(vec![
+                        int(procedure_oid(&procedure.name)),
+                        text(&procedure.name),
+                        int(PUBLIC_NAMESPACE),
+                        int(OWNER_OID),
+                        text("p"),
+                        int(0),
+                        int(procedure.params.len() as i64),
+                        Value::Array(names),
+                        text(&procedure.body),
+                    ]);
+                }
+            }
             PgAttrdef => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
@@ -641,7 +710,30 @@ fn index_class_row(oid: u32, name: String, columns: usize) -> Vec<Value> {
 
 /// What the catalog-describing functions return for an OID: a relation's name
 /// (`::regclass`), an index's definition, a constraint's definition.
+/// A stored procedure's oid: a hash of its name into a range no table, index or constraint
+/// oid reaches, so it stays the same while the procedure exists (procedures have no id).
+pub fn procedure_oid(name: &str) -> u32 {
+    // FNV-1a.
+    let hash = name.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    0x4000_0000 | (hash & 0x3fff_ffff)
+}
+
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
+    if func == Func::GetFunctionArguments {
+        let procedure = catalog
+            .procedures
+            .values()
+            .find(|p| procedure_oid(&p.name) == oid)?;
+        let arguments = procedure
+            .params
+            .iter()
+            .map(|(name, ty)| format!("{name} {}", ty.pg_name()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(arguments);
+    }
     for t in catalog.tables.values() {
         let idx = index_oid(t.oid());
         match func {

@@ -55,6 +55,50 @@ fn psql_creates_queries_and_describes() {
 }
 
 #[test]
+fn psql_lists_databases_roles_procedures_and_table_details() {
+    let server = TestServer::start();
+    let out = run(
+        &server,
+        "create table notes (id bigint primary key, body text not null default '');
+         create procedure pay(a bigint, b bigint, amount bigint) language sql as $$
+             insert into transfers (id, debit_account_id, credit_account_id, amount, ledger, code)
+             values (a * 1000 + b, a, b, amount, 1, 1)
+         $$;
+         \\l
+         \\du
+         \\df
+         \\d+ notes
+         ",
+    );
+    // \l
+    assert!(out.contains("List of databases"), "{out}");
+    assert!(out.contains(" ledger | ledger | UTF8"), "{out}");
+    // \du
+    assert!(out.contains("List of roles"), "{out}");
+    assert!(out.contains(" ledger    | Superuser"), "{out}");
+    // \df: the stored procedure with its arguments.
+    assert!(
+        out.contains(
+            " public | pay  |                  | a bigint, b bigint, amount bigint | proc"
+        ),
+        "{out}"
+    );
+    // \d+: the extra columns, and the table's indexes.
+    assert!(
+        out.contains("Storage | Compression | Stats target | Description"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" body   | text   |           | not null | ''      | plain"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\"notes_pkey\" PRIMARY KEY, btree (id)"),
+        "{out}"
+    );
+}
+
+#[test]
 fn psql_copy_from_a_file_and_stdin() {
     let server = TestServer::start();
     let mut data = tempfile::NamedTempFile::new().expect("data file");
