@@ -770,9 +770,12 @@ impl Binder<'_> {
         expected: Option<DataType>,
     ) -> SqlResult<Expr> {
         if op == BinaryOp::Concat {
-            // Untyped literals next to || are text, whatever the other side is.
             let l = self.expr(left, scope, None)?;
             let r = self.expr(right, scope, None)?;
+            if let Some(array) = [l.ty(), r.ty()].into_iter().find(|t| t.element().is_some()) {
+                return self.array_concat(l, r, array);
+            }
+            // Untyped literals next to || are text, whatever the other side is.
             let l = self.coerce(l, DataType::Text)?;
             let r = self.coerce(r, DataType::Text)?;
             return Ok(Expr::Binary {
@@ -794,6 +797,51 @@ impl Binder<'_> {
         }
         let (l, r) = self.comparable(left, right, scope)?;
         self.bound_binary(op, l, r, expected)
+    }
+
+    /// `||` with an array on either side, as PostgreSQL resolves it: two arrays concatenate
+    /// (an untyped literal or NULL next to an array is an array), an element beside an array
+    /// is appended or prepended. The result has the type of the (first) array.
+    fn array_concat(&mut self, l: Expr, r: Expr, array: DataType) -> SqlResult<Expr> {
+        let element = array.element().expect("an array type");
+        let no_operator = SqlError::new(
+            ErrorKind::UndefinedFunction,
+            format!(
+                "operator does not exist: {} || {}",
+                l.ty().pg_name(),
+                r.ty().pg_name()
+            ),
+        );
+        let side = |binder: &mut Self, e: Expr| {
+            let ty = e.ty();
+            let width = |t: DataType| match t {
+                DataType::Int2 => 2,
+                DataType::Int4 => 4,
+                DataType::Int8 => 8,
+                _ => 0,
+            };
+            let want = match ty {
+                t if t == array || t == element => return Ok(e),
+                // Integers are one kind of value: a narrower one fits as it is.
+                t if width(t) > 0 && width(t) <= width(element) => return Ok(e),
+                DataType::Unknown => array,
+                t if t.element().is_some() => return Err(no_operator.clone()),
+                _ => element,
+            };
+            let coerced = binder.coerce(e, want)?;
+            match coerced.ty() == want {
+                true => Ok(coerced),
+                false => Err(no_operator.clone()),
+            }
+        };
+        let l = side(self, l)?;
+        let r = side(self, r)?;
+        Ok(Expr::Binary {
+            op: BinaryOp::Concat,
+            left: Box::new(l),
+            right: Box::new(r),
+            ty: array,
+        })
     }
 
     /// A comparison or arithmetic operator over its bound operands (after `unify`).

@@ -793,6 +793,9 @@ fn eval_binary(
     }
     let l = left.eval(row, env)?;
     let r = right.eval(row, env)?;
+    if op == BinaryOp::Concat && ty.element().is_some() {
+        return Ok(concat_arrays(l, left.ty() == ty, r, right.ty() == ty));
+    }
     if l.is_null() || r.is_null() {
         return Ok(Value::Null);
     }
@@ -811,6 +814,25 @@ fn eval_binary(
         return Ok(Value::Text(text_of(&l) + &text_of(&r)));
     }
     arithmetic(op, l, r, ty)
+}
+
+/// `l || r` where at least one side is an array (`*_is_array`; the other is an element):
+/// PostgreSQL's array_cat, array_append and array_prepend. A NULL array adds nothing; a
+/// NULL element is still an element.
+fn concat_arrays(l: Value, l_is_array: bool, r: Value, r_is_array: bool) -> Value {
+    let items = |v: Value, is_array: bool| match (v, is_array) {
+        (Value::Array(items), true) => Some(items),
+        (Value::Null, true) => None,
+        (element, _) => Some(vec![element]),
+    };
+    match (items(l, l_is_array), items(r, r_is_array)) {
+        (Some(mut l), Some(r)) => {
+            l.extend(r);
+            Value::Array(l)
+        }
+        (Some(one), None) | (None, Some(one)) => Value::Array(one),
+        (None, None) => Value::Null,
+    }
 }
 
 /// Arithmetic with PostgreSQL's promotion: integers stay integers (checked against the
