@@ -9,6 +9,7 @@ use sql::{
 use crate::bind::Binder;
 use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
 use crate::scope::Scope;
+use crate::system::SystemTable;
 
 /// While binding the output of a grouped query: the group keys and the aggregates found.
 pub struct AggregateContext {
@@ -723,8 +724,18 @@ impl Binder<'_> {
         match inner {
             Expr::Literal(Value::Text(name), _) => {
                 let bare = name.trim_start_matches("public.").trim_matches('"');
-                match self.catalog.table(bare) {
-                    Some(t) => Ok(Expr::Literal(Value::Int(t.oid() as i64), DataType::Oid)),
+                if let Some(t) = self.catalog.table(bare) {
+                    return Ok(Expr::Literal(Value::Int(t.oid() as i64), DataType::Oid));
+                }
+                let (schema, table) = match bare.split_once('.') {
+                    Some((schema, table)) => (Some(schema), table),
+                    None => (None, bare),
+                };
+                match SystemTable::lookup(schema, table) {
+                    Some(system) => Ok(Expr::Literal(
+                        Value::Int(system.oid() as i64),
+                        DataType::Oid,
+                    )),
                     None => Err(SqlError::undefined_table(&name)),
                 }
             }
@@ -1090,6 +1101,7 @@ impl Binder<'_> {
             (
                 "pg_table_is_visible"
                 | "pg_function_is_visible"
+                | "pg_type_is_visible"
                 | "has_table_privilege"
                 | "has_schema_privilege",
                 _,

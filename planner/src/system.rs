@@ -54,6 +54,8 @@ pub enum SystemTable {
     // Added after the others: plans name system tables by position in logged commands.
     PgAuthMembers,
     PgProc,
+    PgExtension,
+    PgDescription,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -109,6 +111,8 @@ impl SystemTable {
             "pg_roles" | "pg_user" | "pg_authid" => PgRoles,
             "pg_auth_members" => PgAuthMembers,
             "pg_proc" => PgProc,
+            "pg_extension" => PgExtension,
+            "pg_description" => PgDescription,
             "pg_attrdef" => PgAttrdef,
             "pg_constraint" => PgConstraint,
             "pg_am" => PgAm,
@@ -121,6 +125,30 @@ impl SystemTable {
             "pg_settings" => PgSettings,
             _ => return None,
         })
+    }
+
+    /// The oid `'pg_catalog.name'::regclass` gives: PostgreSQL's own for the catalogs clients
+    /// compare against (`pg_description.classoid`), a fixed one below the user range for the
+    /// rest.
+    pub fn oid(self) -> u32 {
+        use SystemTable::*;
+        match self {
+            PgClass => 1259,
+            PgType => 1247,
+            PgAttribute => 1249,
+            PgProc => 1255,
+            PgDatabase => 1262,
+            PgAuthMembers => 1261,
+            PgNamespace => 2615,
+            PgConstraint => 2606,
+            PgDescription => 2609,
+            PgIndex => 2610,
+            PgAttrdef => 2604,
+            PgAm => 2601,
+            PgExtension => 3079,
+            PgCollation => 3456,
+            other => 12_000 + other as u32,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -137,6 +165,8 @@ impl SystemTable {
             PgRoles => "pg_roles",
             PgAuthMembers => "pg_auth_members",
             PgProc => "pg_proc",
+            PgExtension => "pg_extension",
+            PgDescription => "pg_description",
             PgAttrdef => "pg_attrdef",
             PgConstraint => "pg_constraint",
             PgAm => "pg_am",
@@ -273,6 +303,19 @@ impl SystemTable {
                 ("member", Oid),
                 ("grantor", Oid),
                 ("admin_option", Bool),
+            ],
+            PgExtension => vec![
+                ("oid", Oid),
+                ("extname", Name),
+                ("extowner", Oid),
+                ("extnamespace", Oid),
+                ("extversion", Text),
+            ],
+            PgDescription => vec![
+                ("objoid", Oid),
+                ("classoid", Oid),
+                ("objsubid", Int4),
+                ("description", Text),
             ],
             PgProc => vec![
                 ("oid", Oid),
@@ -541,8 +584,9 @@ impl SystemTable {
                 b(true),
                 b(true),
             ]),
-            // One role, a member of none.
-            PgAuthMembers => {}
+            // One role, a member of none; no extensions; no comments (COMMENT ON is not
+            // supported).
+            PgAuthMembers | PgExtension | PgDescription => {}
             // The stored procedures (`CREATE PROCEDURE`); built-in functions are not listed.
             PgProc => {
                 for procedure in catalog.procedures.values() {

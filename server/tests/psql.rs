@@ -55,7 +55,7 @@ fn psql_creates_queries_and_describes() {
 }
 
 #[test]
-fn psql_lists_databases_roles_procedures_and_table_details() {
+fn psql_lists_databases_roles_procedures_extensions_types_and_table_details() {
     let server = TestServer::start();
     let out = run(
         &server,
@@ -68,6 +68,8 @@ fn psql_lists_databases_roles_procedures_and_table_details() {
          \\du
          \\df
          \\d+ notes
+         \\dx
+         \\dT
          ",
     );
     // \l
@@ -96,6 +98,9 @@ fn psql_lists_databases_roles_procedures_and_table_details() {
         out.contains("\"notes_pkey\" PRIMARY KEY, btree (id)"),
         "{out}"
     );
+    // \dx, \dT: nothing installed or defined, but no error.
+    assert!(out.contains("List of installed extensions"), "{out}");
+    assert!(out.contains("List of data types"), "{out}");
 }
 
 #[test]
