@@ -73,6 +73,52 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
     }
 }
 
+/// How many pages the tree at `root` holds — its inner nodes and leaves, not the overflow
+/// pages of values larger than a page — reading only the inner nodes: the lowest of them
+/// count their children instead of visiting them. A B+tree's leaves are all at one depth,
+/// so the leftmost path tells which level that is.
+pub fn count_pages(pager: &mut Pager, root: u64) -> KvResult<u64> {
+    let mut depth = 0;
+    let mut page = root;
+    loop {
+        let node = Node::new(pager.read(page)?);
+        if node.is_leaf() {
+            break;
+        }
+        page = node.child(0);
+        depth += 1;
+        if depth >= 64 {
+            return Err(KvError::Poisoned(format!(
+                "tree {root} is deeper than 64 levels: a cycle in page links"
+            )));
+        }
+    }
+    count_below(pager, root, depth)
+}
+
+/// Pages of the subtree at `page`, whose leaves are `depth` levels down.
+fn count_below(pager: &mut Pager, page: u64, depth: u32) -> KvResult<u64> {
+    if depth == 0 {
+        return Ok(1);
+    }
+    let node = Node::new(pager.read(page)?);
+    if node.is_leaf() {
+        return Err(KvError::Poisoned(format!(
+            "page {page} is a leaf {depth} levels above its tree's leaves"
+        )));
+    }
+    let children = node.len() as u64 + 1;
+    if depth == 1 {
+        return Ok(1 + children);
+    }
+    let ids: Vec<u64> = (0..=node.len()).map(|slot| node.child(slot)).collect();
+    let mut pages = 1;
+    for child in ids {
+        pages += count_below(pager, child, depth - 1)?;
+    }
+    Ok(pages)
+}
+
 /// The leaf that holds (or would hold) `key`, and whether `path` leads to it: a leaf hint
 /// that covers `key` gives the leaf with an empty path (false); otherwise `descend` (true).
 /// Read it with `read_leaf`.

@@ -12,16 +12,19 @@ pub struct TreeShape {
     pub keys: usize,
     /// Levels including the leaves (a lone root leaf is depth 1).
     pub depth: usize,
+    /// Inner and leaf pages (not overflow pages).
+    pub pages: usize,
 }
 
 /// Walks the tree under `root`; returns its shape or the first violation found.
 pub fn check_tree(pager: &mut Pager, root: u64) -> KvResult<TreeShape> {
     let mut leaf_depth = None;
-    let mut count = 0;
+    let mut count = (0, 0);
     check_node(pager, root, None, None, 0, &mut leaf_depth, &mut count)?;
     Ok(TreeShape {
-        keys: count,
+        keys: count.0,
         depth: leaf_depth.unwrap_or(0) + 1,
+        pages: count.1,
     })
 }
 
@@ -36,8 +39,10 @@ fn check_node(
     upper: Option<&[u8]>,
     depth: usize,
     leaf_depth: &mut Option<usize>,
-    count: &mut usize,
+    count: &mut (usize, usize),
 ) -> KvResult<()> {
+    // (keys, pages) seen so far.
+    count.1 += 1;
     let (leaf, keys, children) = {
         let node = Node::new(pager.read(page_id)?);
         let prefix = node.prefix_len();
@@ -89,7 +94,7 @@ fn check_node(
                 format!("leaf at depth {depth}, others deeper or shallower"),
             ));
         }
-        *count += keys.len();
+        count.0 += keys.len();
         return Ok(());
     }
     for (slot, child) in children.iter().enumerate() {

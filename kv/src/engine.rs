@@ -859,6 +859,14 @@ impl Engine {
         }
     }
 
+    /// The bytes of a table's tree: its inner and leaf pages (see `btree::count_pages`),
+    /// found by reading the inner pages only.
+    pub fn table_bytes(&mut self, table: Table) -> KvResult<u64> {
+        self.check_usable()?;
+        let pages = btree::count_pages(&mut self.pager, table.root)?;
+        Ok(pages * self.pager.page_size() as u64)
+    }
+
     /// Checks the structure of a table's tree; returns its key count and depth.
     pub fn check_table(&mut self, table: Table) -> KvResult<crate::check::TreeShape> {
         crate::check::check_tree(&mut self.pager, table.root)

@@ -171,7 +171,14 @@ fn run(ops: Vec<Op>) -> usize {
                 assert_eq!(got, want);
             }
             Op::Checkpoint => {
-                depth_max = depth_max.max(engine.check_table(table).unwrap().depth);
+                let shape = engine.check_table(table).unwrap();
+                depth_max = depth_max.max(shape.depth);
+                // Counting from the inner nodes finds every page a full walk does.
+                let page_size = u64::from(options().page_size);
+                assert_eq!(
+                    engine.table_bytes(table).unwrap(),
+                    shape.pages as u64 * page_size
+                );
                 if in_flight.take().is_some() {
                     engine.wait_checkpoint().unwrap();
                 }

@@ -746,6 +746,33 @@ impl SubqueryRunner for Reader<'_> {
     fn catalog(&self) -> Option<&Catalog> {
         Some(self.catalog)
     }
+
+    /// Adds up the bytes of the relation's trees in every partition (see
+    /// `kv::Engine::table_bytes`: the inner pages are read, the leaves counted).
+    fn relation_bytes(&self, oid: u32, func: planner::Func) -> SqlResult<Option<i64>> {
+        let Some(shards) = &self.shards else {
+            return Err(SqlError::internal(
+                "a relation's size was asked for without storage",
+            ));
+        };
+        let Some(ids) = planner::relation_storage(self.catalog, oid, func) else {
+            return Ok(None);
+        };
+        let Ok(mut shards) = shards.try_borrow_mut() else {
+            return Err(SqlError::feature_not_supported(
+                "a relation's size asked for while a scan reads storage",
+            ));
+        };
+        let mut bytes = 0u64;
+        for shard in shards.iter_mut().flatten() {
+            for id in &ids {
+                if let Some(&table) = shard.storage.get(id) {
+                    bytes += shard.engine.table_bytes(table).map_err(kv_error)?;
+                }
+            }
+        }
+        Ok(Some(i64::try_from(bytes).unwrap_or(i64::MAX)))
+    }
 }
 
 /// The running state of one aggregate in one group.

@@ -202,7 +202,7 @@ impl<'a> Binder<'a> {
         Ok(match s {
             S::Query(q) => {
                 let mut plan = self.query(q, &Scope::default())?;
-                plan.reads_user_tables = reads_user_tables(&plan.rel);
+                plan.reads_user_tables = reads_storage(&plan.rel);
                 Plan::Select(Arc::new(plan))
             }
             S::Insert(insert) => self.insert(insert, None)?,

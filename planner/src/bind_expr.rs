@@ -722,28 +722,31 @@ impl Binder<'_> {
     fn regclass(&mut self, expr: &ast::Expr, scope: &Scope) -> SqlResult<Expr> {
         let inner = self.expr(expr, scope, None)?;
         match inner {
-            Expr::Literal(Value::Text(name), _) => {
-                let bare = name.trim_start_matches("public.").trim_matches('"');
-                if let Some(t) = self.catalog.table(bare) {
-                    return Ok(Expr::Literal(Value::Int(t.oid() as i64), DataType::Oid));
-                }
-                let (schema, table) = match bare.split_once('.') {
-                    Some((schema, table)) => (Some(schema), table),
-                    None => (None, bare),
-                };
-                match SystemTable::lookup(schema, table) {
-                    Some(system) => Ok(Expr::Literal(
-                        Value::Int(system.oid() as i64),
-                        DataType::Oid,
-                    )),
-                    None => Err(SqlError::undefined_table(&name)),
-                }
-            }
+            Expr::Literal(Value::Text(name), _) => self.regclass_of_name(&name),
             other => Ok(Expr::Function {
                 func: Func::RegClassName,
                 args: vec![other],
                 ty: DataType::Name,
             }),
+        }
+    }
+
+    /// `'name'::regclass`: the oid of a user table or of a catalog (as an oid literal).
+    fn regclass_of_name(&self, name: &str) -> SqlResult<Expr> {
+        let bare = name.trim_start_matches("public.").trim_matches('"');
+        if let Some(oid) = crate::system::relation_oid(self.catalog, bare) {
+            return Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid));
+        }
+        let (schema, table) = match bare.split_once('.') {
+            Some((schema, table)) => (Some(schema), table),
+            None => (None, bare),
+        };
+        match SystemTable::lookup(schema, table) {
+            Some(system) => Ok(Expr::Literal(
+                Value::Int(system.oid() as i64),
+                DataType::Oid,
+            )),
+            None => Err(SqlError::undefined_table(name)),
         }
     }
 
@@ -1191,6 +1194,11 @@ impl Binder<'_> {
                     "pg_get_function_arguments" | "pg_get_function_identity_arguments" => {
                         (Func::GetFunctionArguments, DataType::Text, 1..=1)
                     }
+                    "pg_relation_size" => (Func::RelationSize, DataType::Int8, 1..=2),
+                    "pg_table_size" => (Func::TableSize, DataType::Int8, 1..=1),
+                    "pg_indexes_size" => (Func::IndexesSize, DataType::Int8, 1..=1),
+                    "pg_total_relation_size" => (Func::TotalRelationSize, DataType::Int8, 1..=1),
+                    "pg_size_pretty" => (Func::SizePretty, DataType::Text, 1..=1),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1208,13 +1216,26 @@ impl Binder<'_> {
                 };
                 let mut coerced = Vec::with_capacity(bound.len());
                 for (i, b) in bound.drain(..).enumerate() {
+                    // The size functions take a regclass: a quoted name is a relation's.
+                    if let (true, 0, Expr::Literal(Value::Text(name), DataType::Unknown)) =
+                        (func.reads_storage(), i, &b)
+                    {
+                        coerced.push(self.regclass_of_name(name)?);
+                        continue;
+                    }
                     let want = match func {
                         Func::GetExpr if i == 0 => DataType::Text,
                         Func::FormatType
                         | Func::GetExpr
                         | Func::GetIndexDef
                         | Func::GetConstraintDef
-                        | Func::GetFunctionArguments => DataType::Int8,
+                        | Func::GetFunctionArguments
+                        | Func::TableSize
+                        | Func::IndexesSize
+                        | Func::TotalRelationSize
+                        | Func::SizePretty => DataType::Int8,
+                        // pg_relation_size(oid, fork): only the main fork exists.
+                        Func::RelationSize if i == 0 => DataType::Int8,
                         Func::ArrayUpper if i > 0 => DataType::Int4,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,

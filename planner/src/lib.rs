@@ -31,4 +31,4 @@ pub use ledger::{
     check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
 };
 pub use plan::*;
-pub use system::SystemTable;
+pub use system::{relation_storage, SystemTable};

@@ -142,7 +142,8 @@ impl OutputColumn {
 pub struct SelectPlan {
     pub rel: Rel,
     pub columns: Vec<OutputColumn>,
-    /// True when the plan reads user tables (and so must go through an executor).
+    /// True when the plan reads user tables or relation sizes (and so must go through an
+    /// executor).
     pub reads_user_tables: bool,
 }
 
@@ -550,6 +551,22 @@ pub fn reads_user_tables(rel: &Rel) -> bool {
     found
 }
 
+/// True when evaluating a relation needs the executor's storage: it scans a user table, or
+/// asks for a relation's size.
+pub fn reads_storage(rel: &Rel) -> bool {
+    let mut found = reads_user_tables(rel);
+    visit_rel(rel, &mut |r| {
+        for e in rel_parts(r).0 {
+            e.visit(&mut |x| {
+                if let Expr::Function { func, .. } = x {
+                    found |= func.reads_storage();
+                }
+            });
+        }
+    });
+    found
+}
+
 /// Calls `f` for every user table a relation (or any subquery inside it) scans.
 pub fn visit_read_tables(rel: &Rel, f: &mut dyn FnMut(&TableDef)) {
     visit_rel(rel, &mut |r| {
@@ -630,6 +647,20 @@ impl WritePlan {
 
 fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
     f(rel);
+    let (exprs, children) = rel_parts(rel);
+    for e in exprs {
+        e.visit(&mut |x| match x {
+            Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => visit_rel(rel, f),
+            _ => {}
+        });
+    }
+    for c in children {
+        visit_rel(c, f);
+    }
+}
+
+/// A relation node's own expressions and its input relations.
+fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
     let mut exprs: Vec<&Expr> = Vec::new();
     let mut children: Vec<&Rel> = Vec::new();
     match rel {
@@ -687,15 +718,7 @@ fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {
             children.push(right);
         }
     }
-    for e in exprs {
-        e.visit(&mut |x| match x {
-            Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => visit_rel(rel, f),
-            _ => {}
-        });
-    }
-    for c in children {
-        visit_rel(c, f);
-    }
+    (exprs, children)
 }
 
 /// The result columns of `CALL create_transfers(...)`: one row per transfer.

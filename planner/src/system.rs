@@ -754,6 +754,48 @@ fn index_class_row(oid: u32, name: String, columns: usize) -> Vec<Value> {
 
 /// What the catalog-describing functions return for an OID: a relation's name
 /// (`::regclass`), an index's definition, a constraint's definition.
+/// The oid of the table or index called `name` (`'name'::regclass`), if any.
+pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
+    if let Some(t) = catalog.table(name) {
+        return Some(t.oid());
+    }
+    catalog.tables.values().find_map(|t| {
+        if t.has_primary_key() && pkey_name(t) == name {
+            return Some(index_oid(t.oid()));
+        }
+        t.indexes.iter().find(|i| i.name == name).map(|i| i.oid())
+    })
+}
+
+/// The storage a size function adds up for relation `oid` (`Func::reads_storage`): the
+/// ids of the kv tables (a table's, an index's) whose bytes count, or None when no table or
+/// index has that oid. A table's primary key is the table's own tree (rows are stored by
+/// key), so its size is the table's, and `pg_indexes_size` counts the other indexes.
+pub fn relation_storage(catalog: &Catalog, oid: u32, func: Func) -> Option<Vec<u32>> {
+    for t in catalog.tables.values() {
+        let indexes = t.indexes.iter().map(|i| i.id);
+        let own = if t.oid() == oid {
+            return Some(match func {
+                Func::IndexesSize => indexes.collect(),
+                Func::TotalRelationSize => std::iter::once(t.id).chain(indexes).collect(),
+                _ => vec![t.id],
+            });
+        } else if t.has_primary_key() && index_oid(t.oid()) == oid {
+            t.id
+        } else if let Some(index) = t.indexes.iter().find(|i| i.oid() == oid) {
+            index.id
+        } else {
+            continue;
+        };
+        // An index has no indexes of its own.
+        return Some(match func {
+            Func::IndexesSize => Vec::new(),
+            _ => vec![own],
+        });
+    }
+    None
+}
+
 /// A stored procedure's oid: a hash of its name into a range no table, index or constraint
 /// oid reaches, so it stays the same while the procedure exists (procedures have no id).
 pub fn procedure_oid(name: &str) -> u32 {

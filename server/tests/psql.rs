@@ -55,7 +55,7 @@ fn psql_creates_queries_and_describes() {
 }
 
 #[test]
-fn psql_lists_databases_roles_procedures_extensions_types_and_table_details() {
+fn psql_lists_databases_roles_procedures_extensions_types_sizes_and_table_details() {
     let server = TestServer::start();
     let out = run(
         &server,
@@ -70,6 +70,9 @@ fn psql_lists_databases_roles_procedures_extensions_types_and_table_details() {
          \\d+ notes
          \\dx
          \\dT
+         \\dt+ notes
+         \\di+ notes_pkey
+         \\d+
          ",
     );
     // \l
@@ -101,6 +104,15 @@ fn psql_lists_databases_roles_procedures_extensions_types_and_table_details() {
     // \dx, \dT: nothing installed or defined, but no error.
     assert!(out.contains("List of installed extensions"), "{out}");
     assert!(out.contains("List of data types"), "{out}");
+    // \dt+, \di+, \d+: sizes from storage.
+    let sized = |name: &str| {
+        out.lines().any(|l| {
+            l.contains(&format!(" {name} ")) && (l.contains(" bytes ") || l.contains(" kB "))
+        })
+    };
+    assert!(sized("notes"), "{out}");
+    assert!(sized("notes_pkey"), "{out}");
+    assert!(sized("accounts"), "{out}");
 }
 
 #[test]
