@@ -1136,6 +1136,10 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
                     | Func::GetConstraintDef
                     | Func::RegClassName
                     | Func::GetFunctionArguments
+                    | Func::RelationSize
+                    | Func::TableSize
+                    | Func::IndexesSize
+                    | Func::TotalRelationSize
             )
         }
         _ => {}

@@ -633,6 +633,7 @@ impl Executor {
             overlay,
             record_reads,
             reads: RefCell::new(Vec::new()),
+            sizes: false,
         }
     }
 
@@ -645,7 +646,8 @@ impl Executor {
         record_reads: bool,
     ) -> SqlResult<QueryResult> {
         self.check_running()?;
-        let reader = self.reader(overlay, record_reads);
+        let mut reader = self.reader(overlay, record_reads);
+        reader.sizes = true;
         let env = reader.env(params, now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {

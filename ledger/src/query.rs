@@ -29,6 +29,10 @@ pub struct Reader<'a> {
     pub overlay: Option<&'a Overlay>,
     pub record_reads: bool,
     pub reads: RefCell<Vec<ReadCheck>>,
+    /// A query's reader, which may report relation sizes. A write's may not: sizes are the
+    /// pages a replica's trees hold, which replicas need not share, and a write must compute
+    /// the same everywhere.
+    pub(crate) sizes: bool,
 }
 
 /// Rows a scan found before filtering, by key: (version, values), or None where the
@@ -733,6 +737,7 @@ pub fn evaluate_without_storage(
         overlay: None,
         record_reads: false,
         reads: RefCell::new(Vec::new()),
+        sizes: false,
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)
@@ -750,9 +755,9 @@ impl SubqueryRunner for Reader<'_> {
     /// Adds up the bytes of the relation's trees in every partition (see
     /// `kv::Engine::table_bytes`: the inner pages are read, the leaves counted).
     fn relation_bytes(&self, oid: u32, func: planner::Func) -> SqlResult<Option<i64>> {
-        let Some(shards) = &self.shards else {
-            return Err(SqlError::internal(
-                "a relation's size was asked for without storage",
+        let Some(shards) = self.shards.as_ref().filter(|_| self.sizes) else {
+            return Err(SqlError::feature_not_supported(
+                "relation sizes in a write (they differ between replicas)",
             ));
         };
         let Some(ids) = planner::relation_storage(self.catalog, oid, func) else {

@@ -259,8 +259,8 @@ pub trait SubqueryRunner {
     /// counts them; None for an oid that names no relation. Only the executor knows.
     fn relation_bytes(&self, oid: u32, func: Func) -> SqlResult<Option<i64>> {
         let _ = (oid, func);
-        Err(SqlError::internal(
-            "a relation's size was asked for outside the executor",
+        Err(SqlError::feature_not_supported(
+            "relation sizes outside a query (in a default, a check or a write)",
         ))
     }
 }
@@ -1234,8 +1234,11 @@ fn eval_function(
             let Value::Int(oid) = arg(0) else {
                 return Ok(Value::Null);
             };
-            let other_fork = func == Func::RelationSize
-                && matches!(args.get(1).map(|a| a.eval(row, env)).transpose()?, Some(Value::Text(f)) if f != "main");
+            let fork = match (func, args.get(1)) {
+                (Func::RelationSize, Some(fork)) => fork.eval(row, env)?,
+                _ => Value::Null,
+            };
+            let other_fork = matches!(&fork, Value::Text(f) if f != "main");
             match u32::try_from(oid) {
                 // Only the main fork exists: the others are empty.
                 Ok(_) if other_fork => Value::Int(0),
