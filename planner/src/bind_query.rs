@@ -302,21 +302,7 @@ impl Binder<'_> {
             it.next().expect("two arguments"),
             it.next(),
         );
-        let alias_name = alias
-            .as_ref()
-            .map(|a| ident(&a.name))
-            .unwrap_or_else(|| "generate_series".into());
-        let column = alias
-            .as_ref()
-            .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
-            .unwrap_or_else(|| alias_name.clone());
-        let cols = vec![ScopeColumn {
-            qualifier: Some(alias_name),
-            name: column,
-            ty,
-            table_oid: 0,
-            column_number: 0,
-        }];
+        let cols = function_column(alias, "generate_series", ty);
         Ok((Rel::Series { start, stop, step }, cols, false, false))
     }
 
@@ -345,21 +331,7 @@ impl Binder<'_> {
                 format!("function unnest({}) does not exist", array.ty().pg_name()),
             ));
         };
-        let alias_name = alias
-            .as_ref()
-            .map(|a| ident(&a.name))
-            .unwrap_or_else(|| "unnest".into());
-        let column = alias
-            .as_ref()
-            .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
-            .unwrap_or_else(|| alias_name.clone());
-        let cols = vec![ScopeColumn {
-            qualifier: Some(alias_name),
-            name: column,
-            ty: element,
-            table_oid: 0,
-            column_number: 0,
-        }];
+        let cols = function_column(alias, "unnest", element);
         Ok((Rel::Unnest { array }, cols, false, false))
     }
 
@@ -859,4 +831,28 @@ impl Binder<'_> {
     }
 
     // ----- writes -----
+}
+
+/// The one column of a set-returning function in FROM: named by the alias's first column,
+/// else by the alias, else by the function, as PostgreSQL names it.
+fn function_column(
+    alias: &Option<ast::TableAlias>,
+    function: &str,
+    ty: DataType,
+) -> Vec<ScopeColumn> {
+    let alias_name = alias
+        .as_ref()
+        .map(|a| ident(&a.name))
+        .unwrap_or_else(|| function.into());
+    let column = alias
+        .as_ref()
+        .and_then(|a| a.columns.first().map(|c| ident(&c.name)))
+        .unwrap_or_else(|| alias_name.clone());
+    vec![ScopeColumn {
+        qualifier: Some(alias_name),
+        name: column,
+        ty,
+        table_oid: 0,
+        column_number: 0,
+    }]
 }
