@@ -752,8 +752,6 @@ fn index_class_row(oid: u32, name: String, columns: usize) -> Vec<Value> {
     ]
 }
 
-/// What the catalog-describing functions return for an OID: a relation's name
-/// (`::regclass`), an index's definition, a constraint's definition.
 /// The oid of the table or index called `name` (`'name'::regclass`), if any.
 pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
     if let Some(t) = catalog.table(name) {
@@ -806,6 +804,9 @@ pub fn procedure_oid(name: &str) -> u32 {
     0x4000_0000 | (hash & 0x3fff_ffff)
 }
 
+/// What the catalog-describing functions return for an OID: a relation's name
+/// (`::regclass`), an index's definition, a constraint's definition, a procedure's
+/// arguments.
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
     if func == Func::GetFunctionArguments {
         let procedure = catalog
