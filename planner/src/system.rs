@@ -234,6 +234,7 @@ impl SystemTable {
                 ("attndims", Int4),
                 ("attcompression", CatalogChar),
                 ("attstattarget", Int4),
+                ("attacl", TEXT_ARRAY),
             ],
             PgType => vec![
                 ("oid", Oid),
@@ -485,6 +486,7 @@ impl SystemTable {
                             int(0),
                             text(""),
                             int(-1),
+                            null(),
                         ]);
                     }
                 }

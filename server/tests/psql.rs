@@ -55,7 +55,7 @@ fn psql_creates_queries_and_describes() {
 }
 
 #[test]
-fn psql_lists_databases_roles_procedures_extensions_types_sizes_and_table_details() {
+fn psql_lists_databases_roles_procedures_extensions_types_sizes_privileges_and_details() {
     let server = TestServer::start();
     let out = run(
         &server,
@@ -73,6 +73,7 @@ fn psql_lists_databases_roles_procedures_extensions_types_sizes_and_table_detail
          \\dt+ notes
          \\di+ notes_pkey
          \\d+
+         \\dp notes
          ",
     );
     // \l
@@ -113,6 +114,8 @@ fn psql_lists_databases_roles_procedures_extensions_types_sizes_and_table_detail
     assert!(sized("notes"), "{out}");
     assert!(sized("notes_pkey"), "{out}");
     assert!(sized("accounts"), "{out}");
+    // \dp: the default privileges (the one role owns everything).
+    assert!(out.contains("Access privileges"), "{out}");
 }
 
 #[test]
