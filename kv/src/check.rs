@@ -19,13 +19,14 @@ pub struct TreeShape {
 /// Walks the tree under `root`; returns its shape or the first violation found.
 pub fn check_tree(pager: &mut Pager, root: u64) -> KvResult<TreeShape> {
     let mut leaf_depth = None;
-    let mut count = (0, 0);
-    check_node(pager, root, None, None, 0, &mut leaf_depth, &mut count)?;
-    Ok(TreeShape {
-        keys: count.0,
-        depth: leaf_depth.unwrap_or(0) + 1,
-        pages: count.1,
-    })
+    let mut shape = TreeShape {
+        keys: 0,
+        depth: 0,
+        pages: 0,
+    };
+    check_node(pager, root, None, None, 0, &mut leaf_depth, &mut shape)?;
+    shape.depth = leaf_depth.unwrap_or(0) + 1;
+    Ok(shape)
 }
 
 fn violation(page_id: u64, what: String) -> KvError {
@@ -39,10 +40,9 @@ fn check_node(
     upper: Option<&[u8]>,
     depth: usize,
     leaf_depth: &mut Option<usize>,
-    count: &mut (usize, usize),
+    shape: &mut TreeShape,
 ) -> KvResult<()> {
-    // (keys, pages) seen so far.
-    count.1 += 1;
+    shape.pages += 1;
     let (leaf, keys, children) = {
         let node = Node::new(pager.read(page_id)?);
         let prefix = node.prefix_len();
@@ -94,7 +94,7 @@ fn check_node(
                 format!("leaf at depth {depth}, others deeper or shallower"),
             ));
         }
-        count.0 += keys.len();
+        shape.keys += keys.len();
         return Ok(());
     }
     for (slot, child) in children.iter().enumerate() {
@@ -111,7 +111,7 @@ fn check_node(
             child_upper,
             depth + 1,
             leaf_depth,
-            count,
+            shape,
         )?;
     }
     Ok(())

@@ -1136,11 +1136,7 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
                     | Func::GetConstraintDef
                     | Func::RegClassName
                     | Func::GetFunctionArguments
-                    | Func::RelationSize
-                    | Func::TableSize
-                    | Func::IndexesSize
-                    | Func::TotalRelationSize
-            )
+            ) && !func.reads_storage()
         }
         _ => {}
     });

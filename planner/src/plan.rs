@@ -544,18 +544,18 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
     }
 }
 
-/// True when a relation (or any subquery inside its expressions) scans a user table.
-pub fn reads_user_tables(rel: &Rel) -> bool {
-    let mut found = false;
-    visit_read_tables(rel, &mut |_| found = true);
-    found
-}
-
 /// True when evaluating a relation needs the executor's storage: it scans a user table, or
 /// asks for a relation's size.
 pub fn reads_storage(rel: &Rel) -> bool {
-    let mut found = reads_user_tables(rel);
+    let mut found = false;
     visit_rel(rel, &mut |r| {
+        found |= matches!(
+            r,
+            Rel::Scan {
+                source: TableSource::User(_),
+                ..
+            }
+        );
         for e in rel_parts(r).0 {
             e.visit(&mut |x| {
                 if let Expr::Function { func, .. } = x {
