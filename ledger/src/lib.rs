@@ -25,6 +25,7 @@ mod route;
 mod row;
 mod transfer;
 mod undo;
+mod window;
 mod worker;
 
 pub use apply::{prebuild_insert, stage_insert_locally};

@@ -18,6 +18,7 @@ use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
 use crate::partition::{held, is_partitioned, last_write, partition_of_row, Shard};
 use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
+use crate::window::window_rows;
 
 /// Everything a read needs: storage, the catalog it was planned against, the transaction's
 /// overlay, and where to record reads for serializable validation.
@@ -73,7 +74,7 @@ impl Ord for RowKey {
     }
 }
 
-fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
+pub(crate) fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
     if outer.is_empty() {
         Cow::Borrowed(row)
     } else {
@@ -525,6 +526,13 @@ impl<'a> Reader<'a> {
                 }
                 out
             }
+            Rel::Window { input, calls } => {
+                let rows = self.rows(input, outer, env)?;
+                window_rows(rows, calls, outer, env)?
+            }
+            Rel::CommonTable {
+                input, outer_len, ..
+            } => self.rows(input, &outer[..(*outer_len).min(outer.len())], env)?,
             Rel::Unnest { array } => match array.eval(outer, env)? {
                 Value::Null => Vec::new(),
                 Value::Array(items) => items.into_iter().map(|item| vec![item]).collect(),
@@ -687,40 +695,28 @@ pub fn sort_rows(
             .collect::<SqlResult<_>>()?;
         keyed.push((k, row));
     }
-    keyed.sort_by(|(a, _), (b, _)| {
-        for ((x, y), key) in a.iter().zip(b).zip(keys) {
-            let ord = match (x.is_null(), y.is_null()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => {
-                    if key.nulls_first {
-                        Ordering::Less
-                    } else {
-                        Ordering::Greater
-                    }
-                }
-                (false, true) => {
-                    if key.nulls_first {
-                        Ordering::Greater
-                    } else {
-                        Ordering::Less
-                    }
-                }
-                _ => {
-                    let o = x.sort_cmp(y);
-                    if key.descending {
-                        o.reverse()
-                    } else {
-                        o
-                    }
-                }
-            };
-            if ord != Ordering::Equal {
-                return ord;
-            }
-        }
-        Ordering::Equal
-    });
+    keyed.sort_by(|(a, _), (b, _)| compare_keys(a, b, keys));
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Orders two rows' evaluated sort keys as ORDER BY `keys` does (NULLs first or last,
+/// descending reversed).
+pub(crate) fn compare_keys(a: &[Value], b: &[Value], keys: &[SortKey]) -> Ordering {
+    for ((x, y), key) in a.iter().zip(b).zip(keys) {
+        let ord = match (x.is_null(), y.is_null()) {
+            (true, true) => Ordering::Equal,
+            (true, false) if key.nulls_first => Ordering::Less,
+            (true, false) => Ordering::Greater,
+            (false, true) if key.nulls_first => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            _ if key.descending => x.sort_cmp(y).reverse(),
+            _ => x.sort_cmp(y),
+        };
+        if ord != Ordering::Equal {
+            return ord;
+        }
+    }
+    Ordering::Equal
 }
 
 /// Evaluates a plan that reads no user table (constants, catalog views) without the
@@ -781,7 +777,8 @@ impl SubqueryRunner for Reader<'_> {
 }
 
 /// The running state of one aggregate in one group.
-struct Accumulator {
+#[derive(Clone)]
+pub(crate) struct Accumulator {
     count: i64,
     value: Option<Value>,
     text: Option<String>,
@@ -789,7 +786,7 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn new(call: &AggCall) -> Accumulator {
+    pub(crate) fn new(call: &AggCall) -> Accumulator {
         Accumulator {
             count: 0,
             value: None,
@@ -802,7 +799,7 @@ impl Accumulator {
         }
     }
 
-    fn add(&mut self, call: &AggCall, args: Vec<Value>) -> SqlResult<()> {
+    pub(crate) fn add(&mut self, call: &AggCall, args: Vec<Value>) -> SqlResult<()> {
         if call.func == AggFunc::CountStar {
             self.count += 1;
             return Ok(());
@@ -871,7 +868,7 @@ impl Accumulator {
         Ok(())
     }
 
-    fn finish(self, call: &AggCall) -> SqlResult<Value> {
+    pub(crate) fn finish(self, call: &AggCall) -> SqlResult<Value> {
         Ok(match call.func {
             AggFunc::CountStar | AggFunc::Count => Value::Int(self.count),
             AggFunc::Avg => match self.value {

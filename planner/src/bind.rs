@@ -7,6 +7,7 @@ use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, ValueRows};
 
 use crate::bind_expr::{ident, literal_text, AggregateContext};
+use crate::bind_window::WindowContext;
 use crate::catalog::{Catalog, TableDef};
 use crate::expr::Expr;
 use crate::plan::*;
@@ -27,6 +28,35 @@ pub struct Binder<'a> {
     /// Inside a procedure body: its parameters' names, which name `$1..$n` where no column
     /// of that name is in scope (as in PostgreSQL's SQL functions).
     pub(crate) param_names: Vec<String>,
+    /// The common table expressions in scope, innermost last (see `Binder::query`).
+    pub(crate) ctes: Vec<CommonTable>,
+    /// While binding a select list or its ORDER BY: the window functions found.
+    pub(crate) window: Option<WindowContext>,
+}
+
+/// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
+pub(crate) struct CommonTable {
+    pub name: String,
+    pub plan: SelectPlan,
+    /// The outer row's length where it was defined (see `Rel::CommonTable`).
+    pub outer_len: usize,
+}
+
+impl<'a> Binder<'a> {
+    pub(crate) fn new(
+        catalog: &'a Catalog,
+        params: Vec<DataType>,
+        param_names: Vec<String>,
+    ) -> Binder<'a> {
+        Binder {
+            catalog,
+            params,
+            aggregate: None,
+            param_names,
+            ctes: Vec::new(),
+            window: None,
+        }
+    }
 }
 
 /// `catalog` with the table one `CREATE TABLE` statement defines added as binding defines it
@@ -51,12 +81,7 @@ pub fn bind(
     statement: &ParsedStatement,
     param_hints: &[DataType],
 ) -> SqlResult<Bound> {
-    let mut binder = Binder {
-        catalog,
-        params: param_hints.to_vec(),
-        aggregate: None,
-        param_names: Vec::new(),
-    };
+    let mut binder = Binder::new(catalog, param_hints.to_vec(), Vec::new());
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => Plan::NoOp(tag),
         Parsed::Statement(s) => binder.statement(s)?,

@@ -106,12 +106,7 @@ pub(crate) fn bind_body(
     let mut steps = Vec::new();
     let mut columns = Vec::new();
     for statement in sql::parse(&procedure.body).map_err(in_body)? {
-        let mut binder = Binder {
-            catalog,
-            params: types.clone(),
-            aggregate: None,
-            param_names: names.clone(),
-        };
+        let mut binder = Binder::new(catalog, types.clone(), names.clone());
         let plan = match &statement.parsed {
             Parsed::Statement(s) => binder.statement(s).map_err(in_body)?,
             Parsed::InsertValues { statement, rows } => {

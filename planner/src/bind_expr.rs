@@ -6,8 +6,10 @@ use sql::{
     DataType, ErrorKind, NodeId, Numeric, Operator, RowValue, SqlError, SqlResult, Value, ValueRows,
 };
 
-use crate::bind::Binder;
+use crate::bind::{sort_key, Binder};
+use crate::bind_window::NOT_ALLOWED_HERE;
 use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
+use crate::plan::SortKey;
 use crate::scope::Scope;
 use crate::system::SystemTable;
 
@@ -17,9 +19,15 @@ pub struct AggregateContext {
     pub groups: Vec<(String, Expr)>,
     pub aggregates: Vec<AggCall>,
     pub input_scope: Scope,
+    /// The ORDER BY inside the aggregates' arguments (its text, its keys over the input
+    /// scope): the input is sorted by it before grouping.
+    pub input_order: Option<AggregateOrder>,
 }
 
-const AGGREGATES: [&str; 9] = [
+/// An ORDER BY inside aggregate arguments: its text (to tell two apart) and its keys.
+pub type AggregateOrder = (String, Vec<SortKey>);
+
+pub(crate) const AGGREGATES: [&str; 9] = [
     "count",
     "sum",
     "min",
@@ -43,7 +51,16 @@ pub fn contains_aggregate(e: &ast::Expr) -> bool {
     use ast::Expr as E;
     match e {
         E::Function(f) => {
-            AGGREGATES.contains(&function_name(&f.name).as_str())
+            let windowed = match &f.over {
+                None => AGGREGATES.contains(&function_name(&f.name).as_str()),
+                // A windowed aggregate is not a grouped one, but its window may hold one.
+                Some(ast::WindowType::WindowSpec(spec)) => {
+                    spec.partition_by.iter().any(contains_aggregate)
+                        || spec.order_by.iter().any(|o| contains_aggregate(&o.expr))
+                }
+                Some(ast::WindowType::NamedWindow(_)) => false,
+            };
+            windowed
                 || match &f.args {
                     ast::FunctionArguments::List(list) => list.args.iter().any(|a| match a {
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x))
@@ -995,11 +1012,21 @@ impl Binder<'_> {
         expected: Option<DataType>,
     ) -> SqlResult<Expr> {
         let name = function_name(&f.name);
-        if f.over.is_some() {
-            return Err(SqlError::feature_not_supported("window functions"));
+        if !f.within_group.is_empty() {
+            return Err(SqlError::feature_not_supported("WITHIN GROUP"));
         }
-        let (args, distinct, star) = match &f.args {
-            ast::FunctionArguments::None => (Vec::new(), false, false),
+        if f.null_treatment.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "IGNORE NULLS and RESPECT NULLS",
+            ));
+        }
+        if !matches!(f.parameters, ast::FunctionArguments::None) {
+            return Err(SqlError::feature_not_supported(format!(
+                "parameters before the arguments of {name}()"
+            )));
+        }
+        let args = match &f.args {
+            ast::FunctionArguments::None => Vec::new(),
             ast::FunctionArguments::Subquery(q) if name == "array" => {
                 let plan = self.query(q, &scope.nested())?;
                 let ty = match plan.columns.first().map(|c| c.ty) {
@@ -1018,30 +1045,35 @@ impl Binder<'_> {
                 return Err(SqlError::feature_not_supported("function over a subquery"))
             }
             ast::FunctionArguments::List(list) => {
-                let distinct = matches!(
-                    list.duplicate_treatment,
-                    Some(ast::DuplicateTreatment::Distinct)
-                );
-                let mut args = Vec::new();
-                let mut star = false;
-                for a in &list.args {
-                    match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
-                            args.push(x.clone())
-                        }
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => star = true,
-                        _ => {
-                            return Err(SqlError::feature_not_supported(format!(
-                                "this argument form in {name}()"
-                            )))
-                        }
-                    }
+                let call = CallArgs::of(&name, list)?;
+                if let Some(over) = &f.over {
+                    return self.window_call(&name, &call, f.filter.as_deref(), over, scope);
                 }
-                (args, distinct, star)
+                if AGGREGATES.contains(&name.as_str()) {
+                    return self.aggregate_call(&name, &call, f.filter.as_deref(), scope);
+                }
+                if !call.order_by.is_empty() {
+                    return Err(not_an_aggregate("ORDER BY", &name));
+                }
+                if call.distinct {
+                    return Err(not_an_aggregate("DISTINCT", &name));
+                }
+                if call.star {
+                    return Err(not_an_aggregate(&format!("{name}(*)"), &name));
+                }
+                call.exprs
             }
         };
+        if let Some(over) = &f.over {
+            let call = CallArgs::default();
+            return self.window_call(&name, &call, f.filter.as_deref(), over, scope);
+        }
         if AGGREGATES.contains(&name.as_str()) {
-            return self.aggregate_call(&name, &args, distinct, star, scope);
+            let call = CallArgs::default();
+            return self.aggregate_call(&name, &call, f.filter.as_deref(), scope);
+        }
+        if f.filter.is_some() {
+            return Err(not_an_aggregate("FILTER", &name));
         }
         let mut bound = Vec::with_capacity(args.len());
         let fixed = |v: Value, ty: DataType| Ok(Expr::Literal(v, ty));
@@ -1259,9 +1291,8 @@ impl Binder<'_> {
     fn aggregate_call(
         &mut self,
         name: &str,
-        args: &[ast::Expr],
-        distinct: bool,
-        star: bool,
+        call: &CallArgs,
+        filter: Option<&ast::Expr>,
         scope: &Scope,
     ) -> SqlResult<Expr> {
         let Some(mut ctx) = self.aggregate.take() else {
@@ -1270,68 +1301,207 @@ impl Binder<'_> {
                 format!("aggregate function {name}() is not allowed here"),
             ));
         };
+        // Arguments see the rows before grouping, and no window functions.
+        let window = self.window.take();
         let input_scope = ctx.input_scope.clone();
-        let result = (|| -> SqlResult<AggCall> {
+        let result = (|| -> SqlResult<(AggCall, Option<AggregateOrder>)> {
             let mut bound = Vec::new();
-            for a in args {
-                bound.push(self.expr(a, &input_scope, None)?);
-            }
-            let first_ty = bound.first().map(|b| b.ty()).unwrap_or(DataType::Unknown);
-            let (func, ty) = match (name, star, bound.len()) {
-                ("count", true, 0) => (AggFunc::CountStar, DataType::Int8),
-                ("count", false, 1) => (AggFunc::Count, DataType::Int8),
-                ("sum", false, 1) => (
-                    AggFunc::Sum,
-                    match first_ty {
-                        DataType::Int2 | DataType::Int4 => DataType::Int8,
-                        DataType::Float4 | DataType::Float8 => DataType::Float8,
-                        _ => DataType::UNCONSTRAINED_NUMERIC,
-                    },
-                ),
-                ("avg", false, 1) => (
-                    AggFunc::Avg,
-                    if matches!(first_ty, DataType::Float4 | DataType::Float8) {
-                        DataType::Float8
+            for a in &call.exprs {
+                bound.push(self.expr(a, &input_scope, None).map_err(|e| {
+                    if e.kind == ErrorKind::WindowingError && e.message == NOT_ALLOWED_HERE {
+                        SqlError::new(
+                            ErrorKind::GroupingError,
+                            "aggregate function calls cannot contain window function calls",
+                        )
                     } else {
-                        DataType::UNCONSTRAINED_NUMERIC
-                    },
-                ),
-                ("min", false, 1) => (AggFunc::Min, first_ty),
-                ("max", false, 1) => (AggFunc::Max, first_ty),
-                ("bool_and" | "every", false, 1) => (AggFunc::BoolAnd, DataType::Bool),
-                ("bool_or", false, 1) => (AggFunc::BoolOr, DataType::Bool),
-                ("string_agg", false, 2) => (AggFunc::StringAgg, DataType::Text),
-                _ => return Err(wrong_args(name)),
-            };
-            if matches!(func, AggFunc::Sum | AggFunc::Avg)
-                && !first_ty.is_numeric_family()
-                && first_ty != DataType::Unknown
-            {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedFunction,
-                    format!("function {name}({}) does not exist", first_ty.pg_name()),
-                ));
+                        e
+                    }
+                })?);
             }
-            Ok(AggCall {
-                func,
-                args: bound,
-                distinct,
-                ty,
-            })
+            let (func, ty) = aggregate_signature(name, call.star, &bound)?;
+            let (func, args) = match filter {
+                Some(f) => {
+                    let condition = self.expr(f, &input_scope, Some(DataType::Bool))?;
+                    filtered(func, bound, condition)
+                }
+                None => (func, bound),
+            };
+            let mut order = None;
+            if !call.order_by.is_empty() {
+                let mut keys = Vec::new();
+                for o in &call.order_by {
+                    keys.push(sort_key(self.expr(&o.expr, &input_scope, None)?, o));
+                }
+                let text = call
+                    .order_by
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                order = Some((text, keys));
+            }
+            Ok((
+                AggCall {
+                    func,
+                    args,
+                    distinct: call.distinct,
+                    ty,
+                },
+                order,
+            ))
         })();
-        let call = match result {
-            Ok(call) => call,
+        self.window = window;
+        let (call, order) = match result {
+            Ok(bound) => bound,
             Err(e) => {
                 self.aggregate = Some(ctx);
                 return Err(e);
             }
         };
+        // One ORDER BY orders the input of every aggregate of the query: the aggregates
+        // that care (string_agg) see their rows in that order, the others do not mind.
+        if let Some((text, keys)) = order {
+            match &ctx.input_order {
+                Some((other, _)) if *other != text => {
+                    self.aggregate = Some(ctx);
+                    return Err(SqlError::feature_not_supported(
+                        "aggregates ordered differently in one query",
+                    ));
+                }
+                Some(_) => {}
+                None => ctx.input_order = Some((text, keys)),
+            }
+        }
         let ty = call.ty;
         let position = scope.outer_len + ctx.groups.len() + ctx.aggregates.len();
         ctx.aggregates.push(call);
         self.aggregate = Some(ctx);
         Ok(Expr::Column(position, ty))
     }
+}
+
+/// A function call's argument list: expressions, `*`, DISTINCT and an ORDER BY inside.
+#[derive(Default)]
+pub(crate) struct CallArgs {
+    pub exprs: Vec<ast::Expr>,
+    pub distinct: bool,
+    pub star: bool,
+    pub order_by: Vec<ast::OrderByExpr>,
+}
+
+impl CallArgs {
+    fn of(name: &str, list: &ast::FunctionArgumentList) -> SqlResult<CallArgs> {
+        let mut call = CallArgs {
+            distinct: matches!(
+                list.duplicate_treatment,
+                Some(ast::DuplicateTreatment::Distinct)
+            ),
+            ..CallArgs::default()
+        };
+        for a in &list.args {
+            match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
+                    call.exprs.push(x.clone())
+                }
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard) => call.star = true,
+                _ => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "this argument form in {name}()"
+                    )))
+                }
+            }
+        }
+        for clause in &list.clauses {
+            match clause {
+                ast::FunctionArgumentClause::OrderBy(keys) => call.order_by.extend(keys.clone()),
+                other => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "{} in the arguments of {name}()",
+                        truncate(&other.to_string())
+                    )))
+                }
+            }
+        }
+        Ok(call)
+    }
+}
+
+/// The aggregate function `name` over arguments of these types, and its result type.
+pub(crate) fn aggregate_signature(
+    name: &str,
+    star: bool,
+    bound: &[Expr],
+) -> SqlResult<(AggFunc, DataType)> {
+    let first_ty = bound.first().map(|b| b.ty()).unwrap_or(DataType::Unknown);
+    let (func, ty) = match (name, star, bound.len()) {
+        ("count", true, 0) => (AggFunc::CountStar, DataType::Int8),
+        ("count", false, 1) => (AggFunc::Count, DataType::Int8),
+        ("sum", false, 1) => (
+            AggFunc::Sum,
+            match first_ty {
+                DataType::Int2 | DataType::Int4 => DataType::Int8,
+                DataType::Float4 | DataType::Float8 => DataType::Float8,
+                _ => DataType::UNCONSTRAINED_NUMERIC,
+            },
+        ),
+        ("avg", false, 1) => (
+            AggFunc::Avg,
+            if matches!(first_ty, DataType::Float4 | DataType::Float8) {
+                DataType::Float8
+            } else {
+                DataType::UNCONSTRAINED_NUMERIC
+            },
+        ),
+        ("min", false, 1) => (AggFunc::Min, first_ty),
+        ("max", false, 1) => (AggFunc::Max, first_ty),
+        ("bool_and" | "every", false, 1) => (AggFunc::BoolAnd, DataType::Bool),
+        ("bool_or", false, 1) => (AggFunc::BoolOr, DataType::Bool),
+        ("string_agg", false, 2) => (AggFunc::StringAgg, DataType::Text),
+        _ => return Err(wrong_args(name)),
+    };
+    if matches!(func, AggFunc::Sum | AggFunc::Avg)
+        && !first_ty.is_numeric_family()
+        && first_ty != DataType::Unknown
+    {
+        return Err(SqlError::new(
+            ErrorKind::UndefinedFunction,
+            format!("function {name}({}) does not exist", first_ty.pg_name()),
+        ));
+    }
+    Ok((func, ty))
+}
+
+/// `agg(x, ...) FILTER (WHERE condition)` as `agg(CASE WHEN condition THEN x END, ...)`:
+/// every aggregate here skips a row whose first argument is NULL, so a row the condition
+/// rejects counts for nothing; `count(*)` becomes `count(CASE WHEN condition THEN 1 END)`.
+pub(crate) fn filtered(
+    func: AggFunc,
+    mut args: Vec<Expr>,
+    condition: Expr,
+) -> (AggFunc, Vec<Expr>) {
+    let (func, first) = match func {
+        AggFunc::CountStar => (AggFunc::Count, Expr::literal(Value::Int(1))),
+        _ if args.is_empty() => return (func, args),
+        _ => (func, args.remove(0)),
+    };
+    let ty = first.ty();
+    args.insert(
+        0,
+        Expr::Case {
+            operand: None,
+            whens: vec![(condition, first)],
+            otherwise: None,
+            ty,
+        },
+    );
+    (func, args)
+}
+
+fn not_an_aggregate(clause: &str, name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::WrongObjectType,
+        format!("{clause} specified, but {name} is not an aggregate function"),
+    )
 }
 
 fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {

@@ -7,26 +7,107 @@ use sql::{DataType, ErrorKind, SqlError, SqlResult};
 use crate::access::*;
 use crate::bind::*;
 use crate::bind_expr::*;
+use crate::bind_window::{WindowContext, WINDOW_SLOT};
 use crate::expr::*;
 use crate::plan::*;
 use crate::scope::{Scope, ScopeColumn};
 use crate::system::SystemTable;
 
+/// A bound FROM item: its relation, its columns, whether it reads user tables, whether it
+/// is a lateral one.
+type FromItem = (Rel, Vec<ScopeColumn>, bool, bool);
+
 impl Binder<'_> {
     pub(crate) fn query(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
-        if q.with.is_some() {
-            return Err(SqlError::feature_not_supported(
-                "WITH (common table expressions)",
-            ));
-        }
         if !q.locks.is_empty() {
             // FOR UPDATE / FOR SHARE: transactions are validated at commit instead of locking,
             // so the clause changes nothing; accept it as PostgreSQL's clients expect.
         }
         let saved = self.aggregate.take();
-        let result = self.query_inner(q, outer);
+        let saved_window = self.window.take();
+        let visible = self.ctes.len();
+        let result = match &q.with {
+            Some(with) => self
+                .common_tables(with, outer)
+                .and_then(|()| self.query_inner(q, outer)),
+            None => self.query_inner(q, outer),
+        };
+        self.ctes.truncate(visible);
         self.aggregate = saved;
+        self.window = saved_window;
         result
+    }
+
+    /// Binds the queries of a `WITH` clause in order (each sees the ones before it) and
+    /// makes them visible to the rest of the query. A query is bound once, where it is
+    /// defined, so an unused one is still checked, as in PostgreSQL; each reference runs a
+    /// copy of its plan (reads see one log position, so the copies agree), with the outer
+    /// row of the query that defined it.
+    fn common_tables(&mut self, with: &ast::With, outer: &Scope) -> SqlResult<()> {
+        if with.recursive {
+            return Err(SqlError::feature_not_supported("WITH RECURSIVE"));
+        }
+        let first = self.ctes.len();
+        for cte in &with.cte_tables {
+            let name = ident(&cte.alias.name);
+            if self.ctes[first..].iter().any(|c| c.name == name) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateAlias,
+                    format!("WITH query name \"{name}\" specified more than once"),
+                ));
+            }
+            let mut plan = self.query(&cte.query, outer)?;
+            if cte.alias.columns.len() > plan.columns.len() {
+                return Err(SqlError::syntax(format!(
+                    "WITH query \"{name}\" has {} columns available but {} columns specified",
+                    plan.columns.len(),
+                    cte.alias.columns.len()
+                )));
+            }
+            for (c, new) in plan.columns.iter_mut().zip(&cte.alias.columns) {
+                c.name = ident(&new.name);
+            }
+            self.ctes.push(CommonTable {
+                name,
+                plan,
+                outer_len: outer.columns.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A reference to a `WITH` query in FROM, if `name` is one in scope (the innermost
+    /// wins, and it hides a table of the same name).
+    fn common_table_reference(
+        &self,
+        name: &str,
+        alias: &Option<ast::TableAlias>,
+    ) -> SqlResult<Option<FromItem>> {
+        let Some(cte) = self.ctes.iter().rev().find(|c| c.name == name) else {
+            return Ok(None);
+        };
+        let qualifier = alias
+            .as_ref()
+            .map_or_else(|| name.to_string(), |a| ident(&a.name));
+        let mut cols: Vec<ScopeColumn> = cte
+            .plan
+            .columns
+            .iter()
+            .map(|c| ScopeColumn {
+                qualifier: Some(qualifier.clone()),
+                name: c.name.clone(),
+                ty: c.ty,
+                table_oid: c.table_oid,
+                column_number: c.column_number,
+            })
+            .collect();
+        rename_columns(&mut cols, alias)?;
+        let rel = Rel::CommonTable {
+            name: name.to_string(),
+            input: Box::new(cte.plan.rel.clone()),
+            outer_len: cte.outer_len,
+        };
+        Ok(Some((rel, cols, cte.plan.reads_user_tables, false)))
     }
 
     pub(crate) fn query_inner(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
@@ -78,6 +159,14 @@ impl Binder<'_> {
                     p = self.sort_output(p, order_by, outer)?;
                 }
                 p
+            }
+            ast::SetExpr::Insert(_)
+            | ast::SetExpr::Update(_)
+            | ast::SetExpr::Delete(_)
+            | ast::SetExpr::Merge(_) => {
+                return Err(SqlError::feature_not_supported(
+                    "INSERT, UPDATE or DELETE together with WITH",
+                ))
             }
             other => {
                 return Err(SqlError::feature_not_supported(format!(
@@ -237,7 +326,7 @@ impl Binder<'_> {
         args: &[ast::FunctionArg],
         alias: &Option<ast::TableAlias>,
         outer: &Scope,
-    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+    ) -> SqlResult<FromItem> {
         let (_, function) = object_name(name)?;
         if function == "unnest" {
             let arrays: Vec<&ast::Expr> = args
@@ -314,7 +403,7 @@ impl Binder<'_> {
         arrays: &[&ast::Expr],
         alias: &Option<ast::TableAlias>,
         outer: &Scope,
-    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+    ) -> SqlResult<FromItem> {
         let [array] = arrays else {
             return Err(SqlError::feature_not_supported(
                 "unnest() of several arrays at once",
@@ -340,7 +429,7 @@ impl Binder<'_> {
         factor: &ast::TableFactor,
         outer: &Scope,
         left: Option<&Scope>,
-    ) -> SqlResult<(Rel, Vec<ScopeColumn>, bool, bool)> {
+    ) -> SqlResult<FromItem> {
         match factor {
             ast::TableFactor::Table {
                 name,
@@ -369,6 +458,11 @@ impl Binder<'_> {
                 ..
             } => {
                 let (schema, table_name) = object_name(name)?;
+                if schema.is_none() {
+                    if let Some(found) = self.common_table_reference(&table_name, alias)? {
+                        return Ok(found);
+                    }
+                }
                 let alias_name = alias
                     .as_ref()
                     .map(|a| ident(&a.name))
@@ -690,6 +784,7 @@ impl Binder<'_> {
                 groups,
                 aggregates: Vec::new(),
                 input_scope: scope.clone(),
+                input_order: None,
             });
             // After aggregation the row is: group values, then aggregate values (filled in as
             // the projection binds them). The scope only needs the outer part and a width.
@@ -700,6 +795,8 @@ impl Binder<'_> {
         } else {
             output_scope = scope.clone();
         }
+        // Window functions may appear in the select list and ORDER BY, nowhere else.
+        self.window = Some(WindowContext::new(&select.named_window)?);
         let mut exprs = Vec::new();
         let mut columns = Vec::new();
         for (e, col, name) in &items {
@@ -711,9 +808,10 @@ impl Binder<'_> {
                 }
             };
             let (table_oid, column_number) = match (&bound, aggregating) {
-                (Expr::Column(i, _), false) if *i >= scope.outer_len => {
-                    (scope.columns[*i].table_oid, scope.columns[*i].column_number)
-                }
+                (Expr::Column(i, _), false) => match scope.own_column(*i) {
+                    Some(c) => (c.table_oid, c.column_number),
+                    None => (0, 0),
+                },
                 _ => (0, 0),
             };
             let ty = if bound.ty() == DataType::Unknown {
@@ -729,6 +827,7 @@ impl Binder<'_> {
             });
             exprs.push(bound);
         }
+        let window = self.window.take();
         let having = match &select.having {
             Some(h) if aggregating => Some(self.expr(h, &output_scope, Some(DataType::Bool))?),
             Some(_) => {
@@ -739,6 +838,7 @@ impl Binder<'_> {
             }
             None => None,
         };
+        self.window = window;
         // ORDER BY keys: an output position, an output name, or an expression over the input
         // (computed as a hidden extra column).
         let visible = exprs.len();
@@ -768,7 +868,18 @@ impl Binder<'_> {
             };
             keys.push(sort_key(key, o));
         }
+        let window = self.window.take().map(|w| w.calls).unwrap_or_default();
+        // The row the select list sees (before window values): the FROM row, or the group
+        // values and aggregates.
+        let mut window_input = scope.columns.len();
         if let Some(ctx) = self.aggregate.take() {
+            window_input = outer.columns.len() + ctx.groups.len() + ctx.aggregates.len();
+            if let Some((_, keys)) = ctx.input_order {
+                rel = Rel::Sort {
+                    input: Box::new(rel),
+                    keys,
+                };
+            }
             let group_by = ctx.groups.into_iter().map(|(_, e)| e).collect();
             rel = Rel::Aggregate {
                 input: Box::new(rel),
@@ -781,6 +892,21 @@ impl Binder<'_> {
                     predicate: h,
                 };
             }
+        }
+        if !window.is_empty() {
+            for e in &mut exprs {
+                e.renumber_columns(&|i| {
+                    if i >= WINDOW_SLOT {
+                        window_input + (i - WINDOW_SLOT)
+                    } else {
+                        i
+                    }
+                });
+            }
+            rel = Rel::Window {
+                input: Box::new(rel),
+                calls: window,
+            };
         }
         rel = Rel::Project {
             input: Box::new(rel),

@@ -368,6 +368,16 @@ impl Expr {
         independent
     }
 
+    /// Moves every column reference outside subqueries to `f(position)`.
+    pub(crate) fn renumber_columns(&mut self, f: &dyn Fn(usize) -> usize) {
+        if let Expr::Column(i, _) = self {
+            *i = f(*i);
+        }
+        for child in self.children_mut() {
+            child.renumber_columns(f);
+        }
+    }
+
     pub fn visit(&self, f: &mut dyn FnMut(&Expr)) {
         f(self);
         for child in self.children() {

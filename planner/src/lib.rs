@@ -12,6 +12,7 @@ mod bind_call;
 mod bind_ddl;
 mod bind_expr;
 mod bind_query;
+mod bind_window;
 mod bind_write;
 mod catalog;
 mod expr;

@@ -50,6 +50,68 @@ pub struct SortKey {
     pub nulls_first: bool,
 }
 
+/// One window function call: computed for every row from the rows of its partition (rows
+/// with equal `partition_by` values), ordered by `order_by`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WindowCall {
+    pub func: WindowFunc,
+    /// The call's arguments (an aggregate's are in its `AggCall`).
+    pub args: Vec<Expr>,
+    pub partition_by: Vec<Expr>,
+    pub order_by: Vec<SortKey>,
+    pub frame: WindowFrame,
+    pub ty: DataType,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum WindowFunc {
+    RowNumber,
+    Rank,
+    DenseRank,
+    PercentRank,
+    CumeDist,
+    /// `ntile(buckets)`.
+    Ntile,
+    /// `lag(value [, offset [, default]])`.
+    Lag,
+    /// `lead(value [, offset [, default]])`.
+    Lead,
+    FirstValue,
+    LastValue,
+    /// `nth_value(value, n)`.
+    NthValue,
+    /// An aggregate over the frame.
+    Aggregate(AggCall),
+}
+
+/// The rows of its partition a window function sees from the current row: `ROWS` counts
+/// rows, `RANGE` (only unbounded or current-row bounds) takes the current row's peers
+/// (rows equal under ORDER BY) along. The default is `RANGE UNBOUNDED PRECEDING` to
+/// `CURRENT ROW`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowFrame {
+    pub rows: bool,
+    pub start: FrameBound,
+    pub end: FrameBound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FrameBound {
+    UnboundedPreceding,
+    Preceding(u64),
+    CurrentRow,
+    Following(u64),
+    UnboundedFollowing,
+}
+
+impl WindowFrame {
+    pub const DEFAULT: WindowFrame = WindowFrame {
+        rows: false,
+        start: FrameBound::UnboundedPreceding,
+        end: FrameBound::CurrentRow,
+    };
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Rel {
     /// Rows of a table; `filter` is evaluated over outer ++ table row.
@@ -113,6 +175,19 @@ pub enum Rel {
     /// `unnest(array)`: one row per element.
     Unnest {
         array: Expr,
+    },
+    /// A reference to a `WITH` query: its plan, run with the first `outer_len` values of the
+    /// outer row, those of the query that defined it (a reference may sit deeper, where the
+    /// outer row is longer).
+    CommonTable {
+        name: String,
+        input: Box<Rel>,
+        outer_len: usize,
+    },
+    /// Window functions: each input row followed by one value per call.
+    Window {
+        input: Box<Rel>,
+        calls: Vec<WindowCall>,
     },
 }
 
@@ -535,6 +610,16 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             line.push_str("Function Scan on unnest");
             lines.push(line);
         }
+        Rel::Window { input, .. } => {
+            line.push_str("WindowAgg");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
+        Rel::CommonTable { name, input, .. } => {
+            let _ = write!(line, "CTE Scan on {name}");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
         Rel::Union { left, right, all } => {
             line.push_str(if *all { "Union All" } else { "Union" });
             lines.push(line);
@@ -706,7 +791,18 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
             exprs.extend(limit);
             exprs.extend(offset);
         }
-        Rel::Distinct { input } => children.push(input),
+        Rel::Distinct { input } | Rel::CommonTable { input, .. } => children.push(input),
+        Rel::Window { input, calls } => {
+            children.push(input);
+            for call in calls {
+                exprs.extend(&call.args);
+                exprs.extend(&call.partition_by);
+                exprs.extend(call.order_by.iter().map(|k| &k.expr));
+                if let WindowFunc::Aggregate(a) = &call.func {
+                    exprs.extend(&a.args);
+                }
+            }
+        }
         Rel::Series { start, stop, step } => {
             exprs.push(start);
             exprs.push(stop);

@@ -29,6 +29,14 @@ impl Scope {
         }
     }
 
+    /// The current row's column at `position`, if that is one (not an outer column, not a
+    /// window function's value).
+    pub fn own_column(&self, position: usize) -> Option<&ScopeColumn> {
+        self.columns
+            .get(position)
+            .filter(|_| position >= self.outer_len)
+    }
+
     pub fn own(&self) -> &[ScopeColumn] {
         &self.columns[self.outer_len..]
     }

@@ -57,6 +57,16 @@ pub enum ErrorKind {
     GeneratedAlways,
     /// Stored or logged bytes this build cannot read.
     DataCorrupted,
+    /// A name given twice where names must be distinct (`WITH` queries).
+    DuplicateAlias,
+    /// A window function where none may be, or a window clause that does not fit.
+    WindowingError,
+    /// A clause on an object of the wrong kind (FILTER on a plain function).
+    WrongObjectType,
+    /// `ntile` with a bucket count below one.
+    InvalidNtileArgument,
+    /// `nth_value` with a position below one.
+    InvalidNthValueArgument,
 }
 
 impl ErrorKind {
@@ -112,6 +122,11 @@ impl ErrorKind {
             InsufficientPrivilege => "42501",
             GeneratedAlways => "428C9",
             DataCorrupted => "XX001",
+            DuplicateAlias => "42712",
+            WindowingError => "42P20",
+            WrongObjectType => "42809",
+            InvalidNtileArgument => "22014",
+            InvalidNthValueArgument => "22016",
         }
     }
 }
