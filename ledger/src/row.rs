@@ -57,8 +57,9 @@ pub fn encode_row(version: u64, row: &[Value], out: &mut Vec<u8>) {
                 out.push(DATE);
                 out.extend_from_slice(&d.to_le_bytes());
             }
-            // Arrays exist only in catalog views, never in stored rows.
-            Value::Array(_) => out.push(NULL),
+            // Arrays and intervals are not column types: a value is cast to its column's
+            // type before it is stored.
+            Value::Array(_) | Value::Interval(_) => out.push(NULL),
         }
     }
 }
@@ -143,7 +144,7 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
         Value::Float(f) => KeyPart::Float(*f),
         Value::Text(s) => KeyPart::Bytes(s.as_bytes()),
         Value::Bytes(b) => KeyPart::Bytes(b),
-        Value::Numeric(_) | Value::Array(_) => {
+        Value::Numeric(_) | Value::Array(_) | Value::Interval(_) => {
             return Err(SqlError::feature_not_supported(
                 "this type in a primary key",
             ))

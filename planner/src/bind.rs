@@ -194,6 +194,8 @@ pub(crate) fn output_name(item: &ast::Expr) -> String {
         ast::Expr::Nested(inner) => output_name(inner),
         ast::Expr::Exists { .. } => "exists".into(),
         ast::Expr::Case { .. } => "case".into(),
+        ast::Expr::Interval(_) => "interval".into(),
+        ast::Expr::Extract { .. } => "extract".into(),
         _ => "?column?".into(),
     }
 }

@@ -49,6 +49,9 @@ impl Binder<'_> {
                     ty.pg_name()
                 )));
             }
+            if ty == DataType::Interval {
+                return Err(SqlError::feature_not_supported("interval columns"));
+            }
             let mut def = ColumnDef {
                 name: column_name.clone(),
                 ty,

@@ -347,6 +347,18 @@ impl Binder<'_> {
                 }
             }
             E::Value(v) => self.literal(&v.value)?,
+            E::Extract { field, expr, .. } => {
+                let value = self.datetime_argument(expr, scope, "extract")?;
+                Expr::Function {
+                    func: Func::Extract,
+                    args: vec![
+                        Expr::literal(Value::text(field.to_string().to_ascii_lowercase())),
+                        value,
+                    ],
+                    ty: DataType::UNCONSTRAINED_NUMERIC,
+                }
+            }
+            E::Interval(interval) => self.interval_literal(interval, scope)?,
             E::TypedString(ts) => {
                 let ty = data_type_of(&ts.data_type)?;
                 let text = literal_text(&ts.value.value)?;
@@ -826,7 +838,14 @@ impl Binder<'_> {
                 ty: DataType::Bool,
             });
         }
-        let (l, r) = self.comparable(left, right, scope)?;
+        let l = self.expr(left, scope, None)?;
+        let r = self.expr(right, scope, None)?;
+        // Date and time arithmetic decides an untyped side's type by the operator, not by
+        // the other side's type alone.
+        if !op.is_comparison() && [l.ty(), r.ty()].iter().any(|t| is_temporal(*t)) {
+            return self.temporal_binary(op, l, r);
+        }
+        let (l, r) = self.unify(l, r)?;
         self.bound_binary(op, l, r, expected)
     }
 
@@ -892,6 +911,9 @@ impl Binder<'_> {
                 ty: DataType::Bool,
             });
         }
+        if [l.ty(), r.ty()].iter().any(|t| is_temporal(*t)) {
+            return self.temporal_binary(op, l, r);
+        }
         let (l, r) = match (l.ty(), r.ty()) {
             (DataType::Unknown, DataType::Unknown) => {
                 let t = expected
@@ -921,6 +943,132 @@ impl Binder<'_> {
             right: Box::new(r),
             ty,
         })
+    }
+
+    /// Arithmetic with a date, timestamp or interval side: an untyped side takes the type
+    /// PostgreSQL's operators suggest (an interval where its text reads as one), then the
+    /// operand types decide the result's.
+    fn temporal_binary(&mut self, op: BinaryOp, l: Expr, r: Expr) -> SqlResult<Expr> {
+        use DataType::*;
+        let untyped_type = |unknown: &Expr, other: DataType| -> DataType {
+            let text = match unknown {
+                Expr::Literal(Value::Text(s), _) => Some(s.as_str()),
+                _ => None,
+            };
+            let reads_as_interval = text.is_some_and(|s| sql::Interval::parse(s).is_ok());
+            let reads_as_int = text.is_some_and(|s| s.trim().parse::<i32>().is_ok());
+            match (op, other) {
+                (BinaryOp::Mul | BinaryOp::Div, Interval) => Float8,
+                (_, Interval) if reads_as_interval || text.is_none() => Interval,
+                (_, Interval) => Timestamp,
+                (_, Date) if reads_as_int || (text.is_none() && op == BinaryOp::Add) => Int4,
+                _ if reads_as_interval || (text.is_none() && op == BinaryOp::Add) => Interval,
+                (_, t) => t,
+            }
+        };
+        let (l, r) = match (l.ty(), r.ty()) {
+            (Unknown, t) => {
+                let ty = untyped_type(&l, t);
+                (self.coerce(l, ty)?, r)
+            }
+            (t, Unknown) => {
+                let ty = untyped_type(&r, t);
+                let r = self.coerce(r, ty)?;
+                (l, r)
+            }
+            _ => (l, r),
+        };
+        let timestamp = |t: DataType| matches!(t, Timestamp | TimestampTz);
+        let ty = match (l.ty(), op, r.ty()) {
+            (t, BinaryOp::Add | BinaryOp::Sub, Interval) if timestamp(t) => t,
+            (Interval, BinaryOp::Add, t) if timestamp(t) => t,
+            (Date, BinaryOp::Add | BinaryOp::Sub, Interval) | (Interval, BinaryOp::Add, Date) => {
+                Timestamp
+            }
+            (Date, BinaryOp::Add | BinaryOp::Sub, t) if t.is_integer() => Date,
+            (t, BinaryOp::Add, Date) if t.is_integer() => Date,
+            (Date, BinaryOp::Sub, Date) => Int4,
+            (a, BinaryOp::Sub, b) if (timestamp(a) || a == Date) && (timestamp(b) || b == Date) => {
+                Interval
+            }
+            (Interval, BinaryOp::Add | BinaryOp::Sub, Interval) => Interval,
+            (Interval, BinaryOp::Mul | BinaryOp::Div, t) if t.is_numeric_family() => Interval,
+            (t, BinaryOp::Mul, Interval) if t.is_numeric_family() => Interval,
+            (a, _, b) => {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "operator does not exist: {} {} {}",
+                        a.pg_name(),
+                        op.symbol(),
+                        b.pg_name()
+                    ),
+                ))
+            }
+        };
+        Ok(Expr::Binary {
+            op,
+            left: Box::new(l),
+            right: Box::new(r),
+            ty,
+        })
+    }
+
+    /// The date, timestamp or interval argument of `extract`, `date_part` or `date_trunc`
+    /// (an untyped one is a timestamp with time zone, as in PostgreSQL).
+    fn datetime_argument(
+        &mut self,
+        e: &ast::Expr,
+        scope: &Scope,
+        function: &str,
+    ) -> SqlResult<Expr> {
+        let value = self.expr(e, scope, None)?;
+        let value = if value.ty() == DataType::Unknown {
+            self.coerce(value, DataType::TimestampTz)?
+        } else {
+            value
+        };
+        if !is_temporal(value.ty()) {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                format!(
+                    "function {function}(text, {}) does not exist",
+                    value.ty().pg_name()
+                ),
+            ));
+        }
+        Ok(value)
+    }
+
+    /// `INTERVAL 'text'` and `INTERVAL 'n' unit`.
+    fn interval_literal(&mut self, interval: &ast::Interval, scope: &Scope) -> SqlResult<Expr> {
+        if interval.last_field.is_some() {
+            return Err(SqlError::feature_not_supported("INTERVAL ... TO ..."));
+        }
+        let value = self.expr(&interval.value, scope, None)?;
+        match (value, &interval.leading_field) {
+            (Expr::Literal(v, _), field) => {
+                let text = v.to_pg_text(v.natural_type()).unwrap_or_default();
+                let text = match field {
+                    Some(f) => format!("{text} {f}"),
+                    None => text,
+                };
+                Ok(Expr::Literal(
+                    Value::Interval(sql::Interval::parse(&text)?),
+                    DataType::Interval,
+                ))
+            }
+            (other, None) => match self.coerce(other, DataType::Interval)? {
+                e if e.ty() == DataType::Interval => Ok(e),
+                e => Ok(Expr::Cast {
+                    expr: Box::new(e),
+                    ty: DataType::Interval,
+                }),
+            },
+            (_, Some(_)) => Err(SqlError::feature_not_supported(
+                "INTERVAL with a unit after a non-literal value",
+            )),
+        }
     }
 
     fn number(&mut self, text: &str) -> SqlResult<Expr> {
@@ -1180,6 +1328,26 @@ impl Binder<'_> {
                     "greatest" => Func::Greatest,
                     _ => Func::Least,
                 };
+                (func, ty)
+            }
+            "date_trunc" | "date_part" => {
+                let [field, value] = args.as_slice() else {
+                    return Err(wrong_args(&name));
+                };
+                let field = self.expr(field, scope, Some(DataType::Text))?;
+                let value = self.datetime_argument(value, scope, &name)?;
+                let ty = match (name.as_str(), value.ty()) {
+                    ("date_part", _) => DataType::Float8,
+                    (_, DataType::Timestamp) => DataType::Timestamp,
+                    (_, DataType::TimestampTz | DataType::Date) => DataType::TimestampTz,
+                    _ => return Err(SqlError::feature_not_supported("date_trunc of an interval")),
+                };
+                let func = if name == "date_part" {
+                    Func::DatePart
+                } else {
+                    Func::DateTrunc
+                };
+                bound = vec![field, value];
                 (func, ty)
             }
             "nullif" => {
@@ -1517,6 +1685,7 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
                 DataType::Timestamp | DataType::TimestampTz | DataType::Date => 4,
                 DataType::Bytea => 5,
                 t if t.element().is_some() => 6,
+                DataType::Interval => 7,
                 _ => 0,
             }
         }
@@ -1533,6 +1702,13 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
             b.pg_name()
         ),
     ))
+}
+
+fn is_temporal(ty: DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Timestamp | DataType::TimestampTz | DataType::Date | DataType::Interval
+    )
 }
 
 /// A type to expect, if it is known yet.

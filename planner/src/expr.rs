@@ -5,6 +5,7 @@
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
+use sql::datetime;
 use sql::{check_int_range, DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
 use crate::plan::Rel;
@@ -125,6 +126,12 @@ pub enum Func {
     TotalRelationSize,
     /// `pg_size_pretty(bigint)`.
     SizePretty,
+    /// `date_trunc(field, timestamp)`.
+    DateTrunc,
+    /// `date_part(field, value)`: a double.
+    DatePart,
+    /// `extract(field FROM value)`: a numeric.
+    Extract,
 }
 
 impl Func {
@@ -523,6 +530,7 @@ impl Expr {
                 }
                 Value::Float(f) => Value::Float(-f),
                 Value::Numeric(n) => Value::Numeric(n.neg()),
+                Value::Interval(i) => Value::Interval(i.checked_neg()?),
                 other => {
                     return Err(SqlError::mismatch(format!(
                         "cannot negate {}",
@@ -849,6 +857,18 @@ fn eval_binary(
     }
     if op == BinaryOp::Concat {
         return Ok(Value::Text(text_of(&l) + &text_of(&r)));
+    }
+    let symbol = match op {
+        BinaryOp::Add => Some('+'),
+        BinaryOp::Sub => Some('-'),
+        BinaryOp::Mul => Some('*'),
+        BinaryOp::Div => Some('/'),
+        _ => None,
+    };
+    if let Some(symbol) = symbol {
+        if let Some(v) = datetime::temporal_arithmetic(symbol, &l, &r)? {
+            return Ok(v);
+        }
     }
     arithmetic(op, l, r, ty)
 }
@@ -1263,6 +1283,31 @@ fn eval_function(
             Value::Int(bytes) => Value::Text(size_pretty(bytes)),
             _ => Value::Null,
         },
+        Func::DateTrunc => {
+            let field = text_of(&arg(0));
+            match arg(1) {
+                Value::Timestamp(us) => Value::Timestamp(datetime::trunc(&field, us, "timestamp")?),
+                Value::TimestampTz(us) => {
+                    Value::TimestampTz(datetime::trunc(&field, us, "timestamp with time zone")?)
+                }
+                Value::Date(d) => Value::TimestampTz(datetime::trunc(
+                    &field,
+                    datetime::date_micros(d),
+                    "timestamp with time zone",
+                )?),
+                other => {
+                    return Err(SqlError::new(
+                        ErrorKind::UndefinedFunction,
+                        format!(
+                            "function date_trunc(text, {}) does not exist",
+                            other.natural_type().pg_name()
+                        ),
+                    ))
+                }
+            }
+        }
+        Func::Extract => Value::Numeric(datetime::extract(&text_of(&arg(0)), &arg(1))?),
+        Func::DatePart => Value::Float(datetime::extract(&text_of(&arg(0)), &arg(1))?.to_f64()),
         Func::GetIndexDef
         | Func::GetConstraintDef
         | Func::RegClassName

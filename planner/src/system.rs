@@ -504,6 +504,7 @@ impl SystemTable {
                         t if t.is_numeric_family() => "N",
                         t if t.is_text_family() => "S",
                         DataType::Timestamp | DataType::TimestampTz | DataType::Date => "D",
+                        DataType::Interval => "T",
                         t if t.element().is_some() => "A",
                         _ => "U",
                     };

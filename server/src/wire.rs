@@ -8,7 +8,8 @@ use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::data::DataRow;
 use planner::OutputColumn;
 use sql::{
-    DataType, Numeric, SqlError, SqlResult, Value, PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS,
+    DataType, Interval, Numeric, SqlError, SqlResult, Value, PG_EPOCH_OFFSET_DAYS,
+    PG_EPOCH_OFFSET_MICROS,
 };
 
 pub fn pg_type(ty: DataType) -> Type {
@@ -113,6 +114,11 @@ fn encode_binary(v: &Value, ty: DataType, out: &mut BytesMut) -> SqlResult<()> {
         (Value::Bytes(b), _) => out.put_slice(b),
         (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(t - PG_EPOCH_OFFSET_MICROS),
         (Value::Date(d), _) => out.put_i32(d - PG_EPOCH_OFFSET_DAYS),
+        (Value::Interval(i), _) => {
+            out.put_i64(i.micros);
+            out.put_i32(i.days);
+            out.put_i32(i.months);
+        }
         (Value::Array(items), t) if t.element().is_some() => {
             let element = t.element().unwrap_or(DataType::Text);
             let has_nulls = items.iter().any(Value::is_null);
@@ -195,6 +201,15 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         DataType::Date => Value::Date(
             i32::from_be_bytes(fixed(4)?.try_into().expect("4 bytes")) + PG_EPOCH_OFFSET_DAYS,
         ),
+        DataType::Interval => {
+            let raw = fixed(16)?;
+            let int = |at: usize| i32::from_be_bytes(raw[at..at + 4].try_into().expect("4 bytes"));
+            Value::Interval(Interval {
+                micros: i64::from_be_bytes(raw[..8].try_into().expect("8 bytes")),
+                days: int(8),
+                months: int(12),
+            })
+        }
         DataType::Text
         | DataType::Varchar(_)
         | DataType::Char(_)
@@ -271,6 +286,14 @@ mod tests {
             (Value::Float(2.5), DataType::Float8),
             (Value::Timestamp(1_700_000_000_000_000), DataType::Timestamp),
             (Value::Date(19_000), DataType::Date),
+            (
+                Value::Interval(Interval {
+                    months: -3,
+                    days: 40,
+                    micros: -1,
+                }),
+                DataType::Interval,
+            ),
             (
                 Value::Numeric(Numeric::parse("-12.5").unwrap()),
                 DataType::UNCONSTRAINED_NUMERIC,

@@ -67,6 +67,8 @@ pub enum ErrorKind {
     InvalidNtileArgument,
     /// `nth_value` with a position below one.
     InvalidNthValueArgument,
+    /// Text that does not read as a date, timestamp or interval.
+    InvalidDatetimeFormat,
 }
 
 impl ErrorKind {
@@ -127,6 +129,7 @@ impl ErrorKind {
             WrongObjectType => "42809",
             InvalidNtileArgument => "22014",
             InvalidNthValueArgument => "22016",
+            InvalidDatetimeFormat => "22007",
         }
     }
 }

@@ -5,8 +5,10 @@
 //! It must not touch storage, the network or the catalog: everything here is a pure function
 //! of its inputs.
 
+pub mod datetime;
 mod error;
 mod insert_values;
+mod interval;
 mod lexical;
 mod nesting;
 mod numeric;
@@ -19,6 +21,7 @@ pub mod value_tag;
 
 pub use error::{ErrorKind, SqlError, SqlResult};
 pub use insert_values::{NodeId, Operator, RowValue, ValueRows};
+pub use interval::Interval;
 pub use nesting::{depth_bound, MAX_EXPRESSION_DEPTH, STATEMENT_STACK_BYTES};
 pub use numeric::Numeric;
 pub use packed_rows::PackedRows;

@@ -13,9 +13,10 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_tag::{
-    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ,
+    TRUE,
 };
-use crate::{Numeric, Value};
+use crate::{Interval, Numeric, Value};
 
 /// Rows of values in the packed form, read a row at a time ([`PackedRows::rows`]): the
 /// executor decodes each row just before it stores it, while its few hundred bytes are in
@@ -193,6 +194,12 @@ fn put_value(out: &mut Vec<u8>, value: &Value) {
         Value::Timestamp(t) => put_tagged_int(out, TIMESTAMP, *t),
         Value::TimestampTz(t) => put_tagged_int(out, TIMESTAMPTZ, *t),
         Value::Date(d) => put_tagged_int(out, DATE, *d as i64),
+        Value::Interval(i) => {
+            out.push(INTERVAL);
+            for part in [i.months as i64, i.days as i64, i.micros] {
+                put_varint(out, zigzag(part));
+            }
+        }
         Value::Array(items) => {
             out.push(ARRAY);
             put_varint(out, items.len() as u64);
@@ -311,6 +318,16 @@ impl Reader<'_> {
                 out.push(Value::Array(items))
             }
             ARRAY => return Err("arrays in packed rows nest too deep".into()),
+            INTERVAL => {
+                let months = i32::try_from(self.int()?).map_err(|e| e.to_string())?;
+                let days = i32::try_from(self.int()?).map_err(|e| e.to_string())?;
+                let micros = self.int()?;
+                out.push(Value::Interval(Interval {
+                    months,
+                    days,
+                    micros,
+                }))
+            }
             tag => return Err(format!("unknown value tag {tag} in packed rows")),
         }
         Ok(())
@@ -367,6 +384,11 @@ mod tests {
             Value::TimestampTz(1_790_000_000_000_000),
             Value::Date(i32::MIN),
             Value::Array(vec![Value::Int(1), Value::Array(vec![Value::Null])]),
+            Value::Interval(Interval {
+                months: -14,
+                days: 3,
+                micros: i64::MIN,
+            }),
         ]
     }
 

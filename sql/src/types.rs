@@ -39,6 +39,8 @@ pub enum DataType {
     BoolArray,
     /// An untyped literal or NULL whose type is decided by its context.
     Unknown,
+    /// A span of months, days and time (values and parameters; not yet a column type).
+    Interval,
 }
 
 impl DataType {
@@ -73,6 +75,7 @@ impl DataType {
             DataType::Int8Array => 1016,
             DataType::BoolArray => 1000,
             DataType::Unknown => 25,
+            DataType::Interval => 1186,
         }
     }
 
@@ -101,6 +104,7 @@ impl DataType {
             1016 => DataType::Int8Array,
             1000 => DataType::BoolArray,
             0 | 705 => DataType::Unknown,
+            1186 => DataType::Interval,
             _ => return None,
         })
     }
@@ -113,6 +117,7 @@ impl DataType {
             DataType::Int4 | DataType::Float4 | DataType::Oid | DataType::Date => 4,
             DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => 8,
             DataType::Name => 64,
+            DataType::Interval => 16,
             _ => -1,
         }
     }
@@ -208,6 +213,7 @@ impl DataType {
             "timestamp" | "timestamp without time zone" => DataType::Timestamp,
             "timestamptz" | "timestamp with time zone" => DataType::TimestampTz,
             "date" => DataType::Date,
+            "interval" => DataType::Interval,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
                 DataType::Oid
@@ -272,6 +278,7 @@ impl DataType {
             DataType::Int8Array => "bigint[]".into(),
             DataType::BoolArray => "boolean[]".into(),
             DataType::Unknown => "unknown".into(),
+            DataType::Interval => "interval".into(),
         }
     }
 
@@ -300,11 +307,12 @@ impl DataType {
             DataType::Int4Array => "_int4",
             DataType::Int8Array => "_int8",
             DataType::BoolArray => "_bool",
+            DataType::Interval => "interval",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 22] = [
+    pub const ALL: [DataType; 23] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -327,6 +335,7 @@ impl DataType {
         DataType::Int4Array,
         DataType::Int8Array,
         DataType::BoolArray,
+        DataType::Interval,
     ];
 }
 

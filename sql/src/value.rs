@@ -8,6 +8,7 @@ use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorKind, SqlError, SqlResult};
+use crate::interval::Interval;
 use crate::numeric::Numeric;
 use crate::types::DataType;
 
@@ -24,6 +25,7 @@ pub enum Value {
     TimestampTz(i64),
     Date(i32),
     Array(Vec<Value>),
+    Interval(Interval),
 }
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
@@ -56,6 +58,7 @@ impl Value {
             Value::TimestampTz(_) => DataType::TimestampTz,
             Value::Date(_) => DataType::Date,
             Value::Array(_) => DataType::TextArray,
+            Value::Interval(_) => DataType::Interval,
         }
     }
 
@@ -87,6 +90,7 @@ impl Value {
             Value::Timestamp(us) => format_timestamp(*us, false),
             Value::TimestampTz(us) => format_timestamp(*us, true),
             Value::Date(d) => format_date(*d),
+            Value::Interval(i) => i.to_string(),
             Value::Array(items) => {
                 let mut out = String::from("{");
                 for (i, item) in items.iter().enumerate() {
@@ -162,6 +166,7 @@ impl Value {
             DataType::Timestamp => Value::Timestamp(parse_timestamp(text, false)?),
             DataType::TimestampTz => Value::TimestampTz(parse_timestamp(text, true)?),
             DataType::Date => Value::Date(parse_date(text)?),
+            DataType::Interval => Value::Interval(Interval::parse(text)?),
             DataType::TextArray
             | DataType::Int2Array
             | DataType::Int4Array
@@ -231,6 +236,7 @@ impl Value {
                 Value::TimestampTz(*d as i64 * MICROS_PER_DAY)
             }
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
+            (Value::Interval(i), DataType::Interval) => Value::Interval(*i),
             (Value::Array(a), t) if t.element().is_some() => {
                 let element = t.element().unwrap_or(DataType::Text);
                 Value::Array(
@@ -316,6 +322,7 @@ impl Value {
             (Bytes(a), Bytes(b)) => a.cmp(b),
             (Timestamp(a) | TimestampTz(a), Timestamp(b) | TimestampTz(b)) => a.cmp(b),
             (Date(a), Date(b)) => a.cmp(b),
+            (Interval(a), Interval(b)) => a.cmp_span(b),
             (Date(a), Timestamp(b) | TimestampTz(b)) => (*a as i64 * MICROS_PER_DAY).cmp(b),
             (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&(*b as i64 * MICROS_PER_DAY)),
             (Array(a), Array(b)) => {
@@ -361,6 +368,7 @@ impl Value {
             Value::Bytes(_) => 4,
             Value::Timestamp(_) | Value::TimestampTz(_) | Value::Date(_) => 5,
             Value::Array(_) => 6,
+            Value::Interval(_) => 7,
         }
     }
 
@@ -454,21 +462,27 @@ fn format_date(days: i32) -> String {
 fn parse_date(text: &str) -> SqlResult<i32> {
     let t = text.trim();
     let d = NaiveDate::parse_from_str(t, "%Y-%m-%d").map_err(|_| {
-        SqlError::invalid_text(format!("invalid input syntax for type date: \"{text}\""))
+        SqlError::new(
+            ErrorKind::InvalidDatetimeFormat,
+            format!("invalid input syntax for type date: \"{text}\""),
+        )
     })?;
     Ok((d - epoch_date()).num_days() as i32)
 }
 
 fn parse_timestamp(text: &str, tz: bool) -> SqlResult<i64> {
     let invalid = || {
-        SqlError::invalid_text(format!(
-            "invalid input syntax for type {}: \"{text}\"",
-            if tz {
-                "timestamp with time zone"
-            } else {
-                "timestamp without time zone"
-            }
-        ))
+        SqlError::new(
+            ErrorKind::InvalidDatetimeFormat,
+            format!(
+                "invalid input syntax for type {}: \"{text}\"",
+                if tz {
+                    "timestamp with time zone"
+                } else {
+                    "timestamp without time zone"
+                }
+            ),
+        )
     };
     let t = text.trim();
     if let Ok(dt) = DateTime::parse_from_rfc3339(t) {
@@ -478,6 +492,7 @@ fn parse_timestamp(text: &str, tz: bool) -> SqlResult<i64> {
         "%Y-%m-%d %H:%M:%S%.f%#z",
         "%Y-%m-%d %H:%M:%S%#z",
         "%Y-%m-%dT%H:%M:%S%.f%#z",
+        "%Y-%m-%d %H:%M%#z",
     ] {
         if let Ok(dt) = DateTime::parse_from_str(t, fmt) {
             return Ok(dt.timestamp_micros());

@@ -15,3 +15,5 @@ pub const TIMESTAMPTZ: u8 = 9;
 pub const DATE: u8 = 10;
 /// Packed rows only (arrays exist only in catalog views, never in stored rows).
 pub const ARRAY: u8 = 11;
+/// Packed rows only (intervals are not a column type yet): months, days, microseconds.
+pub const INTERVAL: u8 = 12;

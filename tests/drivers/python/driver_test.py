@@ -2,6 +2,7 @@
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
+import datetime
 import os
 import sys
 
@@ -57,5 +58,26 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     except errors.UndefinedTable as e:
         check(e.sqlstate == "42P01", f"sqlstate {e.sqlstate}")
     check(conn.execute("select count(*) from py_items").fetchone()[0] == 10, "rows after errors")
+
+    # Intervals and window functions: a timedelta parameter, interval results in text and
+    # in binary form.
+    got = conn.execute(
+        "select %s::interval + interval '1 hour'", (datetime.timedelta(days=1, seconds=30),)
+    ).fetchone()[0]
+    check(got == datetime.timedelta(days=1, hours=1, seconds=30), f"interval returned {got}")
+    with conn.cursor(binary=True) as cur:
+        got = cur.execute(
+            "select timestamp '2024-01-31 10:00' + %s, interval '-1 day 02:00:00.5'",
+            (datetime.timedelta(days=1),),
+        ).fetchone()
+        expected = (
+            datetime.datetime(2024, 2, 1, 10, 0),
+            datetime.timedelta(days=-1, hours=2, microseconds=500000),
+        )
+        check(got == expected, f"binary intervals returned {got}")
+    rows = conn.execute(
+        "select id, sum(qty) over (order by id) from py_items where id <= 3 order by id"
+    ).fetchall()
+    check([(i, int(t)) for i, t in rows] == [(1, 3), (2, 1009), (3, 1018)], f"running sums {rows}")
 
 print("psycopg: ok")
