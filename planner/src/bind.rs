@@ -313,9 +313,17 @@ impl<'a> Binder<'a> {
                 legacy_options,
                 ..
             } => self.copy_from(source, options, legacy_options)?,
+            S::Copy {
+                source,
+                to: true,
+                target: ast::CopyTarget::Stdout,
+                options,
+                legacy_options,
+                ..
+            } => self.copy_to(source, options, legacy_options)?,
             S::Copy { .. } => {
                 return Err(SqlError::feature_not_supported(
-                    "COPY other than FROM STDIN",
+                    "COPY other than FROM STDIN and TO STDOUT (files and programs belong to psql's \\copy)",
                 ))
             }
             S::Explain {

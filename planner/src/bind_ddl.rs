@@ -1,5 +1,7 @@
 //! Binding schema statements: CREATE TABLE, CREATE INDEX, ALTER TABLE, and COPY FROM.
 
+use std::sync::Arc;
+
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
@@ -316,6 +318,62 @@ impl Binder<'_> {
         }
     }
 
+    /// `COPY table [(columns)] TO STDOUT` and `COPY (query) TO STDOUT`: a query whose rows
+    /// the session writes out.
+    pub(crate) fn copy_to(
+        &mut self,
+        source: &ast::CopySource,
+        options: &[ast::CopyOption],
+        legacy: &[ast::CopyLegacyOption],
+    ) -> SqlResult<Plan> {
+        let query = match source {
+            ast::CopySource::Query(q) => self.query(q, &Scope::default())?,
+            ast::CopySource::Table {
+                table_name,
+                columns,
+            } => {
+                let (_, name) = object_name(table_name)?;
+                let table = self.user_table(&name)?;
+                let positions: Vec<usize> = if columns.is_empty() {
+                    (0..table.columns.len()).collect()
+                } else {
+                    columns
+                        .iter()
+                        .map(|c| {
+                            table
+                                .column_index(&ident(c))
+                                .ok_or_else(|| SqlError::undefined_column(&ident(c)))
+                        })
+                        .collect::<SqlResult<_>>()?
+                };
+                let columns = positions
+                    .iter()
+                    .map(|&i| OutputColumn::computed(&table.columns[i].name, table.columns[i].ty))
+                    .collect();
+                let exprs = positions
+                    .iter()
+                    .map(|&i| Expr::Column(i, table.columns[i].ty))
+                    .collect();
+                SelectPlan {
+                    rel: Rel::Project {
+                        input: Box::new(Rel::Scan {
+                            source: TableSource::User(table),
+                            access: Access::Full,
+                            filter: None,
+                        }),
+                        exprs,
+                    },
+                    columns,
+                    reads_user_tables: true,
+                }
+            }
+        };
+        Ok(Plan::CopyTo {
+            query: Arc::new(query),
+            format: copy_format(options, legacy)?,
+        })
+    }
+
     pub(crate) fn copy_from(
         &mut self,
         source: &ast::CopySource,
@@ -344,60 +402,78 @@ impl Binder<'_> {
                 .collect::<SqlResult<_>>()?
         };
         crate::ledger::check_insert(&table, &columns, false)?;
-        let mut plan = CopyPlan {
+        let format = copy_format(options, legacy)?;
+        Ok(Plan::CopyFrom(CopyPlan {
             table,
             columns,
-            csv: false,
-            delimiter: '\t',
-            null: "\\N".into(),
-            header: false,
-        };
-        for o in options {
-            match o {
-                ast::CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
-                    "csv" => {
-                        plan.csv = true;
-                        plan.delimiter = ',';
-                        plan.null = String::new();
-                    }
-                    "text" => {}
-                    other => {
-                        return Err(SqlError::feature_not_supported(format!(
-                            "COPY format {other}"
-                        )))
-                    }
-                },
-                ast::CopyOption::Freeze(_) => {}
-                ast::CopyOption::Delimiter(d) => plan.delimiter = *d,
-                ast::CopyOption::Null(n) => plan.null = n.clone(),
-                ast::CopyOption::Header(h) => plan.header = *h,
-                ast::CopyOption::Encoding(_) => {}
-                other => {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "COPY option {other}"
-                    )))
-                }
-            }
-        }
-        for o in legacy {
-            match o {
-                ast::CopyLegacyOption::Csv(_) => {
-                    plan.csv = true;
-                    plan.delimiter = ',';
-                    plan.null = String::new();
-                }
-                ast::CopyLegacyOption::Header => plan.header = true,
-                ast::CopyLegacyOption::Delimiter(d) => plan.delimiter = *d,
-                ast::CopyLegacyOption::Null(n) => plan.null = n.clone(),
-                other => {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "COPY option {other}"
-                    )))
-                }
-            }
-        }
-        Ok(Plan::CopyFrom(plan))
+            format,
+        }))
     }
+}
+
+/// COPY's options: FORMAT text|csv, DELIMITER, NULL, HEADER (FREEZE and ENCODING are
+/// accepted and change nothing), also in the old unparenthesized spelling.
+fn copy_format(
+    options: &[ast::CopyOption],
+    legacy: &[ast::CopyLegacyOption],
+) -> SqlResult<CopyFormat> {
+    let mut format = CopyFormat::default();
+    let csv = |format: &mut CopyFormat| {
+        format.csv = true;
+        format.delimiter = ',';
+        format.null = String::new();
+    };
+    for o in options {
+        match o {
+            ast::CopyOption::Format(f) => match f.value.to_ascii_lowercase().as_str() {
+                "csv" => csv(&mut format),
+                "text" => {}
+                other => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "COPY format {other}"
+                    )))
+                }
+            },
+            ast::CopyOption::Freeze(_) | ast::CopyOption::Encoding(_) => {}
+            ast::CopyOption::Delimiter(d) => format.delimiter = *d,
+            ast::CopyOption::Null(n) => format.null = n.clone(),
+            ast::CopyOption::Header(h) => format.header = *h,
+            other => {
+                return Err(SqlError::feature_not_supported(format!(
+                    "COPY option {other}"
+                )))
+            }
+        }
+    }
+    for o in legacy {
+        match o {
+            ast::CopyLegacyOption::Csv(csv_options) => {
+                csv(&mut format);
+                for o in csv_options {
+                    match o {
+                        ast::CopyLegacyCsvOption::Header => format.header = true,
+                        // The defaults, spelled out.
+                        ast::CopyLegacyCsvOption::Quote('"')
+                        | ast::CopyLegacyCsvOption::Escape('"') => {}
+                        other => {
+                            return Err(SqlError::feature_not_supported(format!(
+                                "COPY option {other}"
+                            )))
+                        }
+                    }
+                }
+            }
+            ast::CopyLegacyOption::Header => format.header = true,
+            ast::CopyLegacyOption::Delimiter(d) => format.delimiter = *d,
+            ast::CopyLegacyOption::Null(n) => format.null = n.clone(),
+            other => {
+                return Err(SqlError::feature_not_supported(format!(
+                    "COPY option {other}"
+                )))
+            }
+        }
+    }
+    Ok(format)
 }
 
 /// The `ledger_role` storage option of CREATE TABLE (other options, such as `fillfactor`,

@@ -391,10 +391,28 @@ pub enum Isolation {
 pub struct CopyPlan {
     pub table: Arc<TableDef>,
     pub columns: Vec<usize>,
+    pub format: CopyFormat,
+}
+
+/// How COPY writes or reads rows: PostgreSQL's text format (tab-separated, backslash
+/// escapes, `\N` for NULL) or CSV.
+#[derive(Clone, Debug)]
+pub struct CopyFormat {
     pub csv: bool,
     pub delimiter: char,
     pub null: String,
     pub header: bool,
+}
+
+impl Default for CopyFormat {
+    fn default() -> CopyFormat {
+        CopyFormat {
+            csv: false,
+            delimiter: '\t',
+            null: "\\N".into(),
+            header: false,
+        }
+    }
 }
 
 /// A bound statement.
@@ -425,6 +443,11 @@ pub enum Plan {
         name: Option<String>,
     },
     CopyFrom(CopyPlan),
+    /// `COPY table|(query) TO STDOUT`: the query's rows, written in `format`.
+    CopyTo {
+        query: Arc<SelectPlan>,
+        format: CopyFormat,
+    },
     /// A statement with nothing to do here; the tag to answer with.
     NoOp(&'static str),
     Explain(Box<Plan>),

@@ -33,7 +33,7 @@ use pgwire::api::{
     PgWireServerHandlers, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::copy::{CopyData, CopyDone, CopyFail};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::{NoData, ParameterDescription, RowDescription};
 use pgwire::messages::extendedquery::{
     Bind, BindComplete, Close, CloseComplete, Describe, Execute, Parse, ParseComplete,
@@ -288,6 +288,34 @@ fn copy_in_response(columns: usize) -> CopyResponse {
     CopyResponse::new(0, columns, stream::empty())
 }
 
+/// COPY TO STDOUT's data: CopyOutResponse (text format), one CopyData per line, CopyDone.
+/// The caller then completes the command with `COPY n` (pgwire's own sender would count a
+/// header line as a row).
+async fn send_copy_out<C>(client: &mut C, columns: usize, lines: Vec<Vec<u8>>) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let formats = vec![0; columns];
+    client
+        .feed(PgWireBackendMessage::CopyOutResponse(CopyOutResponse::new(
+            0,
+            columns as i16,
+            formats,
+        )))
+        .await?;
+    for line in lines {
+        client
+            .feed(PgWireBackendMessage::CopyData(CopyData::new(line.into())))
+            .await?;
+    }
+    client
+        .feed(PgWireBackendMessage::CopyDone(CopyDone::new()))
+        .await?;
+    Ok(())
+}
+
 /// Binds against the current catalog, rebinding a prepared statement when DDL changed it.
 fn current_binding(shared: &Shared, prepared: &Prepared) -> SqlResult<Option<Bound>> {
     let catalog: Arc<Catalog> = shared.executor.catalog();
@@ -467,6 +495,14 @@ where
                 client.set_state(PgWireConnectionState::CopyInProgress(false));
                 return Ok(true);
             }
+            Ok(StatementResult::CopyOut {
+                columns,
+                lines,
+                rows,
+            }) => {
+                send_copy_out(client, columns, lines).await?;
+                send_execution_response(client, Tag::new("COPY").with_rows(rows)).await?;
+            }
         }
     }
     Ok(false)
@@ -533,6 +569,15 @@ impl ExtendedQueryHandler for Connection {
             }
             Ok(StatementResult::CopyIn { columns }) => {
                 Ok(Response::CopyIn(copy_in_response(columns)))
+            }
+            // The data goes out here; the command completes as any other.
+            Ok(StatementResult::CopyOut {
+                columns,
+                lines,
+                rows,
+            }) => {
+                send_copy_out(client, columns, lines).await?;
+                Ok(Response::Execution(Tag::new("COPY").with_rows(rows)))
             }
         }
     }

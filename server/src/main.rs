@@ -2,6 +2,7 @@
 //! listener and sessions, and wiring the executor and the Raft node together. It contains no
 //! business rules: statements are planned by `planner` and applied by `ledger`.
 
+mod copy_format;
 mod frontend;
 mod handlers;
 mod migrations;

@@ -15,6 +15,8 @@ use planner::{
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+
+use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
 use tokio::sync::oneshot;
 
 /// What the whole server shares with every session.
@@ -40,6 +42,12 @@ pub enum StatementResult {
     TransactionEnd(String),
     CopyIn {
         columns: usize,
+    },
+    /// COPY TO STDOUT: one line of data per row (the header line first, if asked for).
+    CopyOut {
+        columns: usize,
+        lines: Vec<Vec<u8>>,
+        rows: usize,
     },
 }
 
@@ -418,10 +426,23 @@ impl Session {
                     partial: Vec::new(),
                     rows: Vec::new(),
                     bytes: 0,
-                    header_pending: copy.header,
+                    header_pending: copy.format.header,
                     error: None,
                 });
                 Ok(StatementResult::CopyIn { columns })
+            }
+            Plan::CopyTo { query, format } => {
+                let rows = self.select(query, params).await?;
+                let mut lines = Vec::with_capacity(rows.len() + 1);
+                if format.header {
+                    lines.push(header_line(&query.columns, format));
+                }
+                lines.extend(rows.iter().map(|r| row_line(r, &query.columns, format)));
+                Ok(StatementResult::CopyOut {
+                    columns: query.columns.len(),
+                    lines,
+                    rows: rows.len(),
+                })
             }
             Plan::NoOp(tag) => Ok(StatementResult::Command(tag.to_string())),
             Plan::Explain(inner) => {
@@ -959,10 +980,11 @@ fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
     }
     let text = std::str::from_utf8(line)
         .map_err(|_| SqlError::invalid_text("invalid UTF-8 in COPY data"))?;
-    let fields: Vec<Option<String>> = if copy.plan.csv {
-        csv_fields(text, copy.plan.delimiter, &copy.plan.null)
+    let format = &copy.plan.format;
+    let fields: Vec<Option<String>> = if format.csv {
+        csv_fields(text, format.delimiter, &format.null)
     } else {
-        text_fields(text, copy.plan.delimiter, &copy.plan.null)
+        text_fields(text, format.delimiter, &format.null)
     };
     let table = &copy.plan.table;
     if fields.len() != copy.plan.columns.len() {
@@ -985,99 +1007,4 @@ fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
     }
     copy.rows.push(row);
     Ok(())
-}
-
-/// PostgreSQL's text COPY format: delimiter-separated, backslash escapes, `\N` for NULL.
-fn text_fields(line: &str, delimiter: char, null: &str) -> Vec<Option<String>> {
-    let mut out = Vec::new();
-    for raw in line.split(delimiter) {
-        if raw == null {
-            out.push(None);
-            continue;
-        }
-        let mut s = String::with_capacity(raw.len());
-        let mut chars = raw.chars();
-        while let Some(c) = chars.next() {
-            if c != '\\' {
-                s.push(c);
-                continue;
-            }
-            match chars.next() {
-                Some('n') => s.push('\n'),
-                Some('t') => s.push('\t'),
-                Some('r') => s.push('\r'),
-                Some('b') => s.push('\u{8}'),
-                Some('f') => s.push('\u{c}'),
-                Some('v') => s.push('\u{b}'),
-                Some(other) => s.push(other),
-                None => s.push('\\'),
-            }
-        }
-        out.push(Some(s));
-    }
-    out
-}
-
-/// CSV fields: quotes with doubled-quote escapes; an unquoted field equal to `null` is NULL.
-fn csv_fields(line: &str, delimiter: char, null: &str) -> Vec<Option<String>> {
-    let mut out = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    let mut was_quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if quoted {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    field.push('"');
-                    chars.next();
-                } else {
-                    quoted = false;
-                }
-            } else {
-                field.push(c);
-            }
-        } else if c == '"' {
-            quoted = true;
-            was_quoted = true;
-        } else if c == delimiter {
-            out.push(if !was_quoted && field == null {
-                None
-            } else {
-                Some(std::mem::take(&mut field))
-            });
-            field.clear();
-            was_quoted = false;
-        } else {
-            field.push(c);
-        }
-    }
-    out.push(if !was_quoted && field == null {
-        None
-    } else {
-        Some(field)
-    });
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn copy_formats() {
-        assert_eq!(
-            text_fields("1\t\\N\ta\\tb", '\t', "\\N"),
-            vec![Some("1".into()), None, Some("a\tb".into())]
-        );
-        assert_eq!(
-            csv_fields("1,,\"a,\"\"b\"\"\",\"\"", ',', ""),
-            vec![
-                Some("1".into()),
-                None,
-                Some("a,\"b\"".into()),
-                Some("".into())
-            ]
-        );
-    }
 }

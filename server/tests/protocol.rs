@@ -579,3 +579,30 @@ async fn a_batch_of_extended_messages_is_answered_in_one_write() {
         );
     }
 }
+
+/// COPY TO STDOUT through the extended protocol (tokio-postgres's `copy_out`): the data in
+/// CopyData messages, then the command completes and the session goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_out_through_the_extended_protocol() {
+    use futures::TryStreamExt;
+    let server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute(
+        "create table co (id int primary key, v text); insert into co values (1, 'a'), (2, null)",
+    )
+    .await
+    .unwrap();
+    let stream = c
+        .copy_out("copy co to stdout with (format csv, header)")
+        .await
+        .unwrap();
+    let chunks: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
+    assert_eq!(chunks.concat(), b"id,v\n1,a\n2,\n");
+    let stream = c
+        .copy_out("copy (select id * 10 from co order by id) to stdout")
+        .await
+        .unwrap();
+    let chunks: Vec<bytes::Bytes> = stream.try_collect().await.unwrap();
+    assert_eq!(chunks.concat(), b"10\n20\n");
+    assert_eq!(scalar(&c, "select 41 + 1").await.as_deref(), Some("42"));
+}

@@ -119,7 +119,7 @@ fn psql_lists_databases_roles_procedures_extensions_types_sizes_privileges_and_d
 }
 
 #[test]
-fn psql_copy_from_a_file_and_stdin() {
+fn psql_copy_from_and_to_files_and_stdio() {
     let server = TestServer::start();
     let mut data = tempfile::NamedTempFile::new().expect("data file");
     for i in 1..=500 {
@@ -128,6 +128,8 @@ fn psql_copy_from_a_file_and_stdin() {
     writeln!(data, "501\t\\N\t0").expect("write row");
     data.flush().expect("flush");
     let path = data.path().to_str().expect("utf-8 path").to_string();
+    let out_file = tempfile::NamedTempFile::new().expect("output file");
+    let out_path = out_file.path().to_str().expect("utf-8 path").to_string();
     let out = run(
         &server,
         &format!(
@@ -138,9 +140,27 @@ fn psql_copy_from_a_file_and_stdin() {
              600,\"quoted, name\",7\n\
              601,,8\n\
              \\.\n\
-             select name is null, qty from items where id >= 600 order by id;\n"
+             select name is null, qty from items where id >= 600 order by id;\n\
+             \\copy items from stdin csv header\n\
+             id,name,qty\n\
+             700,legacy,1\n\
+             \\.\n\
+             delete from items where id = 700 returning name;\n\
+             \\copy (select id, name, qty * 2 as twice from items where id >= 500 order by id desc) to '{out_path}' with csv header\n\
+             copy items (id, name) to stdout;\n"
         ),
     );
+    // COPY TO: what \copy wrote to a file, and the text format on stdout (NULL as \N).
+    let written = std::fs::read_to_string(&out_path).expect("copy output");
+    assert_eq!(
+        written,
+        "id,name,twice\n601,,16\n600,\"quoted, name\",14\n501,,0\n500,name 500,2000\n"
+    );
+    assert!(out.contains("COPY 4"), "{out}");
+    // The old spelling `csv header` skips the header line.
+    assert!(out.contains(" legacy\n"), "{out}");
+    assert!(out.contains("501\t\\N\n"), "{out}");
+    assert!(out.contains("600\tquoted, name\n"), "{out}");
     assert!(out.contains("COPY 501"), "{out}");
     assert!(out.contains("   501 | 250500 |   500"), "{out}");
     assert!(out.contains("COPY 2"), "{out}");
