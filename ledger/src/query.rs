@@ -594,6 +594,51 @@ impl<'a> Reader<'a> {
                 }
                 rows
             }
+            Rel::SetDifference {
+                left,
+                right,
+                except,
+                all,
+            } => {
+                let left = self.rows(left, outer, env)?;
+                let mut counts: BTreeMap<RowKey, usize> = BTreeMap::new();
+                for row in self.rows(right, outer, env)? {
+                    *counts.entry(RowKey(row)).or_default() += 1;
+                }
+                let mut emitted = BTreeSet::new();
+                let mut out = Vec::new();
+                for row in left {
+                    let key = RowKey(row);
+                    let in_right = match counts.get_mut(&key) {
+                        // ALL: each right row matches one left row.
+                        Some(n) if *n > 0 => {
+                            if *all {
+                                *n -= 1;
+                            }
+                            true
+                        }
+                        _ => false,
+                    };
+                    if in_right == *except {
+                        continue;
+                    }
+                    if *all || emitted.insert(key.clone()) {
+                        out.push(key.0);
+                    }
+                }
+                out
+            }
+            Rel::DistinctOn { input, columns } => {
+                let key = |row: &Row| RowKey(columns.iter().map(|&c| row[c].clone()).collect());
+                let mut out: Vec<Row> = Vec::new();
+                for row in self.rows(input, outer, env)? {
+                    let same = out.last().is_some_and(|last| key(last) == key(&row));
+                    if !same {
+                        out.push(row);
+                    }
+                }
+                out
+            }
             Rel::Union { left, right, all } => {
                 let mut rows = self.rows(left, outer, env)?;
                 rows.extend(self.rows(right, outer, env)?);

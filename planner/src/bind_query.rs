@@ -149,12 +149,11 @@ impl Binder<'_> {
             }
             ast::SetExpr::SetOperation {
                 left,
-                op: ast::SetOperator::Union,
+                op,
                 set_quantifier,
                 right,
             } => {
-                let all = matches!(set_quantifier, ast::SetQuantifier::All);
-                let mut p = self.union(left, right, all, outer)?;
+                let mut p = self.set_operation(left, op, set_quantifier, right, outer)?;
                 if !order_by.is_empty() {
                     p = self.sort_output(p, order_by, outer)?;
                 }
@@ -204,39 +203,57 @@ impl Binder<'_> {
             ast::SetExpr::Values(v) => self.values(v, outer),
             ast::SetExpr::SetOperation {
                 left,
-                op: ast::SetOperator::Union,
+                op,
                 set_quantifier,
                 right,
-            } => self.union(
-                left,
-                right,
-                matches!(set_quantifier, ast::SetQuantifier::All),
-                outer,
-            ),
-            _ => Err(SqlError::feature_not_supported("INTERSECT and EXCEPT")),
+            } => self.set_operation(left, op, set_quantifier, right, outer),
+            other => Err(SqlError::feature_not_supported(format!(
+                "query form {}",
+                other.to_string().chars().take(30).collect::<String>()
+            ))),
         }
     }
 
-    pub(crate) fn union(
+    /// `UNION`, `INTERSECT` and `EXCEPT`, each `[ALL | DISTINCT]`.
+    pub(crate) fn set_operation(
         &mut self,
         left: &ast::SetExpr,
+        op: &ast::SetOperator,
+        quantifier: &ast::SetQuantifier,
         right: &ast::SetExpr,
-        all: bool,
         outer: &Scope,
     ) -> SqlResult<SelectPlan> {
+        let all = match quantifier {
+            ast::SetQuantifier::All => true,
+            ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+            other => return Err(SqlError::feature_not_supported(format!("{op} {other}"))),
+        };
         let l = self.set_side(left, outer)?;
         let r = self.set_side(right, outer)?;
         if l.columns.len() != r.columns.len() {
-            return Err(SqlError::syntax(
-                "each UNION query must have the same number of columns",
-            ));
+            return Err(SqlError::syntax(format!(
+                "each {op} query must have the same number of columns"
+            )));
         }
-        Ok(SelectPlan {
-            rel: Rel::Union {
-                left: Box::new(l.rel),
-                right: Box::new(r.rel),
+        let (left, right) = (Box::new(l.rel), Box::new(r.rel));
+        let rel = match op {
+            ast::SetOperator::Union => Rel::Union { left, right, all },
+            ast::SetOperator::Intersect => Rel::SetDifference {
+                left,
+                right,
+                except: false,
                 all,
             },
+            ast::SetOperator::Except => Rel::SetDifference {
+                left,
+                right,
+                except: true,
+                all,
+            },
+            other => return Err(SqlError::feature_not_supported(format!("{other}"))),
+        };
+        Ok(SelectPlan {
+            rel,
             columns: l.columns,
             reads_user_tables: l.reads_user_tables || r.reads_user_tables,
         })
@@ -842,31 +859,80 @@ impl Binder<'_> {
         // ORDER BY keys: an output position, an output name, or an expression over the input
         // (computed as a hidden extra column).
         let visible = exprs.len();
-        let mut keys = Vec::new();
-        for o in order_by {
-            let by_name = match &o.expr {
+        // ORDER BY and DISTINCT ON keys: an output position, an output name, or an
+        // expression over the input, computed as a hidden extra column (one per distinct
+        // expression text, so `DISTINCT ON (x + 1) ... ORDER BY x + 1` shares it).
+        let mut hidden: Vec<(String, usize)> = Vec::new();
+        let mut output_position = |binder: &mut Self,
+                                   e: &ast::Expr,
+                                   clause: &str,
+                                   exprs: &mut Vec<Expr>|
+         -> SqlResult<usize> {
+            let by_name = match e {
                 ast::Expr::Identifier(i) => columns.iter().position(|c| c.name == ident(i)),
                 _ => None,
             };
-            let key = match (ordinal(&o.expr), by_name) {
-                (Some(n), _) if n >= 1 && n <= visible => {
-                    Expr::Column(outer.columns.len() + n - 1, columns[n - 1].ty)
+            match (ordinal(e), by_name) {
+                (Some(n), _) if n >= 1 && n <= visible => Ok(n - 1),
+                (Some(n), _) => Err(SqlError::new(
+                    ErrorKind::InvalidColumnReference,
+                    format!("{clause} position {n} is not in select list"),
+                )),
+                (None, Some(i)) => Ok(i),
+                (None, None) => {
+                    let text = e.to_string();
+                    if let Some((_, at)) = hidden.iter().find(|(t, _)| *t == text) {
+                        return Ok(*at);
+                    }
+                    exprs.push(binder.expr(e, &output_scope, None)?);
+                    hidden.push((text, exprs.len() - 1));
+                    Ok(exprs.len() - 1)
                 }
-                (Some(n), _) => {
+            }
+        };
+        let distinct_on = match &select.distinct {
+            Some(ast::Distinct::On(on)) => {
+                let mut positions = Vec::new();
+                for e in on {
+                    positions.push(output_position(self, e, "DISTINCT ON", &mut exprs)?);
+                }
+                Some(positions)
+            }
+            _ => None,
+        };
+        let mut keys = Vec::new();
+        let mut key_positions = Vec::new();
+        for o in order_by {
+            let at = output_position(self, &o.expr, "ORDER BY", &mut exprs)?;
+            key_positions.push(at);
+            keys.push(sort_key(
+                Expr::Column(outer.columns.len() + at, exprs[at].ty()),
+                o,
+            ));
+        }
+        if let Some(on) = &distinct_on {
+            // Rows equal on the DISTINCT ON keys must be adjacent: the ORDER BY starts
+            // with them (in any order), or they are the order.
+            if keys.is_empty() {
+                keys = on
+                    .iter()
+                    .map(|&at| SortKey {
+                        expr: Expr::Column(outer.columns.len() + at, exprs[at].ty()),
+                        descending: false,
+                        nulls_first: false,
+                    })
+                    .collect();
+            } else {
+                let leading: std::collections::BTreeSet<usize> =
+                    key_positions.iter().take(on.len()).copied().collect();
+                let wanted: std::collections::BTreeSet<usize> = on.iter().copied().collect();
+                if key_positions.len() < wanted.len() || leading != wanted {
                     return Err(SqlError::new(
                         ErrorKind::InvalidColumnReference,
-                        format!("ORDER BY position {n} is not in select list"),
-                    ))
+                        "SELECT DISTINCT ON expressions must match initial ORDER BY expressions",
+                    ));
                 }
-                (None, Some(i)) => Expr::Column(outer.columns.len() + i, columns[i].ty),
-                (None, None) => {
-                    let bound = self.expr(&o.expr, &output_scope, None)?;
-                    let ty = bound.ty();
-                    exprs.push(bound);
-                    Expr::Column(outer.columns.len() + exprs.len() - 1, ty)
-                }
-            };
-            keys.push(sort_key(key, o));
+            }
         }
         let window = self.window.take().map(|w| w.calls).unwrap_or_default();
         // The row the select list sees (before window values): the FROM row, or the group
@@ -908,6 +974,7 @@ impl Binder<'_> {
                 calls: window,
             };
         }
+        let width = exprs.len();
         rel = Rel::Project {
             input: Box::new(rel),
             exprs,
@@ -926,9 +993,7 @@ impl Binder<'_> {
                     input: Box::new(rel),
                 };
             }
-            Some(ast::Distinct::On(_)) => {
-                return Err(SqlError::feature_not_supported("DISTINCT ON"))
-            }
+            Some(ast::Distinct::On(_)) => {}
         }
         if !keys.is_empty() {
             rel = Rel::Sort {
@@ -936,18 +1001,20 @@ impl Binder<'_> {
                 keys,
             };
         }
-        if let Rel::Sort { input, .. } = &rel {
-            if let Rel::Project { exprs, .. } = input.as_ref() {
-                if exprs.len() > visible {
-                    let trim = (0..visible)
-                        .map(|i| Expr::Column(outer.columns.len() + i, columns[i].ty))
-                        .collect();
-                    rel = Rel::Project {
-                        input: Box::new(rel),
-                        exprs: trim,
-                    };
-                }
-            }
+        if let Some(on) = distinct_on {
+            rel = Rel::DistinctOn {
+                input: Box::new(rel),
+                columns: on,
+            };
+        }
+        if width > visible {
+            let trim = (0..visible)
+                .map(|i| Expr::Column(outer.columns.len() + i, columns[i].ty))
+                .collect();
+            rel = Rel::Project {
+                input: Box::new(rel),
+                exprs: trim,
+            };
         }
         Ok(SelectPlan {
             rel,

@@ -189,6 +189,20 @@ pub enum Rel {
         input: Box<Rel>,
         calls: Vec<WindowCall>,
     },
+    /// `INTERSECT [ALL]` (`except` false) and `EXCEPT [ALL]`: rows of the left side, as
+    /// sets or (ALL) multisets.
+    SetDifference {
+        left: Box<Rel>,
+        right: Box<Rel>,
+        except: bool,
+        all: bool,
+    },
+    /// `SELECT DISTINCT ON (...)`: the first row of each run of rows equal in `columns`
+    /// (positions in the row; the input is sorted so that such rows are adjacent).
+    DistinctOn {
+        input: Box<Rel>,
+        columns: Vec<usize>,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -633,6 +647,27 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             line.push_str("Function Scan on unnest");
             lines.push(line);
         }
+        Rel::SetDifference {
+            left,
+            right,
+            except,
+            all,
+        } => {
+            line.push_str(match (except, all) {
+                (false, false) => "Intersect",
+                (false, true) => "Intersect All",
+                (true, false) => "Except",
+                (true, true) => "Except All",
+            });
+            lines.push(line);
+            explain_rel(left, depth + 1, lines);
+            explain_rel(right, depth + 1, lines);
+        }
+        Rel::DistinctOn { input, .. } => {
+            line.push_str("Unique");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
         Rel::Window { input, .. } => {
             line.push_str("WindowAgg");
             lines.push(line);
@@ -814,7 +849,13 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
             exprs.extend(limit);
             exprs.extend(offset);
         }
-        Rel::Distinct { input } | Rel::CommonTable { input, .. } => children.push(input),
+        Rel::Distinct { input }
+        | Rel::CommonTable { input, .. }
+        | Rel::DistinctOn { input, .. } => children.push(input),
+        Rel::SetDifference { left, right, .. } => {
+            children.push(left);
+            children.push(right);
+        }
         Rel::Window { input, calls } => {
             children.push(input);
             for call in calls {
