@@ -827,6 +827,9 @@ pub(crate) struct Accumulator {
     count: i64,
     value: Option<Value>,
     text: Option<String>,
+    items: Vec<Value>,
+    /// DISTINCT string_agg's separator.
+    separator: Option<String>,
     seen: Option<BTreeSet<RowKey>>,
 }
 
@@ -836,6 +839,8 @@ impl Accumulator {
             count: 0,
             value: None,
             text: None,
+            items: Vec::new(),
+            separator: None,
             seen: if call.distinct {
                 Some(BTreeSet::new())
             } else {
@@ -850,6 +855,16 @@ impl Accumulator {
             return Ok(());
         }
         let v = args.first().cloned().unwrap_or(Value::Null);
+        if call.func == AggFunc::ArrayAgg {
+            // DISTINCT: the set is the result, in its order (finish).
+            match &mut self.seen {
+                Some(seen) => {
+                    seen.insert(RowKey(vec![v]));
+                }
+                None => self.items.push(v),
+            }
+            return Ok(());
+        }
         if v.is_null() {
             return Ok(());
         }
@@ -898,11 +913,17 @@ impl Accumulator {
                 };
                 self.value = Some(Value::Bool(next));
             }
+            AggFunc::ArrayAgg => {}
             AggFunc::StringAgg => {
                 let sep = args
                     .get(1)
                     .and_then(|s| s.to_pg_text(DataType::Text))
                     .unwrap_or_default();
+                if self.seen.is_some() {
+                    // DISTINCT: joined in the set's order when it finishes.
+                    self.separator = Some(sep);
+                    return Ok(());
+                }
                 let piece = v.to_pg_text(v.natural_type()).unwrap_or_default();
                 self.text = Some(match self.text.take() {
                     None => piece,
@@ -920,7 +941,25 @@ impl Accumulator {
                 None => Value::Null,
                 Some(sum) => arithmetic(BinaryOp::Div, sum, Value::Int(self.count), call.ty)?,
             },
+            // DISTINCT aggregates see their values sorted, as in PostgreSQL.
+            AggFunc::StringAgg | AggFunc::ArrayAgg if self.seen.is_some() => {
+                let values = self.seen.unwrap_or_default().into_iter().map(|k| k.0);
+                let values: Vec<Value> = values.flatten().collect();
+                match (call.func, values.is_empty()) {
+                    (_, true) => Value::Null,
+                    (AggFunc::ArrayAgg, false) => Value::Array(values),
+                    _ => Value::Text(
+                        values
+                            .iter()
+                            .map(|v| v.to_pg_text(v.natural_type()).unwrap_or_default())
+                            .collect::<Vec<_>>()
+                            .join(&self.separator.unwrap_or_default()),
+                    ),
+                }
+            }
             AggFunc::StringAgg => self.text.map(Value::Text).unwrap_or(Value::Null),
+            AggFunc::ArrayAgg if self.items.is_empty() => Value::Null,
+            AggFunc::ArrayAgg => Value::Array(self.items),
             _ => self.value.unwrap_or(Value::Null),
         })
     }

@@ -10,6 +10,7 @@ use crate::bind::{sort_key, Binder};
 use crate::bind_window::NOT_ALLOWED_HERE;
 use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
 use crate::plan::SortKey;
+use crate::scalar_functions;
 use crate::scope::Scope;
 use crate::system::SystemTable;
 
@@ -27,7 +28,8 @@ pub struct AggregateContext {
 /// An ORDER BY inside aggregate arguments: its text (to tell two apart) and its keys.
 pub type AggregateOrder = (String, Vec<SortKey>);
 
-pub(crate) const AGGREGATES: [&str; 9] = [
+pub(crate) const AGGREGATES: [&str; 10] = [
+    "array_agg",
     "count",
     "sum",
     "min",
@@ -146,7 +148,7 @@ fn map_binary(op: &ast::BinaryOperator) -> SqlResult<BinaryOp> {
 }
 
 /// The result type of arithmetic between two types.
-fn arithmetic_type(l: DataType, r: DataType) -> DataType {
+pub(crate) fn arithmetic_type(l: DataType, r: DataType) -> DataType {
     use DataType::*;
     let rank = |t: DataType| match t {
         Int2 => 1,
@@ -359,6 +361,16 @@ impl Binder<'_> {
                 }
             }
             E::Interval(interval) => self.interval_literal(interval, scope)?,
+            // position(a IN b) is strpos(b, a).
+            E::Position { expr, r#in } => {
+                let haystack = self.expr(r#in, scope, Some(DataType::Text))?;
+                let needle = self.expr(expr, scope, Some(DataType::Text))?;
+                Expr::Function {
+                    func: Func::Strpos,
+                    args: vec![haystack, needle],
+                    ty: DataType::Int4,
+                }
+            }
             E::TypedString(ts) => {
                 let ty = data_type_of(&ts.data_type)?;
                 let text = literal_text(&ts.value.value)?;
@@ -1363,6 +1375,19 @@ impl Binder<'_> {
                 for a in &args {
                     bound.push(self.expr(a, scope, None)?);
                 }
+                let types: Vec<DataType> = bound.iter().map(|b| b.ty()).collect();
+                if let Some(signature) = scalar_functions::signature(&name, &types) {
+                    let signature = signature?;
+                    let mut coerced = Vec::with_capacity(bound.len());
+                    for (b, want) in bound.drain(..).zip(&signature.args) {
+                        coerced.push(self.coerce(b, *want)?);
+                    }
+                    return Ok(Expr::Function {
+                        func: signature.func,
+                        args: coerced,
+                        ty: signature.result,
+                    });
+                }
                 let first = bound.first().map(|b| b.ty()).unwrap_or(DataType::Unknown);
                 let (func, ty, arity) = match name.as_str() {
                     "lower" => (Func::Lower, DataType::Text, 1..=1),
@@ -1490,7 +1515,7 @@ impl Binder<'_> {
             let (func, args) = match filter {
                 Some(f) => {
                     let condition = self.expr(f, &input_scope, Some(DataType::Bool))?;
-                    filtered(func, bound, condition)
+                    filtered(func, bound, condition)?
                 }
                 None => (func, bound),
             };
@@ -1625,6 +1650,22 @@ pub(crate) fn aggregate_signature(
         ("bool_and" | "every", false, 1) => (AggFunc::BoolAnd, DataType::Bool),
         ("bool_or", false, 1) => (AggFunc::BoolOr, DataType::Bool),
         ("string_agg", false, 2) => (AggFunc::StringAgg, DataType::Text),
+        ("array_agg", false, 1) => {
+            let element = if first_ty == DataType::Unknown {
+                DataType::Text
+            } else {
+                first_ty
+            };
+            match element.array_of() {
+                Some(array) => (AggFunc::ArrayAgg, array),
+                None => {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "array_agg of {}",
+                        element.pg_name()
+                    )))
+                }
+            }
+        }
         _ => return Err(wrong_args(name)),
     };
     if matches!(func, AggFunc::Sum | AggFunc::Avg)
@@ -1646,10 +1687,12 @@ pub(crate) fn filtered(
     func: AggFunc,
     mut args: Vec<Expr>,
     condition: Expr,
-) -> (AggFunc, Vec<Expr>) {
+) -> SqlResult<(AggFunc, Vec<Expr>)> {
     let (func, first) = match func {
+        // It keeps NULLs, so the rewrite would not drop the rejected rows.
+        AggFunc::ArrayAgg => return Err(SqlError::feature_not_supported("FILTER on array_agg")),
         AggFunc::CountStar => (AggFunc::Count, Expr::literal(Value::Int(1))),
-        _ if args.is_empty() => return (func, args),
+        _ if args.is_empty() => return Ok((func, args)),
         _ => (func, args.remove(0)),
     };
     let ty = first.ty();
@@ -1662,7 +1705,7 @@ pub(crate) fn filtered(
             ty,
         },
     );
-    (func, args)
+    Ok((func, args))
 }
 
 fn not_an_aggregate(clause: &str, name: &str) -> SqlError {

@@ -177,7 +177,7 @@ impl Binder<'_> {
             let (func, args) = match filter {
                 Some(f) => {
                     let condition = self.expr(f, scope, Some(DataType::Bool))?;
-                    filtered(func, args, condition)
+                    filtered(func, args, condition)?
                 }
                 None => (func, args),
             };

@@ -132,6 +132,38 @@ pub enum Func {
     DatePart,
     /// `extract(field FROM value)`: a numeric.
     Extract,
+    // The functions of `scalar_functions`.
+    Lpad,
+    Rpad,
+    SplitPart,
+    Strpos,
+    Initcap,
+    Reverse,
+    StartsWith,
+    Chr,
+    Ascii,
+    Translate,
+    ConcatWs,
+    ToHex,
+    Md5,
+    Sqrt,
+    Cbrt,
+    Exp,
+    Ln,
+    Log10,
+    Log,
+    Power,
+    Pi,
+    Sign,
+    Mod,
+    Div,
+    ArrayLength,
+    Cardinality,
+    StringToArray,
+    RegexpReplace,
+    ToTimestamp,
+    MakeDate,
+    ToChar,
 }
 
 impl Func {
@@ -155,6 +187,8 @@ pub enum AggFunc {
     BoolAnd,
     BoolOr,
     StringAgg,
+    /// `array_agg(x)`: every value, NULLs too, in input order.
+    ArrayAgg,
 }
 
 /// One aggregate call in a grouped query.
@@ -684,7 +718,7 @@ impl Expr {
                     .build()
                     .map_err(|e| {
                         SqlError::new(
-                            ErrorKind::InvalidParameterValue,
+                            ErrorKind::InvalidRegularExpression,
                             format!("invalid regular expression: {e}"),
                         )
                     })?;
@@ -1077,6 +1111,8 @@ fn eval_function(
             | Func::NullIf
             | Func::ArrayPosition
             | Func::MakeArray
+            | Func::ConcatWs
+            | Func::StringToArray
             // format_type(oid, NULL) is the type's name without a modifier, as in PostgreSQL
             // (where the function is not strict either).
             | Func::FormatType
@@ -1306,6 +1342,37 @@ fn eval_function(
                 }
             }
         }
+        Func::Lpad
+        | Func::Rpad
+        | Func::SplitPart
+        | Func::Strpos
+        | Func::Initcap
+        | Func::Reverse
+        | Func::StartsWith
+        | Func::Chr
+        | Func::Ascii
+        | Func::Translate
+        | Func::ConcatWs
+        | Func::ToHex
+        | Func::Md5
+        | Func::Sqrt
+        | Func::Cbrt
+        | Func::Exp
+        | Func::Ln
+        | Func::Log10
+        | Func::Log
+        | Func::Power
+        | Func::Pi
+        | Func::Sign
+        | Func::Mod
+        | Func::Div
+        | Func::ArrayLength
+        | Func::Cardinality
+        | Func::StringToArray
+        | Func::RegexpReplace
+        | Func::ToTimestamp
+        | Func::MakeDate
+        | Func::ToChar => crate::scalar_functions::eval(func, &values, ty)?,
         Func::Extract => Value::Numeric(datetime::extract(&text_of(&arg(0)), &arg(1))?),
         Func::DatePart => Value::Float(datetime::extract(&text_of(&arg(0)), &arg(1))?.to_f64()),
         Func::GetIndexDef

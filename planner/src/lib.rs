@@ -18,6 +18,7 @@ mod catalog;
 mod expr;
 mod ledger;
 mod plan;
+mod scalar_functions;
 mod scope;
 mod system;
 

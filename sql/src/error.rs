@@ -69,6 +69,10 @@ pub enum ErrorKind {
     InvalidNthValueArgument,
     /// Text that does not read as a date, timestamp or interval.
     InvalidDatetimeFormat,
+    InvalidRegularExpression,
+    InvalidArgumentForLogarithm,
+    InvalidArgumentForPowerFunction,
+    DatetimeFieldOverflow,
 }
 
 impl ErrorKind {
@@ -130,6 +134,10 @@ impl ErrorKind {
             InvalidNtileArgument => "22014",
             InvalidNthValueArgument => "22016",
             InvalidDatetimeFormat => "22007",
+            InvalidRegularExpression => "2201B",
+            InvalidArgumentForLogarithm => "2201E",
+            InvalidArgumentForPowerFunction => "2201F",
+            DatetimeFieldOverflow => "22008",
         }
     }
 }

@@ -126,6 +126,14 @@ impl Numeric {
         self.mantissa as f64 / 10f64.powi(self.scale as i32)
     }
 
+    /// The integer part, truncated toward zero.
+    pub fn trunc(&self) -> Numeric {
+        Numeric {
+            mantissa: self.mantissa / pow10(self.scale),
+            scale: 0,
+        }
+    }
+
     /// The integer part, truncated toward zero, if it fits an i64.
     pub fn trunc_i64(&self) -> Option<i64> {
         i64::try_from(self.mantissa / pow10(self.scale)).ok()
