@@ -288,11 +288,11 @@ impl<'a> Binder<'a> {
                 savepoint: None,
             } => Plan::Rollback,
             S::Rollback {
-                savepoint: Some(_), ..
-            } => return Err(SqlError::feature_not_supported("savepoints")),
-            S::Savepoint { .. } | S::ReleaseSavepoint { .. } => {
-                return Err(SqlError::feature_not_supported("savepoints"))
-            }
+                chain: false,
+                savepoint: Some(name),
+            } => Plan::RollbackToSavepoint { name: ident(name) },
+            S::Savepoint { name } => Plan::Savepoint { name: ident(name) },
+            S::ReleaseSavepoint { name } => Plan::ReleaseSavepoint { name: ident(name) },
             S::Set(set) => self.set(set)?,
             S::Reset(reset) => match &reset.reset {
                 ast::Reset::ALL => Plan::Reset { name: None },

@@ -441,6 +441,15 @@ pub enum Plan {
     },
     Commit,
     Rollback,
+    Savepoint {
+        name: String,
+    },
+    RollbackToSavepoint {
+        name: String,
+    },
+    ReleaseSavepoint {
+        name: String,
+    },
     SetTransaction {
         isolation: Option<Isolation>,
     },

@@ -58,6 +58,16 @@ struct Transaction {
     ops: Vec<WriteOp>,
     reads: Vec<ReadCheck>,
     overlay: Arc<Overlay>,
+    /// Open savepoints, innermost last.
+    savepoints: Vec<Savepoint>,
+}
+
+/// Where a transaction stood at `SAVEPOINT name`: its writes so far and its overlay then
+/// (shared until the transaction writes again).
+struct Savepoint {
+    name: String,
+    ops: usize,
+    overlay: Arc<Overlay>,
 }
 
 struct CopyState {
@@ -300,7 +310,12 @@ impl Session {
     }
 
     async fn execute_inner(&mut self, plan: &Plan, params: &[Value]) -> SqlResult<StatementResult> {
-        if self.failed && !matches!(plan, Plan::Commit | Plan::Rollback) {
+        if self.failed
+            && !matches!(
+                plan,
+                Plan::Commit | Plan::Rollback | Plan::RollbackToSavepoint { .. }
+            )
+        {
             return Err(SqlError::new(
                 ErrorKind::InFailedTransaction,
                 "current transaction is aborted, commands ignored until end of transaction block",
@@ -335,6 +350,7 @@ impl Session {
                     ops: Vec::new(),
                     reads: Vec::new(),
                     overlay: Arc::new(Overlay::new()),
+                    savepoints: Vec::new(),
                 });
                 Ok(StatementResult::TransactionStart("BEGIN".into()))
             }
@@ -346,6 +362,34 @@ impl Session {
                 }
                 self.failed = false;
                 Ok(StatementResult::TransactionEnd("ROLLBACK".into()))
+            }
+            Plan::Savepoint { name } => {
+                let t = self.transaction_for("SAVEPOINT")?;
+                let mark = Savepoint {
+                    name: name.clone(),
+                    ops: t.ops.len(),
+                    overlay: t.overlay.clone(),
+                };
+                t.savepoints.push(mark);
+                Ok(StatementResult::Command("SAVEPOINT".into()))
+            }
+            Plan::RollbackToSavepoint { name } => {
+                let t = self.transaction_for("ROLLBACK TO SAVEPOINT")?;
+                let at = savepoint_position(&t.savepoints, name)?;
+                // The savepoint stays; later ones go. Reads are kept: what the rolled-back
+                // statements read may still have shaped what the client does next.
+                t.savepoints.truncate(at + 1);
+                let mark = &t.savepoints[at];
+                t.ops.truncate(mark.ops);
+                t.overlay = mark.overlay.clone();
+                self.failed = false;
+                Ok(StatementResult::Command("ROLLBACK".into()))
+            }
+            Plan::ReleaseSavepoint { name } => {
+                let t = self.transaction_for("RELEASE SAVEPOINT")?;
+                let at = savepoint_position(&t.savepoints, name)?;
+                t.savepoints.truncate(at);
+                Ok(StatementResult::Command("RELEASE".into()))
             }
             Plan::SetTransaction { isolation } => {
                 match (&mut self.transaction, isolation) {
@@ -837,6 +881,16 @@ impl Session {
         Ok(StatementResult::Command(tag.into()))
     }
 
+    /// The open transaction, for a statement that only runs inside one.
+    fn transaction_for(&mut self, statement: &str) -> SqlResult<&mut Transaction> {
+        self.transaction.as_mut().ok_or_else(|| {
+            SqlError::new(
+                ErrorKind::NoActiveTransaction,
+                format!("{statement} can only be used in transaction blocks"),
+            )
+        })
+    }
+
     async fn commit(&mut self) -> SqlResult<StatementResult> {
         let Some(t) = self.transaction.take() else {
             self.notices
@@ -959,6 +1013,19 @@ fn unknown_setting(name: &str) -> SqlError {
         ErrorKind::UndefinedObject,
         format!("unrecognized configuration parameter \"{name}\""),
     )
+}
+
+/// The innermost savepoint named `name`.
+fn savepoint_position(savepoints: &[Savepoint], name: &str) -> SqlResult<usize> {
+    savepoints
+        .iter()
+        .rposition(|s| s.name == name)
+        .ok_or_else(|| {
+            SqlError::new(
+                ErrorKind::InvalidSavepoint,
+                format!("savepoint \"{name}\" does not exist"),
+            )
+        })
 }
 
 fn read_only_error(what: &str) -> SqlError {

@@ -73,6 +73,8 @@ pub enum ErrorKind {
     InvalidArgumentForLogarithm,
     InvalidArgumentForPowerFunction,
     DatetimeFieldOverflow,
+    /// A savepoint name no savepoint has.
+    InvalidSavepoint,
 }
 
 impl ErrorKind {
@@ -138,6 +140,7 @@ impl ErrorKind {
             InvalidArgumentForLogarithm => "2201E",
             InvalidArgumentForPowerFunction => "2201F",
             DatetimeFieldOverflow => "22008",
+            InvalidSavepoint => "3B001",
         }
     }
 }

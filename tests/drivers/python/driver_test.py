@@ -59,6 +59,19 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
         check(e.sqlstate == "42P01", f"sqlstate {e.sqlstate}")
     check(conn.execute("select count(*) from py_items").fetchone()[0] == 10, "rows after errors")
 
+    # Nested transactions are savepoints: the inner one rolls back alone.
+    with conn.transaction():
+        conn.execute("update py_items set qty = qty + 1 where id = 3")
+        try:
+            with conn.transaction():
+                conn.execute("update py_items set qty = qty + 500 where id = 3")
+                conn.execute("insert into py_items (id, name) values (3, 'dup')")
+        except errors.UniqueViolation:
+            pass
+        conn.execute("update py_items set qty = qty + 10 where id = 3")
+    got = conn.execute("select qty from py_items where id = 3").fetchone()[0]
+    check(got == 20, f"savepoint rollback left qty {got}")
+
     # Intervals and window functions: a timedelta parameter, interval results in text and
     # in binary form.
     got = conn.execute(
@@ -78,6 +91,6 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     rows = conn.execute(
         "select id, sum(qty) over (order by id) from py_items where id <= 3 order by id"
     ).fetchall()
-    check([(i, int(t)) for i, t in rows] == [(1, 3), (2, 1009), (3, 1018)], f"running sums {rows}")
+    check([(i, int(t)) for i, t in rows] == [(1, 3), (2, 1009), (3, 1029)], f"running sums {rows}")
 
 print("psycopg: ok")
