@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use planner::{
-    Catalog, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, Isolation, LedgerRole,
-    OnConflict, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
+    Catalog, ColumnSource, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, Isolation,
+    LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
 use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
@@ -47,6 +47,34 @@ fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()
                 ),
             )
             .with_detail(format!("Failing row contains ({}).", row_text(row, table))));
+        }
+    }
+    Ok(())
+}
+
+/// A stored row against a table's altered definition, failing as PostgreSQL's ALTER TABLE
+/// does: a column that must not be NULL, a CHECK some row breaks.
+fn check_altered_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
+    for (i, c) in table.columns.iter().enumerate() {
+        if !c.nullable && row[i].is_null() {
+            return Err(SqlError::new(
+                ErrorKind::NotNullViolation,
+                format!(
+                    "column \"{}\" of relation \"{}\" contains null values",
+                    c.name, table.name
+                ),
+            ));
+        }
+    }
+    for check in &table.checks {
+        if let Value::Bool(false) = check.expr.eval(row, env)? {
+            return Err(SqlError::new(
+                ErrorKind::CheckViolation,
+                format!(
+                    "check constraint \"{}\" of relation \"{}\" is violated by some row",
+                    check.name, table.name
+                ),
+            ));
         }
     }
     Ok(())
@@ -739,6 +767,43 @@ impl Executor {
                     catalog.procedures.remove(n);
                 }
             }
+            DdlPlan::AlterTable { table, new, rows } => {
+                let old = self.resolve(&table)?;
+                refuse_on_ledger_table(&old, "ALTER TABLE")?;
+                let mut def = *new;
+                def.id = old.id;
+                def.shape_version = old.shape_version + 1;
+                def.storage = old.storage.clone();
+                if def.name != old.name && catalog.relation_exists(&def.name) {
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateTable,
+                        format!("relation \"{}\" already exists", def.name),
+                    ));
+                }
+                let env = EvalEnv::without_subqueries(&[], 0);
+                match rows {
+                    RowChange::None => {}
+                    RowChange::Validate => {
+                        for (_, row) in self.every_row(&old)? {
+                            check_altered_row(&def, &row, &env)?;
+                        }
+                    }
+                    RowChange::Rebuild(sources) => {
+                        def.storage = format!("t{}.{}", def.id, def.shape_version);
+                        self.rebuild_rows(&old, &def, &sources, version)?;
+                    }
+                }
+                for index in &old.indexes {
+                    if !def.indexes.iter().any(|i| i.id == index.id) {
+                        self.drop_storage(index.id, &index.storage)?;
+                    }
+                }
+                for shard in self.every_shard()? {
+                    shard.table_versions.insert(def.id, version);
+                }
+                catalog.tables.remove(&old.name);
+                catalog.tables.insert(def.name.clone(), Arc::new(def));
+            }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {
                     if catalog.index(n).is_none() && !if_exists {
@@ -840,6 +905,79 @@ impl Executor {
                 );
                 e
             },
+        )?;
+        for shard in self.every_shard()? {
+            shard.engine.drop_table(&old.storage).map_err(kv_error)?;
+        }
+        Ok(())
+    }
+
+    /// Every row of a table in every partition, with its storage key.
+    fn every_row(&mut self, table: &TableDef) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+        self.holds_every_shard()?;
+        let mut out = Vec::new();
+        for index in 0..self.partitions() {
+            let shard = self.shard(index)?;
+            let handle = shard.handle(table.id)?;
+            let rows = shard
+                .engine
+                .range(
+                    handle,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    kv::Direction::Forward,
+                )
+                .map_err(kv_error)?;
+            for item in rows {
+                let (key, bytes) = item.map_err(kv_error)?;
+                out.push((key, crate::row::decode_row(&bytes)?.1));
+            }
+        }
+        Ok(out)
+    }
+
+    /// ALTER TABLE's rewrite: every row of `old` rebuilt column by column from `sources`
+    /// into `new`'s fresh storage under the same key, checked against `new`'s constraints;
+    /// then the old storage goes. On failure nothing changes.
+    fn rebuild_rows(
+        &mut self,
+        old: &TableDef,
+        new: &TableDef,
+        sources: &[ColumnSource],
+        version: u64,
+    ) -> SqlResult<()> {
+        let env = EvalEnv::without_subqueries(&[], 0);
+        let values: Vec<Option<Value>> = sources
+            .iter()
+            .zip(&new.columns)
+            .map(|(source, column)| match source {
+                ColumnSource::Old(_) | ColumnSource::Convert(_) => Ok(None),
+                ColumnSource::Value(e) => Ok(Some(e.eval(&[], &env)?.cast(column.ty)?)),
+            })
+            .collect::<SqlResult<_>>()?;
+        self.fill_new_storage(
+            old,
+            new.id,
+            &new.storage,
+            |row_key, row| {
+                let rebuilt: Row = sources
+                    .iter()
+                    .zip(&values)
+                    .zip(&new.columns)
+                    .map(|((source, value), column)| match (source, value) {
+                        (ColumnSource::Old(i), _) => {
+                            Ok(row.get(*i).cloned().unwrap_or(Value::Null))
+                        }
+                        (ColumnSource::Convert(e), _) => e.eval(row, &env)?.cast(column.ty),
+                        (ColumnSource::Value(_), value) => Ok(value.clone().unwrap_or(Value::Null)),
+                    })
+                    .collect::<SqlResult<_>>()?;
+                check_altered_row(new, &rebuilt, &env)?;
+                let mut bytes = Vec::new();
+                crate::row::encode_row(version, &rebuilt, &mut bytes);
+                Ok((row_key.to_vec(), bytes))
+            },
+            |_| SqlError::internal("a row key repeated while a table was rebuilt"),
         )?;
         for shard in self.every_shard()? {
             shard.engine.drop_table(&old.storage).map_err(kv_error)?;

@@ -303,18 +303,7 @@ impl Binder<'_> {
                     name: key_name,
                 }))
             }
-            _ => Err(SqlError::feature_not_supported(format!(
-                "ALTER TABLE {}",
-                alter
-                    .operations
-                    .iter()
-                    .map(|o| o.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-                    .chars()
-                    .take(50)
-                    .collect::<String>()
-            ))),
+            operations => self.alter_table_columns(&table, operations),
         }
     }
 

@@ -7,6 +7,7 @@
 //! `ledger` runs plans over storage.
 
 mod access;
+mod alter_table;
 mod bind;
 mod bind_call;
 mod bind_ddl;

@@ -364,6 +364,35 @@ pub enum DdlPlan {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// ALTER TABLE's column and constraint changes: the table's new definition (same id;
+    /// indexes it no longer lists are dropped) and how its stored rows follow.
+    AlterTable {
+        table: TableRef,
+        new: Box<TableDef>,
+        rows: RowChange,
+    },
+}
+
+/// What an ALTER TABLE does to the stored rows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum RowChange {
+    /// Nothing (renames, defaults, dropping NOT NULL).
+    None,
+    /// Every row is checked against the new NOT NULL and CHECK constraints.
+    Validate,
+    /// Every row is rebuilt, one value per new column, and checked.
+    Rebuild(Vec<ColumnSource>),
+}
+
+/// Where a column of a rebuilt row takes its value from.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ColumnSource {
+    /// The old row's column.
+    Old(usize),
+    /// A value computed once for every row (an added column's default, or NULL).
+    Value(Expr),
+    /// An expression over the old row (a column's new type: a cast, or `USING expr`).
+    Convert(Expr),
 }
 
 /// `CALL create_transfers(...)`: transfers given as one array per column, applied one by one

@@ -854,6 +854,7 @@ impl Session {
             DdlPlan::DropIndexes { .. } => "DROP INDEX",
             DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
             DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",
+            DdlPlan::AlterTable { .. } => "ALTER TABLE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {
@@ -877,7 +878,22 @@ impl Session {
             }
             return Ok(StatementResult::Command(tag.into()));
         }
-        self.propose(&Command::Ddl { plan: ddl.clone() }).await?;
+        let mut plan = ddl.clone();
+        // An added column's default is computed once, here: now() is this statement's time
+        // on every replica.
+        if let DdlPlan::AlterTable {
+            rows: planner::RowChange::Rebuild(sources),
+            ..
+        } = &mut plan
+        {
+            let now = now_micros();
+            for source in sources {
+                if let planner::ColumnSource::Value(e) = source {
+                    *e = e.bind_constants(&[], now)?;
+                }
+            }
+        }
+        self.propose(&Command::Ddl { plan }).await?;
         Ok(StatementResult::Command(tag.into()))
     }
 
