@@ -52,6 +52,25 @@ fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()
     Ok(())
 }
 
+/// A table a view reads can be neither dropped nor altered (PostgreSQL would need CASCADE,
+/// or check the view's columns).
+fn refuse_if_viewed(catalog: &Catalog, table: &TableDef, what: &str) -> SqlResult<()> {
+    match catalog.views_reading(table.id).next() {
+        Some(view) => Err(SqlError::new(
+            ErrorKind::DependentObjectsStillExist,
+            format!(
+                "cannot {what} table {} because other objects depend on it",
+                table.name
+            ),
+        )
+        .with_detail(format!(
+            "view {} depends on table {}",
+            view.name, table.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// A stored row against a table's altered definition, failing as PostgreSQL's ALTER TABLE
 /// does: a column that must not be NULL, a CHECK some row breaks.
 fn check_altered_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
@@ -654,6 +673,9 @@ impl Executor {
                     if !catalog.tables.contains_key(n) && !if_exists {
                         return Err(SqlError::undefined_table(n));
                     }
+                    if let Some(t) = catalog.tables.get(n) {
+                        refuse_if_viewed(&catalog, t, "drop")?;
+                    }
                 }
                 for n in &names {
                     if let Some(t) = catalog.tables.remove(n) {
@@ -770,6 +792,7 @@ impl Executor {
             DdlPlan::AlterTable { table, new, rows } => {
                 let old = self.resolve(&table)?;
                 refuse_on_ledger_table(&old, "ALTER TABLE")?;
+                refuse_if_viewed(&catalog, &old, "alter")?;
                 let mut def = *new;
                 def.id = old.id;
                 def.shape_version = old.shape_version + 1;
@@ -803,6 +826,49 @@ impl Executor {
                 }
                 catalog.tables.remove(&old.name);
                 catalog.tables.insert(def.name.clone(), Arc::new(def));
+            }
+            DdlPlan::CreateView {
+                mut view,
+                or_replace,
+            } => {
+                match catalog.views.get(&view.name) {
+                    Some(old) if or_replace => {
+                        old.check_replacement(&view)?;
+                        view.id = old.id;
+                    }
+                    _ if catalog.relation_exists(&view.name) => {
+                        return Err(SqlError::new(
+                            ErrorKind::DuplicateTable,
+                            format!("relation \"{}\" already exists", view.name),
+                        ))
+                    }
+                    _ => {
+                        view.id = catalog.next_table_id + 1;
+                        catalog.next_table_id += 1;
+                    }
+                }
+                // The tables it reads must still be the ones it was bound against.
+                for id in &view.tables {
+                    if catalog.table_by_id(*id).is_none() {
+                        return Err(SqlError::serialization_failure(
+                            "a table the view reads changed while the view was planned; retry",
+                        ));
+                    }
+                }
+                catalog.views.insert(view.name.clone(), Arc::new(view));
+            }
+            DdlPlan::DropViews { names, if_exists } => {
+                for n in &names {
+                    if !catalog.views.contains_key(n) && !if_exists {
+                        return Err(SqlError::new(
+                            ErrorKind::UndefinedTable,
+                            format!("view \"{n}\" does not exist"),
+                        ));
+                    }
+                }
+                for n in &names {
+                    catalog.views.remove(n);
+                }
             }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {

@@ -18,7 +18,7 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_LEDGER_CLOCK,
-    META_MEMBERSHIP, META_TABLE,
+    META_MEMBERSHIP, META_TABLE, META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -134,11 +134,15 @@ impl Coordinator {
         if committed.is_none() {
             commit_record.write(recovery.log_position)?;
         }
-        let catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
+        let mut catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
             Some(bytes) => bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
             None => Catalog::default(),
         };
+        if let Some(bytes) = first.get(meta, META_VIEWS).map_err(kv_error)? {
+            catalog.views = bincode::deserialize(&bytes)
+                .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
+        }
         let expiry = match first.table(LEDGER_EXPIRY_TABLE) {
             Some(t) => t,
             None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,

@@ -23,6 +23,8 @@ use crate::undo::UndoLog;
 
 pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
+/// The catalog's views (kept apart: see `Catalog::views`).
+pub(crate) const META_VIEWS: &[u8] = b"views";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
 pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
@@ -249,11 +251,12 @@ impl Executor {
 
     fn publish_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
         let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
+        let views =
+            bincode::serialize(&catalog.views).map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
-        self.shard(0)?
-            .engine
-            .put(meta, META_CATALOG, &bytes)
-            .map_err(kv_error)?;
+        let engine = &mut self.shard(0)?.engine;
+        engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
+        engine.put(meta, META_VIEWS, &views).map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
             *published = self.catalog.clone();

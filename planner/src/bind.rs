@@ -32,6 +32,9 @@ pub struct Binder<'a> {
     pub(crate) ctes: Vec<CommonTable>,
     /// While binding a select list or its ORDER BY: the window functions found.
     pub(crate) window: Option<WindowContext>,
+    /// The views whose queries are being bound, outermost first (a view reading itself
+    /// is refused).
+    pub(crate) expanding_views: Vec<String>,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -55,6 +58,7 @@ impl<'a> Binder<'a> {
             param_names,
             ctes: Vec::new(),
             window: None,
+            expanding_views: Vec::new(),
         }
     }
 }
@@ -192,6 +196,15 @@ pub(crate) fn output_name(item: &ast::Expr) -> String {
                 .to_string(),
         },
         ast::Expr::Nested(inner) => output_name(inner),
+        // A scalar subquery is named after its one column, as in PostgreSQL.
+        ast::Expr::Subquery(q) => match q.body.as_ref() {
+            ast::SetExpr::Select(s) => match s.projection.as_slice() {
+                [ast::SelectItem::UnnamedExpr(e)] => output_name(e),
+                [ast::SelectItem::ExprWithAlias { alias, .. }] => ident(alias),
+                _ => "?column?".into(),
+            },
+            _ => "?column?".into(),
+        },
         ast::Expr::Exists { .. } => "exists".into(),
         ast::Expr::Case { .. } => "case".into(),
         ast::Expr::Interval(_) => "interval".into(),
@@ -259,6 +272,19 @@ impl<'a> Binder<'a> {
                     _ => DdlPlan::DropIndexes { names, if_exists },
                 })
             }
+            S::Drop {
+                object_type: ast::ObjectType::View,
+                if_exists,
+                names,
+                ..
+            } => Plan::Ddl(DdlPlan::DropViews {
+                names: names
+                    .iter()
+                    .map(|n| object_name(n).map(|(_, n)| n))
+                    .collect::<SqlResult<_>>()?,
+                if_exists: *if_exists,
+            }),
+            S::CreateView(create) => self.create_view(create)?,
             S::Drop { object_type, .. } => {
                 return Err(SqlError::feature_not_supported(format!(
                     "DROP {object_type}"
@@ -416,6 +442,9 @@ impl<'a> Binder<'a> {
     pub(crate) fn user_table(&self, name: &str) -> SqlResult<Arc<TableDef>> {
         match self.catalog.table(name) {
             Some(t) => Ok(t.clone()),
+            None if self.catalog.views.contains_key(name) => Err(SqlError::feature_not_supported(
+                format!("writing to or altering view \"{name}\""),
+            )),
             None if SystemTable::lookup(None, name).is_some() => Err(SqlError::new(
                 ErrorKind::FeatureNotSupported,
                 format!("not supported yet: writing to system catalog \"{name}\""),

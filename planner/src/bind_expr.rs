@@ -1416,6 +1416,7 @@ impl Binder<'_> {
                     "pg_get_expr" => (Func::GetExpr, DataType::Text, 2..=3),
                     "pg_get_indexdef" => (Func::GetIndexDef, DataType::Text, 1..=3),
                     "pg_get_constraintdef" => (Func::GetConstraintDef, DataType::Text, 1..=2),
+                    "pg_get_viewdef" => (Func::GetViewDef, DataType::Text, 1..=2),
                     "pg_get_function_arguments" | "pg_get_function_identity_arguments" => {
                         (Func::GetFunctionArguments, DataType::Text, 1..=1)
                     }
@@ -1454,6 +1455,7 @@ impl Binder<'_> {
                         | Func::GetExpr
                         | Func::GetIndexDef
                         | Func::GetConstraintDef
+                        | Func::GetViewDef
                         | Func::GetFunctionArguments
                         | Func::TableSize
                         | Func::IndexesSize

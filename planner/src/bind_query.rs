@@ -15,7 +15,7 @@ use crate::system::SystemTable;
 
 /// A bound FROM item: its relation, its columns, whether it reads user tables, whether it
 /// is a lateral one.
-type FromItem = (Rel, Vec<ScopeColumn>, bool, bool);
+pub(crate) type FromItem = (Rel, Vec<ScopeColumn>, bool, bool);
 
 impl Binder<'_> {
     pub(crate) fn query(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
@@ -477,6 +477,11 @@ impl Binder<'_> {
                 let (schema, table_name) = object_name(name)?;
                 if schema.is_none() {
                     if let Some(found) = self.common_table_reference(&table_name, alias)? {
+                        return Ok(found);
+                    }
+                }
+                if matches!(schema.as_deref(), None | Some("public")) {
+                    if let Some(found) = self.view_reference(&table_name, alias)? {
                         return Ok(found);
                     }
                 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql::DataType;
+use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::expr::Expr;
 use crate::ledger::LedgerRole;
@@ -108,12 +108,59 @@ pub struct ProcedureDef {
     pub body: String,
 }
 
+/// A view: its query as written (bound afresh, against the catalog in force, wherever the
+/// view is read), its columns when it was created, and the tables it reads, which cannot be
+/// dropped or altered while it exists.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ViewDef {
+    pub id: u32,
+    pub name: String,
+    pub sql: String,
+    pub columns: Vec<(String, DataType)>,
+    pub tables: Vec<u32>,
+}
+
+impl ViewDef {
+    pub fn oid(&self) -> u32 {
+        FIRST_USER_OID + self.id
+    }
+
+    /// CREATE OR REPLACE VIEW keeps the old view's columns, in order, as PostgreSQL
+    /// requires; it may add columns at the end.
+    pub fn check_replacement(&self, new: &ViewDef) -> SqlResult<()> {
+        let refused =
+            |message: String| Err(SqlError::new(ErrorKind::InvalidTableDefinition, message));
+        if new.columns.len() < self.columns.len() {
+            return refused("cannot drop columns from view".into());
+        }
+        for ((old_name, old_ty), (new_name, new_ty)) in self.columns.iter().zip(&new.columns) {
+            if old_name != new_name {
+                return refused(format!(
+                    "cannot change name of view column \"{old_name}\" to \"{new_name}\""
+                ));
+            }
+            if old_ty != new_ty {
+                return refused(format!(
+                    "cannot change data type of view column \"{old_name}\" from {} to {}",
+                    old_ty.pg_name(),
+                    new_ty.pg_name()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Catalog {
     pub version: u64,
     pub tables: BTreeMap<String, Arc<TableDef>>,
     pub next_table_id: u32,
     pub procedures: BTreeMap<String, Arc<ProcedureDef>>,
+    /// Stored under a key of their own (the executor's `META_VIEWS`), so the catalog's
+    /// stored layout is what earlier builds wrote.
+    #[serde(skip)]
+    pub views: BTreeMap<String, Arc<ViewDef>>,
 }
 
 impl Catalog {
@@ -139,9 +186,15 @@ impl Catalog {
         self.tables.values().find(|t| t.ledger == Some(role))
     }
 
-    /// Whether any relation (table or index) is called `name`.
+    /// The views that read table `id`.
+    pub fn views_reading(&self, id: u32) -> impl Iterator<Item = &Arc<ViewDef>> {
+        self.views.values().filter(move |v| v.tables.contains(&id))
+    }
+
+    /// Whether any relation (table, view or index) is called `name`.
     pub fn relation_exists(&self, name: &str) -> bool {
         self.tables.contains_key(name)
+            || self.views.contains_key(name)
             || self.index(name).is_some()
             || self
                 .tables

@@ -164,6 +164,8 @@ pub enum Func {
     ToTimestamp,
     MakeDate,
     ToChar,
+    /// `pg_get_viewdef(view_oid [, pretty])`: the view's query as written.
+    GetViewDef,
 }
 
 impl Func {
@@ -1378,7 +1380,8 @@ fn eval_function(
         Func::GetIndexDef
         | Func::GetConstraintDef
         | Func::RegClassName
-        | Func::GetFunctionArguments => {
+        | Func::GetFunctionArguments
+        | Func::GetViewDef => {
             let Value::Int(oid) = arg(0) else {
                 return Ok(Value::Null);
             };

@@ -13,6 +13,7 @@ mod bind_call;
 mod bind_ddl;
 mod bind_expr;
 mod bind_query;
+mod bind_view;
 mod bind_window;
 mod bind_write;
 mod catalog;
@@ -25,7 +26,9 @@ mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
 pub use bind::{bind, catalog_with_table, Bound, DEFAULT_MARKER};
-pub use catalog::{Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, FIRST_USER_OID};
+pub use catalog::{
+    Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, ViewDef, FIRST_USER_OID,
+};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
     SubqueryKind, SubqueryRunner,

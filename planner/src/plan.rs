@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use sql::{DataType, PackedRows, Value};
 
-use crate::catalog::{ProcedureDef, TableDef, TableRef};
+use crate::catalog::{ProcedureDef, TableDef, TableRef, ViewDef};
 use crate::expr::{AggCall, Expr};
 use crate::system::SystemTable;
 
@@ -370,6 +370,14 @@ pub enum DdlPlan {
         table: TableRef,
         new: Box<TableDef>,
         rows: RowChange,
+    },
+    CreateView {
+        view: ViewDef,
+        or_replace: bool,
+    },
+    DropViews {
+        names: Vec<String>,
+        if_exists: bool,
     },
 }
 

@@ -451,6 +451,34 @@ impl SystemTable {
                         ));
                     }
                 }
+                for v in catalog.views.values() {
+                    rows.push(vec![
+                        int(v.oid()),
+                        text(&v.name),
+                        int(PUBLIC_NAMESPACE),
+                        int(0),
+                        int(0),
+                        int(OWNER_OID),
+                        int(0),
+                        int(0),
+                        int(0),
+                        Value::Float(-1.0),
+                        text("v"),
+                        text("p"),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(false),
+                        b(false),
+                        int(0),
+                        int(v.columns.len() as i64),
+                        null(),
+                        null(),
+                        text("n"),
+                        null(),
+                    ]);
+                }
             }
             PgNamespace => {
                 for (oid, name) in [
@@ -478,6 +506,34 @@ impl SystemTable {
                             int(c.ty.typmod()),
                             b(!c.nullable),
                             b(c.default.is_some()),
+                            b(false),
+                            text(""),
+                            text(""),
+                            int(collation),
+                            text("p"),
+                            int(0),
+                            text(""),
+                            int(-1),
+                            null(),
+                        ]);
+                    }
+                }
+                for v in catalog.views.values() {
+                    for (i, (name, ty)) in v.columns.iter().enumerate() {
+                        let collation = if ty.is_text_family() {
+                            DEFAULT_COLLATION
+                        } else {
+                            0
+                        };
+                        rows.push(vec![
+                            int(v.oid()),
+                            text(name),
+                            int(ty.oid()),
+                            int(ty.wire_size()),
+                            int(i as i64 + 1),
+                            int(ty.typmod()),
+                            b(false),
+                            b(false),
                             b(false),
                             text(""),
                             text(""),
@@ -680,6 +736,14 @@ impl SystemTable {
                         text("BASE TABLE"),
                     ]);
                 }
+                for v in catalog.views.values() {
+                    rows.push(vec![
+                        text("ledger"),
+                        text("public"),
+                        text(&v.name),
+                        text("VIEW"),
+                    ]);
+                }
             }
             InfoColumns => {
                 for t in catalog.tables.values() {
@@ -760,6 +824,9 @@ pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
     if let Some(t) = catalog.table(name) {
         return Some(t.oid());
     }
+    if let Some(v) = catalog.views.get(name) {
+        return Some(v.oid());
+    }
     catalog.tables.values().find_map(|t| {
         if t.has_primary_key() && pkey_name(t) == name {
             return Some(index_oid(t.oid()));
@@ -823,6 +890,13 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ");
         return Some(arguments);
+    }
+    if let Some(view) = catalog.views.values().find(|v| v.oid() == oid) {
+        return match func {
+            Func::RegClassName => Some(view.name.clone()),
+            Func::GetViewDef => Some(format!(" {};", view.sql)),
+            _ => None,
+        };
     }
     for t in catalog.tables.values() {
         let idx = index_oid(t.oid());

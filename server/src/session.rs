@@ -855,6 +855,8 @@ impl Session {
             DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
             DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",
             DdlPlan::AlterTable { .. } => "ALTER TABLE",
+            DdlPlan::CreateView { .. } => "CREATE VIEW",
+            DdlPlan::DropViews { .. } => "DROP VIEW",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

@@ -75,6 +75,11 @@ pub enum ErrorKind {
     DatetimeFieldOverflow,
     /// A savepoint name no savepoint has.
     InvalidSavepoint,
+    /// A view whose stored query no longer binds as it did.
+    InvalidObjectDefinition,
+    InvalidTableDefinition,
+    /// A table a view reads, dropped or altered.
+    DependentObjectsStillExist,
 }
 
 impl ErrorKind {
@@ -141,6 +146,9 @@ impl ErrorKind {
             InvalidArgumentForPowerFunction => "2201F",
             DatetimeFieldOverflow => "22008",
             InvalidSavepoint => "3B001",
+            InvalidObjectDefinition => "42P17",
+            InvalidTableDefinition => "42P16",
+            DependentObjectsStillExist => "2BP01",
         }
     }
 }

@@ -1,0 +1,139 @@
+//! Binding views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, and a view named in FROM, which
+//! binds the view's stored query afresh against the catalog in force (as a derived table
+//! that sees nothing of the query around it).
+
+use sql::ast;
+use sql::{ErrorKind, Parsed, SqlError, SqlResult};
+
+use crate::bind::*;
+use crate::bind_expr::ident;
+use crate::bind_query::FromItem;
+use crate::catalog::ViewDef;
+use crate::plan::*;
+use crate::scope::{Scope, ScopeColumn};
+
+impl Binder<'_> {
+    pub(crate) fn create_view(&mut self, create: &ast::CreateView) -> SqlResult<Plan> {
+        if create.materialized {
+            return Err(SqlError::feature_not_supported("materialized views"));
+        }
+        let (schema, name) = object_name(&create.name)?;
+        if schema.as_deref().is_some_and(|s| s != "public") {
+            return Err(SqlError::feature_not_supported(format!(
+                "schema \"{}\"",
+                schema.unwrap_or_default()
+            )));
+        }
+        let plan = self.query(&create.query, &Scope::default())?;
+        if !self.params.is_empty() {
+            return Err(SqlError::feature_not_supported("parameters in CREATE VIEW"));
+        }
+        if create.columns.len() > plan.columns.len() {
+            return Err(SqlError::syntax(
+                "CREATE VIEW specifies more column names than columns",
+            ));
+        }
+        let mut columns: Vec<(String, sql::DataType)> = plan
+            .columns
+            .iter()
+            .map(|c| (c.name.clone(), c.ty))
+            .collect();
+        for (column, given) in columns.iter_mut().zip(&create.columns) {
+            column.0 = ident(&given.name);
+        }
+        for (i, (n, _)) in columns.iter().enumerate() {
+            if columns[..i].iter().any(|(m, _)| m == n) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateColumn,
+                    format!("column \"{n}\" specified more than once"),
+                ));
+            }
+        }
+        let mut tables = Vec::new();
+        visit_read_tables(&plan.rel, &mut |t| {
+            if !tables.contains(&t.id) {
+                tables.push(t.id);
+            }
+        });
+        Ok(Plan::Ddl(DdlPlan::CreateView {
+            view: ViewDef {
+                id: 0,
+                name,
+                sql: create.query.to_string(),
+                columns,
+                tables,
+            },
+            or_replace: create.or_replace,
+        }))
+    }
+
+    /// A view named in FROM: its query, bound now, under the reference's alias.
+    pub(crate) fn view_reference(
+        &mut self,
+        name: &str,
+        alias: &Option<ast::TableAlias>,
+    ) -> SqlResult<Option<FromItem>> {
+        let Some(view) = self.catalog.views.get(name).cloned() else {
+            return Ok(None);
+        };
+        if self.expanding_views.iter().any(|v| v == name) {
+            return Err(SqlError::new(
+                ErrorKind::InvalidObjectDefinition,
+                format!("infinite recursion detected in rules for relation \"{name}\""),
+            ));
+        }
+        let query = view_query(&view)?;
+        // The view's query sees no WITH query and no column of the statement reading it.
+        let ctes = std::mem::take(&mut self.ctes);
+        self.expanding_views.push(name.to_string());
+        let bound = self.query(&query, &Scope::default());
+        self.expanding_views.pop();
+        self.ctes = ctes;
+        let plan = bound.map_err(|mut e| {
+            e.message = format!("in view \"{name}\": {}", e.message);
+            e
+        })?;
+        if plan.columns.len() < view.columns.len() {
+            return Err(SqlError::new(
+                ErrorKind::InvalidObjectDefinition,
+                format!("view \"{name}\" no longer has the columns it was created with"),
+            ));
+        }
+        let qualifier = alias
+            .as_ref()
+            .map_or_else(|| name.to_string(), |a| ident(&a.name));
+        let mut cols: Vec<ScopeColumn> = view
+            .columns
+            .iter()
+            .zip(&plan.columns)
+            .map(|((column, _), bound)| ScopeColumn {
+                qualifier: Some(qualifier.clone()),
+                name: column.clone(),
+                ty: bound.ty,
+                table_oid: view.oid(),
+                column_number: 0,
+            })
+            .collect();
+        rename_columns(&mut cols, alias)?;
+        let rel = Rel::CommonTable {
+            name: name.to_string(),
+            input: Box::new(plan.rel),
+            outer_len: 0,
+        };
+        Ok(Some((rel, cols, plan.reads_user_tables, false)))
+    }
+}
+
+/// A view's stored query, parsed.
+pub(crate) fn view_query(view: &ViewDef) -> SqlResult<Box<ast::Query>> {
+    let parsed = sql::parse(&view.sql)?;
+    if let Some(Parsed::Statement(statement)) = parsed.into_iter().next().map(|s| s.parsed) {
+        if let ast::Statement::Query(q) = *statement {
+            return Ok(q);
+        }
+    }
+    Err(SqlError::internal(format!(
+        "view \"{}\" holds no query",
+        view.name
+    )))
+}
