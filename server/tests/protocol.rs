@@ -642,7 +642,10 @@ async fn altered_tables_survive_kill9() {
         Some("1000 1001000 7000 1000")
     );
     // The views are back, from the checkpoint and from the log; one reads the rebuilt rows.
-    assert_eq!(scalar(&c, "select one from early").await.as_deref(), Some("1"));
+    assert_eq!(
+        scalar(&c, "select one from early").await.as_deref(),
+        Some("1")
+    );
     assert_eq!(
         scalar(&c, "select count(*) || ' ' || sum(twice) from rv")
             .await
