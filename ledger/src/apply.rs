@@ -449,11 +449,20 @@ impl Executor {
             WritePlan::Update(p) => {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
+                // Every new row is computed before any is written, so a subquery in SET
+                // (UPDATE ... FROM) reads the tables as the statement found them.
+                let new_rows: Vec<Row> = {
+                    let reader = self.reader(None, false);
+                    let env = reader.env(params, now_micros);
+                    targets
+                        .iter()
+                        .map(|t| assign(&table, &t.row, &p.assignments, &t.row, &env))
+                        .collect::<SqlResult<_>>()?
+                };
                 let env = EvalEnv::without_subqueries(params, now_micros);
-                for target in targets {
+                for (target, new) in targets.into_iter().zip(new_rows) {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
-                    let new = assign(&table, &old, &p.assignments, &old, &env)?;
                     self.replace_row(&table, &key, old_bytes, &new, &env, version)?;
                     affected += 1;
                     returning(p.returning.as_ref(), &new, &env, &mut out)?;

@@ -126,14 +126,16 @@ impl Binder<'_> {
 
 /// A view's stored query, parsed.
 pub(crate) fn view_query(view: &ViewDef) -> SqlResult<Box<ast::Query>> {
-    let parsed = sql::parse(&view.sql)?;
+    parse_query(&view.sql)
+}
+
+/// One query's text, parsed.
+pub(crate) fn parse_query(text: &str) -> SqlResult<Box<ast::Query>> {
+    let parsed = sql::parse(text)?;
     if let Some(Parsed::Statement(statement)) = parsed.into_iter().next().map(|s| s.parsed) {
         if let ast::Statement::Query(q) = *statement {
             return Ok(q);
         }
     }
-    Err(SqlError::internal(format!(
-        "view \"{}\" holds no query",
-        view.name
-    )))
+    Err(SqlError::internal(format!("not a query: {text}")))
 }

@@ -344,18 +344,37 @@ impl Binder<'_> {
     }
 
     pub(crate) fn update(&mut self, update: &ast::Update) -> SqlResult<Plan> {
-        if update.from.is_some() {
-            return Err(SqlError::feature_not_supported("UPDATE ... FROM"));
-        }
         let (table, alias) = self.single_table(&update.table)?;
         let scope = Scope {
             columns: table_scope(&table, &alias),
             outer_len: 0,
         };
-        let assignments = self.assignments(&table, &update.assignments, &scope)?;
+        let (set, selection) = match &update.from {
+            None => (update.assignments.clone(), update.selection.clone()),
+            Some(
+                ast::UpdateTableFromKind::AfterSet(from)
+                | ast::UpdateTableFromKind::BeforeSet(from),
+            ) => {
+                let values: Vec<&ast::Expr> = update.assignments.iter().map(|a| &a.value).collect();
+                let joined = JoinedWrite::new(&table, &alias, from, update.selection.as_ref());
+                self.check_joined_names(&joined, &values)?;
+                let set = update
+                    .assignments
+                    .iter()
+                    .map(|a| {
+                        Ok(ast::Assignment {
+                            target: a.target.clone(),
+                            value: joined.first_match(&a.value)?,
+                        })
+                    })
+                    .collect::<SqlResult<_>>()?;
+                (set, Some(joined.any_match()?))
+            }
+        };
+        let assignments = self.assignments(&table, &set, &scope)?;
         let assigned: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
         crate::ledger::check_update(&table, &assigned)?;
-        let (filter, access) = self.where_clause(&table, update.selection.as_ref(), &scope)?;
+        let (filter, access) = self.where_clause(&table, selection.as_ref(), &scope)?;
         let (returning, columns) = self.returning(&update.returning, &scope)?;
         let plan = WritePlan::Update(UpdatePlan {
             table: table.reference(),
@@ -386,7 +405,7 @@ impl Binder<'_> {
         let from = match &delete.from {
             ast::FromTable::WithFromKeyword(f) | ast::FromTable::WithoutKeyword(f) => f,
         };
-        if from.len() != 1 || delete.using.is_some() {
+        if from.len() != 1 {
             return Err(SqlError::feature_not_supported(
                 "DELETE from several tables",
             ));
@@ -397,7 +416,15 @@ impl Binder<'_> {
             columns: table_scope(&table, &alias),
             outer_len: 0,
         };
-        let (filter, access) = self.where_clause(&table, delete.selection.as_ref(), &scope)?;
+        let selection = match &delete.using {
+            None => delete.selection.clone(),
+            Some(using) => {
+                let joined = JoinedWrite::new(&table, &alias, using, delete.selection.as_ref());
+                self.check_joined_names(&joined, &[])?;
+                Some(joined.any_match()?)
+            }
+        };
+        let (filter, access) = self.where_clause(&table, selection.as_ref(), &scope)?;
         let (returning, columns) = self.returning(&delete.returning, &scope)?;
         let plan = WritePlan::Delete(DeletePlan {
             table: table.reference(),
@@ -408,7 +435,91 @@ impl Binder<'_> {
         Ok(Plan::Write(Arc::new(plan), columns))
     }
 
+    /// PostgreSQL resolves the names of an UPDATE ... FROM or DELETE ... USING over the
+    /// target joined with the other tables: a name both have is ambiguous, one neither has
+    /// unknown. The rewrite into subqueries would prefer the other tables' column instead,
+    /// so the statement is bound once as that join first, and only for its errors.
+    fn check_joined_names(&mut self, joined: &JoinedWrite, values: &[&ast::Expr]) -> SqlResult<()> {
+        let mut items: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        items.push(
+            joined
+                .selection
+                .as_ref()
+                .map_or_else(|| "true".to_string(), |w| w.to_string()),
+        );
+        let text = format!(
+            "SELECT {} FROM {} AS {}, {}",
+            items.join(", "),
+            quoted(&joined.table),
+            quoted(&joined.alias),
+            joined.from
+        );
+        let query = crate::bind_view::parse_query(&text)?;
+        self.query(&query, &Scope::default()).map(|_| ())
+    }
+
     // ----- schema -----
+}
+
+/// An UPDATE with FROM or a DELETE with USING, rewritten over the target's row: a value
+/// comes from the first joined row that passes the WHERE (PostgreSQL takes an unspecified
+/// one), and a row is written when any does. Each becomes a correlated subquery, evaluated
+/// per target row (a nested loop).
+struct JoinedWrite {
+    table: String,
+    alias: String,
+    from: String,
+    selection: Option<ast::Expr>,
+}
+
+impl JoinedWrite {
+    fn new(
+        table: &TableDef,
+        alias: &str,
+        from: &[ast::TableWithJoins],
+        selection: Option<&ast::Expr>,
+    ) -> JoinedWrite {
+        JoinedWrite {
+            table: table.name.clone(),
+            alias: alias.to_string(),
+            from: from
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            selection: selection.cloned(),
+        }
+    }
+
+    fn where_text(&self) -> String {
+        self.selection
+            .as_ref()
+            .map(|w| format!(" WHERE {w}"))
+            .unwrap_or_default()
+    }
+
+    /// `(SELECT value FROM ... WHERE ... LIMIT 1)`.
+    fn first_match(&self, value: &ast::Expr) -> SqlResult<ast::Expr> {
+        let text = format!(
+            "SELECT {value} FROM {}{} LIMIT 1",
+            self.from,
+            self.where_text()
+        );
+        Ok(ast::Expr::Subquery(crate::bind_view::parse_query(&text)?))
+    }
+
+    /// `EXISTS (SELECT 1 FROM ... WHERE ...)`.
+    fn any_match(&self) -> SqlResult<ast::Expr> {
+        let text = format!("SELECT 1 FROM {}{}", self.from, self.where_text());
+        Ok(ast::Expr::Exists {
+            subquery: crate::bind_view::parse_query(&text)?,
+            negated: false,
+        })
+    }
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 #[cfg(test)]

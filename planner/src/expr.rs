@@ -522,7 +522,7 @@ impl Expr {
             } => *self = Expr::Literal(Value::TimestampTz(now_micros), *ty),
             Expr::Subquery { .. } | Expr::InSubquery { .. } => {
                 return Err(SqlError::feature_not_supported(
-                    "subqueries in a write that is applied later",
+                    "subqueries in UPDATE or DELETE (also UPDATE ... FROM, DELETE ... USING) inside a transaction block",
                 ))
             }
             _ => {
