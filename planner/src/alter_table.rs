@@ -289,14 +289,10 @@ impl Binder<'_> {
         };
         let mut checks = Vec::new();
         for option in &c.options {
+            if self.nullability_or_default(&mut def, &option.option)? {
+                continue;
+            }
             match &option.option {
-                ast::ColumnOption::Null => def.nullable = true,
-                ast::ColumnOption::NotNull => def.nullable = false,
-                ast::ColumnOption::Default(e) => {
-                    let b = self.expr(e, &Scope::default(), Some(ty))?;
-                    def.default = Some(self.assign(b, ty)?);
-                    def.default_sql = Some(e.to_string());
-                }
                 ast::ColumnOption::Check(check) => {
                     checks.push((option.name.as_ref().map(ident), (*check.expr).clone()))
                 }

@@ -62,14 +62,10 @@ impl Binder<'_> {
                 default_sql: None,
             };
             for option in &c.options {
+                if self.nullability_or_default(&mut def, &option.option)? {
+                    continue;
+                }
                 match &option.option {
-                    ast::ColumnOption::Null => def.nullable = true,
-                    ast::ColumnOption::NotNull => def.nullable = false,
-                    ast::ColumnOption::Default(e) => {
-                        let b = self.expr(e, &Scope::default(), Some(ty))?;
-                        def.default = Some(self.assign(b, ty)?);
-                        def.default_sql = Some(e.to_string());
-                    }
                     ast::ColumnOption::PrimaryKey(_) => {
                         if !primary_key.is_empty() {
                             return Err(SqlError::new(
@@ -216,6 +212,26 @@ impl Binder<'_> {
         }))
     }
 
+    /// A column's NULL, NOT NULL or DEFAULT option, applied to `def`; false for any other
+    /// option (left to the caller).
+    pub(crate) fn nullability_or_default(
+        &mut self,
+        def: &mut ColumnDef,
+        option: &ast::ColumnOption,
+    ) -> SqlResult<bool> {
+        match option {
+            ast::ColumnOption::Null => def.nullable = true,
+            ast::ColumnOption::NotNull => def.nullable = false,
+            ast::ColumnOption::Default(e) => {
+                let b = self.expr(e, &Scope::default(), Some(def.ty))?;
+                def.default = Some(self.assign(b, def.ty)?);
+                def.default_sql = Some(e.to_string());
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
     pub(crate) fn create_index(&mut self, index: &ast::CreateIndex) -> SqlResult<Plan> {
         if index.predicate.is_some() {
             return Err(SqlError::feature_not_supported("partial indexes"));
@@ -323,18 +339,7 @@ impl Binder<'_> {
             } => {
                 let (_, name) = object_name(table_name)?;
                 let table = self.user_table(&name)?;
-                let positions: Vec<usize> = if columns.is_empty() {
-                    (0..table.columns.len()).collect()
-                } else {
-                    columns
-                        .iter()
-                        .map(|c| {
-                            table
-                                .column_index(&ident(c))
-                                .ok_or_else(|| SqlError::undefined_column(&ident(c)))
-                        })
-                        .collect::<SqlResult<_>>()?
-                };
+                let positions = copy_columns(&table, columns)?;
                 let columns = positions
                     .iter()
                     .map(|&i| OutputColumn::computed(&table.columns[i].name, table.columns[i].ty))
@@ -378,18 +383,7 @@ impl Binder<'_> {
         };
         let (_, name) = object_name(table_name)?;
         let table = self.user_table(&name)?;
-        let columns: Vec<usize> = if columns.is_empty() {
-            (0..table.columns.len()).collect()
-        } else {
-            columns
-                .iter()
-                .map(|c| {
-                    table
-                        .column_index(&ident(c))
-                        .ok_or_else(|| SqlError::undefined_column(&ident(c)))
-                })
-                .collect::<SqlResult<_>>()?
-        };
+        let columns = copy_columns(&table, columns)?;
         crate::ledger::check_insert(&table, &columns, false)?;
         let format = copy_format(options, legacy)?;
         Ok(Plan::CopyFrom(CopyPlan {
@@ -398,6 +392,21 @@ impl Binder<'_> {
             format,
         }))
     }
+}
+
+/// The positions of a COPY's column list (every column when it has none).
+fn copy_columns(table: &TableDef, columns: &[ast::Ident]) -> SqlResult<Vec<usize>> {
+    if columns.is_empty() {
+        return Ok((0..table.columns.len()).collect());
+    }
+    columns
+        .iter()
+        .map(|c| {
+            table
+                .column_index(&ident(c))
+                .ok_or_else(|| SqlError::undefined_column(&ident(c)))
+        })
+        .collect()
 }
 
 /// COPY's options: FORMAT text|csv, DELIMITER, NULL, HEADER (FREEZE and ENCODING are

@@ -937,15 +937,7 @@ impl Binder<'_> {
         };
         for side in [&l, &r] {
             if !side.ty().is_numeric_family() && side.ty() != DataType::Unknown {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedFunction,
-                    format!(
-                        "operator does not exist: {} {} {}",
-                        l.ty().pg_name(),
-                        op.symbol(),
-                        r.ty().pg_name()
-                    ),
-                ));
+                return Err(no_operator(l.ty(), op, r.ty()));
             }
         }
         let ty = arithmetic_type(l.ty(), r.ty());
@@ -1006,17 +998,7 @@ impl Binder<'_> {
             (Interval, BinaryOp::Add | BinaryOp::Sub, Interval) => Interval,
             (Interval, BinaryOp::Mul | BinaryOp::Div, t) if t.is_numeric_family() => Interval,
             (t, BinaryOp::Mul, Interval) if t.is_numeric_family() => Interval,
-            (a, _, b) => {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedFunction,
-                    format!(
-                        "operator does not exist: {} {} {}",
-                        a.pg_name(),
-                        op.symbol(),
-                        b.pg_name()
-                    ),
-                ))
-            }
+            (a, _, b) => return Err(no_operator(a, op, b)),
         };
         Ok(Expr::Binary {
             op,
@@ -1738,7 +1720,12 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
     if a == DataType::Unknown || b == DataType::Unknown || family(a) == family(b) {
         return Ok(());
     }
-    Err(SqlError::new(
+    Err(no_operator(a, op, b))
+}
+
+/// 42883 for an operator no operand types of this kind have.
+fn no_operator(a: DataType, op: BinaryOp, b: DataType) -> SqlError {
+    SqlError::new(
         ErrorKind::UndefinedFunction,
         format!(
             "operator does not exist: {} {} {}",
@@ -1746,7 +1733,7 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
             op.symbol(),
             b.pg_name()
         ),
-    ))
+    )
 }
 
 fn is_temporal(ty: DataType) -> bool {

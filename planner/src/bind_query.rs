@@ -89,18 +89,7 @@ impl Binder<'_> {
         let qualifier = alias
             .as_ref()
             .map_or_else(|| name.to_string(), |a| ident(&a.name));
-        let mut cols: Vec<ScopeColumn> = cte
-            .plan
-            .columns
-            .iter()
-            .map(|c| ScopeColumn {
-                qualifier: Some(qualifier.clone()),
-                name: c.name.clone(),
-                ty: c.ty,
-                table_oid: c.table_oid,
-                column_number: c.column_number,
-            })
-            .collect();
+        let mut cols = scope_columns(&cte.plan.columns, Some(qualifier));
         rename_columns(&mut cols, alias)?;
         let rel = Rel::CommonTable {
             name: name.to_string(),
@@ -544,17 +533,7 @@ impl Binder<'_> {
                 };
                 let plan = self.query(subquery, &sub_outer)?;
                 let alias_name = alias.as_ref().map(|a| ident(&a.name));
-                let mut cols: Vec<ScopeColumn> = plan
-                    .columns
-                    .iter()
-                    .map(|c| ScopeColumn {
-                        qualifier: alias_name.clone(),
-                        name: c.name.clone(),
-                        ty: c.ty,
-                        table_oid: c.table_oid,
-                        column_number: c.column_number,
-                    })
-                    .collect();
+                let mut cols = scope_columns(&plan.columns, alias_name);
                 rename_columns(&mut cols, alias)?;
                 Ok((
                     plan.rel,
@@ -861,8 +840,6 @@ impl Binder<'_> {
             None => None,
         };
         self.window = window;
-        // ORDER BY keys: an output position, an output name, or an expression over the input
-        // (computed as a hidden extra column).
         let visible = exprs.len();
         // ORDER BY and DISTINCT ON keys: an output position, an output name, or an
         // expression over the input, computed as a hidden extra column (one per distinct
@@ -1029,6 +1006,20 @@ impl Binder<'_> {
     }
 
     // ----- writes -----
+}
+
+/// A query's output columns as the columns of a FROM item named `qualifier`.
+fn scope_columns(columns: &[OutputColumn], qualifier: Option<String>) -> Vec<ScopeColumn> {
+    columns
+        .iter()
+        .map(|c| ScopeColumn {
+            qualifier: qualifier.clone(),
+            name: c.name.clone(),
+            ty: c.ty,
+            table_oid: c.table_oid,
+            column_number: c.column_number,
+        })
+        .collect()
 }
 
 /// The one column of a set-returning function in FROM: named by the alias's first column,

@@ -713,17 +713,7 @@ impl Expr {
                 if v.is_null() || p.is_null() {
                     return Ok(Value::Null);
                 }
-                let pattern = text_of(&p);
-                let re = regex::RegexBuilder::new(&pattern)
-                    .case_insensitive(*case_insensitive)
-                    .size_limit(1 << 20)
-                    .build()
-                    .map_err(|e| {
-                        SqlError::new(
-                            ErrorKind::InvalidRegularExpression,
-                            format!("invalid regular expression: {e}"),
-                        )
-                    })?;
+                let re = compile_regex(&text_of(&p), *case_insensitive)?;
                 Value::Bool(re.is_match(&text_of(&v)) != *negated)
             }
             Expr::AnyArray {
@@ -819,6 +809,20 @@ fn bool_expected(v: &Value) -> SqlError {
 
 fn int_overflow() -> SqlError {
     SqlError::numeric_out_of_range("bigint out of range")
+}
+
+/// A regular expression from SQL (`~`, `regexp_replace`), with a bound on its size.
+pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> SqlResult<regex::Regex> {
+    regex::RegexBuilder::new(pattern)
+        .case_insensitive(case_insensitive)
+        .size_limit(1 << 20)
+        .build()
+        .map_err(|e| {
+            SqlError::new(
+                ErrorKind::InvalidRegularExpression,
+                format!("invalid regular expression: {e}"),
+            )
+        })
 }
 
 fn text_of(v: &Value) -> String {

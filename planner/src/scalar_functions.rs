@@ -9,7 +9,7 @@ use chrono::{DateTime, Datelike, NaiveDate, Timelike};
 use md5::{Digest, Md5};
 use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
-use crate::expr::{arithmetic, BinaryOp, Func};
+use crate::expr::{arithmetic, compile_regex, BinaryOp, Func};
 
 /// What a call binds to: the function, its result type, and the type each argument is given
 /// when it is untyped.
@@ -465,16 +465,7 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
                     "invalid regular expression option: \"{bad}\""
                 )));
             }
-            let re = regex::RegexBuilder::new(&text(&arg(1)))
-                .case_insensitive(flags.contains('i'))
-                .size_limit(1 << 20)
-                .build()
-                .map_err(|e| {
-                    SqlError::new(
-                        ErrorKind::InvalidRegularExpression,
-                        format!("invalid regular expression: {e}"),
-                    )
-                })?;
+            let re = compile_regex(&text(&arg(1)), flags.contains('i'))?;
             let replacement = replacement_template(&text(&arg(2)));
             let s = text(&arg(0));
             Value::Text(if flags.contains('g') {

@@ -492,58 +492,20 @@ impl SystemTable {
             PgAttribute => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
-                        let collation = if c.ty.is_text_family() {
-                            DEFAULT_COLLATION
-                        } else {
-                            0
-                        };
-                        rows.push(vec![
-                            int(t.oid()),
-                            text(&c.name),
-                            int(c.ty.oid()),
-                            int(c.ty.wire_size()),
-                            int(i as i64 + 1),
-                            int(c.ty.typmod()),
-                            b(!c.nullable),
-                            b(c.default.is_some()),
-                            b(false),
-                            text(""),
-                            text(""),
-                            int(collation),
-                            text("p"),
-                            int(0),
-                            text(""),
-                            int(-1),
-                            null(),
-                        ]);
+                        let defaulted = c.default.is_some();
+                        rows.push(attribute_row(
+                            t.oid(),
+                            &c.name,
+                            c.ty,
+                            i,
+                            !c.nullable,
+                            defaulted,
+                        ));
                     }
                 }
                 for v in catalog.views.values() {
                     for (i, (name, ty)) in v.columns.iter().enumerate() {
-                        let collation = if ty.is_text_family() {
-                            DEFAULT_COLLATION
-                        } else {
-                            0
-                        };
-                        rows.push(vec![
-                            int(v.oid()),
-                            text(name),
-                            int(ty.oid()),
-                            int(ty.wire_size()),
-                            int(i as i64 + 1),
-                            int(ty.typmod()),
-                            b(false),
-                            b(false),
-                            b(false),
-                            text(""),
-                            text(""),
-                            int(collation),
-                            text("p"),
-                            int(0),
-                            text(""),
-                            int(-1),
-                            null(),
-                        ]);
+                        rows.push(attribute_row(v.oid(), name, *ty, i, false, false));
                     }
                 }
             }
@@ -877,6 +839,41 @@ pub fn procedure_oid(name: &str) -> u32 {
 /// What the catalog-describing functions return for an OID: a relation's name
 /// (`::regclass`), an index's definition, a constraint's definition, a procedure's
 /// arguments.
+/// A `pg_attribute` row: column `position` (0-based) of relation `oid`.
+fn attribute_row(
+    oid: u32,
+    name: &str,
+    ty: DataType,
+    position: usize,
+    not_null: bool,
+    has_default: bool,
+) -> Vec<Value> {
+    let collation = if ty.is_text_family() {
+        DEFAULT_COLLATION
+    } else {
+        0
+    };
+    vec![
+        int(oid),
+        text(name),
+        int(ty.oid()),
+        int(ty.wire_size()),
+        int(position as i64 + 1),
+        int(ty.typmod()),
+        Value::Bool(not_null),
+        Value::Bool(has_default),
+        Value::Bool(false),
+        text(""),
+        text(""),
+        int(collation),
+        text("p"),
+        int(0),
+        text(""),
+        int(-1),
+        Value::Null,
+    ]
+}
+
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
     if func == Func::GetFunctionArguments {
         let procedure = catalog

@@ -15,9 +15,9 @@ use planner::{
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+use tokio::sync::oneshot;
 
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
-use tokio::sync::oneshot;
 
 /// What the whole server shares with every session.
 pub struct Shared {
