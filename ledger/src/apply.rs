@@ -13,6 +13,7 @@ use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
 use crate::executor::Executor;
+use crate::partition::Shard;
 use crate::row::{encode_key, row_key, Row};
 
 fn row_text(row: &[Value], table: &TableDef) -> String {
@@ -23,33 +24,90 @@ fn row_text(row: &[Value], table: &TableDef) -> String {
         .join(", ")
 }
 
-/// NOT NULL and CHECK constraints of one row.
-fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
+/// A constraint a row breaks.
+enum Violation<'t> {
+    NotNull(&'t str),
+    Check(&'t str),
+}
+
+/// The first NOT NULL or CHECK constraint of `table` that `row` breaks.
+fn violation<'t>(
+    table: &'t TableDef,
+    row: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Option<Violation<'t>>> {
     for (i, c) in table.columns.iter().enumerate() {
         if !c.nullable && row[i].is_null() {
-            return Err(SqlError::new(
-                ErrorKind::NotNullViolation,
-                format!(
-                    "null value in column \"{}\" of relation \"{}\" violates not-null constraint",
-                    c.name, table.name
-                ),
-            )
-            .with_detail(format!("Failing row contains ({}).", row_text(row, table))));
+            return Ok(Some(Violation::NotNull(&c.name)));
         }
     }
     for check in &table.checks {
         if let Value::Bool(false) = check.expr.eval(row, env)? {
-            return Err(SqlError::new(
-                ErrorKind::CheckViolation,
-                format!(
-                    "new row for relation \"{}\" violates check constraint \"{}\"",
-                    table.name, check.name
-                ),
-            )
-            .with_detail(format!("Failing row contains ({}).", row_text(row, table))));
+            return Ok(Some(Violation::Check(&check.name)));
         }
     }
+    Ok(None)
+}
+
+/// NOT NULL and CHECK constraints of one row a statement writes.
+fn check_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
+    let error = match violation(table, row, env)? {
+        None => return Ok(()),
+        Some(Violation::NotNull(column)) => SqlError::new(
+            ErrorKind::NotNullViolation,
+            format!(
+                "null value in column \"{column}\" of relation \"{}\" violates not-null constraint",
+                table.name
+            ),
+        ),
+        Some(Violation::Check(check)) => SqlError::new(
+            ErrorKind::CheckViolation,
+            format!(
+                "new row for relation \"{}\" violates check constraint \"{check}\"",
+                table.name
+            ),
+        ),
+    };
+    Err(error.with_detail(format!("Failing row contains ({}).", row_text(row, table))))
+}
+
+/// DROP of catalog entries by name: every name must exist (unless IF EXISTS) before any
+/// goes.
+fn drop_named<T>(
+    entries: &mut std::collections::BTreeMap<String, T>,
+    names: &[String],
+    if_exists: bool,
+    missing: impl Fn(&str) -> SqlError,
+) -> SqlResult<()> {
+    if let Some(n) = names
+        .iter()
+        .find(|n| !entries.contains_key(*n) && !if_exists)
+    {
+        return Err(missing(n));
+    }
+    for n in names {
+        entries.remove(n);
+    }
     Ok(())
+}
+
+/// Every row a partition holds of relation `id`, with its storage key.
+fn stored_rows(shard: &mut Shard, id: u32) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+    let handle = shard.handle(id)?;
+    shard
+        .engine
+        .range(
+            handle,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            kv::Direction::Forward,
+        )
+        .map_err(kv_error)?
+        .map(|item| {
+            let (key, bytes) = item.map_err(kv_error)?;
+            Ok((key, crate::row::decode_row(&bytes)?.1))
+        })
+        .collect()
 }
 
 /// A table a view reads can be neither dropped nor altered (PostgreSQL would need CASCADE,
@@ -74,29 +132,23 @@ fn refuse_if_viewed(catalog: &Catalog, table: &TableDef, what: &str) -> SqlResul
 /// A stored row against a table's altered definition, failing as PostgreSQL's ALTER TABLE
 /// does: a column that must not be NULL, a CHECK some row breaks.
 fn check_altered_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
-    for (i, c) in table.columns.iter().enumerate() {
-        if !c.nullable && row[i].is_null() {
-            return Err(SqlError::new(
-                ErrorKind::NotNullViolation,
-                format!(
-                    "column \"{}\" of relation \"{}\" contains null values",
-                    c.name, table.name
-                ),
-            ));
-        }
+    match violation(table, row, env)? {
+        None => Ok(()),
+        Some(Violation::NotNull(column)) => Err(SqlError::new(
+            ErrorKind::NotNullViolation,
+            format!(
+                "column \"{column}\" of relation \"{}\" contains null values",
+                table.name
+            ),
+        )),
+        Some(Violation::Check(check)) => Err(SqlError::new(
+            ErrorKind::CheckViolation,
+            format!(
+                "check constraint \"{check}\" of relation \"{}\" is violated by some row",
+                table.name
+            ),
+        )),
     }
-    for check in &table.checks {
-        if let Value::Bool(false) = check.expr.eval(row, env)? {
-            return Err(SqlError::new(
-                ErrorKind::CheckViolation,
-                format!(
-                    "check constraint \"{}\" of relation \"{}\" is violated by some row",
-                    check.name, table.name
-                ),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// A row's stored form, rebuilt from the version and values a scan returned (it equals the
@@ -786,17 +838,12 @@ impl Executor {
                     .insert(procedure.name.clone(), Arc::new(procedure));
             }
             DdlPlan::DropProcedures { names, if_exists } => {
-                for n in &names {
-                    if !catalog.procedures.contains_key(n) && !if_exists {
-                        return Err(SqlError::new(
-                            ErrorKind::UndefinedFunction,
-                            format!("procedure {n} does not exist"),
-                        ));
-                    }
-                }
-                for n in &names {
-                    catalog.procedures.remove(n);
-                }
+                drop_named(&mut catalog.procedures, &names, if_exists, |n| {
+                    SqlError::new(
+                        ErrorKind::UndefinedFunction,
+                        format!("procedure {n} does not exist"),
+                    )
+                })?;
             }
             DdlPlan::AlterTable { table, new, rows } => {
                 let old = self.resolve(&table)?;
@@ -867,17 +914,12 @@ impl Executor {
                 catalog.views.insert(view.name.clone(), Arc::new(view));
             }
             DdlPlan::DropViews { names, if_exists } => {
-                for n in &names {
-                    if !catalog.views.contains_key(n) && !if_exists {
-                        return Err(SqlError::new(
-                            ErrorKind::UndefinedTable,
-                            format!("view \"{n}\" does not exist"),
-                        ));
-                    }
-                }
-                for n in &names {
-                    catalog.views.remove(n);
-                }
+                drop_named(&mut catalog.views, &names, if_exists, |n| {
+                    SqlError::new(
+                        ErrorKind::UndefinedTable,
+                        format!("view \"{n}\" does not exist"),
+                    )
+                })?;
             }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {
@@ -992,21 +1034,7 @@ impl Executor {
         self.holds_every_shard()?;
         let mut out = Vec::new();
         for index in 0..self.partitions() {
-            let shard = self.shard(index)?;
-            let handle = shard.handle(table.id)?;
-            let rows = shard
-                .engine
-                .range(
-                    handle,
-                    std::ops::Bound::Unbounded,
-                    std::ops::Bound::Unbounded,
-                    kv::Direction::Forward,
-                )
-                .map_err(kv_error)?;
-            for item in rows {
-                let (key, bytes) = item.map_err(kv_error)?;
-                out.push((key, crate::row::decode_row(&bytes)?.1));
-            }
+            out.extend(stored_rows(self.shard(index)?, table.id)?);
         }
         Ok(out)
     }
@@ -1077,21 +1105,7 @@ impl Executor {
         let result = (|| -> SqlResult<()> {
             for index in 0..self.partitions() {
                 let shard = self.shard(index)?;
-                let source_handle = shard.handle(source.id)?;
-                let rows: Vec<(Vec<u8>, Row)> = shard
-                    .engine
-                    .range(
-                        source_handle,
-                        std::ops::Bound::Unbounded,
-                        std::ops::Bound::Unbounded,
-                        kv::Direction::Forward,
-                    )
-                    .map_err(kv_error)?
-                    .map(|item| {
-                        let (key, bytes) = item.map_err(kv_error)?;
-                        Ok((key, crate::row::decode_row(&bytes)?.1))
-                    })
-                    .collect::<SqlResult<_>>()?;
+                let rows = stored_rows(shard, source.id)?;
                 let target = shard.engine.create_table(name).map_err(kv_error)?;
                 created.push(target);
                 for (row_key, row) in &rows {

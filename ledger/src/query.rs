@@ -629,15 +629,13 @@ impl<'a> Reader<'a> {
                 out
             }
             Rel::DistinctOn { input, columns } => {
-                let key = |row: &Row| RowKey(columns.iter().map(|&c| row[c].clone()).collect());
-                let mut out: Vec<Row> = Vec::new();
-                for row in self.rows(input, outer, env)? {
-                    let same = out.last().is_some_and(|last| key(last) == key(&row));
-                    if !same {
-                        out.push(row);
-                    }
-                }
-                out
+                let mut rows = self.rows(input, outer, env)?;
+                rows.dedup_by(|row, kept| {
+                    columns
+                        .iter()
+                        .all(|&c| row[c].sort_cmp(&kept[c]) == Ordering::Equal)
+                });
+                rows
             }
             Rel::Union { left, right, all } => {
                 let mut rows = self.rows(left, outer, env)?;

@@ -4,6 +4,7 @@
 //! `first_value`-style functions from its frame). The output is the input rows, each
 //! followed by one value per call, in the order of the last call's sort.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use planner::{AggCall, EvalEnv, FrameBound, WindowCall, WindowFrame, WindowFunc};
@@ -18,46 +19,42 @@ pub(crate) fn window_rows(
     outer: &[Value],
     env: &EvalEnv<'_>,
 ) -> SqlResult<Vec<Row>> {
-    let full: Vec<Row> = rows.iter().map(|r| joined(outer, r).into_owned()).collect();
     let mut values: Vec<Vec<Value>> = vec![Vec::with_capacity(calls.len()); rows.len()];
     let mut order: Vec<usize> = (0..rows.len()).collect();
-    for call in calls {
-        let eval = |exprs: &[planner::Expr], row: &Row| -> SqlResult<Vec<Value>> {
-            exprs.iter().map(|e| e.eval(row, env)).collect()
-        };
-        let partitions = full
-            .iter()
-            .map(|r| eval(&call.partition_by, r).map(RowKey))
-            .collect::<SqlResult<Vec<_>>>()?;
-        let order_exprs: Vec<planner::Expr> =
-            call.order_by.iter().map(|k| k.expr.clone()).collect();
-        let keys = full
-            .iter()
-            .map(|r| eval(&order_exprs, r))
-            .collect::<SqlResult<Vec<_>>>()?;
-        order = (0..rows.len()).collect();
-        order.sort_by(|&a, &b| {
-            partitions[a]
-                .cmp(&partitions[b])
-                .then_with(|| compare_keys(&keys[a], &keys[b], &call.order_by))
-        });
-        let mut start = 0;
-        while start < order.len() {
-            let mut end = start + 1;
-            while end < order.len() && partitions[order[end]] == partitions[order[start]] {
-                end += 1;
+    // The input rows with the outer row before each, as expressions see them.
+    {
+        let full: Vec<Cow<'_, [Value]>> = rows.iter().map(|r| joined(outer, r)).collect();
+        for call in calls {
+            let partitions = full
+                .iter()
+                .map(|r| {
+                    let values = call.partition_by.iter().map(|e| e.eval(r, env));
+                    values.collect::<SqlResult<_>>().map(RowKey)
+                })
+                .collect::<SqlResult<Vec<_>>>()?;
+            let keys = full
+                .iter()
+                .map(|r| call.order_by.iter().map(|k| k.expr.eval(r, env)).collect())
+                .collect::<SqlResult<Vec<Vec<Value>>>>()?;
+            // Each call sorts the rows afresh (stable, from their input order).
+            order = (0..rows.len()).collect();
+            order.sort_by(|&a, &b| {
+                partitions[a]
+                    .cmp(&partitions[b])
+                    .then_with(|| compare_keys(&keys[a], &keys[b], &call.order_by))
+            });
+            for rows in order.chunk_by(|&a, &b| partitions[a] == partitions[b]) {
+                let partition = Partition {
+                    rows,
+                    full: &full,
+                    keys: &keys,
+                    call,
+                    env,
+                };
+                for (row, value) in rows.iter().zip(partition.values()?) {
+                    values[*row].push(value);
+                }
             }
-            let partition = Partition {
-                rows: &order[start..end],
-                full: &full,
-                keys: &keys,
-                call,
-                env,
-            };
-            for (row, value) in partition.rows.iter().zip(partition.values()?) {
-                values[*row].push(value);
-            }
-            start = end;
         }
     }
     let mut rows: Vec<Option<Row>> = rows.into_iter().map(Some).collect();
@@ -74,7 +71,7 @@ pub(crate) fn window_rows(
 /// One partition of one call: its rows (indexes into `full`, in window order).
 struct Partition<'a> {
     rows: &'a [usize],
-    full: &'a [Row],
+    full: &'a [Cow<'a, [Value]>],
     keys: &'a [Vec<Value>],
     call: &'a WindowCall,
     env: &'a EvalEnv<'a>,
@@ -102,22 +99,13 @@ impl Partition<'_> {
     /// For each position, where its peers (rows equal under ORDER BY; all rows without
     /// one) start and end.
     fn peers(&self) -> Vec<(usize, usize)> {
-        let n = self.rows.len();
-        let mut out = vec![(0, 0); n];
-        let mut start = 0;
-        while start < n {
-            let mut end = start + 1;
-            while end < n
-                && compare_keys(
-                    &self.keys[self.rows[start]],
-                    &self.keys[self.rows[end]],
-                    &self.call.order_by,
-                ) == Ordering::Equal
-            {
-                end += 1;
-            }
-            out[start..end].fill((start, end));
-            start = end;
+        let mut out = Vec::with_capacity(self.rows.len());
+        let same = |&a: &usize, &b: &usize| {
+            compare_keys(&self.keys[a], &self.keys[b], &self.call.order_by) == Ordering::Equal
+        };
+        for run in self.rows.chunk_by(same) {
+            let start = out.len();
+            out.extend(std::iter::repeat_n((start, start + run.len()), run.len()));
         }
         out
     }

@@ -38,14 +38,18 @@ impl TableChange {
         })
     }
 
-    fn rows(self) -> (TableDef, RowChange) {
-        let unchanged = self.sources.len() == self.old_width
+    /// Whether every column still comes, in place, from the stored row.
+    fn rows_unchanged(&self) -> bool {
+        self.sources.len() == self.old_width
             && self
                 .sources
                 .iter()
                 .enumerate()
-                .all(|(i, s)| matches!(s, ColumnSource::Old(j) if *j == i));
-        let rows = match (unchanged, self.validate) {
+                .all(|(i, s)| matches!(s, ColumnSource::Old(j) if *j == i))
+    }
+
+    fn rows(self) -> (TableDef, RowChange) {
+        let rows = match (self.rows_unchanged(), self.validate) {
             (false, _) => RowChange::Rebuild(self.sources),
             (true, true) => RowChange::Validate,
             (true, false) => RowChange::None,
@@ -347,13 +351,7 @@ impl Binder<'_> {
         let source = match (&change.sources[i], using) {
             // USING sees the row as it is stored: only columns that were there before.
             (_, Some(e)) => {
-                if change.sources.len() != change.old_width
-                    || change
-                        .sources
-                        .iter()
-                        .enumerate()
-                        .any(|(k, s)| !matches!(s, ColumnSource::Old(j) if *j == k))
-                {
+                if !change.rows_unchanged() {
                     return Err(SqlError::feature_not_supported(
                         "USING together with other column changes in one ALTER TABLE",
                     ));
@@ -387,34 +385,17 @@ impl Binder<'_> {
         e: &ast::Expr,
     ) -> SqlResult<()> {
         let table_name = change.def.name.clone();
-        let scope = Scope {
-            columns: table_scope(&change.def, &table_name),
-            outer_len: 0,
-        };
-        let expr = self.expr(e, &scope, Some(DataType::Bool))?;
-        if expr.ty() != DataType::Bool {
-            return Err(SqlError::mismatch("argument of CHECK must be type boolean"));
-        }
-        let name = name.unwrap_or_else(|| match &expr {
-            Expr::Binary { left, .. } => match left.as_ref() {
-                Expr::Column(i, _) => {
-                    format!("{table_name}_{}_check", change.def.columns[*i].name)
-                }
-                _ => format!("{table_name}_check"),
-            },
-            _ => format!("{table_name}_check"),
-        });
-        if change.def.checks.iter().any(|c| c.name == name) {
+        let check = self.bind_check(&change.def, name, e, &format!("{table_name}_check"))?;
+        if change.def.checks.iter().any(|c| c.name == check.name) {
             return Err(SqlError::new(
                 ErrorKind::DuplicateObject,
-                format!("constraint \"{name}\" for relation \"{table_name}\" already exists"),
+                format!(
+                    "constraint \"{}\" for relation \"{table_name}\" already exists",
+                    check.name
+                ),
             ));
         }
-        change.def.checks.push(CheckDef {
-            name,
-            expr,
-            sql: e.to_string(),
-        });
+        change.def.checks.push(check);
         change.validate = true;
         Ok(())
     }

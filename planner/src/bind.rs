@@ -456,6 +456,18 @@ impl<'a> Binder<'a> {
     // ----- queries -----
 }
 
+/// One query's text, parsed (a view's stored query, the subqueries UPDATE ... FROM is
+/// rewritten into).
+pub(crate) fn parse_query(text: &str) -> SqlResult<Box<ast::Query>> {
+    let parsed = sql::parse(text)?;
+    if let Some(Parsed::Statement(statement)) = parsed.into_iter().next().map(|s| s.parsed) {
+        if let ast::Statement::Query(q) = *statement {
+            return Ok(q);
+        }
+    }
+    Err(SqlError::internal(format!("not a query: {text}")))
+}
+
 /// The text a VALUES item holds when it says DEFAULT; the executor fills in the column's
 /// default. (A real string literal cannot produce it: it is not valid UTF-8 text a client
 /// can send, since it contains a NUL.)

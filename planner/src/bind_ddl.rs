@@ -172,27 +172,10 @@ impl Binder<'_> {
                 storage: String::new(),
             });
         }
-        let scope = Scope {
-            columns: table_scope(&table, &name),
-            outer_len: 0,
-        };
         for (n, (check_name, e)) in check_asts.into_iter().enumerate() {
-            let expr = self.expr(&e, &scope, Some(DataType::Bool))?;
-            if expr.ty() != DataType::Bool {
-                return Err(SqlError::mismatch("argument of CHECK must be type boolean"));
-            }
-            let default_name = match &expr {
-                Expr::Binary { left, .. } => match left.as_ref() {
-                    Expr::Column(i, _) => format!("{name}_{}_check", table.columns[*i].name),
-                    _ => format!("{name}_check{}", n + 1),
-                },
-                _ => format!("{name}_check{}", n + 1),
-            };
-            table.checks.push(CheckDef {
-                name: check_name.unwrap_or(default_name),
-                expr,
-                sql: e.to_string(),
-            });
+            let check =
+                self.bind_check(&table, check_name, &e, &format!("{name}_check{}", n + 1))?;
+            table.checks.push(check);
         }
         table.ledger = ledger_role_option(&create.table_options)?;
         if let Some(role) = table.ledger {
@@ -210,6 +193,37 @@ impl Binder<'_> {
             table,
             if_not_exists: create.if_not_exists,
         }))
+    }
+
+    /// A CHECK constraint over `table`'s row. Unnamed, it is `table_column_check` when it
+    /// tests one column's value, else `fallback`.
+    pub(crate) fn bind_check(
+        &mut self,
+        table: &TableDef,
+        name: Option<String>,
+        e: &ast::Expr,
+        fallback: &str,
+    ) -> SqlResult<CheckDef> {
+        let scope = Scope {
+            columns: table_scope(table, &table.name),
+            outer_len: 0,
+        };
+        let expr = self.expr(e, &scope, Some(DataType::Bool))?;
+        if expr.ty() != DataType::Bool {
+            return Err(SqlError::mismatch("argument of CHECK must be type boolean"));
+        }
+        let name = name.unwrap_or_else(|| match &expr {
+            Expr::Binary { left, .. } => match left.as_ref() {
+                Expr::Column(i, _) => format!("{}_{}_check", table.name, table.columns[*i].name),
+                _ => fallback.to_string(),
+            },
+            _ => fallback.to_string(),
+        });
+        Ok(CheckDef {
+            name,
+            expr,
+            sql: e.to_string(),
+        })
     }
 
     /// A column's NULL, NOT NULL or DEFAULT option, applied to `def`; false for any other

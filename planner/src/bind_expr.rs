@@ -852,12 +852,6 @@ impl Binder<'_> {
         }
         let l = self.expr(left, scope, None)?;
         let r = self.expr(right, scope, None)?;
-        // Date and time arithmetic decides an untyped side's type by the operator, not by
-        // the other side's type alone.
-        if !op.is_comparison() && [l.ty(), r.ty()].iter().any(|t| is_temporal(*t)) {
-            return self.temporal_binary(op, l, r);
-        }
-        let (l, r) = self.unify(l, r)?;
         self.bound_binary(op, l, r, expected)
     }
 
@@ -906,7 +900,8 @@ impl Binder<'_> {
         })
     }
 
-    /// A comparison or arithmetic operator over its bound operands (after `unify`).
+    /// A comparison or arithmetic operator over its bound operands (an untyped side takes
+    /// the other side's type, see `unify`).
     fn bound_binary(
         &mut self,
         op: BinaryOp,
@@ -914,6 +909,12 @@ impl Binder<'_> {
         r: Expr,
         expected: Option<DataType>,
     ) -> SqlResult<Expr> {
+        // Date and time arithmetic decides an untyped side's type by the operator, not by
+        // the other side's type alone.
+        if !op.is_comparison() && [l.ty(), r.ty()].iter().any(|t| is_temporal(*t)) {
+            return self.temporal_binary(op, l, r);
+        }
+        let (l, r) = self.unify(l, r)?;
         if op.is_comparison() {
             check_comparable(&l, &r, op)?;
             return Ok(Expr::Binary {
@@ -922,9 +923,6 @@ impl Binder<'_> {
                 right: Box::new(r),
                 ty: DataType::Bool,
             });
-        }
-        if [l.ty(), r.ty()].iter().any(|t| is_temporal(*t)) {
-            return self.temporal_binary(op, l, r);
         }
         let (l, r) = match (l.ty(), r.ty()) {
             (DataType::Unknown, DataType::Unknown) => {
@@ -1137,7 +1135,6 @@ impl Binder<'_> {
                 };
                 let l = self.row_value(rows, left, None)?;
                 let r = self.row_value(rows, right, None)?;
-                let (l, r) = self.unify(l, r)?;
                 self.bound_binary(op, l, r, expected)?
             }
         };

@@ -86,17 +86,7 @@ impl Binder<'_> {
         let Some(cte) = self.ctes.iter().rev().find(|c| c.name == name) else {
             return Ok(None);
         };
-        let qualifier = alias
-            .as_ref()
-            .map_or_else(|| name.to_string(), |a| ident(&a.name));
-        let mut cols = scope_columns(&cte.plan.columns, Some(qualifier));
-        rename_columns(&mut cols, alias)?;
-        let rel = Rel::CommonTable {
-            name: name.to_string(),
-            input: Box::new(cte.plan.rel.clone()),
-            outer_len: cte.outer_len,
-        };
-        Ok(Some((rel, cols, cte.plan.reads_user_tables, false)))
+        named_query(name, cte.plan.clone(), cte.outer_len, alias).map(Some)
     }
 
     pub(crate) fn query_inner(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
@@ -1006,6 +996,27 @@ impl Binder<'_> {
     }
 
     // ----- writes -----
+}
+
+/// A WITH query or a view read in FROM: its plan, run with the first `outer_len` values of
+/// the outer row (`Rel::CommonTable`), its columns named by `name` or the alias.
+pub(crate) fn named_query(
+    name: &str,
+    plan: SelectPlan,
+    outer_len: usize,
+    alias: &Option<ast::TableAlias>,
+) -> SqlResult<FromItem> {
+    let qualifier = alias
+        .as_ref()
+        .map_or_else(|| name.to_string(), |a| ident(&a.name));
+    let mut cols = scope_columns(&plan.columns, Some(qualifier));
+    rename_columns(&mut cols, alias)?;
+    let rel = Rel::CommonTable {
+        name: name.to_string(),
+        input: Box::new(plan.rel),
+        outer_len,
+    };
+    Ok((rel, cols, plan.reads_user_tables, false))
 }
 
 /// A query's output columns as the columns of a FROM item named `qualifier`.

@@ -3,14 +3,14 @@
 //! that sees nothing of the query around it).
 
 use sql::ast;
-use sql::{ErrorKind, Parsed, SqlError, SqlResult};
+use sql::{ErrorKind, SqlError, SqlResult};
 
 use crate::bind::*;
 use crate::bind_expr::ident;
-use crate::bind_query::FromItem;
+use crate::bind_query::{named_query, FromItem};
 use crate::catalog::ViewDef;
 use crate::plan::*;
-use crate::scope::{Scope, ScopeColumn};
+use crate::scope::Scope;
 
 impl Binder<'_> {
     pub(crate) fn create_view(&mut self, create: &ast::CreateView) -> SqlResult<Plan> {
@@ -82,14 +82,14 @@ impl Binder<'_> {
                 format!("infinite recursion detected in rules for relation \"{name}\""),
             ));
         }
-        let query = view_query(&view)?;
+        let query = parse_query(&view.sql)?;
         // The view's query sees no WITH query and no column of the statement reading it.
         let ctes = std::mem::take(&mut self.ctes);
         self.expanding_views.push(name.to_string());
         let bound = self.query(&query, &Scope::default());
         self.expanding_views.pop();
         self.ctes = ctes;
-        let plan = bound.map_err(|mut e| {
+        let mut plan = bound.map_err(|mut e| {
             e.message = format!("in view \"{name}\": {}", e.message);
             e
         })?;
@@ -99,43 +99,16 @@ impl Binder<'_> {
                 format!("view \"{name}\" no longer has the columns it was created with"),
             ));
         }
-        let qualifier = alias
-            .as_ref()
-            .map_or_else(|| name.to_string(), |a| ident(&a.name));
-        let mut cols: Vec<ScopeColumn> = view
-            .columns
-            .iter()
-            .zip(&plan.columns)
-            .map(|((column, _), bound)| ScopeColumn {
-                qualifier: Some(qualifier.clone()),
-                name: column.clone(),
-                ty: bound.ty,
+        // The view's own column names, the types its query has now.
+        plan.columns.truncate(view.columns.len());
+        for (column, (name, _)) in plan.columns.iter_mut().zip(&view.columns) {
+            *column = OutputColumn {
+                name: name.clone(),
+                ty: column.ty,
                 table_oid: view.oid(),
                 column_number: 0,
-            })
-            .collect();
-        rename_columns(&mut cols, alias)?;
-        let rel = Rel::CommonTable {
-            name: name.to_string(),
-            input: Box::new(plan.rel),
-            outer_len: 0,
-        };
-        Ok(Some((rel, cols, plan.reads_user_tables, false)))
-    }
-}
-
-/// A view's stored query, parsed.
-pub(crate) fn view_query(view: &ViewDef) -> SqlResult<Box<ast::Query>> {
-    parse_query(&view.sql)
-}
-
-/// One query's text, parsed.
-pub(crate) fn parse_query(text: &str) -> SqlResult<Box<ast::Query>> {
-    let parsed = sql::parse(text)?;
-    if let Some(Parsed::Statement(statement)) = parsed.into_iter().next().map(|s| s.parsed) {
-        if let ast::Statement::Query(q) = *statement {
-            return Ok(q);
+            };
         }
+        named_query(name, plan, 0, alias).map(Some)
     }
-    Err(SqlError::internal(format!("not a query: {text}")))
 }

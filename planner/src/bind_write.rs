@@ -454,7 +454,7 @@ impl Binder<'_> {
             quoted(&joined.alias),
             joined.from
         );
-        let query = crate::bind_view::parse_query(&text)?;
+        let query = parse_query(&text)?;
         self.query(&query, &Scope::default()).map(|_| ())
     }
 
@@ -505,14 +505,14 @@ impl JoinedWrite {
             self.from,
             self.where_text()
         );
-        Ok(ast::Expr::Subquery(crate::bind_view::parse_query(&text)?))
+        Ok(ast::Expr::Subquery(parse_query(&text)?))
     }
 
     /// `EXISTS (SELECT 1 FROM ... WHERE ...)`.
     fn any_match(&self) -> SqlResult<ast::Expr> {
         let text = format!("SELECT 1 FROM {}{}", self.from, self.where_text());
         Ok(ast::Expr::Exists {
-            subquery: crate::bind_view::parse_query(&text)?,
+            subquery: parse_query(&text)?,
             negated: false,
         })
     }

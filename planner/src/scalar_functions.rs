@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use chrono::{DateTime, Datelike, NaiveDate, Timelike};
+use chrono::{Datelike, NaiveDate, Timelike};
 use md5::{Digest, Md5};
 use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
@@ -481,9 +481,7 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
                 return Err(SqlError::numeric_out_of_range("timestamp out of range"));
             }
             let micros = micros as i64;
-            if DateTime::from_timestamp_micros(micros).is_none() {
-                return Err(SqlError::numeric_out_of_range("timestamp out of range"));
-            }
+            sql::datetime::to_datetime(micros)?;
             Value::TimestampTz(micros)
         }
         Func::MakeDate => {
@@ -498,8 +496,7 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
                         format!("date field value out of range: {y}-{m:02}-{d:02}"),
                     )
                 })?;
-            let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
-            Value::Date((date - epoch).num_days() as i32)
+            Value::Date(sql::datetime::epoch_days(date))
         }
         Func::ToChar => {
             let micros = match arg(0) {
@@ -579,9 +576,7 @@ const DAYS: [&str; 7] = [
 /// `HH24`, `MI`, `SS`, `MS`, `US`, month and day names, `AM`/`PM`, `Q`, `DDD`, `D`, the
 /// `FM` prefix), other text as it is and `"quoted"` text literally.
 fn to_char(micros: i64, format: &str) -> SqlResult<String> {
-    let t = DateTime::from_timestamp_micros(micros)
-        .ok_or_else(|| SqlError::numeric_out_of_range("timestamp out of range"))?
-        .naive_utc();
+    let t = sql::datetime::to_datetime(micros)?;
     let chars: Vec<char> = format.chars().collect();
     let mut out = String::new();
     let mut i = 0;

@@ -15,7 +15,9 @@ fn out_of_range() -> SqlError {
     SqlError::numeric_out_of_range("timestamp out of range")
 }
 
-fn to_datetime(us: i64) -> SqlResult<NaiveDateTime> {
+/// A timestamp (microseconds since 1970) as a calendar date and time (22003 "timestamp out
+/// of range" beyond the calendar's years).
+pub fn to_datetime(us: i64) -> SqlResult<NaiveDateTime> {
     chrono::DateTime::from_timestamp_micros(us)
         .map(|t| t.naive_utc())
         .ok_or_else(out_of_range)
@@ -51,6 +53,16 @@ pub fn add_interval(us: i64, interval: &Interval) -> SqlResult<i64> {
 /// The microseconds at the start of a date.
 pub fn date_micros(days: i32) -> i64 {
     days as i64 * MICROS_PER_DAY
+}
+
+/// Day 0 of the date type.
+pub(crate) fn epoch() -> NaiveDate {
+    NaiveDate::from_ymd_opt(1970, 1, 1).expect("a valid date")
+}
+
+/// A calendar date as days since 1970-01-01.
+pub fn epoch_days(date: NaiveDate) -> i32 {
+    (date - epoch()).num_days() as i32
 }
 
 /// Arithmetic with a date, timestamp or interval operand; None when neither operand is

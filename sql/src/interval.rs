@@ -127,8 +127,7 @@ impl Interval {
         while i < tokens.len() {
             let token = tokens[i];
             if token.contains(':') {
-                acc.add_micros(parse_clock(token).ok_or_else(invalid)? as f64)
-                    .ok_or_else(invalid)?;
+                acc.add_micros(parse_clock(token).ok_or_else(invalid)? as f64);
                 i += 1;
                 continue;
             }
@@ -148,8 +147,10 @@ impl Interval {
             } else {
                 return Err(invalid());
             };
-            acc.add(value, unit_of(unit).ok_or_else(invalid)?)
-                .ok_or_else(invalid)?;
+            if !value.is_finite() {
+                return Err(invalid());
+            }
+            acc.add(value, unit_of(unit).ok_or_else(invalid)?);
             i += 1;
         }
         let interval = acc.finish().ok_or_else(out_of_range)?;
@@ -221,10 +222,7 @@ struct Parts {
 }
 
 impl Parts {
-    fn add(&mut self, value: f64, unit: Unit) -> Option<()> {
-        if !value.is_finite() {
-            return None;
-        }
+    fn add(&mut self, value: f64, unit: Unit) {
         match unit {
             Unit::Year => self.add_months(value * 12.0),
             Unit::Month => self.add_months(value),
@@ -238,21 +236,20 @@ impl Parts {
         }
     }
 
-    fn add_months(&mut self, months: f64) -> Option<()> {
+    fn add_months(&mut self, months: f64) {
         let whole = months.trunc();
         self.months += whole;
         self.add_days((months - whole) * DAYS_PER_MONTH as f64)
     }
 
-    fn add_days(&mut self, days: f64) -> Option<()> {
+    fn add_days(&mut self, days: f64) {
         let whole = days.trunc();
         self.days += whole;
         self.add_micros((days - whole) * MICROS_PER_DAY as f64)
     }
 
-    fn add_micros(&mut self, micros: f64) -> Option<()> {
+    fn add_micros(&mut self, micros: f64) {
         self.micros += micros;
-        Some(())
     }
 
     fn finish(self) -> Option<Interval> {

@@ -7,8 +7,9 @@ use std::fmt::Write;
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::datetime::{date_micros, epoch, epoch_days};
 use crate::error::{ErrorKind, SqlError, SqlResult};
-use crate::interval::Interval;
+use crate::interval::{Interval, MICROS_PER_DAY, MICROS_PER_SECOND};
 use crate::numeric::Numeric;
 use crate::types::DataType;
 
@@ -26,13 +27,6 @@ pub enum Value {
     Date(i32),
     Array(Vec<Value>),
     Interval(Interval),
-}
-
-const MICROS_PER_SECOND: i64 = 1_000_000;
-const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SECOND;
-
-fn epoch_date() -> NaiveDate {
-    NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date")
 }
 
 impl Value {
@@ -231,10 +225,8 @@ impl Value {
                 Value::Date(us.div_euclid(MICROS_PER_DAY) as i32)
             }
             (Value::Date(d), DataType::Date) => Value::Date(*d),
-            (Value::Date(d), DataType::Timestamp) => Value::Timestamp(*d as i64 * MICROS_PER_DAY),
-            (Value::Date(d), DataType::TimestampTz) => {
-                Value::TimestampTz(*d as i64 * MICROS_PER_DAY)
-            }
+            (Value::Date(d), DataType::Timestamp) => Value::Timestamp(date_micros(*d)),
+            (Value::Date(d), DataType::TimestampTz) => Value::TimestampTz(date_micros(*d)),
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
             (Value::Interval(i), DataType::Interval) => Value::Interval(*i),
             (Value::Array(a), t) if t.element().is_some() => {
@@ -323,8 +315,8 @@ impl Value {
             (Timestamp(a) | TimestampTz(a), Timestamp(b) | TimestampTz(b)) => a.cmp(b),
             (Date(a), Date(b)) => a.cmp(b),
             (Interval(a), Interval(b)) => a.cmp_span(b),
-            (Date(a), Timestamp(b) | TimestampTz(b)) => (*a as i64 * MICROS_PER_DAY).cmp(b),
-            (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&(*b as i64 * MICROS_PER_DAY)),
+            (Date(a), Timestamp(b) | TimestampTz(b)) => date_micros(*a).cmp(b),
+            (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&date_micros(*b)),
             (Array(a), Array(b)) => {
                 for (x, y) in a.iter().zip(b) {
                     match x.compare(y) {
@@ -453,7 +445,7 @@ fn format_timestamp(us: i64, tz: bool) -> String {
 }
 
 fn format_date(days: i32) -> String {
-    match epoch_date().checked_add_signed(chrono::Duration::days(days as i64)) {
+    match epoch().checked_add_signed(chrono::Duration::days(days as i64)) {
         Some(d) => d.format("%Y-%m-%d").to_string(),
         None => "infinity".into(),
     }
@@ -467,7 +459,7 @@ fn parse_date(text: &str) -> SqlResult<i32> {
             format!("invalid input syntax for type date: \"{text}\""),
         )
     })?;
-    Ok((d - epoch_date()).num_days() as i32)
+    Ok(epoch_days(d))
 }
 
 fn parse_timestamp(text: &str, tz: bool) -> SqlResult<i64> {
