@@ -12,7 +12,7 @@ use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
-use crate::executor::Executor;
+use crate::executor::{Executor, StatementValues};
 use crate::partition::Shard;
 use crate::row::{encode_key, row_key, Row};
 
@@ -408,7 +408,7 @@ impl Executor {
         params: &[Value],
         now_micros: i64,
     ) -> SqlResult<Vec<crate::query::ScannedRow>> {
-        let reader = self.reader(None, false);
+        let reader = self.command_reader();
         let env = reader.env(params, now_micros);
         reader.scan_stored(table, access, filter, &[], &env)
     }
@@ -473,6 +473,7 @@ impl Executor {
         version: u64,
     ) -> CommandResult {
         let table = self.resolve(plan.table())?;
+        let sequences = self.command_sequences();
         let mut out = Vec::new();
         let mut affected = 0;
         match plan {
@@ -483,12 +484,13 @@ impl Executor {
                         Box::new(rows.rows().map(|row| row.map_err(undecodable)))
                     }
                     source => {
-                        let reader = self.reader(None, false);
+                        let reader = self.command_reader();
                         let env = reader.env(params, now_micros);
                         Box::new(insert_sources(&reader, source, &env)?.into_iter().map(Ok))
                     }
                 };
-                let env = EvalEnv::without_subqueries(params, now_micros);
+                let env =
+                    EvalEnv::without_subqueries(params, now_micros).with_sequences(&sequences);
                 // A multi-row INSERT INTO transfers reads and writes its accounts once.
                 affected = self.with_account_set(
                     &table,
@@ -504,14 +506,15 @@ impl Executor {
                 // Every new row is computed before any is written, so a subquery in SET
                 // (UPDATE ... FROM) reads the tables as the statement found them.
                 let new_rows: Vec<Row> = {
-                    let reader = self.reader(None, false);
+                    let reader = self.command_reader();
                     let env = reader.env(params, now_micros);
                     targets
                         .iter()
                         .map(|t| assign(&table, &t.row, &p.assignments, &t.row, &env))
                         .collect::<SqlResult<_>>()?
                 };
-                let env = EvalEnv::without_subqueries(params, now_micros);
+                let env =
+                    EvalEnv::without_subqueries(params, now_micros).with_sequences(&sequences);
                 for (target, new) in targets.into_iter().zip(new_rows) {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
@@ -523,7 +526,8 @@ impl Executor {
             WritePlan::Delete(p) => {
                 let targets =
                     self.write_targets(&table, &p.access, p.filter.as_ref(), params, now_micros)?;
-                let env = EvalEnv::without_subqueries(params, now_micros);
+                let env =
+                    EvalEnv::without_subqueries(params, now_micros).with_sequences(&sequences);
                 for target in targets {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
@@ -634,10 +638,7 @@ impl Executor {
                 }
             }
         }
-        Ok(Outcome {
-            rows_affected: affected,
-            rows: Vec::new(),
-        })
+        Ok(Executor::outcome(affected, Vec::new()))
     }
 
     pub(crate) fn apply_copy(
@@ -649,7 +650,8 @@ impl Executor {
         version: u64,
     ) -> CommandResult {
         let def = self.resolve(table)?;
-        let env = EvalEnv::without_subqueries(&[], now_micros);
+        let sequences = self.command_sequences();
+        let env = EvalEnv::without_subqueries(&[], now_micros).with_sequences(&sequences);
         let count = rows.len();
         let copy = |ex: &mut Executor| {
             let mut affected = 0;
@@ -662,10 +664,7 @@ impl Executor {
             Ok(affected)
         };
         let affected = self.with_account_set(&def, count, version, copy, |e| e)?;
-        Ok(Outcome {
-            rows_affected: affected,
-            rows: Vec::new(),
-        })
+        Ok(Executor::outcome(affected, Vec::new()))
     }
 
     /// A procedure body: every statement in order, each seeing the ones before; a failure
@@ -682,7 +681,7 @@ impl Executor {
             last = match step {
                 Step::Write(plan) => self.apply_write(plan, params, now_micros, version)?,
                 Step::Query(plan) => {
-                    let reader = self.reader(None, false);
+                    let reader = self.command_reader();
                     let env = reader.env(params, now_micros);
                     let rows = reader.rows(&plan.rel, &[], &env)?;
                     Executor::outcome(rows.len() as u64, rows)
@@ -699,35 +698,61 @@ impl Executor {
         catalog.version += 1;
         match plan {
             DdlPlan::CreateTable {
-                mut table,
+                table,
                 if_not_exists,
             } => {
-                if catalog.relation_exists(&table.name) {
-                    if if_not_exists {
-                        return Ok(Outcome::default());
-                    }
+                if catalog.relation_exists(&table.name) && if_not_exists {
+                    return Ok(Outcome::default());
+                }
+                self.create_table(&mut catalog, table)?;
+            }
+            DdlPlan::CreateTableWithSequences { create, sequences } => {
+                let DdlPlan::CreateTable {
+                    table,
+                    if_not_exists,
+                } = *create
+                else {
+                    return Err(SqlError::internal("a SERIAL table's plan creates no table"));
+                };
+                if catalog.relation_exists(&table.name) && if_not_exists {
+                    return Ok(Outcome::default());
+                }
+                // Checked before anything is created: a schema change fails whole.
+                if let Some(taken) = sequences
+                    .iter()
+                    .find(|s| catalog.relation_exists(&s.name) || s.name == table.name)
+                {
                     return Err(SqlError::new(
                         ErrorKind::DuplicateTable,
-                        format!("relation \"{}\" already exists", table.name),
+                        format!("relation \"{}\" already exists", taken.name),
                     ));
                 }
-                table.id = catalog.next_table_id + 1;
-                catalog.next_table_id += 1;
-                table.storage = format!("t{}.{}", table.id, table.shape_version);
-                self.create_storage(table.id, &table.storage)?;
-                for index in &mut table.indexes {
-                    if catalog.relation_exists(&index.name) {
-                        return Err(SqlError::new(
-                            ErrorKind::DuplicateTable,
-                            format!("relation \"{}\" already exists", index.name),
+                let id = self.create_table(&mut catalog, table)?;
+                for mut sequence in sequences {
+                    if let Some(owner) = &mut sequence.owner {
+                        owner.table = id;
+                    }
+                    self.create_sequence(&mut catalog, sequence)?;
+                }
+            }
+            DdlPlan::CreateSequence {
+                sequence,
+                if_not_exists,
+            } => {
+                if catalog.relation_exists(&sequence.name) && if_not_exists {
+                    return Ok(Outcome::default());
+                }
+                if let Some(owner) = &sequence.owner {
+                    if catalog.table_by_id(owner.table).is_none() {
+                        return Err(SqlError::serialization_failure(
+                            "the sequence's owning table changed while it was planned; retry",
                         ));
                     }
-                    index.id = catalog.next_table_id + 1;
-                    catalog.next_table_id += 1;
-                    index.storage = format!("i{}", index.id);
-                    self.create_storage(index.id, &index.storage)?;
                 }
-                catalog.tables.insert(table.name.clone(), Arc::new(table));
+                self.create_sequence(&mut catalog, sequence)?;
+            }
+            DdlPlan::DropSequences { names, if_exists } => {
+                self.drop_sequences(&mut catalog, &names, if_exists)?;
             }
             DdlPlan::DropTables { names, if_exists } => {
                 for n in &names {
@@ -744,6 +769,7 @@ impl Executor {
                         for index in &t.indexes {
                             self.drop_storage(index.id, &index.storage)?;
                         }
+                        self.drop_owned_sequences(&mut catalog, t.id)?;
                     }
                 }
             }
@@ -946,6 +972,36 @@ impl Executor {
         Ok(Outcome::default())
     }
 
+    /// Adds `table` to `catalog` with its indexes, under new ids, and creates their storage.
+    /// Returns the table's id.
+    fn create_table(&mut self, catalog: &mut Catalog, mut table: TableDef) -> SqlResult<u32> {
+        if catalog.relation_exists(&table.name) {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateTable,
+                format!("relation \"{}\" already exists", table.name),
+            ));
+        }
+        table.id = catalog.next_table_id + 1;
+        catalog.next_table_id += 1;
+        table.storage = format!("t{}.{}", table.id, table.shape_version);
+        self.create_storage(table.id, &table.storage)?;
+        for index in &mut table.indexes {
+            if catalog.relation_exists(&index.name) {
+                return Err(SqlError::new(
+                    ErrorKind::DuplicateTable,
+                    format!("relation \"{}\" already exists", index.name),
+                ));
+            }
+            index.id = catalog.next_table_id + 1;
+            catalog.next_table_id += 1;
+            index.storage = format!("i{}", index.id);
+            self.create_storage(index.id, &index.storage)?;
+        }
+        let id = table.id;
+        catalog.tables.insert(table.name.clone(), Arc::new(table));
+        Ok(id)
+    }
+
     /// Creates the kv table of a new SQL table or index in every partition.
     fn create_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
         for shard in self.every_shard()? {
@@ -1146,11 +1202,14 @@ impl Executor {
         now_micros: i64,
         overlay: Option<&Overlay>,
         record_reads: bool,
+        sequences: StatementValues,
     ) -> SqlResult<Staged> {
         let table = self.resolve(plan.table())?;
         let table_ref = table.reference();
         let mut staged = Staged::default();
-        let reader = self.reader(overlay, record_reads);
+        let sequences = self.statement_sequences(sequences);
+        let mut reader = self.reader(overlay, record_reads);
+        reader.sequences = Some(Box::new(&sequences));
         let env = reader.env(params, now_micros);
         match plan {
             WritePlan::Insert(p) => {
@@ -1291,6 +1350,8 @@ impl Executor {
             }
         }
         staged.reads = reader.reads.take();
+        drop(reader);
+        staged.sequences = sequences.own.take();
         // `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists:
         // its assignments are evaluated when the commit applies. Recording the row's version
         // would make every concurrent increment of a hot row a conflict.
@@ -1357,6 +1418,11 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
             same &= !matches!(
                 func,
                 Func::Random
+                    | Func::NextVal
+                    | Func::CurrVal
+                    | Func::SetVal
+                    | Func::LastVal
+                    | Func::GetSerialSequence
                     | Func::FormatType
                     | Func::GetExpr
                     | Func::GetIndexDef
@@ -1435,6 +1501,7 @@ pub fn stage_insert_locally(
         || !table.indexes.is_empty()
         || p.on_conflict.is_some()
         || p.table.shape_version != table.shape_version
+        || planner::write_calls(plan, table, Func::uses_sequences)
     {
         return None;
     }

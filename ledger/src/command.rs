@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bincode::Options;
-use planner::{DdlPlan, Expr, Isolation, OnConflict, Step, TableRef, WritePlan};
+use planner::{
+    DdlPlan, Expr, Isolation, OnConflict, SelectPlan, SessionSequences, Step, TableRef, WritePlan,
+};
 use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult, Value};
 
@@ -54,6 +56,27 @@ pub enum Command {
         rows: Vec<Row>,
         now_micros: i64,
     },
+    /// A write statement that calls sequence functions (its defaults included), with the
+    /// proposing session's sequence values for `currval` and `lastval`.
+    WriteWithSequences {
+        plan: Arc<WritePlan>,
+        params: Vec<Value>,
+        now_micros: i64,
+        session: SessionSequences,
+    },
+    /// A query that advances sequences (`SELECT nextval(...)`): applied in log order like a
+    /// write, its rows the outcome's.
+    QueryWithSequences {
+        plan: Arc<SelectPlan>,
+        params: Vec<Value>,
+        now_micros: i64,
+        session: SessionSequences,
+    },
+    /// `count` values of each sequence (by id), allocated for the `nextval` calls of a
+    /// statement a transaction stages; the outcome has one row (id, value) per value.
+    AllocateSequenceValues {
+        sequences: Vec<(u32, u64)>,
+    },
 }
 
 impl Command {
@@ -64,8 +87,10 @@ impl Command {
             | Command::Commit { now_micros, .. }
             | Command::Procedure { now_micros, .. }
             | Command::TransferBatch { now_micros, .. }
-            | Command::Copy { now_micros, .. } => Some(*now_micros),
-            Command::Ddl { .. } => None,
+            | Command::Copy { now_micros, .. }
+            | Command::WriteWithSequences { now_micros, .. }
+            | Command::QueryWithSequences { now_micros, .. } => Some(*now_micros),
+            Command::Ddl { .. } | Command::AllocateSequenceValues { .. } => None,
         }
     }
 }
@@ -120,6 +145,8 @@ pub struct Outcome {
     pub rows_affected: u64,
     /// RETURNING rows.
     pub rows: Vec<Row>,
+    /// The values the command's `nextval` calls handed out, for the session's `currval`.
+    pub sequences: SessionSequences,
 }
 
 pub type CommandResult = Result<Outcome, SqlError>;
@@ -139,6 +166,8 @@ pub struct Staged {
     pub rows_affected: u64,
     pub rows: Vec<Row>,
     pub reads: Vec<ReadCheck>,
+    /// The allocated values its `nextval` calls took.
+    pub sequences: SessionSequences,
 }
 
 /// The rows of a query and, for serializable transactions, what it read.

@@ -3,6 +3,7 @@
 //! their partition's thread and everything else itself), serves reads between entries with
 //! every partition in hand, and checkpoints all partitions as one.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, RwLock};
 use std::thread;
@@ -22,6 +23,7 @@ use crate::executor::{
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
+use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
 use crate::worker::{Report, Work, Worker};
 
 pub(crate) struct Coordinator {
@@ -143,6 +145,16 @@ impl Coordinator {
             catalog.views = bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
         }
+        if let Some(bytes) = first.get(meta, META_SEQUENCES).map_err(kv_error)? {
+            catalog.sequences = bincode::deserialize(&bytes)
+                .map_err(|e| SqlError::internal(format!("stored sequences are unreadable: {e}")))?;
+        }
+        let mut sequence_states = BTreeMap::new();
+        for sequence in catalog.sequences.values() {
+            if let Some(bytes) = first.get(meta, &state_key(sequence.id)).map_err(kv_error)? {
+                sequence_states.insert(sequence.id, decode_state(&bytes)?);
+            }
+        }
         let expiry = match first.table(LEDGER_EXPIRY_TABLE) {
             Some(t) => t,
             None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
@@ -216,8 +228,10 @@ impl Coordinator {
             );
             workers.push(Some(Worker::start(partition, executor)?));
         }
+        let mut executor = Executor::new(shards, catalog, published, meta, expiry, ledger_clock);
+        executor.sequences = Arc::new(SequenceStore::owning(sequence_states));
         Ok(Coordinator {
-            executor: Executor::new(shards, catalog, published, meta, expiry, ledger_clock),
+            executor,
             workers,
             commit_record,
             applied: recovery.log_position,
@@ -288,6 +302,7 @@ impl Coordinator {
                 now_micros,
                 overlay,
                 record_reads,
+                sequences,
                 reply,
             } => {
                 let result = self.executor.query(
@@ -296,6 +311,7 @@ impl Coordinator {
                     now_micros,
                     overlay.as_deref(),
                     record_reads,
+                    sequences,
                 );
                 reply(result);
             }
@@ -305,6 +321,7 @@ impl Coordinator {
                 now_micros,
                 overlay,
                 record_reads,
+                sequences,
                 reply,
             } => {
                 let result = self.executor.stage(
@@ -313,6 +330,7 @@ impl Coordinator {
                     now_micros,
                     overlay.as_deref(),
                     record_reads,
+                    sequences,
                 );
                 reply(result);
             }

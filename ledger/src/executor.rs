@@ -5,13 +5,14 @@
 //! takes a lock.
 
 use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kv::{IoMode, LogPosition};
-use planner::{Catalog, TableDef, WritePlan};
+use planner::{Catalog, SequenceSource, SessionSequences, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
@@ -19,6 +20,9 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
+use crate::sequences::{
+    encode_state, state_key, CommandSequences, SequenceStore, StatementSequences, META_SEQUENCES,
+};
 use crate::undo::UndoLog;
 
 pub(crate) const META_TABLE: &str = "__meta";
@@ -88,6 +92,8 @@ pub enum Request {
         now_micros: i64,
         overlay: Option<Arc<Overlay>>,
         record_reads: bool,
+        /// The session's sequence values, for `currval` and `lastval`.
+        sequences: SessionSequences,
         reply: Reply<SqlResult<QueryResult>>,
     },
     Stage {
@@ -96,6 +102,9 @@ pub enum Request {
         now_micros: i64,
         overlay: Option<Arc<Overlay>>,
         record_reads: bool,
+        /// The session's sequence values, and those it allocated for this statement's
+        /// `nextval` calls.
+        sequences: StatementValues,
         reply: Reply<SqlResult<Staged>>,
     },
     /// The storage engine's counters (buffer pool residency and hit rate, file size).
@@ -190,6 +199,16 @@ pub struct Executor {
     pub(crate) account_set: Option<crate::account_set::AccountSet>,
     /// The set's memory between statements (empty).
     pub(crate) spare_account_set: crate::account_set::AccountSet,
+    /// Sequence states (owned by the coordinator's executor only).
+    pub(crate) sequences: Arc<SequenceStore>,
+}
+
+/// What a statement running outside log order may know of sequences: the session's
+/// values, and values allocated through the log for its `nextval` calls.
+#[derive(Clone, Debug, Default)]
+pub struct StatementValues {
+    pub session: SessionSequences,
+    pub allocated: BTreeMap<u32, VecDeque<i64>>,
 }
 
 impl Executor {
@@ -218,7 +237,35 @@ impl Executor {
             ledger_schema: None,
             account_set: None,
             spare_account_set: Default::default(),
+            sequences: Default::default(),
         }
+    }
+
+    /// The sequence source of the command applying now.
+    pub(crate) fn command_sequences(&self) -> CommandSequences {
+        CommandSequences {
+            catalog: self.catalog.clone(),
+            store: self.sequences.clone(),
+        }
+    }
+
+    /// A statement's sequence source outside log order (see `StatementValues`).
+    pub(crate) fn statement_sequences(&self, values: StatementValues) -> StatementSequences {
+        StatementSequences {
+            catalog: self.catalog.clone(),
+            session: values.session,
+            allocated: RefCell::new(values.allocated),
+            own: RefCell::default(),
+        }
+    }
+
+    /// A reader for a command applying in log order: its sequence calls advance the
+    /// stored states.
+    pub(crate) fn command_reader(&mut self) -> Reader<'_> {
+        let sequences = self.command_sequences();
+        let mut reader = self.reader(None, false);
+        reader.sequences = Some(Box::new(sequences));
+        reader
     }
 
     /// Partition `index`, if this executor holds it.
@@ -253,10 +300,15 @@ impl Executor {
         let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
         let views =
             bincode::serialize(&catalog.views).map_err(|e| SqlError::internal(e.to_string()))?;
+        let sequences = bincode::serialize(&catalog.sequences)
+            .map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
         engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
         engine.put(meta, META_VIEWS, &views).map_err(kv_error)?;
+        engine
+            .put(meta, META_SEQUENCES, &sequences)
+            .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
             *published = self.catalog.clone();
@@ -317,12 +369,39 @@ impl Executor {
     pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
         self.check_running()?;
         self.undo.clear();
+        let session = match &command {
+            Command::WriteWithSequences { session, .. }
+            | Command::QueryWithSequences { session, .. } => session.clone(),
+            _ => SessionSequences::default(),
+        };
+        self.sequences.begin(session);
         let result = match command {
             Command::Write {
                 plan,
                 params,
                 now_micros,
+            }
+            | Command::WriteWithSequences {
+                plan,
+                params,
+                now_micros,
+                ..
             } => self.apply_write(&plan, &params, now_micros, version),
+            Command::QueryWithSequences {
+                plan,
+                params,
+                now_micros,
+                ..
+            } => {
+                let reader = self.command_reader();
+                let env = reader.env(&params, now_micros);
+                reader
+                    .rows(&plan.rel, &[], &env)
+                    .map(|rows| Executor::outcome(rows.len() as u64, rows))
+            }
+            Command::AllocateSequenceValues { sequences } => {
+                self.allocate_sequence_values(&sequences)
+            }
             Command::Commit {
                 isolation,
                 reads,
@@ -366,7 +445,55 @@ impl Executor {
             self.rollback();
         }
         self.undo.clear();
-        result
+        // Sequence calls stay made whatever became of the command (see `sequences`).
+        let (handed_out, changed) = self.sequences.finish();
+        if let Err(e) = self.write_sequence_states(&changed) {
+            self.fail(e.clone());
+            return Err(e);
+        }
+        result.map(|mut outcome| {
+            outcome.sequences = handed_out;
+            outcome
+        })
+    }
+
+    fn write_sequence_states(
+        &mut self,
+        changed: &[(u32, planner::SequenceState)],
+    ) -> SqlResult<()> {
+        if changed.is_empty() {
+            return Ok(());
+        }
+        let meta = self.meta;
+        let engine = &mut self.shard(0)?.engine;
+        for (id, state) in changed {
+            engine
+                .put(meta, &state_key(*id), &encode_state(*state))
+                .map_err(kv_error)?;
+        }
+        Ok(())
+    }
+
+    /// `AllocateSequenceValues`: `count` `nextval` calls of each sequence, in order.
+    fn allocate_sequence_values(&mut self, sequences: &[(u32, u64)]) -> CommandResult {
+        let source = self.command_sequences();
+        let mut rows = Vec::new();
+        for &(id, count) in sequences {
+            let Some(sequence) = self.catalog.sequence_by_id(id) else {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedTable,
+                    format!(
+                        "could not open relation with OID {}",
+                        planner::FIRST_USER_OID + id
+                    ),
+                ));
+            };
+            for _ in 0..count {
+                let value = source.next_value(sequence)?;
+                rows.push(vec![Value::Int(id as i64), Value::Int(value)]);
+            }
+        }
+        Ok(Executor::outcome(rows.len() as u64, rows))
     }
 
     /// Puts (Some) or deletes (None) a raw kv entry of partition 0 (the executor's own
@@ -637,6 +764,7 @@ impl Executor {
             record_reads,
             reads: RefCell::new(Vec::new()),
             sizes: false,
+            sequences: None,
         }
     }
 
@@ -647,10 +775,16 @@ impl Executor {
         now_micros: i64,
         overlay: Option<&Overlay>,
         record_reads: bool,
+        sequences: SessionSequences,
     ) -> SqlResult<QueryResult> {
         self.check_running()?;
+        let sequences = self.statement_sequences(StatementValues {
+            session: sequences,
+            allocated: BTreeMap::new(),
+        });
         let mut reader = self.reader(overlay, record_reads);
         reader.sizes = true;
+        reader.sequences = Some(Box::new(sequences));
         let env = reader.env(params, now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {
@@ -681,6 +815,7 @@ impl Executor {
         Outcome {
             rows_affected,
             rows,
+            sequences: SessionSequences::default(),
         }
     }
 }

@@ -23,6 +23,7 @@ mod partition;
 mod query;
 mod route;
 mod row;
+mod sequences;
 mod transfer;
 mod undo;
 mod window;
@@ -36,7 +37,7 @@ pub use command::{
 pub use coordinator::spawn;
 pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
-    Reply, Request,
+    Reply, Request, StatementValues,
 };
 pub use query::evaluate_without_storage;
 pub use row::Row;

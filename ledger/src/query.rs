@@ -9,8 +9,8 @@ use std::ops::Bound;
 
 use kv::Direction;
 use planner::{
-    arithmetic, Access, AggCall, AggFunc, BinaryOp, Catalog, EvalEnv, Expr, JoinKind, Rel, SortKey,
-    SubqueryRunner, TableDef, TableSource,
+    arithmetic, Access, AggCall, AggFunc, BinaryOp, Catalog, EvalEnv, Expr, JoinKind, NoSequences,
+    Rel, SequenceSource, SortKey, SubqueryRunner, TableDef, TableSource,
 };
 use sql::{DataType, SqlError, SqlResult, Value};
 
@@ -34,6 +34,9 @@ pub struct Reader<'a> {
     /// pages a replica's trees hold, which replicas need not share, and a write must compute
     /// the same everywhere.
     pub(crate) sizes: bool,
+    /// Where sequence calls go: a command's states, a statement's allocated values, or
+    /// (None) nowhere.
+    pub(crate) sequences: Option<Box<dyn SequenceSource + 'a>>,
 }
 
 /// Rows a scan found before filtering, by key: (version, values), or None where the
@@ -103,6 +106,7 @@ impl<'a> Reader<'a> {
             params,
             now_micros,
             subqueries: self,
+            sequences: self.sequences.as_deref().unwrap_or(&NoSequences),
         }
     }
 
@@ -769,6 +773,7 @@ pub fn evaluate_without_storage(
     catalog: &Catalog,
     params: &[Value],
     now_micros: i64,
+    sequences: &planner::SessionSequences,
 ) -> SqlResult<Vec<Row>> {
     let reader = Reader {
         shards: None,
@@ -777,6 +782,7 @@ pub fn evaluate_without_storage(
         record_reads: false,
         reads: RefCell::new(Vec::new()),
         sizes: false,
+        sequences: Some(Box::new(planner::SessionView { catalog, sequences })),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

@@ -122,7 +122,11 @@ impl Router<'_> {
                     reach
                 }
             }
-            Command::Ddl { .. } => self.all(),
+            // Sequence states live with the coordinator (see `sequences`).
+            Command::Ddl { .. }
+            | Command::WriteWithSequences { .. }
+            | Command::QueryWithSequences { .. }
+            | Command::AllocateSequenceValues { .. } => self.all(),
             Command::Procedure {
                 steps,
                 params,
@@ -132,6 +136,11 @@ impl Router<'_> {
                 for step in steps {
                     reach = reach.with(match step {
                         planner::Step::Write(plan) => self.write(plan, params, *now_micros),
+                        planner::Step::Query(plan)
+                            if planner::rel_calls(&plan.rel, planner::Func::uses_sequences) =>
+                        {
+                            self.all()
+                        }
                         planner::Step::Query(plan) => {
                             let mut r = Reach::NONE;
                             planner::visit_read_tables(&plan.rel, &mut |t| {
@@ -165,6 +174,9 @@ impl Router<'_> {
         let Some(table) = self.catalog.table_by_id(plan.table().id) else {
             return reach.with(Reach::one(0));
         };
+        if planner::write_calls(plan, table, planner::Func::uses_sequences) {
+            return self.all();
+        }
         let target = match plan {
             WritePlan::Insert(insert) if is_partitioned(table) => match &insert.source {
                 InsertSource::Values(rows) => {

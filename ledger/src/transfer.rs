@@ -15,7 +15,7 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
 use crate::apply::build_row;
-use crate::command::{CommandResult, Outcome};
+use crate::command::CommandResult;
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
@@ -161,10 +161,7 @@ impl Executor {
             }
             start = end + 1;
         }
-        Ok(Outcome {
-            rows_affected: created,
-            rows: results,
-        })
+        Ok(Executor::outcome(created, results))
     }
 
     /// Applies a chain of transfers all or none: whether each was created (or already

@@ -138,6 +138,28 @@ impl Binder<'_> {
         }))
     }
 
+    /// A column a sequence belongs to (SERIAL, identity, OWNED BY) keeps its name: the
+    /// sequence names its owner by it.
+    fn refuse_if_owns_sequence(
+        &self,
+        table: &TableDef,
+        column: usize,
+        doing: &str,
+    ) -> SqlResult<()> {
+        let name = &table.columns[column].name;
+        match self
+            .catalog
+            .sequences_owned_by(table.id)
+            .find(|s| s.owner.as_ref().is_some_and(|o| &o.column == name))
+        {
+            Some(s) => Err(SqlError::feature_not_supported(format!(
+                "{doing} column \"{name}\", which owns sequence \"{}\"",
+                s.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn alter_action(
         &mut self,
         change: &mut TableChange,
@@ -173,7 +195,10 @@ impl Binder<'_> {
             } => {
                 for n in column_names {
                     match change.column(&ident(n)) {
-                        Ok(i) => change.drop_column(i)?,
+                        Ok(i) => {
+                            self.refuse_if_owns_sequence(&change.def, i, "dropping")?;
+                            change.drop_column(i)?
+                        }
                         Err(_) if *if_exists => {}
                         Err(e) => return Err(e),
                     }
@@ -185,6 +210,7 @@ impl Binder<'_> {
                 new_column_name,
             } => {
                 let i = change.column(&ident(old_column_name))?;
+                self.refuse_if_owns_sequence(&change.def, i, "renaming")?;
                 let new_name = ident(new_column_name);
                 if change.def.column_index(&new_name).is_some() {
                     return Err(SqlError::new(

@@ -285,6 +285,37 @@ impl<'a> Binder<'a> {
                 if_exists: *if_exists,
             }),
             S::CreateView(create) => self.create_view(create)?,
+            S::CreateSequence {
+                temporary,
+                if_not_exists,
+                name,
+                data_type,
+                sequence_options,
+                owned_by,
+            } => {
+                if *temporary {
+                    return Err(SqlError::feature_not_supported("temporary sequences"));
+                }
+                self.create_sequence(
+                    *if_not_exists,
+                    name,
+                    data_type.as_ref(),
+                    sequence_options,
+                    owned_by.as_ref(),
+                )?
+            }
+            S::Drop {
+                object_type: ast::ObjectType::Sequence,
+                if_exists,
+                names,
+                ..
+            } => Plan::Ddl(DdlPlan::DropSequences {
+                names: names
+                    .iter()
+                    .map(|n| object_name(n).map(|(_, n)| n))
+                    .collect::<SqlResult<_>>()?,
+                if_exists: *if_exists,
+            }),
             S::Drop { object_type, .. } => {
                 return Err(SqlError::feature_not_supported(format!(
                     "DROP {object_type}"

@@ -12,6 +12,7 @@ use crate::expr::*;
 use crate::ledger::LedgerRole;
 use crate::plan::*;
 use crate::scope::Scope;
+use crate::sequence::{Identity, SequenceDef};
 
 impl Binder<'_> {
     pub(crate) fn create_table(&mut self, create: &ast::CreateTable) -> SqlResult<Plan> {
@@ -36,6 +37,7 @@ impl Binder<'_> {
         let mut primary_key_name = None;
         let mut check_asts: Vec<(Option<String>, ast::Expr)> = Vec::new();
         let mut uniques: Vec<(Option<String>, Vec<usize>)> = Vec::new();
+        let mut sequences: Vec<SequenceDef> = Vec::new();
         for (i, c) in create.columns.iter().enumerate() {
             let column_name = ident(&c.name);
             if columns.iter().any(|x| x.name == column_name) {
@@ -44,7 +46,11 @@ impl Binder<'_> {
                     format!("column \"{column_name}\" specified more than once"),
                 ));
             }
-            let ty = data_type_of(&c.data_type)?;
+            let serial = crate::bind_sequence::serial_type(&c.data_type);
+            let ty = match serial {
+                Some(ty) => ty,
+                None => data_type_of(&c.data_type)?,
+            };
             if ty.element().is_some() {
                 return Err(SqlError::feature_not_supported(format!(
                     "array columns ({})",
@@ -61,11 +67,30 @@ impl Binder<'_> {
                 default: None,
                 default_sql: None,
             };
+            let mut generated = None;
             for option in &c.options {
                 if self.nullability_or_default(&mut def, &option.option)? {
                     continue;
                 }
                 match &option.option {
+                    ast::ColumnOption::Generated {
+                        generated_as: how @ (ast::GeneratedAs::Always | ast::GeneratedAs::ByDefault),
+                        sequence_options,
+                        generation_expr: None,
+                        ..
+                    } => {
+                        let identity = if *how == ast::GeneratedAs::Always {
+                            Identity::Always
+                        } else {
+                            Identity::ByDefault
+                        };
+                        if generated.is_some() {
+                            return Err(SqlError::syntax(format!(
+                                "multiple identity specifications for column \"{column_name}\" of table \"{name}\""
+                            )));
+                        }
+                        generated = Some((identity, sequence_options.clone().unwrap_or_default()));
+                    }
                     ast::ColumnOption::PrimaryKey(_) => {
                         if !primary_key.is_empty() {
                             return Err(SqlError::new(
@@ -93,6 +118,25 @@ impl Binder<'_> {
                         )))
                     }
                 }
+            }
+            if serial.is_some() || generated.is_some() {
+                if def.default.is_some() {
+                    let what = if serial.is_some() {
+                        "serial"
+                    } else {
+                        "identity"
+                    };
+                    return Err(SqlError::syntax(format!(
+                        "multiple default values specified for column \"{column_name}\" of table \"{name}\" ({what})"
+                    )));
+                }
+                let (identity, options) = match generated {
+                    Some((identity, options)) => (Some(identity), options),
+                    None => (None, Vec::new()),
+                };
+                let sequence =
+                    self.sequence_column(&name, &mut def, identity, &options, &sequences)?;
+                sequences.push(sequence);
             }
             columns.push(def);
         }
@@ -189,9 +233,22 @@ impl Binder<'_> {
                 "parameters in CREATE TABLE",
             ));
         }
-        Ok(Plan::Ddl(DdlPlan::CreateTable {
+        if !sequences.is_empty() && table.ledger.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "SERIAL or identity columns in the ledger's tables",
+            ));
+        }
+        let create_table = DdlPlan::CreateTable {
             table,
             if_not_exists: create.if_not_exists,
+        };
+        Ok(Plan::Ddl(if sequences.is_empty() {
+            create_table
+        } else {
+            DdlPlan::CreateTableWithSequences {
+                create: Box::new(create_table),
+                sequences,
+            }
         }))
     }
 

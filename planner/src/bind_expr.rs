@@ -1404,6 +1404,11 @@ impl Binder<'_> {
                     "pg_indexes_size" => (Func::IndexesSize, DataType::Int8, 1..=1),
                     "pg_total_relation_size" => (Func::TotalRelationSize, DataType::Int8, 1..=1),
                     "pg_size_pretty" => (Func::SizePretty, DataType::Text, 1..=1),
+                    "nextval" => (Func::NextVal, DataType::Int8, 1..=1),
+                    "currval" => (Func::CurrVal, DataType::Int8, 1..=1),
+                    "setval" => (Func::SetVal, DataType::Int8, 2..=3),
+                    "lastval" => (Func::LastVal, DataType::Int8, 0..=0),
+                    "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1428,6 +1433,18 @@ impl Binder<'_> {
                         coerced.push(self.regclass_of_name(name)?);
                         continue;
                     }
+                    // A sequence is named by text or regclass; a quoted name is checked now.
+                    if func.uses_sequences() && i == 0 {
+                        if let Expr::Literal(Value::Text(name), _) = &b {
+                            self.catalog.sequence_named(&Value::Text(name.clone()))?;
+                        }
+                        if b.ty() != DataType::Oid {
+                            coerced.push(self.coerce(b, DataType::Text)?);
+                        } else {
+                            coerced.push(b);
+                        }
+                        continue;
+                    }
                     let want = match func {
                         Func::GetExpr if i == 0 => DataType::Text,
                         Func::FormatType
@@ -1443,6 +1460,8 @@ impl Binder<'_> {
                         // pg_relation_size(oid, fork): only the main fork exists.
                         Func::RelationSize if i == 0 => DataType::Int8,
                         Func::ArrayUpper if i > 0 => DataType::Int4,
+                        Func::SetVal if i == 1 => DataType::Int8,
+                        Func::SetVal => DataType::Bool,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,
                         Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,

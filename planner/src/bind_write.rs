@@ -12,6 +12,7 @@ use crate::catalog::*;
 use crate::expr::*;
 use crate::plan::*;
 use crate::scope::Scope;
+use crate::sequence::Identity;
 
 impl Binder<'_> {
     pub(crate) fn returning(
@@ -221,6 +222,7 @@ impl Binder<'_> {
             &target_columns,
             matches!(on_conflict, Some(OnConflict::DoUpdate { .. })),
         )?;
+        self.check_identity_insert(&table, &target_columns, &source)?;
         let (returning, columns) = self.returning(&insert.returning, &scope)?;
         let plan = WritePlan::Insert(InsertPlan {
             table: table.reference(),
@@ -231,6 +233,34 @@ impl Binder<'_> {
             call: false,
         });
         Ok(Plan::Write(Arc::new(plan), columns))
+    }
+
+    /// An INSERT may give a GENERATED ALWAYS identity column only `DEFAULT`.
+    fn check_identity_insert(
+        &self,
+        table: &TableDef,
+        target_columns: &[usize],
+        source: &InsertSource,
+    ) -> SqlResult<()> {
+        for (position, &column) in target_columns.iter().enumerate() {
+            let name = &table.columns[column].name;
+            if self.catalog.identity_of(table.id, name) != Some(Identity::Always) {
+                continue;
+            }
+            let all_default = match source {
+                InsertSource::Values(rows) => rows.iter().all(|row| {
+                    matches!(&row[position], Expr::Literal(Value::Text(t), _) if t == DEFAULT_MARKER)
+                }),
+                _ => false,
+            };
+            if !all_default {
+                return Err(generated_always(
+                    name,
+                    format!("cannot insert a non-DEFAULT value into column \"{name}\""),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// One VALUES row of an INSERT, each value bound to its target column's type (`DEFAULT`
@@ -306,6 +336,13 @@ impl Binder<'_> {
             }
             let ty = table.columns[i].ty;
             let is_default = matches!(&a.value, ast::Expr::Identifier(id) if id.quote_style.is_none() && id.value.eq_ignore_ascii_case("default"));
+            if !is_default && self.catalog.identity_of(table.id, &column) == Some(Identity::Always)
+            {
+                return Err(generated_always(
+                    &column,
+                    format!("column \"{column}\" can only be updated to DEFAULT"),
+                ));
+            }
             let bound = if is_default {
                 match &table.columns[i].default {
                     Some(d) => d.clone(),
@@ -520,6 +557,13 @@ impl JoinedWrite {
 
 fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// 428C9, for a value given to a GENERATED ALWAYS identity column.
+fn generated_always(column: &str, message: String) -> SqlError {
+    SqlError::new(ErrorKind::GeneratedAlways, message).with_detail(format!(
+        "Column \"{column}\" is an identity column defined as GENERATED ALWAYS."
+    ))
 }
 
 #[cfg(test)]

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql::{DataType, ErrorKind, SqlError, SqlResult};
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::expr::Expr;
 use crate::ledger::LedgerRole;
+use crate::sequence::{Identity, SequenceDef};
 
 /// User tables get OIDs from here up, as in PostgreSQL.
 pub const FIRST_USER_OID: u32 = 16_384;
@@ -161,6 +162,10 @@ pub struct Catalog {
     /// stored layout is what earlier builds wrote.
     #[serde(skip)]
     pub views: BTreeMap<String, Arc<ViewDef>>,
+    /// Stored under a key of their own (the executor's `META_SEQUENCES`), as views are;
+    /// their states are the executor's, not the catalog's.
+    #[serde(skip)]
+    pub sequences: BTreeMap<String, Arc<SequenceDef>>,
 }
 
 impl Catalog {
@@ -186,6 +191,56 @@ impl Catalog {
         self.tables.values().find(|t| t.ledger == Some(role))
     }
 
+    pub fn sequence_by_id(&self, id: u32) -> Option<&Arc<SequenceDef>> {
+        self.sequences.values().find(|s| s.id == id)
+    }
+
+    /// The sequence `arg` names: a relation's name (text) or OID (`'s'::regclass`), as
+    /// `nextval` and its kin take it.
+    pub fn sequence_named(&self, arg: &Value) -> SqlResult<&Arc<SequenceDef>> {
+        match arg {
+            Value::Text(name) => {
+                let bare = name.trim_start_matches("public.").trim_matches('"');
+                match self.sequences.get(bare) {
+                    Some(s) => Ok(s),
+                    None if self.relation_exists(bare) => Err(not_a_sequence(bare)),
+                    None => Err(SqlError::undefined_table(bare)),
+                }
+            }
+            Value::Int(oid) => {
+                let id = (*oid as u32).wrapping_sub(FIRST_USER_OID);
+                if let Some(s) = self.sequence_by_id(id) {
+                    return Ok(s);
+                }
+                match self.tables.values().find(|t| t.id == id) {
+                    Some(t) => Err(not_a_sequence(&t.name)),
+                    None => Err(SqlError::new(
+                        ErrorKind::UndefinedTable,
+                        format!("could not open relation with OID {oid}"),
+                    )),
+                }
+            }
+            _ => Err(SqlError::mismatch(
+                "a sequence is named by text or regclass",
+            )),
+        }
+    }
+
+    /// The sequences owned by table `id`'s columns (SERIAL and identity columns).
+    pub fn sequences_owned_by(&self, id: u32) -> impl Iterator<Item = &Arc<SequenceDef>> {
+        self.sequences
+            .values()
+            .filter(move |s| s.owner.as_ref().is_some_and(|o| o.table == id))
+    }
+
+    /// The identity kind of column `column` of table `id`, if it is an identity column.
+    pub fn identity_of(&self, id: u32, column: &str) -> Option<Identity> {
+        self.sequences_owned_by(id)
+            .filter_map(|s| s.owner.as_ref())
+            .find(|o| o.column == column)
+            .and_then(|o| o.identity)
+    }
+
     /// The views that read table `id`.
     pub fn views_reading(&self, id: u32) -> impl Iterator<Item = &Arc<ViewDef>> {
         self.views.values().filter(move |v| v.tables.contains(&id))
@@ -195,10 +250,18 @@ impl Catalog {
     pub fn relation_exists(&self, name: &str) -> bool {
         self.tables.contains_key(name)
             || self.views.contains_key(name)
+            || self.sequences.contains_key(name)
             || self.index(name).is_some()
             || self
                 .tables
                 .values()
                 .any(|t| t.primary_key_name.as_deref() == Some(name))
     }
+}
+
+pub(crate) fn not_a_sequence(name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::WrongObjectType,
+        format!("\"{name}\" is not a sequence"),
+    )
 }

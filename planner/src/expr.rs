@@ -9,6 +9,7 @@ use sql::datetime;
 use sql::{check_int_range, DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
 use crate::plan::Rel;
+use crate::sequence::{NoSequences, SequenceSource};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BinaryOp {
@@ -166,6 +167,16 @@ pub enum Func {
     ToChar,
     /// `pg_get_viewdef(view_oid [, pretty])`: the view's query as written.
     GetViewDef,
+    /// `nextval(seq)`: advances the sequence (`EvalEnv::sequences`).
+    NextVal,
+    /// `currval(seq)`: what `nextval` last gave this session.
+    CurrVal,
+    /// `setval(seq, value [, is_called])`.
+    SetVal,
+    /// `lastval()`.
+    LastVal,
+    /// `pg_get_serial_sequence(table, column)`.
+    GetSerialSequence,
 }
 
 impl Func {
@@ -175,6 +186,20 @@ impl Func {
             self,
             Func::RelationSize | Func::TableSize | Func::IndexesSize | Func::TotalRelationSize
         )
+    }
+
+    /// Whether it reads or changes a sequence's state, so its value depends on when and
+    /// where it runs.
+    pub fn uses_sequences(self) -> bool {
+        matches!(
+            self,
+            Func::NextVal | Func::CurrVal | Func::SetVal | Func::LastVal
+        )
+    }
+
+    /// Whether it changes a sequence's state: a statement calling it is a write.
+    pub fn advances_sequences(self) -> bool {
+        matches!(self, Func::NextVal | Func::SetVal)
     }
 }
 
@@ -326,6 +351,8 @@ pub struct EvalEnv<'a> {
     /// so every replica computes the same `now()`.
     pub now_micros: i64,
     pub subqueries: &'a dyn SubqueryRunner,
+    /// Where `nextval` and `setval` take and leave sequence states.
+    pub sequences: &'a dyn SequenceSource,
 }
 
 impl<'a> EvalEnv<'a> {
@@ -335,6 +362,17 @@ impl<'a> EvalEnv<'a> {
             params,
             now_micros,
             subqueries: &NoSubqueries,
+            sequences: &NoSequences,
+        }
+    }
+
+    /// The same evaluation, with sequences answered by `sequences`.
+    pub fn with_sequences(&self, sequences: &'a dyn SequenceSource) -> EvalEnv<'a> {
+        EvalEnv {
+            params: self.params,
+            now_micros: self.now_micros,
+            subqueries: self.subqueries,
+            sequences,
         }
     }
 }
@@ -403,9 +441,9 @@ impl Expr {
         self.visit(&mut |e| match e {
             Expr::Column(i, _) if *i >= first_own_column => independent = false,
             Expr::Subquery { .. } | Expr::InSubquery { .. } => independent = false,
-            Expr::Function {
-                func: Func::Random, ..
-            } => independent = false,
+            Expr::Function { func, .. } if *func == Func::Random || func.uses_sequences() => {
+                independent = false
+            }
             _ => {}
         });
         independent
@@ -523,6 +561,11 @@ impl Expr {
             Expr::Subquery { .. } | Expr::InSubquery { .. } => {
                 return Err(SqlError::feature_not_supported(
                     "subqueries in UPDATE or DELETE (also UPDATE ... FROM, DELETE ... USING) inside a transaction block",
+                ))
+            }
+            Expr::Function { func, .. } if func.uses_sequences() => {
+                return Err(SqlError::feature_not_supported(
+                    "sequence functions in UPDATE, DELETE or ON CONFLICT DO UPDATE inside a transaction block",
                 ))
             }
             _ => {
@@ -1087,6 +1130,18 @@ pub fn like(text: &str, pattern: &str) -> bool {
     go(&t, &p)
 }
 
+/// The catalog sequence functions resolve their sequence in.
+fn sequence_catalog<'e>(env: &'e EvalEnv<'_>) -> SqlResult<&'e crate::catalog::Catalog> {
+    env.sequences
+        .catalog()
+        .or_else(|| env.subqueries.catalog())
+        .ok_or_else(|| {
+            SqlError::feature_not_supported(
+                "sequence functions here (in a default or check evaluated outside the executor)",
+            )
+        })
+}
+
 fn eval_function(
     func: Func,
     args: &[Expr],
@@ -1119,6 +1174,7 @@ fn eval_function(
             | Func::MakeArray
             | Func::ConcatWs
             | Func::StringToArray
+            | Func::LastVal
             // format_type(oid, NULL) is the type's name without a modifier, as in PostgreSQL
             // (where the function is not strict either).
             | Func::FormatType
@@ -1381,6 +1437,51 @@ fn eval_function(
         | Func::ToChar => crate::scalar_functions::eval(func, &values, ty)?,
         Func::Extract => Value::Numeric(datetime::extract(&text_of(&arg(0)), &arg(1))?),
         Func::DatePart => Value::Float(datetime::extract(&text_of(&arg(0)), &arg(1))?.to_f64()),
+        Func::NextVal => {
+            let sequence = sequence_catalog(env)?.sequence_named(&arg(0))?;
+            Value::Int(env.sequences.next_value(sequence)?)
+        }
+        Func::SetVal => {
+            let sequence = sequence_catalog(env)?.sequence_named(&arg(0))?;
+            let Value::Int(value) = arg(1) else {
+                return Err(SqlError::mismatch("setval's value must be a bigint"));
+            };
+            let called = !matches!(arg(2), Value::Bool(false));
+            Value::Int(env.sequences.set_value(sequence, value, called)?)
+        }
+        Func::CurrVal => {
+            let sequence = sequence_catalog(env)?.sequence_named(&arg(0))?;
+            match env.sequences.current_value(sequence.id) {
+                Some(v) => Value::Int(v),
+                None => {
+                    return Err(SqlError::new(
+                        ErrorKind::ObjectNotInPrerequisiteState,
+                        format!(
+                            "currval of sequence \"{}\" is not yet defined in this session",
+                            sequence.name
+                        ),
+                    ))
+                }
+            }
+        }
+        Func::LastVal => match env
+            .sequences
+            .last_sequence()
+            .and_then(|id| env.sequences.current_value(id))
+        {
+            Some(v) => Value::Int(v),
+            None => {
+                return Err(SqlError::new(
+                    ErrorKind::ObjectNotInPrerequisiteState,
+                    "lastval is not yet defined in this session",
+                ))
+            }
+        },
+        Func::GetSerialSequence => {
+            let catalog = sequence_catalog(env)?;
+            crate::system::serial_sequence(catalog, &text_of(&arg(0)), &text_of(&arg(1)))?
+                .map_or(Value::Null, Value::Text)
+        }
         Func::GetIndexDef
         | Func::GetConstraintDef
         | Func::RegClassName
@@ -1483,6 +1584,7 @@ mod tests {
             params: &[],
             now_micros: 0,
             subqueries: &NoSubqueries,
+            sequences: &NoSequences,
         }
     }
 

@@ -13,6 +13,7 @@ mod bind_call;
 mod bind_ddl;
 mod bind_expr;
 mod bind_query;
+mod bind_sequence;
 mod bind_view;
 mod bind_window;
 mod bind_write;
@@ -22,6 +23,7 @@ mod ledger;
 mod plan;
 mod scalar_functions;
 mod scope;
+mod sequence;
 mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
@@ -37,4 +39,9 @@ pub use ledger::{
     check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
 };
 pub use plan::*;
+pub use sequence::{nextval_calls, rel_calls, write_calls};
+pub use sequence::{
+    Identity, NoSequences, SequenceDef, SequenceOptions, SequenceOwner, SequenceSource,
+    SequenceState, SessionSequences, SessionView,
+};
 pub use system::{relation_storage, SystemTable};

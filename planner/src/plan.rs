@@ -10,6 +10,7 @@ use sql::{DataType, PackedRows, Value};
 
 use crate::catalog::{ProcedureDef, TableDef, TableRef, ViewDef};
 use crate::expr::{AggCall, Expr};
+use crate::sequence::SequenceDef;
 use crate::system::SystemTable;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -378,6 +379,20 @@ pub enum DdlPlan {
     DropViews {
         names: Vec<String>,
         if_exists: bool,
+    },
+    CreateSequence {
+        sequence: SequenceDef,
+        if_not_exists: bool,
+    },
+    DropSequences {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    /// CREATE TABLE with SERIAL or identity columns (`create` is a `CreateTable`): the
+    /// sequences their defaults call are created with the table, owned by its columns.
+    CreateTableWithSequences {
+        create: Box<DdlPlan>,
+        sequences: Vec<SequenceDef>,
     },
 }
 
@@ -796,13 +811,26 @@ impl WritePlan {
     /// Calls `f` for every user table the statement reads besides its target: tables in its
     /// source query and in subqueries of its expressions.
     pub fn visit_read_tables(&self, f: &mut dyn FnMut(&TableDef)) {
+        if let WritePlan::Insert(InsertPlan {
+            source: InsertSource::Query(rel),
+            ..
+        }) = self
+        {
+            visit_read_tables(rel, f);
+        }
+        for e in self.own_exprs() {
+            visit_expr_read_tables(e, f);
+        }
+    }
+
+    /// The statement's own expressions (not those of an INSERT's source query): VALUES,
+    /// access keys, filters, assignments, ON CONFLICT and RETURNING.
+    pub fn own_exprs(&self) -> Vec<&Expr> {
         let mut exprs: Vec<&Expr> = Vec::new();
         match self {
             WritePlan::Insert(p) => {
-                match &p.source {
-                    InsertSource::Values(rows) => rows.iter().for_each(|r| exprs.extend(r)),
-                    InsertSource::Query(rel) => visit_read_tables(rel, f),
-                    InsertSource::Rows(_) | InsertSource::Packed(_) => {}
+                if let InsertSource::Values(rows) = &p.source {
+                    rows.iter().for_each(|r| exprs.extend(r));
                 }
                 match &p.on_conflict {
                     Some(OnConflict::DoUpdate {
@@ -828,10 +856,18 @@ impl WritePlan {
         if let Some(returning) = self.returning() {
             exprs.extend(returning);
         }
-        for e in exprs {
-            visit_expr_read_tables(e, f);
-        }
+        exprs
     }
+}
+
+/// Calls `f` for every expression in a relation, its inputs and the subqueries inside them
+/// (each subquery's own expressions too).
+pub fn visit_rel_exprs(rel: &Rel, f: &mut dyn FnMut(&Expr)) {
+    visit_rel(rel, &mut |r| {
+        for e in rel_parts(r).0 {
+            e.visit(&mut *f);
+        }
+    });
 }
 
 fn visit_rel(rel: &Rel, f: &mut dyn FnMut(&Rel)) {

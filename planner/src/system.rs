@@ -4,10 +4,11 @@
 //! use for (policies, publications, statistics) exist empty so those queries run.
 
 use serde::{Deserialize, Serialize};
-use sql::{DataType, Value};
+use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::catalog::{Catalog, TableDef, FIRST_USER_OID};
 use crate::expr::Func;
+use crate::sequence::Identity;
 
 pub const PG_CATALOG_NAMESPACE: i64 = 11;
 pub const PUBLIC_NAMESPACE: i64 = 2200;
@@ -397,6 +398,8 @@ impl SystemTable {
                 ("character_maximum_length", Int4),
                 ("numeric_precision", Int4),
                 ("numeric_scale", Int4),
+                ("is_identity", Text),
+                ("identity_generation", Text),
             ],
         }
     }
@@ -452,32 +455,10 @@ impl SystemTable {
                     }
                 }
                 for v in catalog.views.values() {
-                    rows.push(vec![
-                        int(v.oid()),
-                        text(&v.name),
-                        int(PUBLIC_NAMESPACE),
-                        int(0),
-                        int(0),
-                        int(OWNER_OID),
-                        int(0),
-                        int(0),
-                        int(0),
-                        Value::Float(-1.0),
-                        text("v"),
-                        text("p"),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        b(false),
-                        int(0),
-                        int(v.columns.len() as i64),
-                        null(),
-                        null(),
-                        text("n"),
-                        null(),
-                    ]);
+                    rows.push(plain_class_row(v.oid(), &v.name, "v", v.columns.len()));
+                }
+                for q in catalog.sequences.values() {
+                    rows.push(plain_class_row(q.oid(), &q.name, "S", 3));
                 }
             }
             PgNamespace => {
@@ -492,15 +473,17 @@ impl SystemTable {
             PgAttribute => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
-                        let defaulted = c.default.is_some();
-                        rows.push(attribute_row(
+                        let identity = catalog.identity_of(t.id, &c.name);
+                        let mut row = attribute_row(
                             t.oid(),
                             &c.name,
                             c.ty,
                             i,
                             !c.nullable,
-                            defaulted,
-                        ));
+                            c.default.is_some() && identity.is_none(),
+                        );
+                        row[ATTIDENTITY] = text(identity_code(identity));
+                        rows.push(row);
                     }
                 }
                 for v in catalog.views.values() {
@@ -710,6 +693,7 @@ impl SystemTable {
             InfoColumns => {
                 for t in catalog.tables.values() {
                     for (i, c) in t.columns.iter().enumerate() {
+                        let identity = catalog.identity_of(t.id, &c.name);
                         let (length, precision, scale) = match c.ty {
                             DataType::Varchar(Some(n)) | DataType::Char(n) => {
                                 (int(n), null(), null())
@@ -741,6 +725,12 @@ impl SystemTable {
                             length,
                             precision,
                             scale,
+                            text(if identity.is_some() { "YES" } else { "NO" }),
+                            match identity {
+                                Some(Identity::Always) => text("ALWAYS"),
+                                Some(Identity::ByDefault) => text("BY DEFAULT"),
+                                None => null(),
+                            },
                         ]);
                     }
                 }
@@ -748,6 +738,49 @@ impl SystemTable {
         }
         rows
     }
+}
+
+/// `pg_attribute.attidentity`'s position and codes.
+const ATTIDENTITY: usize = 9;
+
+fn identity_code(identity: Option<Identity>) -> &'static str {
+    match identity {
+        Some(Identity::Always) => "a",
+        Some(Identity::ByDefault) => "d",
+        None => "",
+    }
+}
+
+/// A `pg_class` row for a relation without storage options or an access method: a view
+/// (`kind` "v") or a sequence ("S").
+fn plain_class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Value> {
+    let f = || Value::Bool(false);
+    vec![
+        int(oid),
+        text(name),
+        int(PUBLIC_NAMESPACE),
+        int(0),
+        int(0),
+        int(OWNER_OID),
+        int(0),
+        int(0),
+        int(0),
+        Value::Float(-1.0),
+        text(kind),
+        text("p"),
+        f(),
+        f(),
+        f(),
+        f(),
+        f(),
+        f(),
+        int(0),
+        int(columns as i64),
+        Value::Null,
+        Value::Null,
+        text("n"),
+        Value::Null,
+    ]
 }
 
 /// A `pg_class` row for an index.
@@ -788,6 +821,9 @@ pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
     }
     if let Some(v) = catalog.views.get(name) {
         return Some(v.oid());
+    }
+    if let Some(s) = catalog.sequences.get(name) {
+        return Some(s.oid());
     }
     catalog.tables.values().find_map(|t| {
         if t.has_primary_key() && pkey_name(t) == name {
@@ -874,6 +910,24 @@ fn attribute_row(
     ]
 }
 
+/// `pg_get_serial_sequence(table, column)`: the qualified name of the sequence column
+/// `column` of `table` takes its values from (its SERIAL or identity sequence), if any.
+pub fn serial_sequence(catalog: &Catalog, table: &str, column: &str) -> SqlResult<Option<String>> {
+    let bare = table.trim_start_matches("public.").trim_matches('"');
+    let def = catalog
+        .table(bare)
+        .ok_or_else(|| SqlError::undefined_table(bare))?;
+    if def.column_index(column).is_none() {
+        return Err(SqlError::undefined_column(&format!(
+            "{column}\" of relation \"{bare}"
+        )));
+    }
+    Ok(catalog
+        .sequences_owned_by(def.id)
+        .find(|s| s.owner.as_ref().is_some_and(|o| o.column == column))
+        .map(|s| format!("public.{}", s.name)))
+}
+
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
     if func == Func::GetFunctionArguments {
         let procedure = catalog
@@ -887,6 +941,11 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
             .collect::<Vec<_>>()
             .join(", ");
         return Some(arguments);
+    }
+    if func == Func::RegClassName {
+        if let Some(q) = catalog.sequences.values().find(|q| q.oid() == oid) {
+            return Some(q.name.clone());
+        }
     }
     if let Some(view) = catalog.views.values().find(|v| v.oid() == oid) {
         return match func {

@@ -1,7 +1,7 @@
 //! A client session: its transaction (reads and buffered writes, no locks held), its
 //! settings, an in-progress COPY, and running one bound statement to a result.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,8 +10,8 @@ use ledger::{
     ReadCheck, Request, Row, Staged, WriteOp,
 };
 use planner::{
-    explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, InsertPlan, InsertSource,
-    Isolation, OutputColumn, Plan, SelectPlan, TransferBatchPlan, WritePlan,
+    explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource,
+    Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TransferBatchPlan, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -92,6 +92,8 @@ pub struct Session {
     failed: bool,
     settings: BTreeMap<String, String>,
     copy: Option<CopyState>,
+    /// What this session's `nextval` calls left, for `currval` and `lastval`.
+    sequences: SessionSequences,
     /// Warnings to send before the statement's result.
     pub notices: Vec<String>,
 }
@@ -199,6 +201,7 @@ impl Session {
             failed: false,
             settings,
             copy: None,
+            sequences: SessionSequences::default(),
             notices: Vec::new(),
         }
     }
@@ -681,7 +684,7 @@ impl Session {
         rx.await.map_err(|_| stopped())
     }
 
-    async fn propose(&self, command: &Command) -> SqlResult<Outcome> {
+    async fn propose(&mut self, command: &Command) -> SqlResult<Outcome> {
         let encoded = encode_command(command);
         // One command is one part of one log entry; the log refuses entries past 64 MiB, and a
         // refused append would stop replication, so a command that large is refused here.
@@ -701,7 +704,17 @@ impl Session {
             .propose(encoded)
             .await
             .map_err(propose_error)?;
-        decode_result(&bytes)
+        let outcome = decode_result(&bytes)?;
+        self.sequences.absorb(&outcome.sequences);
+        Ok(outcome)
+    }
+
+    /// Whether a write calls a sequence function (its defaults included).
+    fn calls_sequences(&self, plan: &WritePlan) -> bool {
+        let catalog = self.shared.executor.catalog();
+        catalog.table_by_id(plan.table().id).is_some_and(|table| {
+            !catalog.sequences.is_empty() && planner::write_calls(plan, table, Func::uses_sequences)
+        })
     }
 
     fn overlay(&self) -> Option<Arc<Overlay>> {
@@ -725,13 +738,23 @@ impl Session {
     }
 
     async fn select(&mut self, plan: &Arc<SelectPlan>, params: &[Value]) -> SqlResult<Vec<Row>> {
+        if planner::rel_calls(&plan.rel, Func::advances_sequences) {
+            return self.select_advancing_sequences(plan, params).await;
+        }
         if !plan.reads_user_tables {
             let catalog = self.shared.executor.catalog();
-            return ledger::evaluate_without_storage(plan, &catalog, params, self.statement_time());
+            return ledger::evaluate_without_storage(
+                plan,
+                &catalog,
+                params,
+                self.statement_time(),
+                &self.sequences,
+            );
         }
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let plan = plan.clone();
         let params = params.to_vec();
+        let sequences = self.sequences.clone();
         let result: QueryResult = self
             .ask(move |reply| Request::Query {
                 plan,
@@ -739,6 +762,7 @@ impl Session {
                 now_micros: now,
                 overlay,
                 record_reads: record,
+                sequences,
                 reply,
             })
             .await??;
@@ -748,6 +772,33 @@ impl Session {
         Ok(result.rows)
     }
 
+    /// A query calling `nextval` or `setval` runs in log order, as a write does.
+    async fn select_advancing_sequences(
+        &mut self,
+        plan: &Arc<SelectPlan>,
+        params: &[Value],
+    ) -> SqlResult<Vec<Row>> {
+        if let Some(t) = &self.transaction {
+            if t.read_only {
+                return Err(read_only_error("nextval()"));
+            }
+            if plan.reads_user_tables {
+                return Err(SqlError::feature_not_supported(
+                    "nextval() or setval() in a query that reads tables inside a transaction block",
+                ));
+            }
+        }
+        let outcome = self
+            .propose(&Command::QueryWithSequences {
+                plan: plan.clone(),
+                params: params.to_vec(),
+                now_micros: self.statement_time(),
+                session: self.sequences.clone(),
+            })
+            .await?;
+        Ok(outcome.rows)
+    }
+
     async fn stage(
         &mut self,
         plan: Arc<WritePlan>,
@@ -755,12 +806,21 @@ impl Session {
     ) -> SqlResult<(u64, Vec<Row>)> {
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let catalog = self.shared.executor.catalog();
+        let mut sequences = ledger::StatementValues {
+            session: self.sequences.clone(),
+            allocated: BTreeMap::new(),
+        };
         if let Some(table) = catalog.table_by_id(plan.table().id) {
             let overlay_len = overlay.as_ref().map(|o| o.len()).unwrap_or(0);
             if let Some(local) =
                 ledger::stage_insert_locally(&plan, table, params, now, overlay_len)
             {
                 return self.absorb(local?);
+            }
+            if planner::write_calls(&plan, table, Func::advances_sequences) {
+                sequences.allocated = self
+                    .allocate_sequence_values(&plan, table, &catalog)
+                    .await?;
             }
         }
         let params = params.to_vec();
@@ -771,10 +831,41 @@ impl Session {
                 now_micros: now,
                 overlay,
                 record_reads: record,
+                sequences,
                 reply,
             })
             .await??;
         self.absorb(staged)
+    }
+
+    /// The values a staged statement's `nextval` calls will take, allocated now through
+    /// the log (so they are never handed out twice, as PostgreSQL's are not, whether or
+    /// not the transaction commits).
+    async fn allocate_sequence_values(
+        &mut self,
+        plan: &WritePlan,
+        table: &planner::TableDef,
+        catalog: &planner::Catalog,
+    ) -> SqlResult<BTreeMap<u32, VecDeque<i64>>> {
+        let calls = planner::nextval_calls(plan, table, catalog)?;
+        let setval = planner::write_calls(plan, table, |f| f == Func::SetVal);
+        let Some(calls) = calls.filter(|_| !setval) else {
+            return Err(SqlError::feature_not_supported(
+                "nextval() or setval() inside a transaction block other than in INSERT ... VALUES or in a SELECT that reads no table",
+            ));
+        };
+        let outcome = self
+            .propose(&Command::AllocateSequenceValues {
+                sequences: calls.into_iter().map(|(id, n)| (id, n as u64)).collect(),
+            })
+            .await?;
+        let mut allocated: BTreeMap<u32, VecDeque<i64>> = BTreeMap::new();
+        for row in outcome.rows {
+            if let [Value::Int(id), Value::Int(value)] = row.as_slice() {
+                allocated.entry(*id as u32).or_default().push_back(*value);
+            }
+        }
+        Ok(allocated)
     }
 
     /// Adds a staged statement's writes, overlay rows and reads to the transaction.
@@ -787,6 +878,7 @@ impl Session {
         overlay.extend(staged.overlay);
         t.reads.extend(staged.reads);
         t.ops.extend(staged.ops);
+        self.sequences.absorb(&staged.sequences);
         Ok((staged.rows_affected, staged.rows))
     }
 
@@ -799,6 +891,17 @@ impl Session {
         let (affected, rows) = match &self.transaction {
             Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
             Some(_) => self.stage(plan.clone(), params).await?,
+            None if self.calls_sequences(plan) => {
+                let outcome = self
+                    .propose(&Command::WriteWithSequences {
+                        plan: plan.clone(),
+                        params: params.to_vec(),
+                        now_micros: now_micros(),
+                        session: self.sequences.clone(),
+                    })
+                    .await?;
+                (outcome.rows_affected, outcome.rows)
+            }
             None => {
                 let now = now_micros();
                 // Only an INSERT ... VALUES can be prebuilt: other writes skip the catalog.
@@ -857,6 +960,9 @@ impl Session {
             DdlPlan::AlterTable { .. } => "ALTER TABLE",
             DdlPlan::CreateView { .. } => "CREATE VIEW",
             DdlPlan::DropViews { .. } => "DROP VIEW",
+            DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
+            DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
+            DdlPlan::CreateTableWithSequences { .. } => "CREATE TABLE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

@@ -80,6 +80,8 @@ pub enum ErrorKind {
     InvalidTableDefinition,
     /// A table a view reads, dropped or altered.
     DependentObjectsStillExist,
+    SequenceGeneratorLimitExceeded,
+    ObjectNotInPrerequisiteState,
 }
 
 impl ErrorKind {
@@ -149,6 +151,8 @@ impl ErrorKind {
             InvalidObjectDefinition => "42P17",
             InvalidTableDefinition => "42P16",
             DependentObjectsStillExist => "2BP01",
+            SequenceGeneratorLimitExceeded => "2200H",
+            ObjectNotInPrerequisiteState => "55000",
         }
     }
 }

@@ -15,6 +15,7 @@ mod numeric;
 mod packed_rows;
 mod parse;
 mod procedure;
+mod sequence_statement;
 mod types;
 mod value;
 pub mod value_tag;

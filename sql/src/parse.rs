@@ -1,6 +1,7 @@
 //! Parsing: split a query string into statements, intercept the few PostgreSQL statements
 //! sqlparser-rs does not accept (`VACUUM`, `ANALYZE`, `CHECKPOINT`, `COPY ... (freeze on)`,
-//! PostgreSQL's `CREATE PROCEDURE` and `DROP PROCEDURE`),
+//! PostgreSQL's `CREATE PROCEDURE` and `DROP PROCEDURE`, `CREATE SEQUENCE`'s options in any
+//! order),
 //! and parse the rest with the PostgreSQL dialect.
 
 use sqlparser::ast::Statement;
@@ -12,6 +13,7 @@ use crate::insert_values::{parse_insert_values, ValueRows};
 use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_blank};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
+use crate::sequence_statement::parse_create_sequence;
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
 pub fn ident(i: &sqlparser::ast::Ident) -> String {
@@ -159,6 +161,15 @@ fn is_create_procedure(text: &str) -> bool {
     }
 }
 
+fn is_create_sequence(text: &str) -> bool {
+    let words = first_words(text, 3);
+    match words.get(1).map(String::as_str) {
+        Some("sequence") => true,
+        Some("temp" | "temporary") => words.get(2).map(String::as_str) == Some("sequence"),
+        _ => false,
+    }
+}
+
 fn parse_one(text: &str) -> SqlResult<Parsed> {
     let words = first_words(text, 2);
     match words.first().map(String::as_str) {
@@ -167,6 +178,16 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         Some("checkpoint") => return Ok(Parsed::Maintenance("CHECKPOINT")),
         Some("create") if is_create_procedure(text) => {
             return parse_create_procedure(text).map(Parsed::CreateProcedure)
+        }
+        Some("create") if is_create_sequence(text) => {
+            return parse_create_sequence(text)
+                .map(|s| Parsed::Statement(Box::new(s)))
+                .map_err(|e| syntax_error(text, &e.to_string()))
+        }
+        Some("alter") if words.get(1).map(String::as_str) == Some("sequence") => {
+            return Err(SqlError::feature_not_supported(
+                "ALTER SEQUENCE (setval() moves a sequence)",
+            ))
         }
         Some("drop") if words.get(1).map(String::as_str) == Some("procedure") => {
             let (names, if_exists) = parse_drop_procedure(text)?;
@@ -190,7 +211,19 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
     } else {
         text
     };
-    sqlparser_statement(text).map(|statement| Parsed::Statement(Box::new(statement)))
+    sqlparser_statement(text)
+        .map(|statement| Parsed::Statement(Box::new(statement)))
+        .map_err(|e| {
+            let lower = text.to_ascii_lowercase();
+            if words.first().map(String::as_str) == Some("insert")
+                && lower.contains("overriding")
+                && lower.contains(" value")
+            {
+                SqlError::feature_not_supported("INSERT ... OVERRIDING SYSTEM VALUE")
+            } else {
+                e
+            }
+        })
 }
 
 /// `text` as one statement, parsed by sqlparser with the PostgreSQL dialect.
