@@ -253,6 +253,7 @@ impl Executor {
     pub(crate) fn statement_sequences(&self, values: StatementValues) -> StatementSequences {
         StatementSequences {
             catalog: self.catalog.clone(),
+            store: self.sequences.clone(),
             session: values.session,
             allocated: RefCell::new(values.allocated),
             own: RefCell::default(),

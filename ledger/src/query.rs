@@ -537,6 +537,19 @@ impl<'a> Reader<'a> {
             Rel::CommonTable {
                 input, outer_len, ..
             } => self.rows(input, &outer[..(*outer_len).min(outer.len())], env)?,
+            Rel::SequenceState { sequence } => {
+                let state = env.sequences.state(*sequence).ok_or_else(|| {
+                    SqlError::new(
+                        sql::ErrorKind::UndefinedTable,
+                        "the sequence was dropped while the query was planned",
+                    )
+                })?;
+                vec![vec![
+                    Value::Int(state.last),
+                    Value::Int(0),
+                    Value::Bool(state.called),
+                ]]
+            }
             Rel::Unnest { array } => match array.eval(outer, env)? {
                 Value::Null => Vec::new(),
                 Value::Array(items) => items.into_iter().map(|item| vec![item]).collect(),

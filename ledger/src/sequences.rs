@@ -106,6 +106,10 @@ impl SequenceStore {
         state
     }
 
+    fn state(&self, sequence: u32) -> Option<SequenceState> {
+        self.lock().states.get(&sequence).copied()
+    }
+
     pub(crate) fn drop_sequence(&self, id: u32) {
         self.lock().states.remove(&id);
     }
@@ -168,6 +172,10 @@ impl SequenceSource for CommandSequences {
         let inner = self.store.lock();
         inner.own.last.or(inner.session.last)
     }
+
+    fn state(&self, sequence: u32) -> Option<SequenceState> {
+        self.store.state(sequence)
+    }
 }
 
 /// The sequence source of a statement that runs outside log order (a query, or a write
@@ -175,6 +183,7 @@ impl SequenceSource for CommandSequences {
 /// `nextval` takes values the session allocated through the log for this statement.
 pub(crate) struct StatementSequences {
     pub catalog: Arc<Catalog>,
+    pub store: Arc<SequenceStore>,
     pub session: SessionSequences,
     pub allocated: RefCell<BTreeMap<u32, VecDeque<i64>>>,
     pub own: RefCell<SessionSequences>,
@@ -210,6 +219,10 @@ impl SequenceSource for StatementSequences {
 
     fn last_sequence(&self) -> Option<u32> {
         self.own.borrow().last.or(self.session.last)
+    }
+
+    fn state(&self, sequence: u32) -> Option<SequenceState> {
+        self.store.state(sequence)
     }
 }
 

@@ -1409,6 +1409,7 @@ impl Binder<'_> {
                     "setval" => (Func::SetVal, DataType::Int8, 2..=3),
                     "lastval" => (Func::LastVal, DataType::Int8, 0..=0),
                     "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
+                    "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,

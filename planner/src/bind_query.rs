@@ -463,6 +463,28 @@ impl Binder<'_> {
                     if let Some(found) = self.view_reference(&table_name, alias)? {
                         return Ok(found);
                     }
+                    if let Some(sequence) = self.catalog.sequences.get(&table_name) {
+                        let qualifier = alias
+                            .as_ref()
+                            .map_or_else(|| table_name.clone(), |a| ident(&a.name));
+                        let columns = [
+                            ("last_value", DataType::Int8),
+                            ("log_cnt", DataType::Int8),
+                            ("is_called", DataType::Bool),
+                        ]
+                        .map(|(name, ty)| OutputColumn {
+                            name: name.into(),
+                            ty,
+                            table_oid: sequence.oid(),
+                            column_number: 0,
+                        });
+                        let mut cols = scope_columns(&columns, Some(qualifier));
+                        rename_columns(&mut cols, alias)?;
+                        let rel = Rel::SequenceState {
+                            sequence: sequence.id,
+                        };
+                        return Ok((rel, cols, true, false));
+                    }
                 }
                 let alias_name = alias
                     .as_ref()

@@ -177,6 +177,7 @@ pub enum Func {
     LastVal,
     /// `pg_get_serial_sequence(table, column)`.
     GetSerialSequence,
+    QuoteIdent,
 }
 
 impl Func {
@@ -1130,6 +1131,22 @@ pub fn like(text: &str, pattern: &str) -> bool {
     go(&t, &p)
 }
 
+/// `quote_ident`: the name as is when it reads back as itself unquoted, else double-quoted.
+fn quote_ident(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
 /// The catalog sequence functions resolve their sequence in.
 fn sequence_catalog<'e>(env: &'e EvalEnv<'_>) -> SqlResult<&'e crate::catalog::Catalog> {
     env.sequences
@@ -1477,6 +1494,7 @@ fn eval_function(
                 ))
             }
         },
+        Func::QuoteIdent => Value::Text(quote_ident(&text_of(&arg(0)))),
         Func::GetSerialSequence => {
             let catalog = sequence_catalog(env)?;
             crate::system::serial_sequence(catalog, &text_of(&arg(0)), &text_of(&arg(1)))?

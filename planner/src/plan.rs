@@ -204,6 +204,10 @@ pub enum Rel {
         input: Box<Rel>,
         columns: Vec<usize>,
     },
+    /// A sequence read as a table: one row (last_value, log_cnt, is_called).
+    SequenceState {
+        sequence: u32,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -708,6 +712,10 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             line.push_str("Function Scan on unnest");
             lines.push(line);
         }
+        Rel::SequenceState { .. } => {
+            line.push_str("Seq Scan on sequence");
+            lines.push(line);
+        }
         Rel::SetDifference {
             left,
             right,
@@ -758,7 +766,7 @@ pub fn reads_storage(rel: &Rel) -> bool {
             Rel::Scan {
                 source: TableSource::User(_),
                 ..
-            }
+            } | Rel::SequenceState { .. }
         );
         for e in rel_parts(r).0 {
             e.visit(&mut |x| {
@@ -955,6 +963,7 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
             exprs.extend(step);
         }
         Rel::Unnest { array } => exprs.push(array),
+        Rel::SequenceState { .. } => {}
         Rel::Union { left, right, .. } => {
             children.push(left);
             children.push(right);

@@ -261,6 +261,12 @@ pub trait SequenceSource {
     fn last_sequence(&self) -> Option<u32> {
         None
     }
+
+    /// Sequence `id`'s state as applied so far, for reading the sequence as a table.
+    fn state(&self, sequence: u32) -> Option<SequenceState> {
+        let _ = sequence;
+        None
+    }
 }
 
 /// What a session's `nextval` calls left: each sequence's last value, and which sequence
@@ -341,6 +347,9 @@ impl<T: SequenceSource + ?Sized> SequenceSource for &T {
     }
     fn last_sequence(&self) -> Option<u32> {
         (**self).last_sequence()
+    }
+    fn state(&self, sequence: u32) -> Option<SequenceState> {
+        (**self).state(sequence)
     }
 }
 

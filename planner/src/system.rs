@@ -57,6 +57,9 @@ pub enum SystemTable {
     PgProc,
     PgExtension,
     PgDescription,
+    PgSequence,
+    PgDepend,
+    InfoSequences,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -94,6 +97,7 @@ impl SystemTable {
             return match name {
                 "tables" => Some(InfoTables),
                 "columns" => Some(InfoColumns),
+                "sequences" => Some(InfoSequences),
                 _ => None,
             };
         }
@@ -124,6 +128,8 @@ impl SystemTable {
             "pg_publication_namespace" => PgPublicationNamespace,
             "pg_publication_rel" => PgPublicationRel,
             "pg_settings" => PgSettings,
+            "pg_sequence" => PgSequence,
+            "pg_depend" => PgDepend,
             _ => return None,
         })
     }
@@ -148,6 +154,8 @@ impl SystemTable {
             PgAm => 2601,
             PgExtension => 3079,
             PgCollation => 3456,
+            PgSequence => 2224,
+            PgDepend => 2608,
             other => 12_000 + other as u32,
         }
     }
@@ -180,6 +188,9 @@ impl SystemTable {
             PgSettings => "pg_settings",
             InfoTables => "tables",
             InfoColumns => "columns",
+            PgSequence => "pg_sequence",
+            PgDepend => "pg_depend",
+            InfoSequences => "sequences",
         }
     }
 
@@ -400,6 +411,40 @@ impl SystemTable {
                 ("numeric_scale", Int4),
                 ("is_identity", Text),
                 ("identity_generation", Text),
+            ],
+            PgSequence => vec![
+                ("seqrelid", Oid),
+                ("seqtypid", Oid),
+                ("seqstart", DataType::Int8),
+                ("seqincrement", DataType::Int8),
+                ("seqmax", DataType::Int8),
+                ("seqmin", DataType::Int8),
+                ("seqcache", DataType::Int8),
+                ("seqcycle", Bool),
+            ],
+            // Only what sequences owned by columns depend on.
+            PgDepend => vec![
+                ("classid", Oid),
+                ("objid", Oid),
+                ("objsubid", Int4),
+                ("refclassid", Oid),
+                ("refobjid", Oid),
+                ("refobjsubid", Int4),
+                ("deptype", CatalogChar),
+            ],
+            InfoSequences => vec![
+                ("sequence_catalog", Name),
+                ("sequence_schema", Name),
+                ("sequence_name", Name),
+                ("data_type", Text),
+                ("numeric_precision", Int4),
+                ("numeric_precision_radix", Int4),
+                ("numeric_scale", Int4),
+                ("start_value", Text),
+                ("minimum_value", Text),
+                ("maximum_value", Text),
+                ("increment", Text),
+                ("cycle_option", Text),
             ],
         }
     }
@@ -687,6 +732,65 @@ impl SystemTable {
                         text("public"),
                         text(&v.name),
                         text("VIEW"),
+                    ]);
+                }
+            }
+            PgSequence => {
+                for q in catalog.sequences.values() {
+                    rows.push(vec![
+                        int(q.oid()),
+                        int(q.ty.oid()),
+                        int(q.start),
+                        int(q.increment),
+                        int(q.max),
+                        int(q.min),
+                        int(q.cache),
+                        b(q.cycle),
+                    ]);
+                }
+            }
+            PgDepend => {
+                for q in catalog.sequences.values() {
+                    let Some(owner) = &q.owner else { continue };
+                    let Some(table) = catalog.table_by_id(owner.table) else {
+                        continue;
+                    };
+                    let Some(column) = table.column_index(&owner.column) else {
+                        continue;
+                    };
+                    let kind = if owner.identity.is_some() { "i" } else { "a" };
+                    let class = int(PgClass.oid());
+                    rows.push(vec![
+                        class.clone(),
+                        int(q.oid()),
+                        int(0),
+                        class,
+                        int(table.oid()),
+                        int(column as i64 + 1),
+                        text(kind),
+                    ]);
+                }
+            }
+            InfoSequences => {
+                for q in catalog.sequences.values() {
+                    let bits = match q.ty {
+                        DataType::Int2 => 16,
+                        DataType::Int4 => 32,
+                        _ => 64,
+                    };
+                    rows.push(vec![
+                        text("ledger"),
+                        text("public"),
+                        text(&q.name),
+                        Value::Text(q.ty.pg_name()),
+                        int(bits),
+                        int(2),
+                        int(0),
+                        Value::Text(q.start.to_string()),
+                        Value::Text(q.min.to_string()),
+                        Value::Text(q.max.to_string()),
+                        Value::Text(q.increment.to_string()),
+                        text(if q.cycle { "YES" } else { "NO" }),
                     ]);
                 }
             }

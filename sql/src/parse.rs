@@ -13,7 +13,7 @@ use crate::insert_values::{parse_insert_values, ValueRows};
 use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_blank};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
-use crate::sequence_statement::parse_create_sequence;
+use crate::sequence_statement::{parse_create_sequence, reorder_identity_options};
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
 pub fn ident(i: &sqlparser::ast::Ident) -> String {
@@ -205,11 +205,19 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         }
     }
     let rewritten;
-    let text = if words.first().map(String::as_str) == Some("copy") {
-        rewritten = rewrite_copy_options(text);
-        rewritten.as_str()
-    } else {
-        text
+    let text = match words.first().map(String::as_str) {
+        Some("copy") => {
+            rewritten = rewrite_copy_options(text);
+            rewritten.as_str()
+        }
+        Some("create") => match reorder_identity_options(text) {
+            Some(r) => {
+                rewritten = r;
+                rewritten.as_str()
+            }
+            None => text,
+        },
+        _ => text,
     };
     sqlparser_statement(text)
         .map(|statement| Parsed::Statement(Box::new(statement)))

@@ -2,7 +2,7 @@
 //! writes `START WITH ... INCREMENT BY ... NO MINVALUE ...`); sqlparser-rs accepts only one
 //! order. The result is sqlparser's own statement, so binding is the same either way.
 
-use sqlparser::ast::{ObjectName, SequenceOptions, Statement};
+use sqlparser::ast::{DataType, ObjectName, SequenceOptions, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -18,11 +18,34 @@ pub(crate) fn parse_create_sequence(text: &str) -> Result<Statement, ParserError
     let if_not_exists = p.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = p.parse_object_name(false)?;
     let mut data_type = None;
-    let mut options = Vec::new();
     let mut owned_by = None;
+    let options = sequence_options(&mut p, &mut data_type, &mut owned_by)?;
+    let _ = p.consume_token(&Token::SemiColon);
+    let next = p.peek_token();
+    if next.token != Token::EOF {
+        return p.expected("a sequence option or the end of the statement", next);
+    }
+    Ok(Statement::CreateSequence {
+        temporary,
+        if_not_exists,
+        name,
+        data_type,
+        sequence_options: options,
+        owned_by,
+    })
+}
+
+/// CREATE SEQUENCE's options, in any order, up to the first word that is not one; `AS`
+/// and `OWNED BY` go to `data_type` and `owned_by`.
+fn sequence_options(
+    p: &mut Parser,
+    data_type: &mut Option<DataType>,
+    owned_by: &mut Option<ObjectName>,
+) -> Result<Vec<SequenceOptions>, ParserError> {
+    let mut options = Vec::new();
     loop {
         if p.parse_keyword(Keyword::AS) {
-            data_type = Some(p.parse_data_type()?);
+            *data_type = Some(p.parse_data_type()?);
         } else if p.parse_keyword(Keyword::INCREMENT) {
             let by = p.parse_keyword(Keyword::BY);
             options.push(SequenceOptions::IncrementBy(p.parse_number()?, by));
@@ -45,27 +68,61 @@ pub(crate) fn parse_create_sequence(text: &str) -> Result<Statement, ParserError
         } else if p.parse_keyword(Keyword::CACHE) {
             options.push(SequenceOptions::Cache(p.parse_number()?));
         } else if p.parse_keywords(&[Keyword::OWNED, Keyword::BY]) {
-            owned_by = Some(if p.parse_keyword(Keyword::NONE) {
+            *owned_by = Some(if p.parse_keyword(Keyword::NONE) {
                 ObjectName::from(vec![sqlparser::ast::Ident::new("NONE")])
             } else {
                 p.parse_object_name(false)?
             });
         } else {
-            break;
+            return Ok(options);
         }
     }
-    let _ = p.consume_token(&Token::SemiColon);
-    let next = p.peek_token();
-    if next.token != Token::EOF {
-        return p.expected("a sequence option or the end of the statement", next);
+}
+
+/// Rewrites every `AS IDENTITY ( options )` of a CREATE TABLE so its options come in the
+/// one order sqlparser-rs accepts. None when there is nothing to rewrite or the options do
+/// not parse (sqlparser then reports the error).
+pub(crate) fn reorder_identity_options(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut done = 0;
+    let mut search = 0;
+    while let Some(found) = lower[search..].find("identity") {
+        let at = search + found + "identity".len();
+        search = at;
+        let rest = &lower[at..];
+        let open = at + rest.len() - rest.trim_start().len();
+        if !lower[open..].starts_with('(') {
+            continue;
+        }
+        let close = open + lower[open..].find(')')?;
+        let dialect = PostgreSqlDialect {};
+        let mut p = Parser::new(&dialect)
+            .try_with_sql(&text[open + 1..close])
+            .ok()?;
+        let (mut data_type, mut owned_by) = (None, None);
+        let mut options = sequence_options(&mut p, &mut data_type, &mut owned_by).ok()?;
+        if p.peek_token().token != Token::EOF || data_type.is_some() || owned_by.is_some() {
+            return None;
+        }
+        options.sort_by_key(|o| match o {
+            SequenceOptions::IncrementBy(..) => 0,
+            SequenceOptions::MinValue(_) => 1,
+            SequenceOptions::MaxValue(_) => 2,
+            SequenceOptions::StartWith(..) => 3,
+            SequenceOptions::Cache(_) => 4,
+            SequenceOptions::Cycle(_) => 5,
+        });
+        out.push_str(&text[done..open + 1]);
+        for o in &options {
+            out.push_str(&o.to_string());
+        }
+        done = close;
+        search = close;
     }
-    Ok(Statement::CreateSequence {
-        temporary,
-        if_not_exists,
-        name,
-        data_type,
-        sequence_options: options,
-        owned_by,
+    (done > 0).then(|| {
+        out.push_str(&text[done..]);
+        out
     })
 }
 
@@ -91,6 +148,17 @@ mod tests {
         assert_eq!(sequence_options.len(), 6);
         assert!(data_type.is_some());
         assert_eq!(owned_by.unwrap().to_string(), "t.id");
+    }
+
+    #[test]
+    fn identity_options_are_put_in_sqlparsers_order() {
+        let text = "create table t (id int generated always as identity (start with 100 increment by 10 cycle), v text)";
+        let rewritten = reorder_identity_options(text).unwrap();
+        assert_eq!(
+            rewritten,
+            "create table t (id int generated always as identity ( INCREMENT BY 10 START WITH 100 CYCLE), v text)"
+        );
+        assert!(reorder_identity_options("create table t (id int)").is_none());
     }
 
     #[test]
