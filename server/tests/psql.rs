@@ -74,7 +74,34 @@ fn psql_lists_databases_roles_procedures_extensions_types_sizes_privileges_and_d
          \\di+ notes_pkey
          \\d+
          \\dp notes
+         create table tickets (id int generated always as identity, n bigserial);
+         \\ds
+         \\d tickets_id_seq
+         \\d tickets
          ",
+    );
+    // \ds, \d of a sequence and of a table with identity and serial columns.
+    assert!(
+        out.contains(" public | tickets_n_seq  | sequence | ledger"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" integer |     1 |       1 | 2147483647 |         1 | no      |     1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Sequence for identity column: public.tickets.id"),
+        "{out}"
+    );
+    assert!(
+        out.contains(" id     | integer |           | not null | generated always as identity"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            " n      | bigint  |           | not null | nextval('tickets_n_seq'::regclass)"
+        ),
+        "{out}"
     );
     // \l
     assert!(out.contains("List of databases"), "{out}");

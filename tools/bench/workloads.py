@@ -12,13 +12,17 @@ ACCOUNTS = 100_000
 BATCH_ROWS = 1_000
 NOOP7 = "BEGIN;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nSELECT 1;\nEND;\n"
 NOOP1 = "SELECT 1;\n"
+SERIAL_TABLE = "CREATE TABLE orders (id bigserial PRIMARY KEY, account bigint, amount bigint, note text);\n"
+SERIAL_INSERT = ("\\set a random(1, 100000)\n"
+                 "INSERT INTO orders (account, amount, note) VALUES (:a, 1, 'order') RETURNING id;\n")
 
 
 @dataclass
 class Workload:
     name: str
     title: str
-    # "pgbench" (pgbench -i -s 1), "ledger" (100,001 accounts) or None (no tables).
+    # "pgbench" (pgbench -i -s 1), "ledger" (100,001 accounts), "serial" (an empty table
+    # keyed by a bigserial) or None (no tables).
     state: str | None
     args: list = field(default_factory=list)
     mode: str = "prepared"
@@ -53,6 +57,8 @@ WORKLOADS = {w.name: w for w in [
              unit="transfers"),
     Workload("batch", f"INSERT INTO transfers of {BATCH_ROWS:,} rows, all crediting account 1", "ledger",
              mode="simple", script=batch_script(), per_transaction=BATCH_ROWS, unit="transfers"),
+    Workload("serial", "INSERT ... RETURNING id into a table keyed by a bigserial (one sequence for all)",
+             "serial", script=SERIAL_INSERT, ceiling="noop1", unit="inserts"),
     Workload("noop7", "client ceiling: BEGIN, five SELECT 1, END (TPC-B's round trips)", None, script=NOOP7),
     Workload("noop1", "client ceiling: SELECT 1 (one round trip)", None, script=NOOP1),
 ]}
@@ -66,6 +72,9 @@ def prepare(workload, server, accounts=ACCOUNTS):
         run(cmd, env=server.env)
     elif workload.state == "ledger":
         load_ledger(server, accounts)
+    elif workload.state == "serial":
+        drop = "DROP TABLE IF EXISTS orders;\n" if server.name == "postgresql" else ""
+        server.psql(None, stdin=drop + SERIAL_TABLE)
 
 
 def ledger_tables_for_postgres():
