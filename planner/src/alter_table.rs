@@ -303,6 +303,15 @@ impl Binder<'_> {
     /// ADD COLUMN: appended; existing rows get its default (evaluated once, as PostgreSQL
     /// does for a non-volatile default) or NULL.
     fn add_column(&mut self, change: &mut TableChange, c: &ast::ColumnDef) -> SqlResult<()> {
+        let generated = c
+            .options
+            .iter()
+            .any(|o| matches!(o.option, ast::ColumnOption::Generated { .. }));
+        if crate::bind_sequence::serial_type(&c.data_type).is_some() || generated {
+            return Err(SqlError::feature_not_supported(
+                "SERIAL or identity columns added by ALTER TABLE",
+            ));
+        }
         let ty = data_type_of(&c.data_type)?;
         if ty.element().is_some() || ty == DataType::Interval {
             return Err(SqlError::feature_not_supported(format!(
@@ -332,6 +341,19 @@ impl Binder<'_> {
                     )))
                 }
             }
+        }
+        let mut calls_sequences = false;
+        if let Some(default) = &def.default {
+            default.visit(&mut |e| {
+                if let Expr::Function { func, .. } = e {
+                    calls_sequences |= func.uses_sequences();
+                }
+            });
+        }
+        if calls_sequences {
+            return Err(SqlError::feature_not_supported(
+                "ADD COLUMN with a default that calls a sequence function (add the column, then SET DEFAULT)",
+            ));
         }
         if !def.nullable {
             change.validate = true;
