@@ -494,6 +494,7 @@ impl Executor {
                 rows.push(vec![Value::Int(id as i64), Value::Int(value)]);
             }
         }
+        self.sequences.forget_handed_out();
         Ok(Executor::outcome(rows.len() as u64, rows))
     }
 

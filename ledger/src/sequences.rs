@@ -99,6 +99,12 @@ impl SequenceStore {
         (std::mem::take(&mut inner.own), changed)
     }
 
+    /// Values allocated for a session count as handed out when its statement takes them,
+    /// not when they are allocated.
+    pub(crate) fn forget_handed_out(&self) {
+        self.lock().own = SessionSequences::default();
+    }
+
     /// A new sequence (CREATE SEQUENCE, a SERIAL column): its first state.
     pub(crate) fn create(&self, sequence: &SequenceDef) -> SequenceState {
         let state = sequence.initial_state();
