@@ -712,9 +712,10 @@ impl Session {
     /// Whether a write calls a sequence function (its defaults included).
     fn calls_sequences(&self, plan: &WritePlan) -> bool {
         let catalog = self.shared.executor.catalog();
-        catalog.table_by_id(plan.table().id).is_some_and(|table| {
-            !catalog.sequences.is_empty() && planner::write_calls(plan, table, Func::uses_sequences)
-        })
+        !catalog.sequences.is_empty()
+            && catalog
+                .table_by_id(plan.table().id)
+                .is_some_and(|table| planner::write_calls(plan, table, Func::uses_sequences))
     }
 
     fn overlay(&self) -> Option<Arc<Overlay>> {
