@@ -754,6 +754,9 @@ impl Executor {
             DdlPlan::DropSequences { names, if_exists } => {
                 self.drop_sequences(&mut catalog, &names, if_exists)?;
             }
+            DdlPlan::AlterSequence { sequence, restart } => {
+                self.alter_sequence(&mut catalog, sequence, restart)?;
+            }
             DdlPlan::DropTables { names, if_exists } => {
                 for n in &names {
                     if !catalog.tables.contains_key(n) && !if_exists {

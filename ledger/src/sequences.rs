@@ -116,6 +116,10 @@ impl SequenceStore {
         self.lock().states.get(&sequence).copied()
     }
 
+    fn set_state(&self, sequence: u32, state: SequenceState) {
+        self.lock().states.insert(sequence, state);
+    }
+
     pub(crate) fn drop_sequence(&self, id: u32) {
         self.lock().states.remove(&id);
     }
@@ -254,6 +258,50 @@ impl Executor {
         catalog
             .sequences
             .insert(sequence.name.clone(), Arc::new(sequence));
+        Ok(())
+    }
+
+    /// ALTER SEQUENCE: the new definition, and the state RESTART gives (else the state
+    /// must fit the new bounds).
+    pub(crate) fn alter_sequence(
+        &mut self,
+        catalog: &mut Catalog,
+        sequence: SequenceDef,
+        restart: Option<i64>,
+    ) -> SqlResult<()> {
+        let Some(old) = catalog.sequence_by_id(sequence.id).cloned() else {
+            return Err(SqlError::serialization_failure(
+                "the sequence was dropped while ALTER SEQUENCE was planned; retry",
+            ));
+        };
+        if let Some(owner) = &sequence.owner {
+            if catalog.table_by_id(owner.table).is_none() {
+                return Err(SqlError::serialization_failure(
+                    "the sequence's owning table changed while it was planned; retry",
+                ));
+            }
+        }
+        match restart {
+            Some(value) => {
+                let state = SequenceState {
+                    last: value,
+                    called: false,
+                };
+                self.sequences.set_state(sequence.id, state);
+                let meta = self.meta;
+                self.put_raw(meta, &state_key(sequence.id), Some(&encode_state(state)))?;
+            }
+            None => {
+                let state = self
+                    .sequences
+                    .state(sequence.id)
+                    .unwrap_or_else(|| old.initial_state());
+                sequence.check_restart(state.last)?;
+            }
+        }
+        catalog
+            .sequences
+            .insert(old.name.clone(), Arc::new(sequence));
         Ok(())
     }
 

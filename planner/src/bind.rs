@@ -91,6 +91,7 @@ pub fn bind(
         Parsed::Statement(s) => binder.statement(s)?,
         Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
         Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
+        Parsed::AlterSequence(a) => binder.alter_sequence(a)?,
         Parsed::DropProcedure { names, if_exists } => Plan::Ddl(DdlPlan::DropProcedures {
             names: names.clone(),
             if_exists: *if_exists,

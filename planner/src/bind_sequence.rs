@@ -1,12 +1,12 @@
-//! Binding sequence statements and columns: CREATE SEQUENCE, DROP SEQUENCE, and the
+//! Binding sequence statements and columns: CREATE, ALTER and DROP SEQUENCE, and the
 //! sequences SERIAL and identity columns make for CREATE TABLE.
 
-use sql::ast;
+use sql::{ast, AlterSequence};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::*;
 use crate::bind_expr::data_type_of;
-use crate::catalog::ColumnDef;
+use crate::catalog::{not_a_sequence, ColumnDef};
 use crate::expr::{EvalEnv, Expr, Func};
 use crate::plan::*;
 use crate::scope::Scope;
@@ -71,10 +71,79 @@ impl Binder<'_> {
         }))
     }
 
+    pub(crate) fn alter_sequence(&mut self, a: &AlterSequence) -> SqlResult<Plan> {
+        let (_, name) = object_name(&a.name)?;
+        let Some(old) = self.catalog.sequences.get(&name).cloned() else {
+            if self.catalog.relation_exists(&name) {
+                return Err(not_a_sequence(&name));
+            }
+            if a.if_exists {
+                return Ok(Plan::NoOp("ALTER SEQUENCE"));
+            }
+            return Err(SqlError::undefined_table(&name));
+        };
+        if a.rename_to.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "ALTER SEQUENCE ... RENAME TO (column defaults name their sequence)",
+            ));
+        }
+        let given = self.sequence_options(&a.options)?;
+        let ty = match &a.data_type {
+            Some(t) => data_type_of(t).map_err(|_| {
+                SqlError::new(
+                    ErrorKind::InvalidParameterValue,
+                    "sequence type must be smallint, integer, or bigint",
+                )
+            })?,
+            None => old.ty,
+        };
+        // A bound that was the old type's own limit follows the type; any other stays.
+        let (old_min, old_max) = crate::sequence::type_range(old.ty);
+        let keep = |bound: i64, limit: i64| (ty == old.ty || bound != limit).then_some(bound);
+        let merged = SequenceOptions {
+            ty: Some(ty),
+            increment: given.increment.or(Some(old.increment)),
+            min: given.min.or(Some(keep(old.min, old_min))),
+            max: given.max.or(Some(keep(old.max, old_max))),
+            start: given.start.or(Some(old.start)),
+            cache: given.cache.or(Some(old.cache)),
+            cycle: given.cycle.or(Some(old.cycle)),
+        };
+        let owner = match &a.owned_by {
+            None => old.owner.clone(),
+            Some(_) if old.identity().is_some() => {
+                return Err(SqlError::feature_not_supported(
+                    "changing the owner of an identity sequence",
+                )
+                .with_detail(format!(
+                    "Sequence \"{name}\" belongs to an identity column."
+                )))
+            }
+            Some(o) if o.to_string().eq_ignore_ascii_case("none") => None,
+            Some(o) => Some(self.sequence_owner(o)?),
+        };
+        let mut sequence = SequenceDef::new(name, &merged, owner)?;
+        sequence.id = old.id;
+        let restart = match &a.restart {
+            None => None,
+            Some(None) => Some(sequence.start),
+            Some(Some(e)) => Some(self.option_int(e)?),
+        };
+        if let Some(value) = restart {
+            sequence.check_restart(value)?;
+        }
+        Ok(Plan::Ddl(DdlPlan::AlterSequence { sequence, restart }))
+    }
+
     /// `OWNED BY table.column`: the table must exist and have the column.
     fn sequence_owner(&mut self, name: &ast::ObjectName) -> SqlResult<SequenceOwner> {
         let parts: Vec<String> = name.0.iter().map(|p| p.to_string()).collect();
-        let [table, column] = parts.as_slice() else {
+        // `public.table.column` names the same column.
+        let parts = match parts.as_slice() {
+            [schema, rest @ ..] if rest.len() == 2 && schema == "public" => rest,
+            all => all,
+        };
+        let [table, column] = parts else {
             return Err(SqlError::syntax(
                 "invalid OWNED BY option: specify OWNED BY table.column or OWNED BY NONE",
             ));

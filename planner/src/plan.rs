@@ -398,6 +398,12 @@ pub enum DdlPlan {
         create: Box<DdlPlan>,
         sequences: Vec<SequenceDef>,
     },
+    /// ALTER SEQUENCE: the sequence's new definition (same id and name) and, for RESTART,
+    /// the value its next `nextval` gives.
+    AlterSequence {
+        sequence: SequenceDef,
+        restart: Option<i64>,
+    },
 }
 
 /// What an ALTER TABLE does to the stored rows.

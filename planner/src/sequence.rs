@@ -77,7 +77,7 @@ fn invalid(message: String) -> SqlError {
     SqlError::new(ErrorKind::InvalidParameterValue, message)
 }
 
-fn type_range(ty: DataType) -> (i64, i64) {
+pub(crate) fn type_range(ty: DataType) -> (i64, i64) {
     match ty {
         DataType::Int2 => (i16::MIN as i64, i16::MAX as i64),
         DataType::Int4 => (i32::MIN as i64, i32::MAX as i64),
@@ -159,6 +159,24 @@ impl SequenceDef {
 
     pub fn oid(&self) -> u32 {
         FIRST_USER_OID + self.id
+    }
+
+    /// ALTER SEQUENCE's check of the value the sequence continues from (RESTART's, or the
+    /// last one handed out).
+    pub fn check_restart(&self, value: i64) -> SqlResult<()> {
+        if value < self.min {
+            return Err(invalid(format!(
+                "RESTART value ({value}) cannot be less than MINVALUE ({})",
+                self.min
+            )));
+        }
+        if value > self.max {
+            return Err(invalid(format!(
+                "RESTART value ({value}) cannot be greater than MAXVALUE ({})",
+                self.max
+            )));
+        }
+        Ok(())
     }
 
     /// The state of a sequence nobody has called yet.

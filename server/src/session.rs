@@ -964,6 +964,7 @@ impl Session {
             DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
             DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
             DdlPlan::CreateTableWithSequences { .. } => "CREATE TABLE",
+            DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

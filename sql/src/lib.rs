@@ -28,6 +28,7 @@ pub use numeric::Numeric;
 pub use packed_rows::PackedRows;
 pub use parse::{ident, parse, split_statements, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;
+pub use sequence_statement::AlterSequence;
 pub use sqlparser::ast;
 pub use types::DataType;
 pub use value::{check_int_range, Value, PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};

@@ -13,7 +13,9 @@ use crate::insert_values::{parse_insert_values, ValueRows};
 use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_blank};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
-use crate::sequence_statement::{parse_create_sequence, reorder_identity_options};
+use crate::sequence_statement::{
+    parse_alter_sequence, parse_create_sequence, reorder_identity_options, AlterSequence,
+};
 
 /// An identifier as PostgreSQL folds it: lower case unless quoted.
 pub fn ident(i: &sqlparser::ast::Ident) -> String {
@@ -42,6 +44,7 @@ pub enum Parsed {
         names: Vec<String>,
         if_exists: bool,
     },
+    AlterSequence(Box<AlterSequence>),
 }
 
 /// A statement with the text it came from.
@@ -185,9 +188,9 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
                 .map_err(|e| syntax_error(text, &e.to_string()))
         }
         Some("alter") if words.get(1).map(String::as_str) == Some("sequence") => {
-            return Err(SqlError::feature_not_supported(
-                "ALTER SEQUENCE (setval() moves a sequence)",
-            ))
+            return parse_alter_sequence(text)
+                .map(|a| Parsed::AlterSequence(Box::new(a)))
+                .map_err(|e| syntax_error(text, &e.to_string()))
         }
         Some("drop") if words.get(1).map(String::as_str) == Some("procedure") => {
             let (names, if_exists) = parse_drop_procedure(text)?;

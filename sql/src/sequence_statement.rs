@@ -1,8 +1,9 @@
 //! `CREATE SEQUENCE` with its options in any order, as PostgreSQL takes them (pg_dump
 //! writes `START WITH ... INCREMENT BY ... NO MINVALUE ...`); sqlparser-rs accepts only one
 //! order. The result is sqlparser's own statement, so binding is the same either way.
+//! `ALTER SEQUENCE`, which sqlparser-rs does not parse, becomes an `AlterSequence`.
 
-use sqlparser::ast::{DataType, ObjectName, SequenceOptions, Statement};
+use sqlparser::ast::{DataType, Expr, ObjectName, SequenceOptions, Statement};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -20,11 +21,7 @@ pub(crate) fn parse_create_sequence(text: &str) -> Result<Statement, ParserError
     let mut data_type = None;
     let mut owned_by = None;
     let options = sequence_options(&mut p, &mut data_type, &mut owned_by)?;
-    let _ = p.consume_token(&Token::SemiColon);
-    let next = p.peek_token();
-    if next.token != Token::EOF {
-        return p.expected("a sequence option or the end of the statement", next);
-    }
+    end_of_statement(&mut p)?;
     Ok(Statement::CreateSequence {
         temporary,
         if_not_exists,
@@ -33,6 +30,69 @@ pub(crate) fn parse_create_sequence(text: &str) -> Result<Statement, ParserError
         sequence_options: options,
         owned_by,
     })
+}
+
+/// `ALTER SEQUENCE [IF EXISTS] name [AS type] [options] [RESTART [[WITH] n]]
+/// [OWNED BY table.column | NONE]`, or `... RENAME TO new`.
+#[derive(Clone, Debug)]
+pub struct AlterSequence {
+    pub if_exists: bool,
+    pub name: ObjectName,
+    pub data_type: Option<DataType>,
+    pub options: Vec<SequenceOptions>,
+    /// `RESTART` (Some(None): from the start value) or `RESTART WITH n`.
+    pub restart: Option<Option<Expr>>,
+    pub owned_by: Option<ObjectName>,
+    pub rename_to: Option<ObjectName>,
+}
+
+pub(crate) fn parse_alter_sequence(text: &str) -> Result<AlterSequence, ParserError> {
+    let dialect = PostgreSqlDialect {};
+    let mut p = Parser::new(&dialect).try_with_sql(text)?;
+    p.expect_keyword(Keyword::ALTER)?;
+    p.expect_keyword(Keyword::SEQUENCE)?;
+    let if_exists = p.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+    let name = p.parse_object_name(false)?;
+    let mut alter = AlterSequence {
+        if_exists,
+        name,
+        data_type: None,
+        options: Vec::new(),
+        restart: None,
+        owned_by: None,
+        rename_to: None,
+    };
+    if p.parse_keywords(&[Keyword::RENAME, Keyword::TO]) {
+        alter.rename_to = Some(p.parse_object_name(false)?);
+    } else {
+        loop {
+            let options = sequence_options(&mut p, &mut alter.data_type, &mut alter.owned_by)?;
+            let more = !options.is_empty();
+            alter.options.extend(options);
+            if p.parse_keyword(Keyword::RESTART) {
+                let with = p.parse_keyword(Keyword::WITH);
+                let value = match p.peek_token().token {
+                    Token::Number(..) | Token::Minus => Some(p.parse_number()?),
+                    _ if with => return p.expected("a number", p.peek_token()),
+                    _ => None,
+                };
+                alter.restart = Some(value);
+            } else if !more {
+                break;
+            }
+        }
+    }
+    end_of_statement(&mut p)?;
+    Ok(alter)
+}
+
+fn end_of_statement(p: &mut Parser) -> Result<(), ParserError> {
+    let _ = p.consume_token(&Token::SemiColon);
+    let next = p.peek_token();
+    if next.token != Token::EOF {
+        return p.expected("a sequence option or the end of the statement", next);
+    }
+    Ok(())
 }
 
 /// CREATE SEQUENCE's options, in any order, up to the first word that is not one; `AS`
@@ -159,6 +219,29 @@ mod tests {
             "create table t (id int generated always as identity ( INCREMENT BY 10 START WITH 100 CYCLE), v text)"
         );
         assert!(reorder_identity_options("create table t (id int)").is_none());
+    }
+
+    #[test]
+    fn alter_takes_options_restart_and_owner() {
+        let a = parse_alter_sequence(
+            "ALTER SEQUENCE IF EXISTS s RESTART WITH 5 INCREMENT BY 2 NO CYCLE OWNED BY t.id",
+        )
+        .unwrap();
+        assert!(a.if_exists);
+        assert_eq!(a.options.len(), 2);
+        assert_eq!(a.restart.unwrap().unwrap().to_string(), "5");
+        assert_eq!(a.owned_by.unwrap().to_string(), "t.id");
+        assert!(
+            parse_alter_sequence("alter sequence s restart")
+                .unwrap()
+                .restart
+                == Some(None)
+        );
+        assert!(parse_alter_sequence("alter sequence s rename to r")
+            .unwrap()
+            .rename_to
+            .is_some());
+        assert!(parse_alter_sequence("alter sequence s owner to x").is_err());
     }
 
     #[test]
