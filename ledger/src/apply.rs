@@ -978,25 +978,11 @@ impl Executor {
     /// Adds `table` to `catalog` with its indexes, under new ids, and creates their storage.
     /// Returns the table's id.
     fn create_table(&mut self, catalog: &mut Catalog, mut table: TableDef) -> SqlResult<u32> {
-        if catalog.relation_exists(&table.name) {
-            return Err(SqlError::new(
-                ErrorKind::DuplicateTable,
-                format!("relation \"{}\" already exists", table.name),
-            ));
-        }
-        table.id = catalog.next_table_id + 1;
-        catalog.next_table_id += 1;
+        table.id = catalog.new_relation_id(&table.name)?;
         table.storage = format!("t{}.{}", table.id, table.shape_version);
         self.create_storage(table.id, &table.storage)?;
         for index in &mut table.indexes {
-            if catalog.relation_exists(&index.name) {
-                return Err(SqlError::new(
-                    ErrorKind::DuplicateTable,
-                    format!("relation \"{}\" already exists", index.name),
-                ));
-            }
-            index.id = catalog.next_table_id + 1;
-            catalog.next_table_id += 1;
+            index.id = catalog.new_relation_id(&index.name)?;
             index.storage = format!("i{}", index.id);
             self.create_storage(index.id, &index.storage)?;
         }

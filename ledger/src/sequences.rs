@@ -244,14 +244,7 @@ impl Executor {
         catalog: &mut Catalog,
         mut sequence: SequenceDef,
     ) -> SqlResult<()> {
-        if catalog.relation_exists(&sequence.name) {
-            return Err(SqlError::new(
-                ErrorKind::DuplicateTable,
-                format!("relation \"{}\" already exists", sequence.name),
-            ));
-        }
-        sequence.id = catalog.next_table_id + 1;
-        catalog.next_table_id += 1;
+        sequence.id = catalog.new_relation_id(&sequence.name)?;
         let state = self.sequences.create(&sequence);
         let meta = self.meta;
         self.put_raw(meta, &state_key(sequence.id), Some(&encode_state(state)))?;

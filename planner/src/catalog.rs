@@ -246,6 +246,19 @@ impl Catalog {
         self.views.values().filter(move |v| v.tables.contains(&id))
     }
 
+    /// The id for a new relation called `name` (table, index, view or sequence): 42P07 if
+    /// a relation has that name.
+    pub fn new_relation_id(&mut self, name: &str) -> SqlResult<u32> {
+        if self.relation_exists(name) {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateTable,
+                format!("relation \"{name}\" already exists"),
+            ));
+        }
+        self.next_table_id += 1;
+        Ok(self.next_table_id)
+    }
+
     /// Whether any relation (table, view or index) is called `name`.
     pub fn relation_exists(&self, name: &str) -> bool {
         self.tables.contains_key(name)

@@ -485,25 +485,27 @@ impl SystemTable {
                         null(),
                     ]);
                     if t.has_primary_key() {
-                        rows.push(index_class_row(
+                        rows.push(class_row(
                             index_oid(t.oid()),
-                            pkey_name(t),
+                            &pkey_name(t),
+                            "i",
                             t.primary_key.len(),
                         ));
                     }
                     for index in &t.indexes {
-                        rows.push(index_class_row(
+                        rows.push(class_row(
                             index.oid(),
-                            index.name.clone(),
+                            &index.name,
+                            "i",
                             index.columns.len(),
                         ));
                     }
                 }
                 for v in catalog.views.values() {
-                    rows.push(plain_class_row(v.oid(), &v.name, "v", v.columns.len()));
+                    rows.push(class_row(v.oid(), &v.name, "v", v.columns.len()));
                 }
                 for q in catalog.sequences.values() {
-                    rows.push(plain_class_row(q.oid(), &q.name, "S", 3));
+                    rows.push(class_row(q.oid(), &q.name, "S", 3));
                 }
             }
             PgNamespace => {
@@ -855,9 +857,9 @@ fn identity_code(identity: Option<Identity>) -> &'static str {
     }
 }
 
-/// A `pg_class` row for a relation without storage options or an access method: a view
-/// (`kind` "v") or a sequence ("S").
-fn plain_class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Value> {
+/// A `pg_class` row: a view (`kind` "v", no access method), a sequence ("S") or an index
+/// ("i", the B-tree access method).
+fn class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Value> {
     let f = || Value::Bool(false);
     vec![
         int(oid),
@@ -866,42 +868,11 @@ fn plain_class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Valu
         int(0),
         int(0),
         int(OWNER_OID),
-        int(0),
+        int(if kind == "i" { BTREE_AM } else { 0 }),
         int(0),
         int(0),
         Value::Float(-1.0),
         text(kind),
-        text("p"),
-        f(),
-        f(),
-        f(),
-        f(),
-        f(),
-        f(),
-        int(0),
-        int(columns as i64),
-        Value::Null,
-        Value::Null,
-        text("n"),
-        Value::Null,
-    ]
-}
-
-/// A `pg_class` row for an index.
-fn index_class_row(oid: u32, name: String, columns: usize) -> Vec<Value> {
-    let f = || Value::Bool(false);
-    vec![
-        int(oid),
-        Value::Text(name),
-        int(PUBLIC_NAMESPACE),
-        int(0),
-        int(0),
-        int(OWNER_OID),
-        int(BTREE_AM),
-        int(0),
-        int(0),
-        Value::Float(-1.0),
-        text("i"),
         text("p"),
         f(),
         f(),
