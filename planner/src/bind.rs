@@ -35,6 +35,8 @@ pub struct Binder<'a> {
     /// The views whose queries are being bound, outermost first (a view reading itself
     /// is refused).
     pub(crate) expanding_views: Vec<String>,
+    /// An INSERT's `OVERRIDING` clause.
+    pub(crate) overriding: Option<sql::Overriding>,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -59,6 +61,7 @@ impl<'a> Binder<'a> {
             ctes: Vec::new(),
             window: None,
             expanding_views: Vec::new(),
+            overriding: None,
         }
     }
 }
@@ -92,6 +95,13 @@ pub fn bind(
         Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
         Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
         Parsed::AlterSequence(a) => binder.alter_sequence(a)?,
+        Parsed::InsertOverriding {
+            statement,
+            overriding,
+        } => {
+            binder.overriding = Some(*overriding);
+            binder.statement(statement)?
+        }
         Parsed::DropProcedure { names, if_exists } => Plan::Ddl(DdlPlan::DropProcedures {
             names: names.clone(),
             if_exists: *if_exists,

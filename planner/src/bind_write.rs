@@ -222,7 +222,7 @@ impl Binder<'_> {
             &target_columns,
             matches!(on_conflict, Some(OnConflict::DoUpdate { .. })),
         )?;
-        self.check_identity_insert(&table, &target_columns, &source)?;
+        let source = self.apply_overriding(&table, &target_columns, source)?;
         let (returning, columns) = self.returning(&insert.returning, &scope)?;
         let plan = WritePlan::Insert(InsertPlan {
             table: table.reference(),
@@ -235,19 +235,36 @@ impl Binder<'_> {
         Ok(Plan::Write(Arc::new(plan), columns))
     }
 
-    /// An INSERT may give a GENERATED ALWAYS identity column only `DEFAULT`.
-    fn check_identity_insert(
+    /// What an INSERT gives identity columns: only `DEFAULT` to GENERATED ALWAYS ones,
+    /// unless `OVERRIDING SYSTEM VALUE`; with `OVERRIDING USER VALUE` the values given to
+    /// identity columns are replaced by their defaults.
+    fn apply_overriding(
         &self,
         table: &TableDef,
         target_columns: &[usize],
-        source: &InsertSource,
-    ) -> SqlResult<()> {
+        mut source: InsertSource,
+    ) -> SqlResult<InsertSource> {
         for (position, &column) in target_columns.iter().enumerate() {
             let name = &table.columns[column].name;
-            if self.catalog.identity_of(table.id, name) != Some(Identity::Always) {
-                continue;
+            let identity = self.catalog.identity_of(table.id, name);
+            match (identity, self.overriding) {
+                (None, _) | (Some(_), Some(sql::Overriding::System)) => continue,
+                (Some(_), Some(sql::Overriding::User)) => {
+                    let InsertSource::Values(rows) = &mut source else {
+                        return Err(SqlError::feature_not_supported(
+                            "OVERRIDING USER VALUE with a query as the source",
+                        ));
+                    };
+                    for row in rows {
+                        row[position] =
+                            Expr::Literal(Value::Text(DEFAULT_MARKER.into()), DataType::Unknown);
+                    }
+                    continue;
+                }
+                (Some(Identity::ByDefault), None) => continue,
+                (Some(Identity::Always), None) => {}
             }
-            let all_default = match source {
+            let all_default = match &source {
                 InsertSource::Values(rows) => rows.iter().all(|row| {
                     matches!(&row[position], Expr::Literal(Value::Text(t), _) if t == DEFAULT_MARKER)
                 }),
@@ -260,7 +277,7 @@ impl Binder<'_> {
                 ));
             }
         }
-        Ok(())
+        Ok(source)
     }
 
     /// One VALUES row of an INSERT, each value bound to its target column's type (`DEFAULT`

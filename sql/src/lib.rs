@@ -26,7 +26,7 @@ pub use interval::Interval;
 pub use nesting::{depth_bound, MAX_EXPRESSION_DEPTH, STATEMENT_STACK_BYTES};
 pub use numeric::Numeric;
 pub use packed_rows::PackedRows;
-pub use parse::{ident, parse, split_statements, Parsed, ParsedStatement};
+pub use parse::{ident, parse, split_statements, Overriding, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;
 pub use sequence_statement::AlterSequence;
 pub use sqlparser::ast;

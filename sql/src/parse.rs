@@ -45,6 +45,21 @@ pub enum Parsed {
         if_exists: bool,
     },
     AlterSequence(Box<AlterSequence>),
+    /// `INSERT ... OVERRIDING {SYSTEM | USER} VALUE ...`, the clause taken out (sqlparser-rs
+    /// does not parse it).
+    InsertOverriding {
+        statement: Box<Statement>,
+        overriding: Overriding,
+    },
+}
+
+/// What `INSERT ... OVERRIDING` does to identity columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Overriding {
+    /// The given values go in, GENERATED ALWAYS or not.
+    System,
+    /// The given values of identity columns are ignored: the sequence gives them.
+    User,
 }
 
 /// A statement with the text it came from.
@@ -199,6 +214,13 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         _ => {}
     }
     if words.first().map(String::as_str) == Some("insert") {
+        if let Some((clause, overriding)) = find_overriding(text) {
+            let without = format!("{} {}", &text[..clause.start], &text[clause.end..]);
+            return sqlparser_statement(&without).map(|statement| Parsed::InsertOverriding {
+                statement: Box::new(statement),
+                overriding,
+            });
+        }
         if let Some((statement, rows)) = parse_insert_values(text, |t| sqlparser_statement(t).ok())
         {
             return Ok(Parsed::InsertValues {
@@ -222,19 +244,37 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
         },
         _ => text,
     };
-    sqlparser_statement(text)
-        .map(|statement| Parsed::Statement(Box::new(statement)))
-        .map_err(|e| {
-            let lower = text.to_ascii_lowercase();
-            if words.first().map(String::as_str) == Some("insert")
-                && lower.contains("overriding")
-                && lower.contains(" value")
-            {
-                SqlError::feature_not_supported("INSERT ... OVERRIDING SYSTEM VALUE")
-            } else {
-                e
+    sqlparser_statement(text).map(|statement| Parsed::Statement(Box::new(statement)))
+}
+
+/// Where an INSERT's `OVERRIDING SYSTEM VALUE` or `OVERRIDING USER VALUE` clause is (outside
+/// quotes and comments), and which it is.
+fn find_overriding(text: &str) -> Option<(std::ops::Range<usize>, Overriding)> {
+    let bytes = text.as_bytes();
+    let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\'' | b'"' => i = after_quoted(bytes, i, false)?,
+            b'-' if bytes.get(i + 1) == Some(&b'-') => i = line_comment_end(bytes, i),
+            b if is_word(b) && (i == 0 || !is_word(bytes[i - 1])) => {
+                let end = i + bytes[i..].iter().take_while(|b| is_word(**b)).count();
+                if text[i..end].eq_ignore_ascii_case("overriding") {
+                    let words = first_words(&text[end..], 2);
+                    let overriding = match (words.first().map(String::as_str), words.get(1)) {
+                        (Some("system"), Some(v)) if v == "value" => Overriding::System,
+                        (Some("user"), Some(v)) if v == "value" => Overriding::User,
+                        _ => return None,
+                    };
+                    let value = end + text[end..].to_ascii_lowercase().find("value")? + 5;
+                    return Some((i..value, overriding));
+                }
+                i = end;
             }
-        })
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// `text` as one statement, parsed by sqlparser with the PostgreSQL dialect.
@@ -340,6 +380,27 @@ mod tests {
         assert!(first_words("/* unclosed", 2).is_empty());
         assert!(skip_blank(" \t-- c\n/* d */\n").is_empty());
         assert_eq!(skip_blank("/**/ -x"), "-x");
+    }
+
+    #[test]
+    fn takes_the_overriding_clause_out_of_an_insert() {
+        let parsed = parse(
+            "insert into t (id, v) OVERRIDING SYSTEM VALUE values (1, 'overriding user value')",
+        )
+        .unwrap();
+        let Parsed::InsertOverriding {
+            statement,
+            overriding,
+        } = &parsed[0].parsed
+        else {
+            panic!("{:?}", parsed[0].parsed);
+        };
+        assert_eq!(*overriding, Overriding::System);
+        assert!(statement.to_string().contains("'overriding user value'"));
+        assert!(matches!(
+            parse("insert into t values ('overriding system value')").unwrap()[0].parsed,
+            Parsed::InsertValues { .. } | Parsed::Statement(_)
+        ));
     }
 
     #[test]
