@@ -1505,8 +1505,11 @@ fn eval_function(
         | Func::RegClassName
         | Func::GetFunctionArguments
         | Func::GetViewDef => {
-            let Value::Int(oid) = arg(0) else {
-                return Ok(Value::Null);
+            let oid = match arg(0) {
+                Value::Int(oid) => oid,
+                // `$1::regclass` with a name: the name (what a regclass shows).
+                Value::Text(name) if func == Func::RegClassName => return Ok(Value::Text(name)),
+                _ => return Ok(Value::Null),
             };
             let Some(catalog) = env.subqueries.catalog() else {
                 return Ok(Value::Text(oid.to_string()));

@@ -106,5 +106,9 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
         cur.executemany("insert into py_orders (item) values (%s)", [("d",), ("e",)])
     got = conn.execute("select array_agg(id order by id) from py_orders").fetchone()[0]
     check(third == 3 and got == [1, 2, 3, 4, 5], f"identity values {third}, {got}")
+    # The sequence named by a parameter, as a regclass (prepared after a few runs).
+    seq = "py_orders_id_seq"
+    got = [conn.execute("select nextval(%s::regclass)", (seq,), prepare=True).fetchone()[0] for _ in range(6)]
+    check(got == [6, 7, 8, 9, 10, 11], f"nextval of a parameter: {got}")
 
 print("psycopg: ok")
