@@ -783,9 +783,11 @@ impl Session {
             if t.read_only {
                 return Err(read_only_error("nextval()"));
             }
-            if plan.reads_user_tables {
+            // Applied in log order, the query reads what is committed: what a READ COMMITTED
+            // statement may see, unless the transaction has writes of its own to see.
+            if plan.reads_user_tables && (self.overlay().is_some() || self.record_reads()) {
                 return Err(SqlError::feature_not_supported(
-                    "nextval() or setval() in a query that reads tables inside a transaction block",
+                    "nextval() or setval() in a query that reads tables inside a transaction block that has written or is SERIALIZABLE",
                 ));
             }
         }
