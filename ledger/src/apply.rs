@@ -91,6 +91,27 @@ fn drop_named<T>(
     Ok(())
 }
 
+/// New sequences' names, checked before anything is created (a schema change fails whole):
+/// none may be taken, or be `also` (a table created with them).
+fn check_sequence_names(
+    catalog: &Catalog,
+    sequences: &[planner::SequenceDef],
+    also: Option<&str>,
+) -> SqlResult<()> {
+    for (i, s) in sequences.iter().enumerate() {
+        if catalog.relation_exists(&s.name)
+            || also == Some(s.name.as_str())
+            || sequences[..i].iter().any(|t| t.name == s.name)
+        {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateTable,
+                format!("relation \"{}\" already exists", s.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Every row a partition holds of relation `id`, with its storage key.
 fn stored_rows(shard: &mut Shard, id: u32) -> SqlResult<Vec<(Vec<u8>, Row)>> {
     let handle = shard.handle(id)?;
@@ -717,16 +738,7 @@ impl Executor {
                 if catalog.relation_exists(&table.name) && if_not_exists {
                     return Ok(Outcome::default());
                 }
-                // Checked before anything is created: a schema change fails whole.
-                if let Some(taken) = sequences
-                    .iter()
-                    .find(|s| catalog.relation_exists(&s.name) || s.name == table.name)
-                {
-                    return Err(SqlError::new(
-                        ErrorKind::DuplicateTable,
-                        format!("relation \"{}\" already exists", taken.name),
-                    ));
-                }
+                check_sequence_names(&catalog, &sequences, Some(&table.name))?;
                 let id = self.create_table(&mut catalog, table)?;
                 for mut sequence in sequences {
                     if let Some(owner) = &mut sequence.owner {
@@ -875,42 +887,19 @@ impl Executor {
                 })?;
             }
             DdlPlan::AlterTable { table, new, rows } => {
-                let old = self.resolve(&table)?;
-                refuse_on_ledger_table(&old, "ALTER TABLE")?;
-                refuse_if_viewed(&catalog, &old, "alter")?;
-                let mut def = *new;
-                def.id = old.id;
-                def.shape_version = old.shape_version + 1;
-                def.storage = old.storage.clone();
-                if def.name != old.name && catalog.relation_exists(&def.name) {
-                    return Err(SqlError::new(
-                        ErrorKind::DuplicateTable,
-                        format!("relation \"{}\" already exists", def.name),
+                self.alter_table(&mut catalog, &table, *new, rows, version)?;
+            }
+            DdlPlan::AlterTableWithSequences { alter, sequences } => {
+                let DdlPlan::AlterTable { table, new, rows } = *alter else {
+                    return Err(SqlError::internal(
+                        "an identity column's plan alters no table",
                     ));
+                };
+                check_sequence_names(&catalog, &sequences, None)?;
+                self.alter_table(&mut catalog, &table, *new, rows, version)?;
+                for sequence in sequences {
+                    self.create_sequence(&mut catalog, sequence)?;
                 }
-                let env = EvalEnv::without_subqueries(&[], 0);
-                match rows {
-                    RowChange::None => {}
-                    RowChange::Validate => {
-                        for (_, row) in self.every_row(&old)? {
-                            check_altered_row(&def, &row, &env)?;
-                        }
-                    }
-                    RowChange::Rebuild(sources) => {
-                        def.storage = format!("t{}.{}", def.id, def.shape_version);
-                        self.rebuild_rows(&old, &def, &sources, version)?;
-                    }
-                }
-                for index in &old.indexes {
-                    if !def.indexes.iter().any(|i| i.id == index.id) {
-                        self.drop_storage(index.id, &index.storage)?;
-                    }
-                }
-                for shard in self.every_shard()? {
-                    shard.table_versions.insert(def.id, version);
-                }
-                catalog.tables.remove(&old.name);
-                catalog.tables.insert(def.name.clone(), Arc::new(def));
             }
             DdlPlan::CreateView {
                 mut view,
@@ -973,6 +962,55 @@ impl Executor {
         }
         self.set_catalog(catalog)?;
         Ok(Outcome::default())
+    }
+
+    /// ALTER TABLE's new definition `new` for `table`, the rows rebuilt or checked as
+    /// `rows` says.
+    fn alter_table(
+        &mut self,
+        catalog: &mut Catalog,
+        table: &TableRef,
+        new: TableDef,
+        rows: RowChange,
+        version: u64,
+    ) -> SqlResult<()> {
+        let old = self.resolve(table)?;
+        refuse_on_ledger_table(&old, "ALTER TABLE")?;
+        refuse_if_viewed(catalog, &old, "alter")?;
+        let mut def = new;
+        def.id = old.id;
+        def.shape_version = old.shape_version + 1;
+        def.storage = old.storage.clone();
+        if def.name != old.name && catalog.relation_exists(&def.name) {
+            return Err(SqlError::new(
+                ErrorKind::DuplicateTable,
+                format!("relation \"{}\" already exists", def.name),
+            ));
+        }
+        let env = EvalEnv::without_subqueries(&[], 0);
+        match rows {
+            RowChange::None => {}
+            RowChange::Validate => {
+                for (_, row) in self.every_row(&old)? {
+                    check_altered_row(&def, &row, &env)?;
+                }
+            }
+            RowChange::Rebuild(sources) => {
+                def.storage = format!("t{}.{}", def.id, def.shape_version);
+                self.rebuild_rows(&old, &def, &sources, version)?;
+            }
+        }
+        for index in &old.indexes {
+            if !def.indexes.iter().any(|i| i.id == index.id) {
+                self.drop_storage(index.id, &index.storage)?;
+            }
+        }
+        for shard in self.every_shard()? {
+            shard.table_versions.insert(def.id, version);
+        }
+        catalog.tables.remove(&old.name);
+        catalog.tables.insert(def.name.clone(), Arc::new(def));
+        Ok(())
     }
 
     /// Adds `table` to `catalog` with its indexes, under new ids, and creates their storage.

@@ -13,6 +13,7 @@ use crate::catalog::*;
 use crate::expr::*;
 use crate::plan::*;
 use crate::scope::Scope;
+use crate::sequence::{Identity, SequenceDef};
 
 /// A table's definition while an ALTER TABLE's actions apply to it.
 struct TableChange {
@@ -23,6 +24,8 @@ struct TableChange {
     old_width: usize,
     /// A new NOT NULL or CHECK the existing rows must satisfy.
     validate: bool,
+    /// Sequences of columns made identity columns (ADD GENERATED ... AS IDENTITY).
+    sequences: Vec<SequenceDef>,
 }
 
 impl TableChange {
@@ -123,6 +126,7 @@ impl Binder<'_> {
             sources: (0..table.columns.len()).map(ColumnSource::Old).collect(),
             old_width: table.columns.len(),
             validate: false,
+            sequences: Vec::new(),
         };
         for operation in operations {
             self.alter_action(&mut change, operation)?;
@@ -130,11 +134,20 @@ impl Binder<'_> {
         if !self.params.is_empty() {
             return Err(SqlError::feature_not_supported("parameters in ALTER TABLE"));
         }
+        let sequences = std::mem::take(&mut change.sequences);
         let (new, rows) = change.rows();
-        Ok(Plan::Ddl(DdlPlan::AlterTable {
+        let alter = DdlPlan::AlterTable {
             table: table.reference(),
             new: Box::new(new),
             rows,
+        };
+        Ok(Plan::Ddl(if sequences.is_empty() {
+            alter
+        } else {
+            DdlPlan::AlterTableWithSequences {
+                alter: Box::new(alter),
+                sequences,
+            }
         }))
     }
 
@@ -246,7 +259,62 @@ impl Binder<'_> {
             }
             Op::AlterColumn { column_name, op } => {
                 let i = change.column(&ident(column_name))?;
+                let name = change.def.columns[i].name.clone();
+                let identity = self.catalog.identity_of(change.def.id, &name).is_some()
+                    || change
+                        .sequences
+                        .iter()
+                        .any(|s| s.owner.as_ref().is_some_and(|o| o.column == name));
+                let in_state = |message: String| {
+                    Err(SqlError::new(
+                        ErrorKind::ObjectNotInPrerequisiteState,
+                        message,
+                    ))
+                };
+                let table_name = change.def.name.clone();
                 match op {
+                    ast::AlterColumnOperation::AddGenerated {
+                        generated_as,
+                        sequence_options,
+                    } => {
+                        let column = &change.def.columns[i];
+                        if column.nullable {
+                            return in_state(format!("column \"{name}\" of relation \"{table_name}\" must be declared NOT NULL before identity can be added"));
+                        }
+                        if identity {
+                            return in_state(format!("column \"{name}\" of relation \"{table_name}\" is already an identity column"));
+                        }
+                        if column.default.is_some() {
+                            return in_state(format!("column \"{name}\" of relation \"{table_name}\" already has a default value"));
+                        }
+                        let kind = match generated_as {
+                            Some(ast::GeneratedAs::ByDefault) => Identity::ByDefault,
+                            _ => Identity::Always,
+                        };
+                        let options = sequence_options.clone().unwrap_or_default();
+                        let taken = change.sequences.clone();
+                        let mut def = change.def.columns[i].clone();
+                        let mut sequence = self.sequence_column(
+                            &table_name,
+                            &mut def,
+                            Some(kind),
+                            &options,
+                            &taken,
+                        )?;
+                        if let Some(owner) = &mut sequence.owner {
+                            owner.table = change.def.id;
+                        }
+                        change.def.columns[i] = def;
+                        change.sequences.push(sequence);
+                    }
+                    ast::AlterColumnOperation::SetDefault { .. }
+                    | ast::AlterColumnOperation::DropDefault
+                        if identity =>
+                    {
+                        return Err(SqlError::syntax(format!(
+                            "column \"{name}\" of relation \"{table_name}\" is an identity column"
+                        )));
+                    }
                     ast::AlterColumnOperation::SetNotNull => {
                         if change.def.columns[i].nullable {
                             change.def.columns[i].nullable = false;
@@ -269,7 +337,8 @@ impl Binder<'_> {
                         let ty = change.def.columns[i].ty;
                         let bound = self.expr(value, &Scope::default(), Some(ty))?;
                         change.def.columns[i].default = Some(self.assign(bound, ty)?);
-                        change.def.columns[i].default_sql = Some(value.to_string());
+                        change.def.columns[i].default_sql =
+                            Some(self.default_text(change.def.columns[i].default.as_ref(), value));
                     }
                     ast::AlterColumnOperation::DropDefault => {
                         change.def.columns[i].default = None;
@@ -278,11 +347,6 @@ impl Binder<'_> {
                     ast::AlterColumnOperation::SetDataType {
                         data_type, using, ..
                     } => self.set_data_type(change, i, data_type, using.as_ref())?,
-                    other => {
-                        return Err(SqlError::feature_not_supported(format!(
-                            "ALTER COLUMN ... {other}"
-                        )))
-                    }
                 }
                 Ok(())
             }

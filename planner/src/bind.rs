@@ -37,6 +37,8 @@ pub struct Binder<'a> {
     pub(crate) expanding_views: Vec<String>,
     /// An INSERT's `OVERRIDING` clause.
     pub(crate) overriding: Option<sql::Overriding>,
+    /// The names identity columns give their sequences (`SEQUENCE NAME`), in order.
+    pub(crate) sequence_names: std::collections::VecDeque<String>,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -62,6 +64,7 @@ impl<'a> Binder<'a> {
             window: None,
             expanding_views: Vec::new(),
             overriding: None,
+            sequence_names: Default::default(),
         }
     }
 }
@@ -81,6 +84,54 @@ pub fn catalog_with_table(catalog: &Catalog, create: &str) -> SqlResult<Catalog>
     Ok(catalog)
 }
 
+/// `SELECT [pg_catalog.]set_config('name', 'value', is_local)` on its own (pg_dump's scripts
+/// begin with one): a SET. None for any other query.
+fn set_config_call(q: &ast::Query) -> SqlResult<Option<Plan>> {
+    let ast::SetExpr::Select(select) = q.body.as_ref() else {
+        return Ok(None);
+    };
+    let [item] = select.projection.as_slice() else {
+        return Ok(None);
+    };
+    let (ast::SelectItem::UnnamedExpr(ast::Expr::Function(f))
+    | ast::SelectItem::ExprWithAlias {
+        expr: ast::Expr::Function(f),
+        ..
+    }) = item
+    else {
+        return Ok(None);
+    };
+    let name = f.name.to_string().to_ascii_lowercase();
+    if !select.from.is_empty() || !matches!(name.as_str(), "set_config" | "pg_catalog.set_config") {
+        return Ok(None);
+    }
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return Ok(None);
+    };
+    let args: Vec<&ast::Value> = list
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(ast::Expr::Value(v))) => {
+                Some(&v.value)
+            }
+            _ => None,
+        })
+        .collect();
+    match args.as_slice() {
+        [name, value, ast::Value::Boolean(false)] => Ok(Some(Plan::SetConfig {
+            name: literal_text(name)?.to_ascii_lowercase(),
+            value: literal_text(value)?,
+        })),
+        [_, _, ast::Value::Boolean(true)] => Err(SqlError::feature_not_supported(
+            "set_config(..., true): settings local to a transaction",
+        )),
+        _ => Err(SqlError::feature_not_supported(
+            "set_config() with arguments other than constants",
+        )),
+    }
+}
+
 /// Binds one parsed statement. `param_hints` are the types the client declared (Unknown
 /// where it left them open).
 pub fn bind(
@@ -95,6 +146,10 @@ pub fn bind(
         Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
         Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
         Parsed::AlterSequence(a) => binder.alter_sequence(a)?,
+        Parsed::WithSequenceNames { statement, names } => {
+            binder.sequence_names = names.iter().cloned().collect();
+            binder.statement(statement)?
+        }
         Parsed::InsertOverriding {
             statement,
             overriding,
@@ -252,6 +307,9 @@ impl<'a> Binder<'a> {
         use ast::Statement as S;
         Ok(match s {
             S::Query(q) => {
+                if let Some(plan) = set_config_call(q)? {
+                    return Ok(plan);
+                }
                 let mut plan = self.query(q, &Scope::default())?;
                 plan.reads_user_tables = reads_storage(&plan.rel);
                 Plan::Select(Arc::new(plan))

@@ -296,7 +296,7 @@ impl Binder<'_> {
             ast::ColumnOption::Default(e) => {
                 let b = self.expr(e, &Scope::default(), Some(def.ty))?;
                 def.default = Some(self.assign(b, def.ty)?);
-                def.default_sql = Some(e.to_string());
+                def.default_sql = Some(self.default_text(def.default.as_ref(), e));
             }
             _ => return Ok(false),
         }

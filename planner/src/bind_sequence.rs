@@ -200,6 +200,29 @@ impl Binder<'_> {
         }
     }
 
+    /// A default as `\\d` and information_schema show it: as written, except a bare
+    /// `nextval` of a sequence, shown as PostgreSQL shows it (`nextval('s'::regclass)`).
+    pub(crate) fn default_text(&self, bound: Option<&Expr>, written: &ast::Expr) -> String {
+        let call = match bound {
+            Some(Expr::Cast { expr, .. }) => expr.as_ref(),
+            Some(e) => e,
+            None => return written.to_string(),
+        };
+        if let Expr::Function {
+            func: Func::NextVal,
+            args,
+            ..
+        } = call
+        {
+            if let [Expr::Literal(arg, _)] = args.as_slice() {
+                if let Ok(sequence) = self.catalog.sequence_named(arg) {
+                    return format!("nextval('{}'::regclass)", sequence.name);
+                }
+            }
+        }
+        written.to_string()
+    }
+
     /// Makes column `def` of table `table` a SERIAL (identity None) or identity column: a
     /// sequence named as PostgreSQL names it, the column's default calling it, NOT NULL.
     /// Returns the sequence, owned by the column (its table's id filled in when created).
@@ -217,16 +240,36 @@ impl Binder<'_> {
                 "identity column type must be smallint, integer, or bigint",
             ));
         }
-        let base = format!("{table}_{}_seq", def.name);
-        let mut name = base.clone();
-        let mut n = 0;
-        while self.catalog.relation_exists(&name)
-            || name == table
-            || taken.iter().any(|s| s.name == name)
-        {
-            n += 1;
-            name = format!("{base}{n}");
-        }
+        let name = match self.sequence_names.pop_front() {
+            Some(given) => {
+                let (schema, name) = object_name(&ast::ObjectName::from(
+                    given
+                        .split('.')
+                        .map(|p| ast::Ident::with_quote('"', p.trim_matches('"')))
+                        .collect::<Vec<_>>(),
+                ))?;
+                if schema.as_deref().is_some_and(|s| s != "public") {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "schema \"{}\"",
+                        schema.unwrap_or_default()
+                    )));
+                }
+                name
+            }
+            None => {
+                let base = format!("{table}_{}_seq", def.name);
+                let mut name = base.clone();
+                let mut n = 0;
+                while self.catalog.relation_exists(&name)
+                    || name == table
+                    || taken.iter().any(|s| s.name == name)
+                {
+                    n += 1;
+                    name = format!("{base}{n}");
+                }
+                name
+            }
+        };
         let mut parsed = self.sequence_options(options)?;
         parsed.ty = Some(def.ty);
         let owner = SequenceOwner {

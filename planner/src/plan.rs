@@ -404,6 +404,12 @@ pub enum DdlPlan {
         sequence: SequenceDef,
         restart: Option<i64>,
     },
+    /// ALTER TABLE that makes columns identity columns (`alter` is an `AlterTable`): the
+    /// sequences are created with the change, owned by the columns.
+    AlterTableWithSequences {
+        alter: Box<DdlPlan>,
+        sequences: Vec<SequenceDef>,
+    },
 }
 
 /// What an ALTER TABLE does to the stored rows.
@@ -523,6 +529,11 @@ pub enum Plan {
     Show {
         name: String,
     },
+    /// `SELECT set_config(name, value, is_local)`: SET, answered with the value as a row.
+    SetConfig {
+        name: String,
+        value: String,
+    },
     /// RESET name, or RESET ALL (None).
     Reset {
         name: Option<String>,
@@ -553,6 +564,12 @@ impl Plan {
             Plan::TransferBatch(_) => transfer_batch_columns(),
             Plan::Show { name } => vec![OutputColumn {
                 name: name.clone(),
+                ty: DataType::Text,
+                table_oid: 0,
+                column_number: 0,
+            }],
+            Plan::SetConfig { .. } => vec![OutputColumn {
+                name: "set_config".into(),
                 ty: DataType::Text,
                 table_oid: 0,
                 column_number: 0,

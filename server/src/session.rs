@@ -137,6 +137,11 @@ const SETTINGS: &[(&str, &str)] = &[
     ("row_security", "on"),
     ("max_parallel_workers_per_gather", "0"),
     ("geqo", "on"),
+    // What pg_dump's scripts set first; none changes what this server does.
+    ("check_function_bodies", "on"),
+    ("xmloption", "content"),
+    ("default_tablespace", ""),
+    ("default_table_access_method", "heap"),
 ];
 
 const READ_ONLY_SETTINGS: &[&str] = &[
@@ -415,6 +420,14 @@ impl Session {
             Plan::Set { name, value } => {
                 self.set(name, value.as_deref())?;
                 Ok(StatementResult::Command("SET".into()))
+            }
+            Plan::SetConfig { name, value } => {
+                self.set(name, Some(value))?;
+                Ok(StatementResult::Rows {
+                    columns: plan.output_columns(),
+                    rows: vec![vec![Value::Text(value.clone())]],
+                    tag: "SELECT".into(),
+                })
             }
             Plan::Reset { name } => {
                 match name {
@@ -967,6 +980,7 @@ impl Session {
             DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
             DdlPlan::CreateTableWithSequences { .. } => "CREATE TABLE",
             DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
+            DdlPlan::AlterTableWithSequences { .. } => "ALTER TABLE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {
@@ -993,10 +1007,14 @@ impl Session {
         let mut plan = ddl.clone();
         // An added column's default is computed once, here: now() is this statement's time
         // on every replica.
+        let alter = match &mut plan {
+            DdlPlan::AlterTableWithSequences { alter, .. } => alter.as_mut(),
+            other => other,
+        };
         if let DdlPlan::AlterTable {
             rows: planner::RowChange::Rebuild(sources),
             ..
-        } = &mut plan
+        } = alter
         {
             let now = now_micros();
             for source in sources {

@@ -221,3 +221,42 @@ fn psql_shows_errors_and_keeps_going() {
         "a failed COPY must apply no rows"
     );
 }
+
+/// A script `pg_dump` (PostgreSQL 15) wrote for a table with an identity column and one with
+/// a SERIAL column restores with `ON_ERROR_STOP`, and the sequences continue after the
+/// restored rows.
+#[test]
+fn psql_restores_a_pg_dump_of_serial_and_identity_columns() {
+    let server = TestServer::start();
+    let dump = common::repo_root().join("tests/fixtures/pg_dump_sequences.sql");
+    let out = server.psql(&[
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-f",
+        dump.to_str().expect("utf-8 path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "restore failed:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = run(
+        &server,
+        "insert into pdi (v) values ('new') returning id;
+         insert into pds (v) values ('new') returning id;
+         select count(*) from pdi;
+         \\d pdi",
+    );
+    assert!(out.contains(" id \n----\n  3\n"), "{out}");
+    assert!(out.contains(" id \n----\n  4\n"), "{out}");
+    assert!(
+        out.contains(" id     | integer |           | not null | generated always as identity"),
+        "{out}"
+    );
+    let out = run(&server, "\\d pds");
+    assert!(
+        out.contains(" id     | integer |           | not null | nextval('pds_id_seq'::regclass)"),
+        "{out}"
+    );
+}

@@ -51,6 +51,12 @@ pub enum Parsed {
         statement: Box<Statement>,
         overriding: Overriding,
     },
+    /// A CREATE or ALTER TABLE whose identity columns name their sequences (`SEQUENCE
+    /// NAME`, which sqlparser-rs does not parse; taken out): the names, in order.
+    WithSequenceNames {
+        statement: Box<Statement>,
+        names: Vec<String>,
+    },
 }
 
 /// What `INSERT ... OVERRIDING` does to identity columns.
@@ -235,8 +241,14 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
             rewritten = rewrite_copy_options(text);
             rewritten.as_str()
         }
-        Some("create") => match reorder_identity_options(text) {
-            Some(r) => {
+        Some("create" | "alter") => match reorder_identity_options(text) {
+            Some((r, names)) => {
+                if !names.is_empty() {
+                    return sqlparser_statement(&r).map(|statement| Parsed::WithSequenceNames {
+                        statement: Box::new(statement),
+                        names,
+                    });
+                }
                 rewritten = r;
                 rewritten.as_str()
             }

@@ -139,12 +139,14 @@ fn sequence_options(
     }
 }
 
-/// Rewrites every `AS IDENTITY ( options )` of a CREATE TABLE so its options come in the
-/// one order sqlparser-rs accepts. None when there is nothing to rewrite or the options do
-/// not parse (sqlparser then reports the error).
-pub(crate) fn reorder_identity_options(text: &str) -> Option<String> {
+/// Rewrites every `AS IDENTITY ( options )` of a CREATE or ALTER TABLE so its options come
+/// in the one order sqlparser-rs accepts, taking out `SEQUENCE NAME name` (which it does not
+/// parse): the rewritten text and those names, in order. None when there is nothing to
+/// rewrite or the options do not parse (sqlparser then reports the error).
+pub(crate) fn reorder_identity_options(text: &str) -> Option<(String, Vec<String>)> {
     let lower = text.to_ascii_lowercase();
     let mut out = String::new();
+    let mut names = Vec::new();
     let mut done = 0;
     let mut search = 0;
     while let Some(found) = lower[search..].find("identity") {
@@ -161,7 +163,15 @@ pub(crate) fn reorder_identity_options(text: &str) -> Option<String> {
             .try_with_sql(&text[open + 1..close])
             .ok()?;
         let (mut data_type, mut owned_by) = (None, None);
-        let mut options = sequence_options(&mut p, &mut data_type, &mut owned_by).ok()?;
+        let mut options = Vec::new();
+        loop {
+            options.extend(sequence_options(&mut p, &mut data_type, &mut owned_by).ok()?);
+            if p.parse_keywords(&[Keyword::SEQUENCE, Keyword::NAME]) {
+                names.push(p.parse_object_name(false).ok()?.to_string());
+            } else {
+                break;
+            }
+        }
         if p.peek_token().token != Token::EOF || data_type.is_some() || owned_by.is_some() {
             return None;
         }
@@ -182,7 +192,7 @@ pub(crate) fn reorder_identity_options(text: &str) -> Option<String> {
     }
     (done > 0).then(|| {
         out.push_str(&text[done..]);
-        out
+        (out, names)
     })
 }
 
@@ -213,10 +223,20 @@ mod tests {
     #[test]
     fn identity_options_are_put_in_sqlparsers_order() {
         let text = "create table t (id int generated always as identity (start with 100 increment by 10 cycle), v text)";
-        let rewritten = reorder_identity_options(text).unwrap();
+        let (rewritten, names) = reorder_identity_options(text).unwrap();
         assert_eq!(
             rewritten,
             "create table t (id int generated always as identity ( INCREMENT BY 10 START WITH 100 CYCLE), v text)"
+        );
+        assert!(names.is_empty());
+        let (rewritten, names) = reorder_identity_options(
+            "ALTER TABLE public.t ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (\n    SEQUENCE NAME public.t_id_seq\n    START WITH 1\n    INCREMENT BY 1\n    NO MINVALUE\n    CACHE 1\n)",
+        )
+        .unwrap();
+        assert_eq!(names, vec!["public.t_id_seq".to_string()]);
+        assert!(
+            !rewritten.to_ascii_lowercase().contains("sequence name"),
+            "{rewritten}"
         );
         assert!(reorder_identity_options("create table t (id int)").is_none());
     }
