@@ -124,7 +124,7 @@ async fn errors_have_the_right_sqlstate() {
         ("select 1/0", "22012"),
         ("create index e_v on e using hash (v)", "0A000"),
         ("savepoint a", "25P01"),
-        ("alter sequence s restart", "0A000"),
+        ("create temporary sequence ts", "0A000"),
         ("select nosuchfunction(1)", "42883"),
         ("create table e (id int)", "42P07"),
         ("set no_such_setting = 1", "42704"),
