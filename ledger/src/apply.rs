@@ -727,24 +727,34 @@ impl Executor {
                 }
                 self.create_table(&mut catalog, table)?;
             }
-            DdlPlan::CreateTableWithSequences { create, sequences } => {
-                let DdlPlan::CreateTable {
-                    table,
-                    if_not_exists,
-                } = *create
-                else {
-                    return Err(SqlError::internal("a SERIAL table's plan creates no table"));
-                };
-                if catalog.relation_exists(&table.name) && if_not_exists {
-                    return Ok(Outcome::default());
-                }
-                check_sequence_names(&catalog, &sequences, Some(&table.name))?;
-                let id = self.create_table(&mut catalog, table)?;
-                for mut sequence in sequences {
-                    if let Some(owner) = &mut sequence.owner {
-                        owner.table = id;
+            DdlPlan::WithSequences { ddl, sequences } => {
+                match *ddl {
+                    DdlPlan::CreateTable {
+                        table,
+                        if_not_exists,
+                    } => {
+                        if catalog.relation_exists(&table.name) && if_not_exists {
+                            return Ok(Outcome::default());
+                        }
+                        check_sequence_names(&catalog, &sequences, Some(&table.name))?;
+                        let id = self.create_table(&mut catalog, table)?;
+                        for mut sequence in sequences {
+                            if let Some(owner) = &mut sequence.owner {
+                                owner.table = id;
+                            }
+                            self.create_sequence(&mut catalog, sequence)?;
+                        }
                     }
-                    self.create_sequence(&mut catalog, sequence)?;
+                    DdlPlan::AlterTable { table, new, rows } => {
+                        check_sequence_names(&catalog, &sequences, None)?;
+                        self.alter_table(&mut catalog, &table, *new, rows, version)?;
+                        for sequence in sequences {
+                            self.create_sequence(&mut catalog, sequence)?;
+                        }
+                    }
+                    _ => return Err(SqlError::internal(
+                        "sequences planned with a schema change other than CREATE or ALTER TABLE",
+                    )),
                 }
             }
             DdlPlan::CreateSequence {
@@ -888,18 +898,6 @@ impl Executor {
             }
             DdlPlan::AlterTable { table, new, rows } => {
                 self.alter_table(&mut catalog, &table, *new, rows, version)?;
-            }
-            DdlPlan::AlterTableWithSequences { alter, sequences } => {
-                let DdlPlan::AlterTable { table, new, rows } = *alter else {
-                    return Err(SqlError::internal(
-                        "an identity column's plan alters no table",
-                    ));
-                };
-                check_sequence_names(&catalog, &sequences, None)?;
-                self.alter_table(&mut catalog, &table, *new, rows, version)?;
-                for sequence in sequences {
-                    self.create_sequence(&mut catalog, sequence)?;
-                }
             }
             DdlPlan::CreateView {
                 mut view,

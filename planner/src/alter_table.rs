@@ -141,14 +141,7 @@ impl Binder<'_> {
             new: Box::new(new),
             rows,
         };
-        Ok(Plan::Ddl(if sequences.is_empty() {
-            alter
-        } else {
-            DdlPlan::AlterTableWithSequences {
-                alter: Box::new(alter),
-                sequences,
-            }
-        }))
+        Ok(Plan::Ddl(DdlPlan::with_sequences(alter, sequences)))
     }
 
     /// A column a sequence belongs to (SERIAL, identity, OWNED BY) keeps its name: the

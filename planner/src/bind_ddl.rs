@@ -242,14 +242,7 @@ impl Binder<'_> {
             table,
             if_not_exists: create.if_not_exists,
         };
-        Ok(Plan::Ddl(if sequences.is_empty() {
-            create_table
-        } else {
-            DdlPlan::CreateTableWithSequences {
-                create: Box::new(create_table),
-                sequences,
-            }
-        }))
+        Ok(Plan::Ddl(DdlPlan::with_sequences(create_table, sequences)))
     }
 
     /// A CHECK constraint over `table`'s row. Unnamed, it is `table_column_check` when it

@@ -392,10 +392,11 @@ pub enum DdlPlan {
         names: Vec<String>,
         if_exists: bool,
     },
-    /// CREATE TABLE with SERIAL or identity columns (`create` is a `CreateTable`): the
-    /// sequences their defaults call are created with the table, owned by its columns.
-    CreateTableWithSequences {
-        create: Box<DdlPlan>,
+    /// A CREATE TABLE with SERIAL or identity columns, or an ALTER TABLE that makes columns
+    /// identity columns (`ddl`): the sequences their defaults call are created with it, as
+    /// one schema change, owned by the columns.
+    WithSequences {
+        ddl: Box<DdlPlan>,
         sequences: Vec<SequenceDef>,
     },
     /// ALTER SEQUENCE: the sequence's new definition (same id and name) and, for RESTART,
@@ -404,12 +405,19 @@ pub enum DdlPlan {
         sequence: SequenceDef,
         restart: Option<i64>,
     },
-    /// ALTER TABLE that makes columns identity columns (`alter` is an `AlterTable`): the
-    /// sequences are created with the change, owned by the columns.
-    AlterTableWithSequences {
-        alter: Box<DdlPlan>,
-        sequences: Vec<SequenceDef>,
-    },
+}
+
+impl DdlPlan {
+    /// `ddl`, with `sequences` created alongside when there are any.
+    pub fn with_sequences(ddl: DdlPlan, sequences: Vec<SequenceDef>) -> DdlPlan {
+        if sequences.is_empty() {
+            return ddl;
+        }
+        DdlPlan::WithSequences {
+            ddl: Box::new(ddl),
+            sequences,
+        }
+    }
 }
 
 /// What an ALTER TABLE does to the stored rows.

@@ -978,9 +978,11 @@ impl Session {
             DdlPlan::DropViews { .. } => "DROP VIEW",
             DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
             DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
-            DdlPlan::CreateTableWithSequences { .. } => "CREATE TABLE",
             DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
-            DdlPlan::AlterTableWithSequences { .. } => "ALTER TABLE",
+            DdlPlan::WithSequences { ddl, .. } => match ddl.as_ref() {
+                DdlPlan::CreateTable { .. } => "CREATE TABLE",
+                _ => "ALTER TABLE",
+            },
         };
         if let Some(t) = &self.transaction {
             if t.read_only {
@@ -1008,7 +1010,7 @@ impl Session {
         // An added column's default is computed once, here: now() is this statement's time
         // on every replica.
         let alter = match &mut plan {
-            DdlPlan::AlterTableWithSequences { alter, .. } => alter.as_mut(),
+            DdlPlan::WithSequences { ddl, .. } => ddl.as_mut(),
             other => other,
         };
         if let DdlPlan::AlterTable {
