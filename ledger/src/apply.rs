@@ -722,10 +722,9 @@ impl Executor {
                 table,
                 if_not_exists,
             } => {
-                if catalog.relation_exists(&table.name) && if_not_exists {
+                if !self.create_table(&mut catalog, table, if_not_exists, Vec::new())? {
                     return Ok(Outcome::default());
                 }
-                self.create_table(&mut catalog, table)?;
             }
             DdlPlan::WithSequences { ddl, sequences } => {
                 match *ddl {
@@ -733,16 +732,8 @@ impl Executor {
                         table,
                         if_not_exists,
                     } => {
-                        if catalog.relation_exists(&table.name) && if_not_exists {
+                        if !self.create_table(&mut catalog, table, if_not_exists, sequences)? {
                             return Ok(Outcome::default());
-                        }
-                        check_sequence_names(&catalog, &sequences, Some(&table.name))?;
-                        let id = self.create_table(&mut catalog, table)?;
-                        for mut sequence in sequences {
-                            if let Some(owner) = &mut sequence.owner {
-                                owner.table = id;
-                            }
-                            self.create_sequence(&mut catalog, sequence)?;
                         }
                     }
                     DdlPlan::AlterTable { table, new, rows } => {
@@ -1011,10 +1002,22 @@ impl Executor {
         Ok(())
     }
 
-    /// Adds `table` to `catalog` with its indexes, under new ids, and creates their storage.
-    /// Returns the table's id.
-    fn create_table(&mut self, catalog: &mut Catalog, mut table: TableDef) -> SqlResult<u32> {
+    /// Adds `table` to `catalog` with its indexes and the sequences its columns own, under
+    /// new ids, and creates their storage. False (nothing done) when a relation has its name
+    /// and `if_not_exists` is set.
+    fn create_table(
+        &mut self,
+        catalog: &mut Catalog,
+        mut table: TableDef,
+        if_not_exists: bool,
+        sequences: Vec<planner::SequenceDef>,
+    ) -> SqlResult<bool> {
+        if if_not_exists && catalog.relation_exists(&table.name) {
+            return Ok(false);
+        }
         table.id = catalog.new_relation_id(&table.name)?;
+        // Checked before any storage is made: a schema change fails whole.
+        check_sequence_names(catalog, &sequences, Some(&table.name))?;
         table.storage = format!("t{}.{}", table.id, table.shape_version);
         self.create_storage(table.id, &table.storage)?;
         for index in &mut table.indexes {
@@ -1024,7 +1027,13 @@ impl Executor {
         }
         let id = table.id;
         catalog.tables.insert(table.name.clone(), Arc::new(table));
-        Ok(id)
+        for mut sequence in sequences {
+            if let Some(owner) = &mut sequence.owner {
+                owner.table = id;
+            }
+            self.create_sequence(catalog, sequence)?;
+        }
+        Ok(true)
     }
 
     /// Creates the kv table of a new SQL table or index in every partition.
