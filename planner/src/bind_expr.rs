@@ -9,9 +9,9 @@ use sql::{
 use crate::bind::{sort_key, Binder};
 use crate::bind_window::NOT_ALLOWED_HERE;
 use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
-use crate::plan::SortKey;
+use crate::plan::{Rel, SelectPlan, SortKey};
 use crate::scalar_functions;
-use crate::scope::Scope;
+use crate::scope::{Scope, ScopeColumn};
 use crate::system::SystemTable;
 
 /// While binding the output of a grouped query: the group keys and the aggregates found.
@@ -274,6 +274,42 @@ impl Binder<'_> {
         }
     }
 
+    /// A subquery in an expression over `scope`. In a grouped query's output (select list,
+    /// HAVING, ORDER BY) the row is the outer columns, then the group keys, then the
+    /// aggregates: the subquery sees the group keys (by name where a key is a column) and
+    /// runs with the row cut after them, so its own columns number the same when bound and
+    /// when run.
+    pub(crate) fn subquery(&mut self, q: &ast::Query, scope: &Scope) -> SqlResult<SelectPlan> {
+        let Some(ctx) = &self.aggregate else {
+            return self.query(q, &scope.nested());
+        };
+        let mut columns = scope.columns.clone();
+        for (text, key) in &ctx.groups {
+            columns.push(match key {
+                Expr::Column(c, _) => ctx.input_scope.columns[*c].clone(),
+                other => ScopeColumn {
+                    qualifier: None,
+                    name: text.clone(),
+                    ty: other.ty(),
+                    table_oid: 0,
+                    column_number: 0,
+                },
+            });
+        }
+        let width = columns.len();
+        let visible = Scope {
+            columns,
+            outer_len: width,
+        };
+        let mut plan = self.query(q, &visible)?;
+        plan.rel = Rel::CommonTable {
+            name: String::new(),
+            input: Box::new(plan.rel),
+            outer_len: width,
+        };
+        Ok(plan)
+    }
+
     /// In a grouped query, an expression equal to a group key reads the key's output column.
     fn match_group(&mut self, e: &ast::Expr, scope: &Scope) -> SqlResult<Option<Expr>> {
         let Some(ctx) = &self.aggregate else {
@@ -428,7 +464,7 @@ impl Binder<'_> {
                 let subject = self.expr(left, scope, None)?;
                 if let E::Subquery(q) = right.as_ref() {
                     if op == BinaryOp::Eq && !all {
-                        let plan = self.query(q, &scope.nested())?;
+                        let plan = self.subquery(q, scope)?;
                         return Ok(Expr::InSubquery {
                             expr: Box::new(subject),
                             rel: Box::new(plan.rel),
@@ -551,7 +587,7 @@ impl Binder<'_> {
                 negated,
             } => {
                 let subject = self.expr(expr, scope, None)?;
-                let plan = self.query(subquery, &scope.nested())?;
+                let plan = self.subquery(subquery, scope)?;
                 if plan.columns.len() != 1 {
                     return Err(SqlError::syntax("subquery has too many columns"));
                 }
@@ -677,7 +713,7 @@ impl Binder<'_> {
             }
             E::Function(f) => self.function(f, scope, expected)?,
             E::Exists { subquery, negated } => {
-                let plan = self.query(subquery, &scope.nested())?;
+                let plan = self.subquery(subquery, scope)?;
                 Expr::Subquery {
                     rel: Box::new(plan.rel),
                     kind: SubqueryKind::Exists,
@@ -686,7 +722,7 @@ impl Binder<'_> {
                 }
             }
             E::Subquery(q) => {
-                let plan = self.query(q, &scope.nested())?;
+                let plan = self.subquery(q, scope)?;
                 if plan.columns.len() != 1 {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }
@@ -1167,7 +1203,7 @@ impl Binder<'_> {
         let args = match &f.args {
             ast::FunctionArguments::None => Vec::new(),
             ast::FunctionArguments::Subquery(q) if name == "array" => {
-                let plan = self.query(q, &scope.nested())?;
+                let plan = self.subquery(q, scope)?;
                 let ty = match plan.columns.first().map(|c| c.ty) {
                     Some(t) if t.is_integer() => t.array_of().unwrap_or(DataType::Int2Array),
                     Some(t) => t.array_of().unwrap_or(DataType::TextArray),

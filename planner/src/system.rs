@@ -60,6 +60,7 @@ pub enum SystemTable {
     PgSequence,
     PgDepend,
     InfoSequences,
+    PgSequences,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -130,6 +131,7 @@ impl SystemTable {
             "pg_settings" => PgSettings,
             "pg_sequence" => PgSequence,
             "pg_depend" => PgDepend,
+            "pg_sequences" => PgSequences,
             _ => return None,
         })
     }
@@ -191,6 +193,7 @@ impl SystemTable {
             PgSequence => "pg_sequence",
             PgDepend => "pg_depend",
             InfoSequences => "sequences",
+            PgSequences => "pg_sequences",
         }
     }
 
@@ -431,6 +434,20 @@ impl SystemTable {
                 ("refobjid", Oid),
                 ("refobjsubid", Int4),
                 ("deptype", CatalogChar),
+            ],
+            // Without `last_value`: the states are the executor's, and catalog views are
+            // computed from the catalog alone (`SELECT last_value FROM seq` reads one).
+            PgSequences => vec![
+                ("schemaname", Name),
+                ("sequencename", Name),
+                ("sequenceowner", Name),
+                ("data_type", Text),
+                ("start_value", DataType::Int8),
+                ("min_value", DataType::Int8),
+                ("max_value", DataType::Int8),
+                ("increment_by", DataType::Int8),
+                ("cycle", Bool),
+                ("cache_size", DataType::Int8),
             ],
             InfoSequences => vec![
                 ("sequence_catalog", Name),
@@ -770,6 +787,22 @@ impl SystemTable {
                         int(table.oid()),
                         int(column as i64 + 1),
                         text(kind),
+                    ]);
+                }
+            }
+            PgSequences => {
+                for q in catalog.sequences.values() {
+                    rows.push(vec![
+                        text("public"),
+                        text(&q.name),
+                        text("ledger"),
+                        Value::Text(q.ty.pg_name()),
+                        int(q.start),
+                        int(q.min),
+                        int(q.max),
+                        int(q.increment),
+                        b(q.cycle),
+                        int(q.cache),
                     ]);
                 }
             }
