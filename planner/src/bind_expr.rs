@@ -274,14 +274,24 @@ impl Binder<'_> {
         }
     }
 
-    /// A subquery in an expression over `scope`. In a grouped query's output (select list,
-    /// HAVING, ORDER BY) the row is the outer columns, then the group keys, then the
-    /// aggregates: the subquery sees the group keys (by name where a key is a column) and
-    /// runs with the row cut after them, so its own columns number the same when bound and
-    /// when run.
+    /// A subquery in an expression over `scope`. Its own columns follow the row it is given
+    /// (the outer row), so that row must be as long when it runs as the scope was when it
+    /// was bound. In a grouped query's output (select list, HAVING, ORDER BY) the row is the
+    /// outer columns, then the group keys, then the aggregates: the subquery sees the group
+    /// keys (by name where a key is a column) and runs with the row cut after them.
     pub(crate) fn subquery(&mut self, q: &ast::Query, scope: &Scope) -> SqlResult<SelectPlan> {
         let Some(ctx) = &self.aggregate else {
-            return self.query(q, &scope.nested());
+            let mut plan = self.query(q, &scope.nested())?;
+            // In a select list or ORDER BY the row may carry window functions' values after
+            // the scope's columns: the subquery runs with the row cut to the scope.
+            if self.window.is_some() {
+                plan.rel = Rel::CommonTable {
+                    name: String::new(),
+                    input: Box::new(plan.rel),
+                    outer_len: scope.columns.len(),
+                };
+            }
+            return Ok(plan);
         };
         let mut columns = scope.columns.clone();
         for (text, key) in &ctx.groups {
