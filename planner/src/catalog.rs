@@ -200,11 +200,16 @@ impl Catalog {
     pub fn sequence_named(&self, arg: &Value) -> SqlResult<&Arc<SequenceDef>> {
         match arg {
             Value::Text(name) => {
-                let bare = name.trim_start_matches("public.").trim_matches('"');
-                match self.sequences.get(bare) {
+                let name = name.trim_start_matches("public.");
+                // As a regclass reads it: folded to lower case unless double-quoted.
+                let bare = match name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) {
+                    Some(quoted) => quoted.replace("\"\"", "\""),
+                    None => name.to_lowercase(),
+                };
+                match self.sequences.get(&bare) {
                     Some(s) => Ok(s),
-                    None if self.relation_exists(bare) => Err(not_a_sequence(bare)),
-                    None => Err(SqlError::undefined_table(bare)),
+                    None if self.relation_exists(&bare) => Err(not_a_sequence(&bare)),
+                    None => Err(SqlError::undefined_table(&bare)),
                 }
             }
             Value::Int(oid) => {
