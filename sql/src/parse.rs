@@ -260,7 +260,7 @@ fn parse_one(text: &str) -> SqlResult<Parsed> {
 }
 
 /// Where an INSERT's `OVERRIDING SYSTEM VALUE` or `OVERRIDING USER VALUE` clause is (outside
-/// quotes and comments), and which it is.
+/// quotes and comments, before the rows), and which it is.
 fn find_overriding(text: &str) -> Option<(std::ops::Range<usize>, Overriding)> {
     let bytes = text.as_bytes();
     let is_word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
@@ -271,7 +271,15 @@ fn find_overriding(text: &str) -> Option<(std::ops::Range<usize>, Overriding)> {
             b'-' if bytes.get(i + 1) == Some(&b'-') => i = line_comment_end(bytes, i),
             b if is_word(b) && (i == 0 || !is_word(bytes[i - 1])) => {
                 let end = i + bytes[i..].iter().take_while(|b| is_word(**b)).count();
-                if text[i..end].eq_ignore_ascii_case("overriding") {
+                let word = &text[i..end];
+                // The clause comes before the rows: a bulk INSERT's are not scanned.
+                if ["values", "select", "with", "default"]
+                    .iter()
+                    .any(|w| word.eq_ignore_ascii_case(w))
+                {
+                    return None;
+                }
+                if word.eq_ignore_ascii_case("overriding") {
                     let words = first_words(&text[end..], 2);
                     let overriding = match (words.first().map(String::as_str), words.get(1)) {
                         (Some("system"), Some(v)) if v == "value" => Overriding::System,
