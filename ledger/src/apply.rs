@@ -899,16 +899,7 @@ impl Executor {
                         old.check_replacement(&view)?;
                         view.id = old.id;
                     }
-                    _ if catalog.relation_exists(&view.name) => {
-                        return Err(SqlError::new(
-                            ErrorKind::DuplicateTable,
-                            format!("relation \"{}\" already exists", view.name),
-                        ))
-                    }
-                    _ => {
-                        view.id = catalog.next_table_id + 1;
-                        catalog.next_table_id += 1;
-                    }
+                    _ => view.id = catalog.new_relation_id(&view.name)?,
                 }
                 // The tables it reads must still be the ones it was bound against.
                 for id in &view.tables {

@@ -370,12 +370,15 @@ impl Executor {
     pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
         self.check_running()?;
         self.undo.clear();
-        let session = match &command {
-            Command::WriteWithSequences { session, .. }
-            | Command::QueryWithSequences { session, .. } => session.clone(),
-            _ => SessionSequences::default(),
-        };
-        self.sequences.begin(session);
+        // Without sequences (the hot paths) nothing can call one: no bookkeeping.
+        let sequences = !self.catalog.sequences.is_empty();
+        if sequences {
+            self.sequences.begin(match &command {
+                Command::WriteWithSequences { session, .. }
+                | Command::QueryWithSequences { session, .. } => session.clone(),
+                _ => SessionSequences::default(),
+            });
+        }
         let result = match command {
             Command::Write {
                 plan,
@@ -446,6 +449,9 @@ impl Executor {
             self.rollback();
         }
         self.undo.clear();
+        if !sequences {
+            return result;
+        }
         // Sequence calls stay made whatever became of the command (see `sequences`).
         let (handed_out, changed) = self.sequences.finish();
         if let Err(e) = self.write_sequence_states(&changed) {
@@ -480,15 +486,8 @@ impl Executor {
         let source = self.command_sequences();
         let mut rows = Vec::new();
         for &(id, count) in sequences {
-            let Some(sequence) = self.catalog.sequence_by_id(id) else {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedTable,
-                    format!(
-                        "could not open relation with OID {}",
-                        planner::FIRST_USER_OID + id
-                    ),
-                ));
-            };
+            let oid = planner::FIRST_USER_OID + id;
+            let sequence = self.catalog.sequence_named(&Value::Int(oid as i64))?;
             for _ in 0..count {
                 let value = source.next_value(sequence)?;
                 rows.push(vec![Value::Int(id as i64), Value::Int(value)]);

@@ -174,7 +174,9 @@ impl Router<'_> {
         let Some(table) = self.catalog.table_by_id(plan.table().id) else {
             return reach.with(Reach::one(0));
         };
-        if planner::write_calls(plan, table, planner::Func::uses_sequences) {
+        if !self.catalog.sequences.is_empty()
+            && planner::write_calls(plan, table, planner::Func::uses_sequences)
+        {
             return self.all();
         }
         let target = match plan {

@@ -153,11 +153,7 @@ impl Binder<'_> {
         doing: &str,
     ) -> SqlResult<()> {
         let name = &table.columns[column].name;
-        match self
-            .catalog
-            .sequences_owned_by(table.id)
-            .find(|s| s.owner.as_ref().is_some_and(|o| &o.column == name))
-        {
+        match self.catalog.sequence_of_column(table.id, name) {
             Some(s) => Err(SqlError::feature_not_supported(format!(
                 "{doing} column \"{name}\", which owns sequence \"{}\"",
                 s.name

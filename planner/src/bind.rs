@@ -176,6 +176,24 @@ pub fn bind(
     Ok(Bound { plan, param_types })
 }
 
+/// The name a new relation is created under: only the `public` schema exists.
+pub(crate) fn public_name(name: &ast::ObjectName) -> SqlResult<String> {
+    match object_name(name)? {
+        (Some(schema), _) if schema != "public" => Err(SqlError::feature_not_supported(format!(
+            "schema \"{schema}\""
+        ))),
+        (_, name) => Ok(name),
+    }
+}
+
+/// The relation names of a DROP, schema left out.
+fn object_names(names: &[ast::ObjectName]) -> SqlResult<Vec<String>> {
+    names
+        .iter()
+        .map(|n| object_name(n).map(|(_, n)| n))
+        .collect()
+}
+
 pub(crate) fn object_name(name: &ast::ObjectName) -> SqlResult<(Option<String>, String)> {
     let parts: Vec<String> = name
         .0
@@ -324,10 +342,7 @@ impl<'a> Binder<'a> {
                 names,
                 ..
             } => {
-                let names: Vec<String> = names
-                    .iter()
-                    .map(|n| object_name(n).map(|(_, n)| n))
-                    .collect::<SqlResult<_>>()?;
+                let names = object_names(names)?;
                 if *kind == ast::ObjectType::Table {
                     for name in &names {
                         if let Some(table) = self.catalog.table(name) {
@@ -347,10 +362,7 @@ impl<'a> Binder<'a> {
                 names,
                 ..
             } => Plan::Ddl(DdlPlan::DropViews {
-                names: names
-                    .iter()
-                    .map(|n| object_name(n).map(|(_, n)| n))
-                    .collect::<SqlResult<_>>()?,
+                names: object_names(names)?,
                 if_exists: *if_exists,
             }),
             S::CreateView(create) => self.create_view(create)?,
@@ -379,10 +391,7 @@ impl<'a> Binder<'a> {
                 names,
                 ..
             } => Plan::Ddl(DdlPlan::DropSequences {
-                names: names
-                    .iter()
-                    .map(|n| object_name(n).map(|(_, n)| n))
-                    .collect::<SqlResult<_>>()?,
+                names: object_names(names)?,
                 if_exists: *if_exists,
             }),
             S::Drop { object_type, .. } => {

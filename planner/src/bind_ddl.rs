@@ -22,13 +22,7 @@ impl Binder<'_> {
         if create.query.is_some() {
             return Err(SqlError::feature_not_supported("CREATE TABLE AS"));
         }
-        let (schema, name) = object_name(&create.name)?;
-        if schema.as_deref().is_some_and(|s| s != "public") {
-            return Err(SqlError::feature_not_supported(format!(
-                "schema \"{}\"",
-                schema.unwrap_or_default()
-            )));
-        }
+        let name = public_name(&create.name)?;
         if create.columns.is_empty() {
             return Err(SqlError::feature_not_supported("tables without columns"));
         }

@@ -43,13 +43,7 @@ impl Binder<'_> {
         options: &[ast::SequenceOptions],
         owned_by: Option<&ast::ObjectName>,
     ) -> SqlResult<Plan> {
-        let (schema, name) = object_name(name)?;
-        if schema.as_deref().is_some_and(|s| s != "public") {
-            return Err(SqlError::feature_not_supported(format!(
-                "schema \"{}\"",
-                schema.unwrap_or_default()
-            )));
-        }
+        let name = public_name(name)?;
         let mut parsed = self.sequence_options(options)?;
         if let Some(t) = data_type {
             parsed.ty = Some(data_type_of(t).map_err(|_| {
@@ -241,21 +235,12 @@ impl Binder<'_> {
             ));
         }
         let name = match self.sequence_names.pop_front() {
-            Some(given) => {
-                let (schema, name) = object_name(&ast::ObjectName::from(
-                    given
-                        .split('.')
-                        .map(|p| ast::Ident::with_quote('"', p.trim_matches('"')))
-                        .collect::<Vec<_>>(),
-                ))?;
-                if schema.as_deref().is_some_and(|s| s != "public") {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "schema \"{}\"",
-                        schema.unwrap_or_default()
-                    )));
-                }
-                name
-            }
+            Some(given) => public_name(&ast::ObjectName::from(
+                given
+                    .split('.')
+                    .map(|p| ast::Ident::with_quote('"', p.trim_matches('"')))
+                    .collect::<Vec<_>>(),
+            ))?,
             None => {
                 let base = format!("{table}_{}_seq", def.name);
                 let mut name = base.clone();

@@ -17,13 +17,7 @@ impl Binder<'_> {
         if create.materialized {
             return Err(SqlError::feature_not_supported("materialized views"));
         }
-        let (schema, name) = object_name(&create.name)?;
-        if schema.as_deref().is_some_and(|s| s != "public") {
-            return Err(SqlError::feature_not_supported(format!(
-                "schema \"{}\"",
-                schema.unwrap_or_default()
-            )));
-        }
+        let name = public_name(&create.name)?;
         let plan = self.query(&create.query, &Scope::default())?;
         if !self.params.is_empty() {
             return Err(SqlError::feature_not_supported("parameters in CREATE VIEW"));

@@ -238,12 +238,16 @@ impl Catalog {
             .filter(move |s| s.owner.as_ref().is_some_and(|o| o.table == id))
     }
 
+    /// The sequence column `column` of table `id` owns (SERIAL, identity, OWNED BY).
+    pub fn sequence_of_column(&self, id: u32, column: &str) -> Option<&Arc<SequenceDef>> {
+        self.sequences_owned_by(id)
+            .find(|s| s.owner.as_ref().is_some_and(|o| o.column == column))
+    }
+
     /// The identity kind of column `column` of table `id`, if it is an identity column.
     pub fn identity_of(&self, id: u32, column: &str) -> Option<Identity> {
-        self.sequences_owned_by(id)
-            .filter_map(|s| s.owner.as_ref())
-            .find(|o| o.column == column)
-            .and_then(|o| o.identity)
+        self.sequence_of_column(id, column)
+            .and_then(|s| s.identity())
     }
 
     /// The views that read table `id`.

@@ -300,7 +300,6 @@ impl SessionSequences {
     pub fn get(&self, sequence: u32) -> Option<i64> {
         self.values
             .iter()
-            .rev()
             .find(|(id, _)| *id == sequence)
             .map(|(_, v)| *v)
     }
@@ -383,24 +382,14 @@ impl SequenceSource for NoSequences {
     }
 }
 
-/// Calls `f` with every function call in `e`, those in its subqueries included.
-fn visit_calls(e: &Expr, f: &mut dyn FnMut(Func, &[Expr])) {
-    e.visit(&mut |x| match x {
-        Expr::Function { func, args, .. } => f(*func, args),
-        Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => {
-            visit_rel_exprs(rel, &mut |inner| {
-                if let Expr::Function { func, args, .. } = inner {
-                    f(*func, args)
-                }
-            })
-        }
-        _ => {}
-    });
-}
-
+/// Whether `e` calls a function `which` accepts, in its subqueries too.
 fn any_call(e: &Expr, which: fn(Func) -> bool) -> bool {
     let mut found = false;
-    visit_calls(e, &mut |func, _| found |= which(func));
+    e.visit(&mut |x| match x {
+        Expr::Function { func, .. } => found |= which(*func),
+        Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => found |= rel_calls(rel, which),
+        _ => {}
+    });
     found
 }
 
@@ -415,22 +404,24 @@ pub fn rel_calls(rel: &Rel, which: fn(Func) -> bool) -> bool {
     found
 }
 
-/// The default expressions an INSERT leaves to columns: those of the columns it does not
-/// name, and of those it gives `DEFAULT`.
-fn defaults_used<'t>(plan: &InsertPlan, table: &'t TableDef) -> Vec<&'t Expr> {
-    let mut out: Vec<&Expr> = table
+/// The default expressions an INSERT leaves to columns, each with how many times it runs:
+/// once per row for a column the statement does not name, once for each `DEFAULT` given.
+fn defaults_used<'t>(plan: &InsertPlan, table: &'t TableDef) -> Vec<(&'t Expr, usize)> {
+    let rows = match &plan.source {
+        InsertSource::Values(rows) => rows.as_slice(),
+        _ => &[],
+    };
+    let mut out: Vec<(&Expr, usize)> = table
         .columns
         .iter()
         .enumerate()
         .filter(|(i, _)| !plan.target_columns.contains(i))
-        .filter_map(|(_, c)| c.default.as_ref())
+        .filter_map(|(_, c)| c.default.as_ref().map(|d| (d, rows.len().max(1))))
         .collect();
-    if let InsertSource::Values(rows) = &plan.source {
-        for row in rows {
-            for (e, &column) in row.iter().zip(&plan.target_columns) {
-                if is_default_marker(e) {
-                    out.extend(table.columns[column].default.as_ref());
-                }
+    for row in rows {
+        for (e, &column) in row.iter().zip(&plan.target_columns) {
+            if is_default_marker(e) {
+                out.extend(table.columns[column].default.as_ref().map(|d| (d, 1)));
             }
         }
     }
@@ -452,7 +443,7 @@ pub fn write_calls(plan: &WritePlan, table: &TableDef, which: fn(Func) -> bool) 
             matches!(&p.source, InsertSource::Query(rel) if rel_calls(rel, which))
                 || defaults_used(p, table)
                     .into_iter()
-                    .any(|e| any_call(e, which))
+                    .any(|(e, _)| any_call(e, which))
         }
         WritePlan::Update(_) | WritePlan::Delete(_) => false,
     }
@@ -501,19 +492,12 @@ pub fn nextval_calls(
         }
         Ok(())
     };
-    for row in rows {
-        for (e, &column) in row.iter().zip(&p.target_columns) {
-            match &table.columns[column].default {
-                Some(default) if is_default_marker(e) => count(default, 1)?,
-                _ => count(e, 1)?,
-            }
-        }
+    // A `DEFAULT` in the rows calls nothing itself: its column's default counts below.
+    for e in rows.iter().flatten() {
+        count(e, 1)?;
     }
-    // The defaults of the columns the statement does not name run once per row.
-    for (i, c) in table.columns.iter().enumerate() {
-        if let (false, Some(default)) = (p.target_columns.contains(&i), &c.default) {
-            count(default, rows.len())?;
-        }
+    for (default, times) in defaults_used(p, table) {
+        count(default, times)?;
     }
     Ok(countable.then_some(counts))
 }

@@ -1031,8 +1031,7 @@ pub fn serial_sequence(catalog: &Catalog, table: &str, column: &str) -> SqlResul
         )));
     }
     Ok(catalog
-        .sequences_owned_by(def.id)
-        .find(|s| s.owner.as_ref().is_some_and(|o| o.column == column))
+        .sequence_of_column(def.id, column)
         .map(|s| format!("public.{}", s.name)))
 }
 
