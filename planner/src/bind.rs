@@ -437,7 +437,13 @@ impl<'a> Binder<'a> {
                 ast::Reset::SessionAuthorization => Plan::NoOp("RESET"),
             },
             S::ShowVariable { variable } => {
-                let name = variable.iter().map(ident).collect::<Vec<_>>().join(" ");
+                let words = variable.iter().map(ident).collect::<Vec<_>>().join(" ");
+                // PostgreSQL's grammar spells two settings in words.
+                let name = match words.as_str() {
+                    "transaction isolation level" => "transaction_isolation".to_string(),
+                    "time zone" => "timezone".to_string(),
+                    _ => words,
+                };
                 Plan::Show { name }
             }
             S::Copy {

@@ -707,6 +707,9 @@ impl Binder<'_> {
                 if type_text == "regclass" {
                     return self.regclass(expr, scope);
                 }
+                if type_text == "regtype" {
+                    return self.regtype(expr, scope);
+                }
                 let ty = data_type_of(data_type)?;
                 let inner = self.expr(expr, scope, None)?;
                 match inner {
@@ -812,6 +815,24 @@ impl Binder<'_> {
             Expr::Literal(Value::Text(name), _) => self.regclass_of_name(&name),
             other => Ok(Expr::Function {
                 func: Func::RegClassName,
+                args: vec![other],
+                ty: DataType::Name,
+            }),
+        }
+    }
+
+    /// `x::regtype`: a type's name given as text becomes its oid now; an oid shows as the
+    /// type's name.
+    fn regtype(&mut self, expr: &ast::Expr, scope: &Scope) -> SqlResult<Expr> {
+        let inner = self.expr(expr, scope, None)?;
+        match inner {
+            Expr::Literal(Value::Text(name), _) => {
+                let ty = crate::expr::type_of_name(&name)
+                    .ok_or_else(|| crate::expr::undefined_type(&name))?;
+                Ok(Expr::Literal(Value::Int(ty.oid() as i64), DataType::Oid))
+            }
+            other => Ok(Expr::Function {
+                func: Func::RegTypeName,
                 args: vec![other],
                 ty: DataType::Name,
             }),
@@ -1456,6 +1477,7 @@ impl Binder<'_> {
                     "lastval" => (Func::LastVal, DataType::Int8, 0..=0),
                     "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
+                    "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,

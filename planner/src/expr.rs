@@ -178,6 +178,10 @@ pub enum Func {
     /// `pg_get_serial_sequence(table, column)`.
     GetSerialSequence,
     QuoteIdent,
+    /// `to_regtype(name)`: the type's oid, NULL when no such type.
+    ToRegType,
+    /// `x::regtype` of an oid: the type's name as `format_type` writes it.
+    RegTypeName,
 }
 
 impl Func {
@@ -1495,6 +1499,26 @@ fn eval_function(
             }
         },
         Func::QuoteIdent => Value::Text(quote_ident(&text_of(&arg(0)))),
+        Func::ToRegType => match arg(0) {
+            Value::Null => Value::Null,
+            name => {
+                type_of_name(&text_of(&name)).map_or(Value::Null, |t| Value::Int(t.oid() as i64))
+            }
+        },
+        Func::RegTypeName => match arg(0) {
+            Value::Int(oid) => Value::Text(
+                DataType::from_oid(oid as u32).map_or_else(|| oid.to_string(), DataType::pg_name),
+            ),
+            Value::Null => Value::Null,
+            name => {
+                let name = text_of(&name);
+                Value::Text(
+                    type_of_name(&name)
+                        .ok_or_else(|| undefined_type(&name))?
+                        .pg_name(),
+                )
+            }
+        },
         Func::GetSerialSequence => {
             let catalog = sequence_catalog(env)?;
             crate::system::serial_sequence(catalog, &text_of(&arg(0)), &text_of(&arg(1)))?
@@ -1594,6 +1618,33 @@ fn eval_function(
             }
         },
     })
+}
+
+/// The type a name written in SQL denotes (`int4`, `character varying(20)`, `text[]`), if any.
+pub fn type_of_name(name: &str) -> Option<DataType> {
+    let name = name.trim();
+    let (base, args) = match name.split_once('(') {
+        Some((base, rest)) => {
+            let (args, tail) = rest.split_once(')')?;
+            let args = args
+                .split(',')
+                .map(|a| a.trim().parse::<u32>().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            (format!("{}{}", base.trim_end(), tail.trim()), args)
+        }
+        None => (name.to_string(), Vec::new()),
+    };
+    let base = base.trim_start_matches("pg_catalog.").trim_matches('"');
+    DataType::from_sql_name(base, &args)
+        .ok()
+        .filter(|t| *t != DataType::Unknown)
+}
+
+pub fn undefined_type(name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::UndefinedObject,
+        format!("type \"{name}\" does not exist"),
+    )
 }
 
 #[cfg(test)]
