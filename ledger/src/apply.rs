@@ -790,6 +790,12 @@ impl Executor {
                 }
             }
             DdlPlan::Truncate { tables } => {
+                if self.in_schema_transaction() {
+                    // A transaction block's TRUNCATE is staged as deletes (the session's).
+                    return Err(SqlError::internal(
+                        "TRUNCATE reached a transaction's schema changes",
+                    ));
+                }
                 let defs: Vec<Arc<TableDef>> = tables
                     .iter()
                     .map(|t| self.resolve(t))
@@ -1029,21 +1035,18 @@ impl Executor {
 
     /// Creates the kv table of a new SQL table or index in every partition.
     fn create_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
-        for shard in self.every_shard()? {
+        for partition in 0..self.partitions() {
+            let shard = self.shard(partition)?;
             let handle = shard.engine.create_table(name).map_err(kv_error)?;
             shard.storage.insert(id, handle);
+            self.note_created_storage(partition, id, name);
         }
         Ok(())
     }
 
     /// Drops the kv table of a SQL table or index from every partition.
     fn drop_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
-        for shard in self.every_shard()? {
-            shard.engine.drop_table(name).map_err(kv_error)?;
-            shard.storage.remove(&id);
-            shard.table_versions.remove(&id);
-        }
-        Ok(())
+        self.drop_kv_table_everywhere(name, Some(id))
     }
 
     /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
@@ -1104,10 +1107,7 @@ impl Executor {
                 e
             },
         )?;
-        for shard in self.every_shard()? {
-            shard.engine.drop_table(&old.storage).map_err(kv_error)?;
-        }
-        Ok(())
+        self.drop_kv_table_everywhere(&old.storage, None)
     }
 
     /// Every row of a table in every partition, with its storage key.
@@ -1163,10 +1163,7 @@ impl Executor {
             },
             |_| SqlError::internal("a row key repeated while a table was rebuilt"),
         )?;
-        for shard in self.every_shard()? {
-            shard.engine.drop_table(&old.storage).map_err(kv_error)?;
-        }
-        Ok(())
+        self.drop_kv_table_everywhere(&old.storage, None)
     }
 
     /// Creates kv table `name` in every partition, holding one entry per row of `source` (in
@@ -1204,8 +1201,9 @@ impl Executor {
         })();
         match result {
             Ok(()) => {
-                for (shard, target) in self.every_shard()?.zip(created) {
-                    shard.storage.insert(id, target);
+                for (partition, target) in created.into_iter().enumerate() {
+                    self.shard(partition)?.storage.insert(id, target);
+                    self.note_created_storage(partition, id, name);
                 }
                 Ok(())
             }
@@ -1253,6 +1251,8 @@ impl Executor {
                     other => other.clone(),
                 };
                 let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
+                // Keys this statement staged: its own rows collide as stored ones do.
+                let mut own_keys = std::collections::HashSet::new();
                 for (n, values) in sources.into_iter().enumerate() {
                     let row = build_row(&table, &p.target_columns, values, &env)?;
                     check_row(&table, &row, &env)?;
@@ -1263,6 +1263,20 @@ impl Executor {
                     } else {
                         encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
                     };
+                    let checks_key =
+                        table.has_primary_key() && table.ledger != Some(LedgerRole::Transfers);
+                    if checks_key && !own_keys.insert(key.clone()) {
+                        match &on_conflict {
+                            None => return Err(duplicate_key(&table, &row)),
+                            Some(OnConflict::DoNothing) => continue,
+                            Some(OnConflict::DoUpdate { .. }) => {
+                                return Err(SqlError::new(
+                                    ErrorKind::CardinalityViolation,
+                                    "ON CONFLICT DO UPDATE command cannot affect row a second time",
+                                ))
+                            }
+                        }
+                    }
                     // A transfer's id is checked when the commit applies: a retry with the
                     // same fields is not an error there.
                     let existing =

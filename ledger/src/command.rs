@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult, Value};
 
 use crate::row::Row;
+use crate::schema_transaction::SchemaChanges;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Command {
@@ -77,6 +78,16 @@ pub enum Command {
     AllocateSequenceValues {
         sequences: Vec<(u32, u64)>,
     },
+    /// The commit of a transaction that changed the schema: its reads validated, its
+    /// changes and the writes staged before each (refused if the catalog moved on from the
+    /// version they were planned against), then its later writes, all or nothing.
+    CommitWithSchema {
+        schema: SchemaChanges,
+        isolation: Isolation,
+        reads: Vec<ReadCheck>,
+        ops: Vec<WriteOp>,
+        now_micros: i64,
+    },
 }
 
 impl Command {
@@ -85,6 +96,7 @@ impl Command {
         match self {
             Command::Write { now_micros, .. }
             | Command::Commit { now_micros, .. }
+            | Command::CommitWithSchema { now_micros, .. }
             | Command::Procedure { now_micros, .. }
             | Command::TransferBatch { now_micros, .. }
             | Command::Copy { now_micros, .. }

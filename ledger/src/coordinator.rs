@@ -302,17 +302,22 @@ impl Coordinator {
                 now_micros,
                 overlay,
                 record_reads,
+                schema,
                 sequences,
                 reply,
             } => {
-                let result = self.executor.query(
-                    &plan,
-                    &params,
-                    now_micros,
-                    overlay.as_deref(),
-                    record_reads,
-                    sequences,
-                );
+                let result =
+                    self.executor
+                        .with_schema_changes(schema.as_deref(), now_micros, |ex| {
+                            ex.query(
+                                &plan,
+                                &params,
+                                now_micros,
+                                overlay.as_deref(),
+                                record_reads,
+                                sequences,
+                            )
+                        });
                 reply(result);
             }
             Request::Stage {
@@ -321,19 +326,28 @@ impl Coordinator {
                 now_micros,
                 overlay,
                 record_reads,
+                schema,
                 sequences,
                 reply,
             } => {
-                let result = self.executor.stage(
-                    &plan,
-                    &params,
-                    now_micros,
-                    overlay.as_deref(),
-                    record_reads,
-                    sequences,
-                );
+                let result =
+                    self.executor
+                        .with_schema_changes(schema.as_deref(), now_micros, |ex| {
+                            ex.stage(
+                                &plan,
+                                &params,
+                                now_micros,
+                                overlay.as_deref(),
+                                record_reads,
+                                sequences,
+                            )
+                        });
                 reply(result);
             }
+            Request::PlanSchemaChanges { schema, reply } => reply(
+                self.executor
+                    .with_schema_changes(Some(&schema), 0, |ex| Ok(ex.catalog.clone())),
+            ),
             Request::Stats { reply } => reply(ExecutorStats {
                 storage: combined_stats(self.executor.shards.iter().flatten()),
                 partitions: self.workers.len(),

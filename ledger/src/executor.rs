@@ -20,6 +20,7 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
+use crate::schema_transaction::SchemaChanges;
 use crate::sequences::{
     encode_state, state_key, CommandSequences, SequenceStore, StatementSequences, META_SEQUENCES,
 };
@@ -92,6 +93,8 @@ pub enum Request {
         now_micros: i64,
         overlay: Option<Arc<Overlay>>,
         record_reads: bool,
+        /// The transaction's schema changes, if it made any: the query sees them.
+        schema: Option<Arc<SchemaChanges>>,
         /// The session's sequence values, for `currval` and `lastval`.
         sequences: SessionSequences,
         reply: Reply<SqlResult<QueryResult>>,
@@ -102,10 +105,18 @@ pub enum Request {
         now_micros: i64,
         overlay: Option<Arc<Overlay>>,
         record_reads: bool,
+        /// The transaction's schema changes, if it made any: the statement sees them.
+        schema: Option<Arc<SchemaChanges>>,
         /// The session's sequence values, and those it allocated for this statement's
         /// `nextval` calls.
         sequences: StatementValues,
         reply: Reply<SqlResult<Staged>>,
+    },
+    /// The catalog a transaction sees after its schema changes (planned against catalog
+    /// version `base_version`), or the error one of them meets.
+    PlanSchemaChanges {
+        schema: Arc<SchemaChanges>,
+        reply: Reply<SqlResult<Arc<Catalog>>>,
     },
     /// The storage engine's counters (buffer pool residency and hit rate, file size).
     Stats {
@@ -201,6 +212,8 @@ pub struct Executor {
     pub(crate) spare_account_set: crate::account_set::AccountSet,
     /// Sequence states (owned by the coordinator's executor only).
     pub(crate) sequences: Arc<SequenceStore>,
+    /// Open while a transaction's schema changes apply (`schema_transaction`).
+    pub(crate) schema_transaction: Option<crate::schema_transaction::SchemaTransaction>,
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -238,6 +251,7 @@ impl Executor {
             account_set: None,
             spare_account_set: Default::default(),
             sequences: Default::default(),
+            schema_transaction: None,
         }
     }
 
@@ -413,6 +427,13 @@ impl Executor {
                 now_micros,
             } => self.apply_commit(isolation, &reads, ops, now_micros, version),
             Command::Ddl { plan } => self.apply_ddl(plan, version),
+            Command::CommitWithSchema {
+                schema,
+                isolation,
+                reads,
+                ops,
+                now_micros,
+            } => self.apply_commit_with_schema(schema, isolation, &reads, ops, now_micros, version),
             Command::Procedure {
                 steps,
                 params,
@@ -808,7 +829,13 @@ impl Executor {
         last_write(&self.shards, table)
     }
 
+    /// The catalog after a schema change: published, unless the change is part of a
+    /// transaction's, which publishes when they all hold.
     pub(crate) fn set_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
+        if self.in_schema_transaction() {
+            self.catalog = Arc::new(catalog);
+            return Ok(());
+        }
         self.publish_catalog(catalog)
     }
 

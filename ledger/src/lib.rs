@@ -23,6 +23,7 @@ mod partition;
 mod query;
 mod route;
 mod row;
+mod schema_transaction;
 mod sequences;
 mod transfer;
 mod undo;
@@ -41,3 +42,4 @@ pub use executor::{
 };
 pub use query::evaluate_without_storage;
 pub use row::Row;
+pub use schema_transaction::{SchemaChanges, SchemaStep};

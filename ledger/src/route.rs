@@ -124,6 +124,7 @@ impl Router<'_> {
             }
             // Sequence states live with the coordinator (see `sequences`).
             Command::Ddl { .. }
+            | Command::CommitWithSchema { .. }
             | Command::WriteWithSequences { .. }
             | Command::QueryWithSequences { .. }
             | Command::AllocateSequenceValues { .. } => self.all(),

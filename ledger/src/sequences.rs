@@ -120,6 +120,15 @@ impl SequenceStore {
         self.lock().states.insert(sequence, state);
     }
 
+    /// Every sequence's state (to `restore` after schema changes are taken back).
+    pub(crate) fn states(&self) -> BTreeMap<u32, SequenceState> {
+        self.lock().states.clone()
+    }
+
+    pub(crate) fn restore(&self, states: BTreeMap<u32, SequenceState>) {
+        self.lock().states = states;
+    }
+
     pub(crate) fn drop_sequence(&self, id: u32) {
         self.lock().states.remove(&id);
     }

@@ -136,8 +136,10 @@ pub struct Prepared {
     catalog_version: u64,
 }
 
+/// Binds the connection's statements against its session's catalog (which an open
+/// transaction's schema changes may have changed).
 pub struct Parser {
-    shared: Arc<Shared>,
+    session: Arc<Mutex<Session>>,
 }
 
 fn parse_one(sql: &str) -> SqlResult<Option<ParsedStatement>> {
@@ -175,7 +177,7 @@ impl QueryParser for Parser {
                     .unwrap_or(DataType::Unknown)
             })
             .collect();
-        let catalog = self.shared.executor.catalog();
+        let catalog = self.session.lock().await.catalog();
         let bound = bind(&catalog, &parsed, &hints).map_err(|e| pg_error(&e))?;
         Ok(Some(Arc::new(Prepared {
             parsed,
@@ -216,13 +218,16 @@ pub struct Connection {
 
 impl Connection {
     pub fn new(context: Arc<ServerContext>) -> Connection {
-        let session = Session::new(context.shared.clone(), &HashMap::new());
+        let session = Arc::new(Mutex::new(Session::new(
+            context.shared.clone(),
+            &HashMap::new(),
+        )));
         let parser = Arc::new(Parser {
-            shared: context.shared.clone(),
+            session: session.clone(),
         });
         Connection {
             context,
-            session: Arc::new(Mutex::new(session)),
+            session,
             parser,
             startup_applied: Arc::new(false.into()),
         }
@@ -317,8 +322,8 @@ where
 }
 
 /// Binds against the current catalog, rebinding a prepared statement when DDL changed it.
-fn current_binding(shared: &Shared, prepared: &Prepared) -> SqlResult<Option<Bound>> {
-    let catalog: Arc<Catalog> = shared.executor.catalog();
+fn current_binding(session: &Session, prepared: &Prepared) -> SqlResult<Option<Bound>> {
+    let catalog: Arc<Catalog> = session.catalog();
     if catalog.version == prepared.catalog_version {
         return Ok(None);
     }
@@ -453,7 +458,7 @@ where
     // Several statements in one simple query run as one implicit transaction in PostgreSQL;
     // here each runs on its own unless the text opens a transaction itself.
     for statement in statements {
-        let catalog = session.shared().executor.catalog();
+        let catalog = session.catalog();
         let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
             off_the_runtime(move || bind(&catalog, &statement, &[])).await
         } else {
@@ -531,7 +536,7 @@ impl ExtendedQueryHandler for Connection {
     {
         let mut session = self.session_for(client).await;
         let prepared = &portal.statement.statement;
-        let rebound = match current_binding(session.shared(), prepared) {
+        let rebound = match current_binding(&session, prepared) {
             Ok(b) => b,
             Err(e) => {
                 session.execute_failed();

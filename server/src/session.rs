@@ -10,8 +10,9 @@ use ledger::{
     ReadCheck, Request, Row, Staged, WriteOp,
 };
 use planner::{
-    explain, Bound, CallPlan, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource,
-    Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TransferBatchPlan, WritePlan,
+    explain, Bound, CallPlan, Catalog, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan,
+    InsertSource, Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TransferBatchPlan,
+    WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -60,7 +61,44 @@ struct Transaction {
     overlay: Arc<Overlay>,
     /// Open savepoints, innermost last.
     savepoints: Vec<Savepoint>,
+    /// Its schema changes so far (they apply at COMMIT).
+    schema: Option<Arc<SchemaChanges>>,
 }
+
+/// A transaction's schema changes, planned against catalog version `base_version`, each
+/// with how many of the transaction's writes came before it, and the catalog the
+/// transaction sees after them (its statements are bound against it).
+struct SchemaChanges {
+    base_version: u64,
+    changes: Vec<(usize, DdlPlan)>,
+    catalog: Arc<Catalog>,
+}
+
+impl SchemaChanges {
+    /// The changes with the writes `ops` made before each, in the order they were made;
+    /// and the writes made after the last change.
+    fn steps(&self, ops: &[WriteOp]) -> (ledger::SchemaChanges, Vec<WriteOp>) {
+        let mut steps = Vec::new();
+        let mut done = 0;
+        for (before, change) in &self.changes {
+            if *before > done {
+                steps.push(ledger::SchemaStep::Writes(ops[done..*before].to_vec()));
+                done = *before;
+            }
+            steps.push(ledger::SchemaStep::Change(change.clone()));
+        }
+        let schema = ledger::SchemaChanges {
+            base_version: self.base_version,
+            steps,
+        };
+        (schema, ops[done..].to_vec())
+    }
+}
+
+/// Versions for the catalogs transactions see after their own schema changes: never one
+/// the shared catalog has, so a statement prepared against one is bound again outside it.
+static TRANSACTION_CATALOG_VERSION: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(1 << 62);
 
 /// Where a transaction stood at `SAVEPOINT name`: its writes so far and its overlay then
 /// (shared until the transaction writes again).
@@ -68,6 +106,7 @@ struct Savepoint {
     name: String,
     ops: usize,
     overlay: Arc<Overlay>,
+    schema: Option<Arc<SchemaChanges>>,
 }
 
 struct CopyState {
@@ -359,6 +398,7 @@ impl Session {
                     reads: Vec::new(),
                     overlay: Arc::new(Overlay::new()),
                     savepoints: Vec::new(),
+                    schema: None,
                 });
                 Ok(StatementResult::TransactionStart("BEGIN".into()))
             }
@@ -377,6 +417,7 @@ impl Session {
                     name: name.clone(),
                     ops: t.ops.len(),
                     overlay: t.overlay.clone(),
+                    schema: t.schema.clone(),
                 };
                 t.savepoints.push(mark);
                 Ok(StatementResult::Command("SAVEPOINT".into()))
@@ -390,6 +431,7 @@ impl Session {
                 let mark = &t.savepoints[at];
                 t.ops.truncate(mark.ops);
                 t.overlay = mark.overlay.clone();
+                t.schema = mark.schema.clone();
                 self.failed = false;
                 Ok(StatementResult::Command("ROLLBACK".into()))
             }
@@ -402,7 +444,7 @@ impl Session {
             Plan::SetTransaction { isolation } => {
                 match (&mut self.transaction, isolation) {
                     (Some(t), Some(i)) => {
-                        if !t.ops.is_empty() || !t.reads.is_empty() {
+                        if !t.ops.is_empty() || !t.reads.is_empty() || t.schema.is_some() {
                             return Err(SqlError::new(
                                 ErrorKind::ActiveTransaction,
                                 "SET TRANSACTION ISOLATION LEVEL must be called before any query",
@@ -756,7 +798,7 @@ impl Session {
             return self.select_advancing_sequences(plan, params).await;
         }
         if !plan.reads_user_tables {
-            let catalog = self.shared.executor.catalog();
+            let catalog = self.catalog();
             return ledger::evaluate_without_storage(
                 plan,
                 &catalog,
@@ -766,6 +808,7 @@ impl Session {
             );
         }
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let schema = self.schema_changes()?;
         let plan = plan.clone();
         let params = params.to_vec();
         let sequences = self.sequences.clone();
@@ -776,6 +819,7 @@ impl Session {
                 now_micros: now,
                 overlay,
                 record_reads: record,
+                schema,
                 sequences,
                 reply,
             })
@@ -804,6 +848,15 @@ impl Session {
                 ));
             }
         }
+        if self
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.schema.is_some())
+        {
+            return Err(SqlError::feature_not_supported(
+                "nextval() or setval() in a SELECT inside a transaction block that changed the schema",
+            ));
+        }
         let outcome = self
             .propose(&Command::QueryWithSequences {
                 plan: plan.clone(),
@@ -820,8 +873,8 @@ impl Session {
         plan: Arc<WritePlan>,
         params: &[Value],
     ) -> SqlResult<(u64, Vec<Row>)> {
+        let catalog = self.catalog();
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
-        let catalog = self.shared.executor.catalog();
         let mut sequences = ledger::StatementValues {
             session: self.sequences.clone(),
             allocated: BTreeMap::new(),
@@ -840,6 +893,7 @@ impl Session {
             }
         }
         let params = params.to_vec();
+        let schema = self.schema_changes()?;
         let staged: Staged = self
             .ask(move |reply| Request::Stage {
                 plan,
@@ -847,6 +901,7 @@ impl Session {
                 now_micros: now,
                 overlay,
                 record_reads: record,
+                schema,
                 sequences,
                 reply,
             })
@@ -870,6 +925,21 @@ impl Session {
                 "nextval() or setval() inside a transaction block other than in INSERT ... VALUES or in a SELECT that reads no table",
             ));
         };
+        // Values come from the log, where a sequence this transaction made does not exist yet.
+        let shared = self.shared.executor.catalog();
+        let oid = |id: u32| Value::Int((planner::FIRST_USER_OID + id) as i64);
+        if let Some(&id) = calls
+            .keys()
+            .find(|&&id| shared.sequence_named(&oid(id)).is_err())
+        {
+            let name = catalog
+                .sequence_named(&oid(id))
+                .map(|s| s.name.clone())
+                .unwrap_or_default();
+            return Err(SqlError::feature_not_supported(format!(
+                "nextval('{name}') in the transaction block that created the sequence (commit it first)"
+            )));
+        }
         let outcome = self
             .propose(&Command::AllocateSequenceValues {
                 sequences: calls.into_iter().map(|(id, n)| (id, n as u64)).collect(),
@@ -989,9 +1059,9 @@ impl Session {
                 return Err(read_only_error(tag));
             }
             let DdlPlan::Truncate { tables } = ddl else {
-                return Err(SqlError::feature_not_supported(format!(
-                    "{tag} inside a transaction block"
-                )));
+                let plan = with_constants_bound(ddl)?;
+                self.plan_schema_change(plan).await?;
+                return Ok(StatementResult::Command(tag.into()));
             };
             // Inside a transaction TRUNCATE deletes the rows it sees, so it commits or rolls
             // back with the rest of the transaction.
@@ -1006,27 +1076,75 @@ impl Session {
             }
             return Ok(StatementResult::Command(tag.into()));
         }
-        let mut plan = ddl.clone();
-        // An added column's default is computed once, here: now() is this statement's time
-        // on every replica.
-        let alter = match &mut plan {
-            DdlPlan::WithSequences { ddl, .. } => ddl.as_mut(),
-            other => other,
-        };
-        if let DdlPlan::AlterTable {
-            rows: planner::RowChange::Rebuild(sources),
-            ..
-        } = alter
-        {
-            let now = now_micros();
-            for source in sources {
-                if let planner::ColumnSource::Value(e) = source {
-                    *e = e.bind_constants(&[], now)?;
-                }
-            }
-        }
+        let plan = with_constants_bound(ddl)?;
         self.propose(&Command::Ddl { plan }).await?;
         Ok(StatementResult::Command(tag.into()))
+    }
+
+    /// A schema change inside a transaction block: tried now after the transaction's earlier
+    /// ones (its errors come now), kept to apply at COMMIT; later statements see its catalog.
+    async fn plan_schema_change(&mut self, plan: DdlPlan) -> SqlResult<()> {
+        let shared_version = self.shared.executor.catalog().version;
+        let Some(t) = &self.transaction else {
+            return Err(SqlError::internal(
+                "a schema change planned outside a transaction",
+            ));
+        };
+        let mut changes = match &t.schema {
+            Some(s) => SchemaChanges {
+                base_version: s.base_version,
+                changes: s.changes.clone(),
+                catalog: s.catalog.clone(),
+            },
+            None => SchemaChanges {
+                base_version: shared_version,
+                changes: Vec::new(),
+                catalog: self.shared.executor.catalog(),
+            },
+        };
+        changes.changes.push((t.ops.len(), plan));
+        let (schema, _) = changes.steps(&t.ops);
+        let schema = Arc::new(schema);
+        let catalog = self
+            .ask(|reply| Request::PlanSchemaChanges { schema, reply })
+            .await??;
+        let mut catalog = (*catalog).clone();
+        catalog.version =
+            TRANSACTION_CATALOG_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        changes.catalog = Arc::new(catalog);
+        if let Some(t) = &mut self.transaction {
+            t.schema = Some(Arc::new(changes));
+            // The writes so far now apply before the change: statements see them there.
+            t.overlay = Arc::new(Overlay::new());
+        }
+        Ok(())
+    }
+
+    /// The catalog statements are bound against: the open transaction's, after its schema
+    /// changes, else the shared one.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        match self.transaction.as_ref().and_then(|t| t.schema.as_ref()) {
+            Some(schema) => schema.catalog.clone(),
+            None => self.shared.executor.catalog(),
+        }
+    }
+
+    /// The open transaction's schema changes with the writes made before each, which its
+    /// reads and staged writes must see. A SERIALIZABLE transaction reads nothing after a
+    /// schema change: its reads are validated before the changes apply.
+    fn schema_changes(&self) -> SqlResult<Option<Arc<ledger::SchemaChanges>>> {
+        let Some(t) = &self.transaction else {
+            return Ok(None);
+        };
+        let Some(schema) = &t.schema else {
+            return Ok(None);
+        };
+        if t.isolation == Isolation::Serializable {
+            return Err(SqlError::feature_not_supported(
+                "reading or writing tables after a schema change in a SERIALIZABLE transaction block",
+            ));
+        }
+        Ok(Some(Arc::new(schema.steps(&t.ops).0)))
     }
 
     /// The open transaction, for a statement that only runs inside one.
@@ -1048,6 +1166,18 @@ impl Session {
         if self.failed {
             self.failed = false;
             return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
+        }
+        if let Some(schema) = t.schema {
+            let (schema, ops) = schema.steps(&t.ops);
+            self.propose(&Command::CommitWithSchema {
+                schema,
+                isolation: t.isolation,
+                reads: t.reads,
+                ops,
+                now_micros: now_micros(),
+            })
+            .await?;
+            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         }
         let needs_validation = t.isolation == Isolation::Serializable && !t.reads.is_empty();
         if t.ops.is_empty() && !needs_validation {
@@ -1222,4 +1352,27 @@ fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
     }
     copy.rows.push(row);
     Ok(())
+}
+
+/// A schema change as proposed: an added column's default is computed once, here, so
+/// `now()` is this statement's time on every replica.
+fn with_constants_bound(ddl: &DdlPlan) -> SqlResult<DdlPlan> {
+    let mut plan = ddl.clone();
+    let alter = match &mut plan {
+        DdlPlan::WithSequences { ddl, .. } => ddl.as_mut(),
+        other => other,
+    };
+    if let DdlPlan::AlterTable {
+        rows: planner::RowChange::Rebuild(sources),
+        ..
+    } = alter
+    {
+        let now = now_micros();
+        for source in sources {
+            if let planner::ColumnSource::Value(e) = source {
+                *e = e.bind_constants(&[], now)?;
+            }
+        }
+    }
+    Ok(plan)
 }

@@ -678,6 +678,99 @@ async fn altered_tables_survive_kill9() {
     );
 }
 
+/// Schema changes in transaction blocks: another session sees them only at COMMIT; a
+/// prepared statement sees the transaction's own; a concurrent schema change makes the
+/// COMMIT fail with 40001 and leaves nothing behind; committed ones survive kill -9 (from
+/// the checkpoint and from the log), rolled-back ones leave no storage behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
+    let mut server = TestServer::start_with(&["--partitions", "2"]);
+    let a = server.client().await;
+    let b = server.client().await;
+    a.batch_execute(
+        "begin;
+         create table m (id int primary key, v text);
+         insert into m values (1, 'one');
+         create index m_v on m (v);",
+    )
+    .await
+    .unwrap();
+    // Extended protocol inside the transaction: bound against its catalog.
+    let insert = a.prepare("insert into m values ($1, $2)").await.unwrap();
+    a.execute(&insert, &[&2i32, &"two"]).await.unwrap();
+    let e = b.batch_execute("select * from m").await.unwrap_err();
+    assert_eq!(code(&e), "42P01", "not visible before COMMIT: {e}");
+    a.batch_execute("commit").await.unwrap();
+    assert_eq!(
+        scalar(&b, "select string_agg(v, ',' order by id) from m")
+            .await
+            .as_deref(),
+        Some("one,two")
+    );
+    // The statement prepared inside the transaction still works after it.
+    a.execute(&insert, &[&3i32, &"three"]).await.unwrap();
+    wait_for_checkpoint(&a).await;
+
+    // A schema change committed by another session in between: 40001, nothing applied.
+    a.batch_execute("begin; create table lost (x int); insert into lost values (1);")
+        .await
+        .unwrap();
+    b.batch_execute("create table other (x int)").await.unwrap();
+    let e = a.batch_execute("commit").await.unwrap_err();
+    assert_eq!(code(&e), "40001", "{e}");
+    assert_eq!(
+        scalar(&b, "select count(*) from pg_class where relname = 'lost'")
+            .await
+            .as_deref(),
+        Some("0")
+    );
+    // Rolled back: nothing of it, and the name is free again.
+    a.batch_execute(
+        "begin; create table gone (x int primary key); insert into gone values (1); rollback;
+         create table gone (y text);",
+    )
+    .await
+    .unwrap();
+
+    a.batch_execute(
+        "begin;
+         alter table m add column n int default 5;
+         update m set n = n * id;
+         create table log_only (k int primary key);
+         insert into log_only values (7);
+         drop table other;
+         commit;",
+    )
+    .await
+    .unwrap();
+    drop((a, b));
+    server.kill9_and_restart();
+    let c = server.client().await;
+    assert_eq!(
+        scalar(&c, "select string_agg(v || n, ',' order by id) from m")
+            .await
+            .as_deref(),
+        Some("one5,two10,three15")
+    );
+    assert_eq!(
+        scalar(&c, "select k from log_only").await.as_deref(),
+        Some("7")
+    );
+    assert_eq!(
+        scalar(
+            &c,
+            "select string_agg(relname, ',' order by relname) from pg_class
+             where relname in ('m', 'm_v', 'other', 'lost', 'gone', 'log_only')"
+        )
+        .await
+        .as_deref(),
+        Some("gone,log_only,m,m_v")
+    );
+    c.batch_execute("insert into gone values ('ok'); drop table gone;")
+        .await
+        .unwrap();
+}
+
 /// Sequence values from concurrent sessions — SERIAL defaults in autocommit INSERTs and in
 /// transactions, explicit `nextval` — are all distinct, and after kill -9 no acknowledged
 /// value is handed out again, with the states coming back from a checkpoint and the log.
