@@ -221,7 +221,7 @@ impl SequenceSource for StatementSequences {
             .and_then(VecDeque::pop_front)
             .ok_or_else(|| {
                 SqlError::feature_not_supported(format!(
-                    "nextval('{}') here (inside a transaction block it is allowed in INSERT ... VALUES and in a SELECT that reads no table)",
+                    "nextval('{}') here (inside a transaction block it is allowed in INSERT ... VALUES, in INSERT ... SELECT whose SELECT does not call it, and in a SELECT that reads no table)",
                     sequence.name
                 ))
             })?;

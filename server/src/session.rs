@@ -11,8 +11,8 @@ use ledger::{
 };
 use planner::{
     explain, Bound, CallPlan, Catalog, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan,
-    InsertSource, Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TransferBatchPlan,
-    WritePlan,
+    InsertSource, Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TableDef,
+    TransferBatchPlan, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -874,6 +874,10 @@ impl Session {
         params: &[Value],
     ) -> SqlResult<(u64, Vec<Row>)> {
         let catalog = self.catalog();
+        let plan = match catalog.table_by_id(plan.table().id) {
+            Some(table) => self.with_source_rows(plan, table, params).await?,
+            None => plan,
+        };
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
         let mut sequences = ledger::StatementValues {
             session: self.sequences.clone(),
@@ -909,6 +913,41 @@ impl Session {
         self.absorb(staged)
     }
 
+    /// An `INSERT ... SELECT` whose defaults call `nextval` (SQLAlchemy's many-row INSERT
+    /// of a SERIAL table), with the SELECT's rows read now, so the statement knows how many
+    /// values to allocate before it is staged; other statements as they are.
+    async fn with_source_rows(
+        &mut self,
+        plan: Arc<WritePlan>,
+        table: &TableDef,
+        params: &[Value],
+    ) -> SqlResult<Arc<WritePlan>> {
+        let WritePlan::Insert(insert) = plan.as_ref() else {
+            return Ok(plan);
+        };
+        let InsertSource::Query(rel) = &insert.source else {
+            return Ok(plan);
+        };
+        if planner::rel_calls(rel, Func::advances_sequences)
+            || !planner::write_calls(&plan, table, Func::advances_sequences)
+        {
+            return Ok(plan);
+        }
+        let query = Arc::new(SelectPlan {
+            rel: (**rel).clone(),
+            columns: Vec::new(),
+            reads_user_tables: true,
+        });
+        let rows = self.select(&query, params).await?;
+        let mut insert = insert.clone();
+        insert.source = InsertSource::Values(
+            rows.into_iter()
+                .map(|row| row.into_iter().map(Expr::literal).collect())
+                .collect(),
+        );
+        Ok(Arc::new(WritePlan::Insert(insert)))
+    }
+
     /// The values a staged statement's `nextval` calls will take, allocated now through
     /// the log (so they are never handed out twice, as PostgreSQL's are not, whether or
     /// not the transaction commits).
@@ -922,7 +961,7 @@ impl Session {
         let setval = planner::write_calls(plan, table, |f| f == Func::SetVal);
         let Some(calls) = calls.filter(|_| !setval) else {
             return Err(SqlError::feature_not_supported(
-                "nextval() or setval() inside a transaction block other than in INSERT ... VALUES or in a SELECT that reads no table",
+                "nextval() or setval() inside a transaction block other than in INSERT ... VALUES, INSERT ... SELECT (whose SELECT does not call them) or a SELECT that reads no table",
             ));
         };
         // Values come from the log, where a sequence this transaction made does not exist yet.
