@@ -174,7 +174,7 @@ fn check_altered_row(table: &TableDef, row: &[Value], env: &EvalEnv<'_>) -> SqlR
 
 /// A row's stored form, rebuilt from the version and values a scan returned (it equals the
 /// bytes read, so undo can restore it without reading the row again).
-fn stored_bytes(version: u64, row: &[Value]) -> Vec<u8> {
+pub(crate) fn stored_bytes(version: u64, row: &[Value]) -> Vec<u8> {
     let mut bytes = Vec::new();
     crate::row::encode_row(version, row, &mut bytes);
     bytes
@@ -363,6 +363,7 @@ impl Executor {
         match self.get_row(storage, &key)? {
             None => {
                 self.put_row(table, &key, None, &row, version)?;
+                self.check_parents(table, &row, None)?;
                 Ok(Some(row))
             }
             Some((old_bytes, _, existing)) => match on_conflict {
@@ -388,14 +389,35 @@ impl Executor {
                         ));
                     }
                     self.put_row(table, &key, Some(old_bytes), &new, version)?;
+                    self.check_parents(table, &new, Some(&existing))?;
+                    self.act_on_children(table, &existing, Some(&new), env, version)?;
                     Ok(Some(new))
                 }
             },
         }
     }
 
-    /// Replaces a stored row with `new`, moving it when its primary key changed.
-    fn replace_row(
+    /// Replaces a stored row with `new`, moving it when its primary key changed; then its
+    /// foreign keys are checked and the rows referencing it take their actions.
+    pub(crate) fn replace_row(
+        &mut self,
+        table: &TableDef,
+        key: &[u8],
+        old_bytes: Vec<u8>,
+        new: &[Value],
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> SqlResult<()> {
+        if self.catalog.foreign_keys.is_empty() {
+            return self.replace_stored_row(table, key, old_bytes, new, env, version);
+        }
+        let old = crate::row::decode_row(&old_bytes)?.1;
+        self.replace_stored_row(table, key, old_bytes, new, env, version)?;
+        self.check_parents(table, new, Some(&old))?;
+        self.act_on_children(table, &old, Some(new), env, version)
+    }
+
+    fn replace_stored_row(
         &mut self,
         table: &TableDef,
         key: &[u8],
@@ -552,6 +574,7 @@ impl Executor {
                 for target in targets {
                     let (key, old) = (target.key, target.row);
                     let old_bytes = stored_bytes(target.version, &old);
+                    self.act_on_children(&table, &old, None, &env, version)?;
                     self.delete_row(&table, &key, old_bytes, version)?;
                     affected += 1;
                     returning(p.returning.as_ref(), &old, &env, &mut out)?;
@@ -649,11 +672,12 @@ impl Executor {
                     key,
                     recheck,
                 } => {
-                    let Some((def, old_bytes, _)) =
+                    let Some((def, old_bytes, old)) =
                         self.commit_target(&table, &key, recheck.as_ref(), &env)?
                     else {
                         continue;
                     };
+                    self.act_on_children(&def, &old, None, &env, version)?;
                     self.delete_row(&def, &key, old_bytes, version)?;
                     affected += 1;
                 }
@@ -771,14 +795,20 @@ impl Executor {
                 self.alter_sequence(&mut catalog, sequence, restart)?;
             }
             DdlPlan::DropTables { names, if_exists } => {
+                let dropped: Vec<u32> = names
+                    .iter()
+                    .filter_map(|n| catalog.tables.get(n).map(|t| t.id))
+                    .collect();
                 for n in &names {
                     if !catalog.tables.contains_key(n) && !if_exists {
                         return Err(SqlError::undefined_table(n));
                     }
                     if let Some(t) = catalog.tables.get(n) {
                         refuse_if_viewed(&catalog, t, "drop")?;
+                        refuse_if_referenced(&catalog, t, &dropped)?;
                     }
                 }
+                catalog.foreign_keys.retain(|f| !dropped.contains(&f.table));
                 for n in &names {
                     if let Some(t) = catalog.tables.remove(n) {
                         self.drop_storage(t.id, &t.storage)?;
@@ -800,6 +830,23 @@ impl Executor {
                     .iter()
                     .map(|t| self.resolve(t))
                     .collect::<SqlResult<_>>()?;
+                let truncated: Vec<u32> = defs.iter().map(|d| d.id).collect();
+                for d in &defs {
+                    if let Some(fk) = catalog
+                        .references_to(d.id)
+                        .find(|f| !truncated.contains(&f.table))
+                    {
+                        let child = catalog.table_by_id(fk.table).map(|t| t.name.clone());
+                        return Err(SqlError::feature_not_supported(
+                            "cannot truncate a table referenced in a foreign key constraint",
+                        )
+                        .with_detail(format!(
+                            "Table \"{}\" references \"{}\".",
+                            child.unwrap_or_default(),
+                            d.name
+                        )));
+                    }
+                }
                 for d in defs {
                     for shard in self.every_shard()? {
                         let ids = std::iter::once(d.id).chain(d.indexes.iter().map(|i| i.id));
@@ -925,6 +972,104 @@ impl Executor {
                     )
                 })?;
             }
+            DdlPlan::WithForeignKeys { ddl, foreign_keys } => {
+                for fk in &foreign_keys {
+                    if fk.parent != planner::SELF_REFERENCE {
+                        let parent = catalog.table_by_id(fk.parent).ok_or_else(|| {
+                            SqlError::serialization_failure(
+                                "a referenced table changed while the foreign key was planned; retry",
+                            )
+                        })?;
+                        fk.check_parent_key(parent)?;
+                    }
+                }
+                let name = match ddl.as_ref() {
+                    DdlPlan::CreateTable { table, .. } => table.name.clone(),
+                    DdlPlan::WithSequences { ddl, .. } => match ddl.as_ref() {
+                        DdlPlan::CreateTable { table, .. } => table.name.clone(),
+                        _ => String::new(),
+                    },
+                    _ => String::new(),
+                };
+                let existed = catalog.relation_exists(&name);
+                self.apply_ddl(*ddl, version)?;
+                if existed {
+                    // CREATE TABLE IF NOT EXISTS of a table that exists: nothing more.
+                    return Ok(Outcome::default());
+                }
+                let mut catalog: Catalog = (*self.catalog).clone();
+                catalog.version += 1;
+                let id = catalog
+                    .table(&name)
+                    .map(|t| t.id)
+                    .ok_or_else(|| SqlError::internal("a created table is missing"))?;
+                for mut fk in foreign_keys {
+                    fk.table = id;
+                    if fk.parent == planner::SELF_REFERENCE {
+                        fk.parent = id;
+                    }
+                    catalog.next_table_id += 1;
+                    fk.id = catalog.next_table_id;
+                    catalog.foreign_keys.push(Arc::new(fk));
+                }
+                self.set_catalog(catalog)?;
+                return Ok(Outcome::default());
+            }
+            DdlPlan::AddForeignKey { mut foreign_key } => {
+                let table = catalog
+                    .table_by_id(foreign_key.table)
+                    .cloned()
+                    .ok_or_else(|| {
+                        SqlError::serialization_failure(
+                            "the table changed while the foreign key was planned; retry",
+                        )
+                    })?;
+                let parent = catalog.table_by_id(foreign_key.parent).ok_or_else(|| {
+                    SqlError::serialization_failure(
+                        "a referenced table changed while the foreign key was planned; retry",
+                    )
+                })?;
+                foreign_key.check_parent_key(parent)?;
+                if catalog
+                    .foreign_keys_of(table.id)
+                    .any(|f| f.name == foreign_key.name)
+                {
+                    return Err(SqlError::new(
+                        ErrorKind::DuplicateObject,
+                        format!(
+                            "constraint \"{}\" for relation \"{}\" already exists",
+                            foreign_key.name, table.name
+                        ),
+                    ));
+                }
+                self.check_existing_rows(&foreign_key)?;
+                catalog.next_table_id += 1;
+                foreign_key.id = catalog.next_table_id;
+                catalog.foreign_keys.push(Arc::new(foreign_key));
+            }
+            DdlPlan::DropForeignKey {
+                table,
+                name,
+                if_exists,
+            } => {
+                let before = catalog.foreign_keys.len();
+                catalog
+                    .foreign_keys
+                    .retain(|f| !(f.table == table && f.name == name));
+                if catalog.foreign_keys.len() == before {
+                    if if_exists {
+                        return Ok(Outcome::default());
+                    }
+                    let table = catalog
+                        .table_by_id(table)
+                        .map(|t| t.name.clone())
+                        .unwrap_or_default();
+                    return Err(SqlError::new(
+                        ErrorKind::UndefinedObject,
+                        format!("constraint \"{name}\" of relation \"{table}\" does not exist"),
+                    ));
+                }
+            }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {
                     if catalog.index(n).is_none() && !if_exists {
@@ -933,6 +1078,14 @@ impl Executor {
                             format!("index \"{n}\" does not exist"),
                         ));
                     }
+                }
+                for n in &names {
+                    let Some((table, position)) = catalog.index(n) else {
+                        continue;
+                    };
+                    let mut def = (**table).clone();
+                    def.indexes.remove(position);
+                    foreign_keys_hold(&catalog, &def, &format!("drop index {n}"))?;
                 }
                 for n in &names {
                     let Some((table, position)) = catalog.index(n) else {
@@ -973,6 +1126,7 @@ impl Executor {
                 format!("relation \"{}\" already exists", def.name),
             ));
         }
+        foreign_keys_hold(catalog, &def, &format!("alter table {}", old.name))?;
         let env = EvalEnv::without_subqueries(&[], 0);
         match rows {
             RowChange::None => {}
@@ -1256,6 +1410,7 @@ impl Executor {
                 for (n, values) in sources.into_iter().enumerate() {
                     let row = build_row(&table, &p.target_columns, values, &env)?;
                     check_row(&table, &row, &env)?;
+                    crate::foreign_keys::check_staged_parents(&reader, &table, &row)?;
                     // Rows of tables without a primary key get their row id when the commit
                     // applies; until then they live under a key no stored row can have.
                     let key = if table.has_primary_key() {
@@ -1629,6 +1784,57 @@ fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
         )));
     }
     Ok(())
+}
+
+/// Refuses to drop `table` while a foreign key of a table not dropped with it (`dropped`)
+/// references it.
+fn refuse_if_referenced(catalog: &Catalog, table: &TableDef, dropped: &[u32]) -> SqlResult<()> {
+    match catalog
+        .references_to(table.id)
+        .find(|f| !dropped.contains(&f.table))
+    {
+        Some(fk) => Err(dependent_foreign_key(
+            catalog,
+            fk,
+            &format!("drop table {}", table.name),
+            &table.name,
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks that `table`'s new definition keeps every foreign key it takes part in: its own
+/// columns, and the referenced columns with their primary key or unique index.
+fn foreign_keys_hold(catalog: &Catalog, table: &TableDef, doing: &str) -> SqlResult<()> {
+    for fk in catalog.foreign_keys_of(table.id) {
+        planner::ForeignKeyDef::positions(table, &fk.columns)
+            .map_err(|_| dependent_foreign_key(catalog, fk, doing, &table.name))?;
+    }
+    for fk in catalog.references_to(table.id) {
+        fk.check_parent_key(table)
+            .map_err(|_| dependent_foreign_key(catalog, fk, doing, &table.name))?;
+    }
+    Ok(())
+}
+
+fn dependent_foreign_key(
+    catalog: &Catalog,
+    fk: &planner::ForeignKeyDef,
+    doing: &str,
+    what: &str,
+) -> SqlError {
+    let child = catalog
+        .table_by_id(fk.table)
+        .map(|t| t.name.clone())
+        .unwrap_or_default();
+    SqlError::new(
+        ErrorKind::DependentObjectsStillExist,
+        format!("cannot {doing} because other objects depend on it"),
+    )
+    .with_detail(format!(
+        "constraint {} on table {child} depends on table {what}",
+        fk.name
+    ))
 }
 
 #[cfg(test)]

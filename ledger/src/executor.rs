@@ -30,6 +30,8 @@ pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
 /// The catalog's views (kept apart: see `Catalog::views`).
 pub(crate) const META_VIEWS: &[u8] = b"views";
+/// The catalog's foreign keys (kept apart, as views are).
+pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
 pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
@@ -317,12 +319,17 @@ impl Executor {
             bincode::serialize(&catalog.views).map_err(|e| SqlError::internal(e.to_string()))?;
         let sequences = bincode::serialize(&catalog.sequences)
             .map_err(|e| SqlError::internal(e.to_string()))?;
+        let foreign_keys = bincode::serialize(&catalog.foreign_keys)
+            .map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
         engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
         engine.put(meta, META_VIEWS, &views).map_err(kv_error)?;
         engine
             .put(meta, META_SEQUENCES, &sequences)
+            .map_err(kv_error)?;
+        engine
+            .put(meta, META_FOREIGN_KEYS, &foreign_keys)
             .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {

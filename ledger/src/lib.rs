@@ -19,6 +19,7 @@ mod command;
 mod coordinator;
 mod error;
 mod executor;
+mod foreign_keys;
 mod partition;
 mod query;
 mod route;

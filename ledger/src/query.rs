@@ -550,6 +550,13 @@ impl<'a> Reader<'a> {
                     Value::Bool(state.called),
                 ]]
             }
+            Rel::Ordinality { input } => {
+                let mut rows = self.rows(input, outer, env)?;
+                for (n, row) in rows.iter_mut().enumerate() {
+                    row.push(Value::Int(n as i64 + 1));
+                }
+                rows
+            }
             Rel::Unnest { array } => match array.eval(outer, env)? {
                 Value::Null => Vec::new(),
                 Value::Array(items) => items.into_iter().map(|item| vec![item]).collect(),

@@ -121,6 +121,9 @@ impl Binder<'_> {
                 table.name
             )));
         }
+        if let Some(plan) = self.alter_foreign_keys(table, operations)? {
+            return Ok(plan);
+        }
         let mut change = TableChange {
             def: table.clone(),
             sources: (0..table.columns.len()).map(ColumnSource::Old).collect(),
@@ -144,8 +147,76 @@ impl Binder<'_> {
         Ok(Plan::Ddl(DdlPlan::with_sequences(alter, sequences)))
     }
 
+    /// ALTER TABLE ... ADD [CONSTRAINT] FOREIGN KEY and DROP CONSTRAINT of a foreign key,
+    /// each a statement of its own (None: the statement is not one of those).
+    fn alter_foreign_keys(
+        &self,
+        table: &TableDef,
+        operations: &[ast::AlterTableOperation],
+    ) -> SqlResult<Option<Plan>> {
+        use ast::AlterTableOperation as Op;
+        let is_foreign_key = |op: &Op| match op {
+            Op::AddConstraint {
+                constraint: ast::TableConstraint::ForeignKey(_),
+                ..
+            } => true,
+            // A foreign key's, or one no constraint has (its error is the same).
+            Op::DropConstraint { name, .. } => {
+                let name = ident(name);
+                let other = table.checks.iter().any(|c| c.name == name)
+                    || table.indexes.iter().any(|i| i.name == name)
+                    || table.primary_key_name.as_deref() == Some(name.as_str())
+                    || (table.has_primary_key() && format!("{}_pkey", table.name) == name);
+                !other
+            }
+            _ => false,
+        };
+        if !operations.iter().any(is_foreign_key) {
+            return Ok(None);
+        }
+        if operations.len() > 1 {
+            return Err(SqlError::feature_not_supported(
+                "adding or dropping a foreign key together with other ALTER TABLE actions",
+            ));
+        }
+        if !self.params.is_empty() {
+            return Err(SqlError::feature_not_supported("parameters in ALTER TABLE"));
+        }
+        Ok(Some(Plan::Ddl(match &operations[0] {
+            Op::AddConstraint {
+                constraint: ast::TableConstraint::ForeignKey(fk),
+                ..
+            } => {
+                let columns = fk
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        let n = ident(c);
+                        table.column_index(&n).map(|_| n.clone()).ok_or_else(|| {
+                            SqlError::new(
+                                ErrorKind::UndefinedColumn,
+                                format!("column \"{n}\" referenced in foreign key constraint does not exist"),
+                            )
+                        })
+                    })
+                    .collect::<SqlResult<Vec<_>>>()?;
+                DdlPlan::AddForeignKey {
+                    foreign_key: self.foreign_key(table, columns, fk, false)?,
+                }
+            }
+            Op::DropConstraint {
+                name, if_exists, ..
+            } => DdlPlan::DropForeignKey {
+                table: table.id,
+                name: ident(name),
+                if_exists: *if_exists,
+            },
+            _ => return Ok(None),
+        })))
+    }
+
     /// A column a sequence belongs to (SERIAL, identity, OWNED BY) keeps its name: the
-    /// sequence names its owner by it.
+    /// sequence names its owner by it; so does a column of a foreign key, on either side.
     fn refuse_if_owns_sequence(
         &self,
         table: &TableDef,
@@ -153,6 +224,22 @@ impl Binder<'_> {
         doing: &str,
     ) -> SqlResult<()> {
         let name = &table.columns[column].name;
+        if let Some(fk) = self.catalog.foreign_key_using(table, name) {
+            let referenced = fk.parent == table.id && fk.parent_columns.contains(name);
+            if referenced && doing == "dropping" {
+                return Err(SqlError::new(
+                    ErrorKind::DependentObjectsStillExist,
+                    format!(
+                        "cannot drop column {name} of table {} because other objects depend on it",
+                        table.name
+                    ),
+                ));
+            }
+            return Err(SqlError::feature_not_supported(format!(
+                "{doing} column \"{name}\", which foreign key \"{}\" uses",
+                fk.name
+            )));
+        }
         match self.catalog.sequence_of_column(table.id, name) {
             Some(s) => Err(SqlError::feature_not_supported(format!(
                 "{doing} column \"{name}\", which owns sequence \"{}\"",
@@ -335,7 +422,15 @@ impl Binder<'_> {
                     }
                     ast::AlterColumnOperation::SetDataType {
                         data_type, using, ..
-                    } => self.set_data_type(change, i, data_type, using.as_ref())?,
+                    } => {
+                        if let Some(fk) = self.catalog.foreign_key_using(&change.def, &name) {
+                            return Err(SqlError::feature_not_supported(format!(
+                                "changing the type of column \"{name}\", which foreign key \"{}\" uses",
+                                fk.name
+                            )));
+                        }
+                        self.set_data_type(change, i, data_type, using.as_ref())?
+                    }
                 }
                 Ok(())
             }

@@ -9,6 +9,7 @@ use crate::bind::*;
 use crate::bind_expr::*;
 use crate::catalog::*;
 use crate::expr::*;
+use crate::foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
 use crate::ledger::LedgerRole;
 use crate::plan::*;
 use crate::scope::Scope;
@@ -32,6 +33,7 @@ impl Binder<'_> {
         let mut check_asts: Vec<(Option<String>, ast::Expr)> = Vec::new();
         let mut uniques: Vec<(Option<String>, Vec<usize>)> = Vec::new();
         let mut sequences: Vec<SequenceDef> = Vec::new();
+        let mut foreign_key_asts: Vec<(Vec<String>, ast::ForeignKeyConstraint)> = Vec::new();
         for (i, c) in create.columns.iter().enumerate() {
             let column_name = ident(&c.name);
             if columns.iter().any(|x| x.name == column_name) {
@@ -103,8 +105,10 @@ impl Binder<'_> {
                     ast::ColumnOption::Unique(_) => {
                         uniques.push((option.name.as_ref().map(ident), vec![i]))
                     }
-                    ast::ColumnOption::ForeignKey(_) => {
-                        return Err(SqlError::feature_not_supported("foreign keys"))
+                    ast::ColumnOption::ForeignKey(fk) => {
+                        let mut fk = fk.clone();
+                        fk.name = fk.name.or_else(|| option.name.clone());
+                        foreign_key_asts.push((vec![column_name.clone()], fk))
                     }
                     other => {
                         return Err(SqlError::feature_not_supported(format!(
@@ -153,8 +157,9 @@ impl Binder<'_> {
                     let cols = self.key_columns(&columns, &u.columns)?;
                     uniques.push((u.name.as_ref().map(ident), cols));
                 }
-                ast::TableConstraint::ForeignKey(_) => {
-                    return Err(SqlError::feature_not_supported("foreign keys"))
+                ast::TableConstraint::ForeignKey(fk) => {
+                    let names = named_columns(&columns, &fk.columns)?;
+                    foreign_key_asts.push((names, fk.clone()))
                 }
                 other => {
                     return Err(SqlError::feature_not_supported(format!(
@@ -232,11 +237,136 @@ impl Binder<'_> {
                 "SERIAL or identity columns in the ledger's tables",
             ));
         }
+        let foreign_keys = foreign_key_asts
+            .iter()
+            .map(|(columns, fk)| self.foreign_key(&table, columns.clone(), fk, true))
+            .collect::<SqlResult<Vec<_>>>()?;
         let create_table = DdlPlan::CreateTable {
             table,
             if_not_exists: create.if_not_exists,
         };
-        Ok(Plan::Ddl(DdlPlan::with_sequences(create_table, sequences)))
+        let ddl = DdlPlan::with_sequences(create_table, sequences);
+        if foreign_keys.is_empty() {
+            return Ok(Plan::Ddl(ddl));
+        }
+        Ok(Plan::Ddl(DdlPlan::WithForeignKeys {
+            ddl: Box::new(ddl),
+            foreign_keys,
+        }))
+    }
+
+    /// A foreign key of `table` (being created when `creating`, so it may reference itself)
+    /// on its columns `columns`, as declared.
+    pub(crate) fn foreign_key(
+        &self,
+        table: &TableDef,
+        columns: Vec<String>,
+        fk: &ast::ForeignKeyConstraint,
+        creating: bool,
+    ) -> SqlResult<ForeignKeyDef> {
+        let parent_name = public_name(&fk.foreign_table)?;
+        let (parent, parent_id) = if creating && parent_name == table.name {
+            (table, SELF_REFERENCE)
+        } else {
+            let parent = self
+                .catalog
+                .table(&parent_name)
+                .ok_or_else(|| SqlError::undefined_table(&parent_name))?;
+            (parent.as_ref(), parent.id)
+        };
+        if table.ledger.is_some() || parent.ledger.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "foreign keys from or to the ledger's tables",
+            ));
+        }
+        let parent_columns: Vec<String> = if fk.referred_columns.is_empty() {
+            if !parent.has_primary_key() {
+                return Err(SqlError::new(
+                    ErrorKind::InvalidForeignKey,
+                    format!("there is no primary key for referenced table \"{parent_name}\""),
+                ));
+            }
+            parent
+                .primary_key
+                .iter()
+                .map(|&c| parent.columns[c].name.clone())
+                .collect()
+        } else {
+            named_columns(&parent.columns, &fk.referred_columns)?
+        };
+        if parent_columns.len() != columns.len() {
+            return Err(SqlError::new(
+                ErrorKind::InvalidForeignKey,
+                "number of referencing and referenced columns for foreign key disagree",
+            ));
+        }
+        let name = fk
+            .name
+            .as_ref()
+            .map(ident)
+            .unwrap_or_else(|| format!("{}_{}_fkey", table.name, columns.join("_")));
+        let positions = ForeignKeyDef::positions(parent, &parent_columns)?;
+        if !unique_on(parent, &positions) {
+            return Err(crate::foreign_key::no_unique_key(&parent_name));
+        }
+        for (c, &p) in columns.iter().zip(&positions) {
+            let child_ty = table.columns[table.column_index(c).unwrap_or(0)].ty;
+            let parent_ty = parent.columns[p].ty;
+            let comparable = child_ty == parent_ty
+                || (child_ty.is_integer() && parent_ty.is_integer())
+                || (child_ty.is_text_family() && parent_ty.is_text_family())
+                || (child_ty.is_numeric_family() && parent_ty.is_numeric_family());
+            if !comparable {
+                return Err(SqlError::new(
+                    ErrorKind::DatatypeMismatch,
+                    format!("foreign key constraint \"{name}\" cannot be implemented"),
+                )
+                .with_detail(format!(
+                    "Key columns \"{c}\" and \"{}\" are of incompatible types: {} and {}.",
+                    parent.columns[p].name,
+                    child_ty.pg_name(),
+                    parent_ty.pg_name()
+                )));
+            }
+        }
+        let action = |a: &Option<ast::ReferentialAction>, what: &str| match a {
+            None | Some(ast::ReferentialAction::NoAction) => Ok(ReferentialAction::NoAction),
+            Some(ast::ReferentialAction::Restrict) => Ok(ReferentialAction::Restrict),
+            Some(ast::ReferentialAction::Cascade) => Ok(ReferentialAction::Cascade),
+            Some(ast::ReferentialAction::SetNull) => Ok(ReferentialAction::SetNull),
+            Some(ast::ReferentialAction::SetDefault) => Err(SqlError::feature_not_supported(
+                format!("{what} SET DEFAULT in a foreign key"),
+            )),
+        };
+        if matches!(
+            fk.match_kind,
+            Some(
+                ast::ConstraintReferenceMatchKind::Full
+                    | ast::ConstraintReferenceMatchKind::Partial
+            )
+        ) {
+            return Err(SqlError::feature_not_supported(
+                "MATCH FULL or MATCH PARTIAL in a foreign key",
+            ));
+        }
+        let characteristics = fk.characteristics.unwrap_or_default();
+        if characteristics.enforced == Some(false) {
+            return Err(SqlError::feature_not_supported("NOT ENFORCED foreign keys"));
+        }
+        let initially_deferred =
+            characteristics.initially == Some(ast::DeferrableInitial::Deferred);
+        Ok(ForeignKeyDef {
+            id: 0,
+            name,
+            table: table.id,
+            columns,
+            parent: parent_id,
+            parent_columns,
+            on_delete: action(&fk.on_delete, "ON DELETE")?,
+            on_update: action(&fk.on_update, "ON UPDATE")?,
+            deferrable: characteristics.deferrable.unwrap_or(false) || initially_deferred,
+            initially_deferred,
+        })
     }
 
     /// A CHECK constraint over `table`'s row. Unnamed, it is `table_column_check` when it
@@ -557,4 +687,22 @@ fn ledger_role_option(options: &ast::CreateTableOptions) -> SqlResult<Option<Led
         });
     }
     Ok(None)
+}
+
+/// The names of `idents`, each a column of `columns`.
+fn named_columns(columns: &[ColumnDef], idents: &[ast::Ident]) -> SqlResult<Vec<String>> {
+    idents
+        .iter()
+        .map(|i| {
+            let n = ident(i);
+            if columns.iter().any(|c| c.name == n) {
+                Ok(n)
+            } else {
+                Err(SqlError::new(
+                    ErrorKind::UndefinedColumn,
+                    format!("column \"{n}\" referenced in foreign key constraint does not exist"),
+                ))
+            }
+        })
+        .collect()
 }

@@ -841,6 +841,10 @@ impl Binder<'_> {
 
     /// `'name'::regclass`: the oid of a user table or of a catalog (as an oid literal).
     fn regclass_of_name(&self, name: &str) -> SqlResult<Expr> {
+        // A number is an oid already, as PostgreSQL reads it.
+        if let Ok(oid) = name.trim().parse::<u32>() {
+            return Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid));
+        }
         let bare = name.trim_start_matches("public.").trim_matches('"');
         if let Some(oid) = crate::system::relation_oid(self.catalog, bare) {
             return Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid));
@@ -1336,6 +1340,15 @@ impl Binder<'_> {
                 let ty = self.expr(&args[0], scope, None)?.ty();
                 return fixed(Value::Text(ty.pg_name()), DataType::Text);
             }
+            // Its rows are the relation and the tables it is a partition of; no table here is
+            // a partition, so the one row is the relation itself.
+            ("pg_partition_ancestors", 1) => {
+                let arg = self.expr(&args[0], scope, None)?;
+                return match arg {
+                    Expr::Literal(Value::Text(name), _) => self.regclass_of_name(&name),
+                    other => Ok(other),
+                };
+            }
             ("pg_backend_pid", 0) => {
                 return fixed(Value::Int(std::process::id() as i64), DataType::Int4)
             }
@@ -1348,6 +1361,8 @@ impl Binder<'_> {
                 _,
             ) => return fixed(Value::Bool(true), DataType::Bool),
             ("pg_get_userbyid", 1) => return fixed(Value::text("ledger"), DataType::Name),
+            // There are no triggers (pg_trigger is empty): nothing to describe.
+            ("pg_get_triggerdef", 1 | 2) => return fixed(Value::Null, DataType::Text),
             ("pg_relation_is_publishable", 1) => return fixed(Value::Bool(false), DataType::Bool),
             ("pg_encoding_to_char", 1) => return fixed(Value::text("UTF8"), DataType::Name),
             // Procedures return nothing; there are no stored functions.

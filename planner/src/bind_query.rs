@@ -336,6 +336,27 @@ impl Binder<'_> {
                 .collect::<SqlResult<_>>()?;
             return self.unnest(&arrays, alias, outer);
         }
+        if function == "pg_partition_ancestors" {
+            // No table here is a partition: the one ancestor is the relation itself.
+            let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] = args else {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    "function pg_partition_ancestors takes one argument",
+                ));
+            };
+            let scope = Scope {
+                columns: outer.columns.clone(),
+                outer_len: outer.columns.len(),
+            };
+            let relation = self.expr(e, &scope, Some(DataType::Oid))?;
+            let array = Expr::Function {
+                func: Func::MakeArray,
+                args: vec![relation],
+                ty: DataType::Int4Array,
+            };
+            let cols = function_column(alias, "pg_partition_ancestors", DataType::Oid);
+            return Ok((Rel::Unnest { array }, cols, false, false));
+        }
         if function != "generate_series" {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
@@ -431,8 +452,13 @@ impl Binder<'_> {
                 name,
                 alias,
                 args: Some(args),
+                with_ordinality: numbered,
                 ..
-            } => self.table_function(name, &args.args, alias, outer),
+            } => with_ordinality(
+                self.table_function(name, &args.args, alias, outer),
+                *numbered,
+                alias,
+            ),
             ast::TableFactor::Function {
                 lateral: false,
                 name,
@@ -1077,4 +1103,37 @@ fn function_column(
         table_oid: 0,
         column_number: 0,
     }]
+}
+
+/// A function in FROM, numbering its rows in a column of its own when asked to (named
+/// by the alias's next column name, else `ordinality`).
+fn with_ordinality(
+    item: SqlResult<FromItem>,
+    with_ordinality: bool,
+    alias: &Option<ast::TableAlias>,
+) -> SqlResult<FromItem> {
+    let (rel, mut cols, a, b) = item?;
+    if !with_ordinality {
+        return Ok((rel, cols, a, b));
+    }
+    let name = alias
+        .as_ref()
+        .and_then(|al| al.columns.get(cols.len()).map(|c| ident(&c.name)))
+        .unwrap_or_else(|| "ordinality".into());
+    let qualifier = cols.first().and_then(|c| c.qualifier.clone());
+    cols.push(ScopeColumn {
+        qualifier,
+        name,
+        ty: DataType::Int8,
+        table_oid: 0,
+        column_number: 0,
+    });
+    Ok((
+        Rel::Ordinality {
+            input: Box::new(rel),
+        },
+        cols,
+        a,
+        b,
+    ))
 }

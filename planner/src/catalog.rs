@@ -166,6 +166,9 @@ pub struct Catalog {
     /// their states are the executor's, not the catalog's.
     #[serde(skip)]
     pub sequences: BTreeMap<String, Arc<SequenceDef>>,
+    /// Stored under a key of their own (the executor's `META_FOREIGN_KEYS`), as views are.
+    #[serde(skip)]
+    pub foreign_keys: Vec<Arc<crate::foreign_key::ForeignKeyDef>>,
 }
 
 impl Catalog {

@@ -19,6 +19,7 @@ mod bind_window;
 mod bind_write;
 mod catalog;
 mod expr;
+mod foreign_key;
 mod ledger;
 mod plan;
 mod scalar_functions;
@@ -35,6 +36,7 @@ pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
     SubqueryKind, SubqueryRunner,
 };
+pub use foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
 pub use ledger::{
     check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
 };

@@ -10,6 +10,7 @@ use sql::{DataType, PackedRows, Value};
 
 use crate::catalog::{ProcedureDef, TableDef, TableRef, ViewDef};
 use crate::expr::{AggCall, Expr};
+use crate::foreign_key::ForeignKeyDef;
 use crate::sequence::SequenceDef;
 use crate::system::SystemTable;
 
@@ -208,6 +209,10 @@ pub enum Rel {
     SequenceState {
         sequence: u32,
     },
+    /// `... WITH ORDINALITY`: `input`'s rows, each with its 1-based number appended.
+    Ordinality {
+        input: Box<Rel>,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -404,6 +409,21 @@ pub enum DdlPlan {
     AlterSequence {
         sequence: SequenceDef,
         restart: Option<i64>,
+    },
+    /// CREATE TABLE with foreign keys: the table (`ddl`), then its keys.
+    WithForeignKeys {
+        ddl: Box<DdlPlan>,
+        foreign_keys: Vec<ForeignKeyDef>,
+    },
+    /// ALTER TABLE ... ADD [CONSTRAINT] FOREIGN KEY: checked against the existing rows.
+    AddForeignKey {
+        foreign_key: ForeignKeyDef,
+    },
+    /// ALTER TABLE ... DROP CONSTRAINT of a foreign key.
+    DropForeignKey {
+        table: u32,
+        name: String,
+        if_exists: bool,
     },
 }
 
@@ -747,6 +767,11 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             line.push_str("Seq Scan on sequence");
             lines.push(line);
         }
+        Rel::Ordinality { input } => {
+            line.push_str("With Ordinality");
+            lines.push(line);
+            explain_rel(input, depth + 1, lines);
+        }
         Rel::SetDifference {
             left,
             right,
@@ -995,6 +1020,7 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
         }
         Rel::Unnest { array } => exprs.push(array),
         Rel::SequenceState { .. } => {}
+        Rel::Ordinality { input } => children.push(input),
         Rel::Union { left, right, .. } => {
             children.push(left);
             children.push(right);

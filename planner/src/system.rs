@@ -61,6 +61,8 @@ pub enum SystemTable {
     PgDepend,
     InfoSequences,
     PgSequences,
+    /// Empty: foreign keys are not triggers here, and there are no others.
+    PgTrigger,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -132,6 +134,7 @@ impl SystemTable {
             "pg_sequence" => PgSequence,
             "pg_depend" => PgDepend,
             "pg_sequences" => PgSequences,
+            "pg_trigger" => PgTrigger,
             _ => return None,
         })
     }
@@ -158,6 +161,7 @@ impl SystemTable {
             PgCollation => 3456,
             PgSequence => 2224,
             PgDepend => 2608,
+            PgTrigger => 2620,
             other => 12_000 + other as u32,
         }
     }
@@ -194,6 +198,7 @@ impl SystemTable {
             PgDepend => "pg_depend",
             InfoSequences => "sequences",
             PgSequences => "pg_sequences",
+            PgTrigger => "pg_trigger",
         }
     }
 
@@ -363,6 +368,15 @@ impl SystemTable {
                 ("confrelid", Oid),
                 ("conkey", INT2_ARRAY),
                 ("conbin", Text),
+                ("confkey", INT2_ARRAY),
+                ("confupdtype", CatalogChar),
+                ("confdeltype", CatalogChar),
+                ("confmatchtype", CatalogChar),
+                ("conparentid", Oid),
+                ("contypid", Oid),
+                ("conislocal", Bool),
+                ("coninhcount", Int4),
+                ("connoinherit", Bool),
             ],
             PgAm => vec![("oid", Oid), ("amname", Name), ("amtype", CatalogChar)],
             PgCollation => vec![("oid", Oid), ("collname", Name), ("collnamespace", Oid)],
@@ -437,6 +451,22 @@ impl SystemTable {
             ],
             // Without `last_value`: the states are the executor's, and catalog views are
             // computed from the catalog alone (`SELECT last_value FROM seq` reads one).
+            PgTrigger => vec![
+                ("oid", Oid),
+                ("tgrelid", Oid),
+                ("tgparentid", Oid),
+                ("tgname", Name),
+                ("tgfoid", Oid),
+                ("tgtype", Int2),
+                ("tgenabled", CatalogChar),
+                ("tgisinternal", Bool),
+                ("tgconstrrelid", Oid),
+                ("tgconstrindid", Oid),
+                ("tgconstraint", Oid),
+                ("tgdeferrable", Bool),
+                ("tginitdeferred", Bool),
+                ("tgnargs", Int2),
+            ],
             PgSequences => vec![
                 ("schemaname", Name),
                 ("sequencename", Name),
@@ -491,7 +521,11 @@ impl SystemTable {
                         b(t.has_primary_key() || !t.indexes.is_empty()),
                         b(false),
                         b(false),
-                        b(false),
+                        // PostgreSQL's foreign keys are triggers; psql looks for them here.
+                        b(catalog
+                            .foreign_keys
+                            .iter()
+                            .any(|f| f.table == t.id || f.parent == t.id)),
                         b(false),
                         b(false),
                         int(t.checks.len() as i64),
@@ -682,9 +716,23 @@ impl SystemTable {
                 }
             }
             PgConstraint => {
+                // Columns after `conbin`, for a constraint other than a foreign key.
+                let plain = || {
+                    vec![
+                        null(),
+                        text(" "),
+                        text(" "),
+                        text(" "),
+                        int(0),
+                        int(0),
+                        b(true),
+                        int(0),
+                        b(false),
+                    ]
+                };
                 for t in catalog.tables.values() {
                     if t.has_primary_key() {
-                        rows.push(vec![
+                        let mut row = vec![
                             int(index_oid(t.oid())),
                             Value::Text(pkey_name(t)),
                             int(PUBLIC_NAMESPACE),
@@ -699,10 +747,12 @@ impl SystemTable {
                                 t.primary_key.iter().map(|c| int(*c as i64 + 1)).collect(),
                             ),
                             null(),
-                        ]);
+                        ];
+                        row.extend(plain());
+                        rows.push(row);
                     }
                     for (n, c) in t.checks.iter().enumerate() {
-                        rows.push(vec![
+                        let mut row = vec![
                             int(check_oid(t.oid(), n)),
                             text(&c.name),
                             int(PUBLIC_NAMESPACE),
@@ -715,8 +765,50 @@ impl SystemTable {
                             int(0),
                             null(),
                             text(&c.sql),
-                        ]);
+                        ];
+                        row.extend(plain());
+                        rows.push(row);
                     }
+                }
+                for fk in &catalog.foreign_keys {
+                    let (Some(child), Some(parent)) = (
+                        catalog.table_by_id(fk.table),
+                        catalog.table_by_id(fk.parent),
+                    ) else {
+                        continue;
+                    };
+                    let numbers = |table: &TableDef, names: &[String]| {
+                        Value::Array(
+                            names
+                                .iter()
+                                .filter_map(|n| table.column_index(n))
+                                .map(|c| int(c as i64 + 1))
+                                .collect(),
+                        )
+                    };
+                    rows.push(vec![
+                        int(fk.oid()),
+                        text(&fk.name),
+                        int(PUBLIC_NAMESPACE),
+                        text("f"),
+                        b(fk.deferrable),
+                        b(fk.initially_deferred),
+                        b(true),
+                        int(child.oid()),
+                        int(0),
+                        int(parent.oid()),
+                        numbers(child, &fk.columns),
+                        null(),
+                        numbers(parent, &fk.parent_columns),
+                        text(fk.on_update.code()),
+                        text(fk.on_delete.code()),
+                        text("s"),
+                        int(0),
+                        int(0),
+                        b(true),
+                        int(0),
+                        b(true),
+                    ]);
                 }
             }
             PgAm => {
@@ -735,7 +827,8 @@ impl SystemTable {
             | PgPublication
             | PgPublicationNamespace
             | PgPublicationRel
-            | PgSettings => {}
+            | PgSettings
+            | PgTrigger => {}
             InfoTables => {
                 for t in catalog.tables.values() {
                     rows.push(vec![
@@ -1036,6 +1129,11 @@ pub fn serial_sequence(catalog: &Catalog, table: &str, column: &str) -> SqlResul
 }
 
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
+    if func == Func::GetConstraintDef {
+        if let Some(fk) = catalog.foreign_keys.iter().find(|f| f.oid() == oid) {
+            return Some(fk.definition(catalog));
+        }
+    }
     if func == Func::GetFunctionArguments {
         let procedure = catalog
             .procedures

@@ -1092,6 +1092,8 @@ impl Session {
                 DdlPlan::CreateTable { .. } => "CREATE TABLE",
                 _ => "ALTER TABLE",
             },
+            DdlPlan::WithForeignKeys { .. } => "CREATE TABLE",
+            DdlPlan::AddForeignKey { .. } | DdlPlan::DropForeignKey { .. } => "ALTER TABLE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

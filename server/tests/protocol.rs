@@ -709,6 +709,9 @@ async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
     );
     // The statement prepared inside the transaction still works after it.
     a.execute(&insert, &[&3i32, &"three"]).await.unwrap();
+    a.batch_execute("create table early_ref (m_id int references m)")
+        .await
+        .unwrap();
     wait_for_checkpoint(&a).await;
 
     // A schema change committed by another session in between: 40001, nothing applied.
@@ -739,6 +742,8 @@ async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
          create table log_only (k int primary key);
          insert into log_only values (7);
          drop table other;
+         create table m_ref (m_id int references m (id) on delete cascade);
+         insert into m_ref values (1);
          commit;",
     )
     .await
@@ -769,6 +774,19 @@ async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
     c.batch_execute("insert into gone values ('ok'); drop table gone;")
         .await
         .unwrap();
+    // Foreign keys came back from the checkpoint and from the log, and hold.
+    for bad in [
+        "insert into early_ref values (42)",
+        "insert into m_ref values (42)",
+    ] {
+        let e = c.batch_execute(bad).await.unwrap_err();
+        assert_eq!(code(&e), "23503", "{bad}: {e}");
+    }
+    c.batch_execute("delete from m where id = 1").await.unwrap();
+    assert_eq!(
+        scalar(&c, "select count(*) from m_ref").await.as_deref(),
+        Some("0")
+    );
 }
 
 /// Sequence values from concurrent sessions — SERIAL defaults in autocommit INSERTs and in

@@ -54,6 +54,29 @@ fn psql_creates_queries_and_describes() {
     assert!(out.contains("Time: "), "\\timing printed no time: {out}");
 }
 
+/// `\d` shows a table's foreign keys and the ones referencing it, as PostgreSQL's psql
+/// does (it finds them through pg_constraint, pg_trigger and pg_partition_ancestors).
+#[test]
+fn psql_describes_foreign_keys_both_ways() {
+    let server = TestServer::start();
+    let out = run(
+        &server,
+        "create table fk_owner (id int primary key);
+         create table fk_pet (id int primary key, owner_id int references fk_owner on delete cascade);
+         \\d fk_pet
+         \\d fk_owner
+         ",
+    );
+    assert!(
+        out.contains("Foreign-key constraints:\n    \"fk_pet_owner_id_fkey\" FOREIGN KEY (owner_id) REFERENCES fk_owner(id) ON DELETE CASCADE"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Referenced by:\n    TABLE \"fk_pet\" CONSTRAINT \"fk_pet_owner_id_fkey\" FOREIGN KEY (owner_id) REFERENCES fk_owner(id) ON DELETE CASCADE"),
+        "{out}"
+    );
+}
+
 #[test]
 fn psql_lists_databases_roles_procedures_extensions_types_sizes_privileges_and_details() {
     let server = TestServer::start();

@@ -82,6 +82,8 @@ pub enum ErrorKind {
     DependentObjectsStillExist,
     SequenceGeneratorLimitExceeded,
     ObjectNotInPrerequisiteState,
+    /// A foreign key's referenced columns are not a primary key or unique index.
+    InvalidForeignKey,
 }
 
 impl ErrorKind {
@@ -153,6 +155,7 @@ impl ErrorKind {
             DependentObjectsStillExist => "2BP01",
             SequenceGeneratorLimitExceeded => "2200H",
             ObjectNotInPrerequisiteState => "55000",
+            InvalidForeignKey => "42830",
         }
     }
 }

@@ -1,0 +1,333 @@
+//! Foreign keys, checked as rows are written: a row's foreign key values (all set) must
+//! find their parent row; a parent row deleted, or its key changed, takes its referencing
+//! rows' action (NO ACTION and RESTRICT refuse, CASCADE follows, SET NULL clears). Every
+//! check reads the state as the command has left it so far, so the rows a statement (or a
+//! transaction's COMMIT) wrote before count.
+//!
+//! Only tables outside the ledger take part (the binder refuses the others), and those
+//! live in partition 0, so every check stays on the executor running the command.
+
+use std::sync::Arc;
+
+use planner::{Access, EvalEnv, Expr, ForeignKeyDef, ReferentialAction, TableDef};
+use sql::{ErrorKind, SqlError, SqlResult, Value};
+
+use crate::apply::key_description;
+use crate::executor::Executor;
+use crate::query::{Reader, ScannedRow};
+
+impl Executor {
+    /// `row`, written into `table` (in place of `old` when updated): its foreign keys whose
+    /// values it sets (or changes) must find their parent rows.
+    pub(crate) fn check_parents(
+        &mut self,
+        table: &TableDef,
+        row: &[Value],
+        old: Option<&[Value]>,
+    ) -> SqlResult<()> {
+        if self.catalog.foreign_keys.is_empty() {
+            return Ok(());
+        }
+        let catalog = self.catalog.clone();
+        for fk in catalog.foreign_keys_of(table.id) {
+            let columns = ForeignKeyDef::positions(table, &fk.columns)?;
+            if old.is_some_and(|old| columns.iter().all(|&c| same(&old[c], &row[c]))) {
+                continue;
+            }
+            self.check_parent(fk, table, &columns, row)?;
+        }
+        Ok(())
+    }
+
+    /// `row` of `table` (`columns`: `fk`'s there) finds its parent, or has a NULL in them.
+    fn check_parent(
+        &mut self,
+        fk: &ForeignKeyDef,
+        table: &TableDef,
+        columns: &[usize],
+        row: &[Value],
+    ) -> SqlResult<()> {
+        if columns.iter().any(|&c| row[c].is_null()) {
+            return Ok(());
+        }
+        let catalog = self.catalog.clone();
+        let parent = catalog
+            .table_by_id(fk.parent)
+            .ok_or_else(|| SqlError::internal("a foreign key's parent table is missing"))?;
+        let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
+        let mut key = vec![Value::Null; parent.columns.len()];
+        for (&c, &p) in columns.iter().zip(&parent_columns) {
+            key[p] = row[c].cast(parent.columns[p].ty)?;
+        }
+        if !self
+            .rows_matching(parent, &parent_columns, &key)?
+            .is_empty()
+        {
+            return Ok(());
+        }
+        Err(SqlError::new(
+            ErrorKind::ForeignKeyViolation,
+            format!(
+                "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+                table.name, fk.name
+            ),
+        )
+        .with_detail(format!(
+            "{} is not present in table \"{}\".",
+            key_description(table, columns, row),
+            parent.name
+        )))
+    }
+
+    /// `old`, a row of `table`, is being deleted (`new` None) or changed to `new`: the rows
+    /// referencing its key (if the key changes) take their foreign key's action.
+    pub(crate) fn act_on_children(
+        &mut self,
+        table: &TableDef,
+        old: &[Value],
+        new: Option<&[Value]>,
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> SqlResult<()> {
+        if self.catalog.foreign_keys.is_empty() {
+            return Ok(());
+        }
+        let catalog = self.catalog.clone();
+        for fk in catalog.references_to(table.id) {
+            let parent_columns = ForeignKeyDef::positions(table, &fk.parent_columns)?;
+            if parent_columns.iter().any(|&c| old[c].is_null()) {
+                continue;
+            }
+            if new.is_some_and(|new| parent_columns.iter().all(|&c| same(&old[c], &new[c]))) {
+                continue;
+            }
+            let child = catalog
+                .table_by_id(fk.table)
+                .ok_or_else(|| SqlError::internal("a foreign key's table is missing"))?
+                .clone();
+            let columns = ForeignKeyDef::positions(&child, &fk.columns)?;
+            let mut key = vec![Value::Null; child.columns.len()];
+            for (&c, &p) in columns.iter().zip(&parent_columns) {
+                key[c] = old[p].cast(child.columns[c].ty)?;
+            }
+            let children = self.rows_matching(&child, &columns, &key)?;
+            if children.is_empty() {
+                continue;
+            }
+            let action = if new.is_some() {
+                fk.on_update
+            } else {
+                fk.on_delete
+            };
+            match action {
+                ReferentialAction::NoAction | ReferentialAction::Restrict => {
+                    return Err(SqlError::new(
+                        ErrorKind::ForeignKeyViolation,
+                        format!(
+                            "update or delete on table \"{}\" violates foreign key constraint \"{}\" on table \"{}\"",
+                            table.name, fk.name, child.name
+                        ),
+                    )
+                    .with_detail(format!(
+                        "{} is still referenced from table \"{}\".",
+                        key_description(table, &parent_columns, old),
+                        child.name
+                    )));
+                }
+                ReferentialAction::Cascade | ReferentialAction::SetNull => {
+                    for target in children {
+                        self.act_on_child(
+                            &child,
+                            fk,
+                            &columns,
+                            &parent_columns,
+                            target,
+                            new,
+                            env,
+                            version,
+                        )?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn act_on_child(
+        &mut self,
+        child: &Arc<TableDef>,
+        fk: &ForeignKeyDef,
+        columns: &[usize],
+        parent_columns: &[usize],
+        target: ScannedRow,
+        new_parent: Option<&[Value]>,
+        env: &EvalEnv<'_>,
+        version: u64,
+    ) -> SqlResult<()> {
+        let old_bytes = crate::apply::stored_bytes(target.version, &target.row);
+        let action = if new_parent.is_some() {
+            fk.on_update
+        } else {
+            fk.on_delete
+        };
+        match (action, new_parent) {
+            (ReferentialAction::Cascade, None) => {
+                self.act_on_children(child, &target.row, None, env, version)?;
+                self.delete_row(child, &target.key, old_bytes, version)
+            }
+            (ReferentialAction::Cascade, Some(new_parent)) => {
+                let mut row = target.row.clone();
+                for (&c, &p) in columns.iter().zip(parent_columns) {
+                    row[c] = new_parent[p].cast(child.columns[c].ty)?;
+                }
+                self.replace_row(child, &target.key, old_bytes, &row, env, version)
+            }
+            _ => {
+                let mut row = target.row.clone();
+                for &c in columns {
+                    row[c] = Value::Null;
+                }
+                self.replace_row(child, &target.key, old_bytes, &row, env, version)
+            }
+        }
+    }
+
+    /// The stored rows of `table` whose `columns` hold `key`'s values there (found through
+    /// the primary key or an index leading with those columns when there is one).
+    fn rows_matching(
+        &mut self,
+        table: &TableDef,
+        columns: &[usize],
+        key: &[Value],
+    ) -> SqlResult<Vec<ScannedRow>> {
+        let access = access_for(table, columns, key);
+        let reader = self.command_reader();
+        let env = EvalEnv::without_subqueries(&[], 0);
+        let rows = reader.scan_stored(table, &access, None, &[], &env)?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| holds_key(table, columns, key, &r.row))
+            .collect())
+    }
+
+    /// ALTER TABLE ... ADD FOREIGN KEY: every existing row of its table must find its parent.
+    pub(crate) fn check_existing_rows(&mut self, fk: &ForeignKeyDef) -> SqlResult<()> {
+        let catalog = self.catalog.clone();
+        let table = catalog.table_by_id(fk.table).ok_or_else(|| {
+            SqlError::serialization_failure(
+                "the table changed while the foreign key was planned; retry",
+            )
+        })?;
+        let columns = ForeignKeyDef::positions(table, &fk.columns)?;
+        let env = EvalEnv::without_subqueries(&[], 0);
+        let rows = self
+            .command_reader()
+            .scan_stored(table, &Access::Full, None, &[], &env)?;
+        for r in rows {
+            self.check_parent(fk, table, &columns, &r.row)?;
+        }
+        Ok(())
+    }
+}
+
+/// A transaction stages `row` into `table`: a foreign key (to another table) whose parent
+/// is missing from what the transaction sees fails the statement now, as in PostgreSQL. The
+/// COMMIT checks again (and checks keys of a table to itself, whose parent may be a row of
+/// the same statement).
+pub(crate) fn check_staged_parents(
+    reader: &Reader<'_>,
+    table: &TableDef,
+    row: &[Value],
+) -> SqlResult<()> {
+    let catalog = reader.catalog;
+    for fk in catalog
+        .foreign_keys_of(table.id)
+        .filter(|f| f.parent != table.id)
+    {
+        let columns = ForeignKeyDef::positions(table, &fk.columns)?;
+        if columns.iter().any(|&c| row[c].is_null()) {
+            continue;
+        }
+        let Some(parent) = catalog.table_by_id(fk.parent) else {
+            continue;
+        };
+        let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
+        let mut key = vec![Value::Null; parent.columns.len()];
+        for (&c, &p) in columns.iter().zip(&parent_columns) {
+            key[p] = row[c].cast(parent.columns[p].ty)?;
+        }
+        let env = EvalEnv::without_subqueries(&[], 0);
+        let found = reader
+            .scan(
+                parent,
+                &access_for(parent, &parent_columns, &key),
+                None,
+                &[],
+                &env,
+            )?
+            .iter()
+            .any(|(_, r)| holds_key(parent, &parent_columns, &key, r));
+        if !found {
+            return Err(SqlError::new(
+                ErrorKind::ForeignKeyViolation,
+                format!(
+                    "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+                    table.name, fk.name
+                ),
+            )
+            .with_detail(format!(
+                "{} is not present in table \"{}\".",
+                key_description(table, &columns, row),
+                parent.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether two values of a key are equal (NULL equals nothing).
+fn same(a: &Value, b: &Value) -> bool {
+    !a.is_null() && !b.is_null() && a.compare(b) == Some(std::cmp::Ordering::Equal)
+}
+
+/// How to find the rows of `table` whose `columns` hold `key`'s values there: through the
+/// primary key or an index leading with those columns when there is one.
+fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
+    let covers =
+        |lead: &[usize]| lead.len() == columns.len() && columns.iter().all(|c| lead.contains(c));
+    if table.has_primary_key() && covers(&table.primary_key) {
+        Access::Point(
+            table
+                .primary_key
+                .iter()
+                .map(|&c| Expr::literal(key[c].clone()))
+                .collect(),
+        )
+    } else if let Some((n, index)) = table
+        .indexes
+        .iter()
+        .enumerate()
+        .find(|(_, i)| i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()]))
+    {
+        Access::Index {
+            index: n,
+            name: index.name.clone(),
+            key: index.columns[..columns.len()]
+                .iter()
+                .map(|&c| Expr::literal(key[c].clone()))
+                .collect(),
+        }
+    } else {
+        Access::Full
+    }
+}
+
+/// Whether `row` holds `key`'s values (none NULL) at `columns`.
+fn holds_key(table: &TableDef, columns: &[usize], key: &[Value], row: &[Value]) -> bool {
+    columns.iter().all(|&c| {
+        row[c]
+            .cast(table.columns[c].ty)
+            .is_ok_and(|v| same(&v, &key[c]))
+    })
+}
