@@ -470,9 +470,13 @@ impl Binder<'_> {
                 alias,
                 array_exprs,
                 with_offset: false,
-                with_ordinality: false,
+                with_ordinality: numbered,
                 ..
-            } => self.unnest(&array_exprs.iter().collect::<Vec<_>>(), alias, outer),
+            } => with_ordinality(
+                self.unnest(&array_exprs.iter().collect::<Vec<_>>(), alias, outer),
+                *numbered,
+                alias,
+            ),
             ast::TableFactor::Table {
                 name,
                 alias,
