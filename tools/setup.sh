@@ -50,6 +50,9 @@ fi
 if ! "$venv/bin/python" -c "import psycopg" >/dev/null 2>&1; then
     "$venv/bin/pip" install -q "psycopg[binary]==3.2.3"
 fi
+if ! "$venv/bin/python" -c "import sqlalchemy" >/dev/null 2>&1; then
+    "$venv/bin/pip" install -q "sqlalchemy==2.0.36"
+fi
 if [ ! -d tests/drivers/node/node_modules/pg ]; then
     (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -461,7 +461,7 @@ impl Binder<'_> {
             ));
         }
         let ty = data_type_of(&c.data_type)?;
-        if ty.element().is_some() || ty == DataType::Interval {
+        if ty.element().is_some() || matches!(ty, DataType::Interval | DataType::Json) {
             return Err(SqlError::feature_not_supported(format!(
                 "columns of type {}",
                 ty.pg_name()
@@ -529,7 +529,7 @@ impl Binder<'_> {
         using: Option<&ast::Expr>,
     ) -> SqlResult<()> {
         let ty = data_type_of(data_type)?;
-        if ty.element().is_some() || ty == DataType::Interval {
+        if ty.element().is_some() || matches!(ty, DataType::Interval | DataType::Json) {
             return Err(SqlError::feature_not_supported(format!(
                 "columns of type {}",
                 ty.pg_name()

@@ -53,8 +53,11 @@ impl Binder<'_> {
                     ty.pg_name()
                 )));
             }
-            if ty == DataType::Interval {
-                return Err(SqlError::feature_not_supported("interval columns"));
+            if matches!(ty, DataType::Interval | DataType::Json) {
+                return Err(SqlError::feature_not_supported(format!(
+                    "{} columns",
+                    ty.pg_name()
+                )));
             }
             let mut def = ColumnDef {
                 name: column_name.clone(),

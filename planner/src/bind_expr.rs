@@ -1493,6 +1493,15 @@ impl Binder<'_> {
                     "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
+                    "json_build_object" => {
+                        if bound.len() % 2 != 0 {
+                            return Err(SqlError::new(
+                                ErrorKind::InvalidParameterValue,
+                                "argument list must have even number of elements",
+                            ));
+                        }
+                        (Func::JsonBuildObject, DataType::Json, 0..=100)
+                    }
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1548,6 +1557,8 @@ impl Binder<'_> {
                         Func::SetVal => DataType::Bool,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,
+                        // Values keep their types: a number stays a JSON number.
+                        Func::JsonBuildObject if i % 2 == 1 => DataType::Unknown,
                         Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,
                         Func::Abs | Func::Round | Func::Trunc | Func::Floor | Func::Ceil => ty,
                         _ => DataType::Text,

@@ -63,6 +63,8 @@ pub enum SystemTable {
     PgSequences,
     /// Empty: foreign keys are not triggers here, and there are no others.
     PgTrigger,
+    /// Empty: there are no enum types.
+    PgEnum,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -135,6 +137,7 @@ impl SystemTable {
             "pg_depend" => PgDepend,
             "pg_sequences" => PgSequences,
             "pg_trigger" => PgTrigger,
+            "pg_enum" => PgEnum,
             _ => return None,
         })
     }
@@ -162,6 +165,7 @@ impl SystemTable {
             PgSequence => 2224,
             PgDepend => 2608,
             PgTrigger => 2620,
+            PgEnum => 3501,
             other => 12_000 + other as u32,
         }
     }
@@ -199,6 +203,7 @@ impl SystemTable {
             InfoSequences => "sequences",
             PgSequences => "pg_sequences",
             PgTrigger => "pg_trigger",
+            PgEnum => "pg_enum",
         }
     }
 
@@ -271,6 +276,10 @@ impl SystemTable {
                 ("typtypmod", Int4),
                 ("typcollation", Oid),
                 ("typdelim", CatalogChar),
+                ("typdefault", Text),
+                ("typowner", Oid),
+                ("typisdefined", Bool),
+                ("typbyval", Bool),
             ],
             PgInherits => vec![
                 ("inhrelid", Oid),
@@ -451,6 +460,12 @@ impl SystemTable {
             ],
             // Without `last_value`: the states are the executor's, and catalog views are
             // computed from the catalog alone (`SELECT last_value FROM seq` reads one).
+            PgEnum => vec![
+                ("oid", Oid),
+                ("enumtypid", Oid),
+                ("enumsortorder", DataType::Float4),
+                ("enumlabel", Name),
+            ],
             PgTrigger => vec![
                 ("oid", Oid),
                 ("tgrelid", Oid),
@@ -622,6 +637,10 @@ impl SystemTable {
                         int(-1),
                         int(collation),
                         text(","),
+                        null(),
+                        int(OWNER_OID),
+                        b(true),
+                        b(ty.wire_size() > 0 && ty.wire_size() <= 8),
                     ]);
                 }
             }
@@ -828,7 +847,8 @@ impl SystemTable {
             | PgPublicationNamespace
             | PgPublicationRel
             | PgSettings
-            | PgTrigger => {}
+            | PgTrigger
+            | PgEnum => {}
             InfoTables => {
                 for t in catalog.tables.values() {
                     rows.push(vec![

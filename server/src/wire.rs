@@ -219,6 +219,11 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
             String::from_utf8(raw.to_vec())
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
         ),
+        DataType::Json => Value::parse_text(
+            std::str::from_utf8(raw)
+                .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
+            ty,
+        )?,
         DataType::TextArray
         | DataType::Int2Array
         | DataType::Int4Array

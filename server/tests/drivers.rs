@@ -1,6 +1,6 @@
 //! The common PostgreSQL drivers, each as its own program, against the real server:
-//! psycopg 3 (Python), node-postgres, pgx v5 (Go), pgJDBC (Java). tokio-postgres is covered
-//! in protocol.rs. `tools/setup.sh` installs the packages; see tests/drivers/README.md.
+//! psycopg 3 (Python) and SQLAlchemy's ORM over it, node-postgres, pgx v5 (Go), pgJDBC (Java).
+//! tokio-postgres is covered in protocol.rs. `tools/setup.sh` installs the packages; see tests/drivers/README.md.
 
 mod common;
 
@@ -39,6 +39,16 @@ fn psycopg3() {
     let mut c = Command::new(python);
     c.arg(drivers_dir().join("python/driver_test.py"));
     run_driver("psycopg", c);
+}
+
+/// SQLAlchemy 2's ORM over psycopg 3: what an application does (tests/drivers/python).
+#[test]
+fn sqlalchemy_orm() {
+    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
+        .join(".cache/hotledger-venv/bin/python");
+    let mut c = Command::new(python);
+    c.arg(drivers_dir().join("python/sqlalchemy_test.py"));
+    run_driver("sqlalchemy", c);
 }
 
 #[test]

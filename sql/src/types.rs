@@ -41,6 +41,8 @@ pub enum DataType {
     Unknown,
     /// A span of months, days and time (values and parameters; not yet a column type).
     Interval,
+    /// JSON text (what `json_build_object` gives; not yet a column type).
+    Json,
 }
 
 impl DataType {
@@ -76,6 +78,7 @@ impl DataType {
             DataType::BoolArray => 1000,
             DataType::Unknown => 25,
             DataType::Interval => 1186,
+            DataType::Json => 114,
         }
     }
 
@@ -105,6 +108,7 @@ impl DataType {
             1000 => DataType::BoolArray,
             0 | 705 => DataType::Unknown,
             1186 => DataType::Interval,
+            114 => DataType::Json,
             _ => return None,
         })
     }
@@ -214,6 +218,7 @@ impl DataType {
             "timestamptz" | "timestamp with time zone" => DataType::TimestampTz,
             "date" => DataType::Date,
             "interval" => DataType::Interval,
+            "json" => DataType::Json,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
                 DataType::Oid
@@ -279,6 +284,7 @@ impl DataType {
             DataType::BoolArray => "boolean[]".into(),
             DataType::Unknown => "unknown".into(),
             DataType::Interval => "interval".into(),
+            DataType::Json => "json".into(),
         }
     }
 
@@ -308,11 +314,12 @@ impl DataType {
             DataType::Int8Array => "_int8",
             DataType::BoolArray => "_bool",
             DataType::Interval => "interval",
+            DataType::Json => "json",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 23] = [
+    pub const ALL: [DataType; 24] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -336,6 +343,7 @@ impl DataType {
         DataType::Int8Array,
         DataType::BoolArray,
         DataType::Interval,
+        DataType::Json,
     ];
 }
 

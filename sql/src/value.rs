@@ -161,6 +161,15 @@ impl Value {
             DataType::TimestampTz => Value::TimestampTz(parse_timestamp(text, true)?),
             DataType::Date => Value::Date(parse_date(text)?),
             DataType::Interval => Value::Interval(Interval::parse(text)?),
+            DataType::Json => match serde_json::from_str::<serde_json::Value>(text) {
+                Ok(_) => Value::Text(text.to_string()),
+                Err(e) => {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidText,
+                        format!("invalid input syntax for type json: {e}"),
+                    ))
+                }
+            },
             DataType::TextArray
             | DataType::Int2Array
             | DataType::Int4Array

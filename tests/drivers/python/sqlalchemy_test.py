@@ -1,0 +1,150 @@
+"""SQLAlchemy 2 (ORM, over psycopg 3) against hotledger: what an application does with it.
+
+create_all of mapped classes with SERIAL keys, a foreign key, a server default and an index
+(in one transaction, as SQLAlchemy runs it), the unit of work inserting related objects
+(its many-row INSERT ... SELECT ... RETURNING), relationship loading through joins, updates,
+delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
+rollback of a failed flush, and drop_all.
+
+Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
+"""
+import datetime
+import decimal
+import os
+import sys
+from typing import List, Optional
+
+from sqlalchemy import (
+    DateTime,
+    ForeignKey,
+    Numeric,
+    String,
+    create_engine,
+    func,
+    inspect,
+    select,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class User(Base):
+    __tablename__ = "sa_user"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(30), index=True)
+    fullname: Mapped[Optional[str]]
+    created: Mapped[datetime.datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
+    addresses: Mapped[List["Address"]] = relationship(
+        back_populates="user", cascade="all, delete-orphan", order_by="Address.id"
+    )
+
+
+class Address(Base):
+    __tablename__ = "sa_address"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str]
+    balance: Mapped[decimal.Decimal] = mapped_column(Numeric(12, 2), default=0)
+    user_id: Mapped[int] = mapped_column(ForeignKey("sa_user.id"))
+    user: Mapped["User"] = relationship(back_populates="addresses")
+
+
+url = (
+    f"postgresql+psycopg://ledger:{os.environ['HOTLEDGER_PASSWORD']}"
+    f"@127.0.0.1:{os.environ['HOTLEDGER_PORT']}/ledger"
+)
+engine = create_engine(url)
+Base.metadata.create_all(engine)
+check(
+    {"sa_user", "sa_address"} <= set(inspect(engine).get_table_names()),
+    "create_all made the tables",
+)
+
+with Session(engine) as session:
+    spongebob = User(
+        name="spongebob",
+        fullname="Spongebob Squarepants",
+        addresses=[Address(email="spongebob@example.org", balance=decimal.Decimal("1.50"))],
+    )
+    sandy = User(
+        name="sandy",
+        fullname="Sandy Cheeks",
+        addresses=[Address(email="sandy@example.org"), Address(email="sandy@example.com")],
+    )
+    patrick = User(name="patrick", fullname="Patrick Star")
+    session.add_all([spongebob, sandy, patrick])
+    session.commit()
+    check(
+        [u.id for u in (spongebob, sandy, patrick)] == [1, 2, 3],
+        f"SERIAL keys came back: {[u.id for u in (spongebob, sandy, patrick)]}",
+    )
+    check(spongebob.created is not None, "the server default came back")
+
+    names = session.scalars(
+        select(User.name).where(User.name.in_(["spongebob", "sandy"])).order_by(User.name)
+    ).all()
+    check(names == ["sandy", "spongebob"], f"IN query: {names}")
+
+    address = session.scalars(
+        select(Address)
+        .join(Address.user)
+        .where(User.name == "sandy")
+        .where(Address.email == "sandy@example.org")
+    ).one()
+    address.email = "sandy_cheeks@example.org"
+    session.commit()
+
+    patrick = session.get(User, 3)
+    patrick.addresses.append(Address(email="patrick@example.org"))
+    session.commit()
+
+    sandy = session.execute(select(User).filter_by(name="sandy")).scalar_one()
+    emails = [a.email for a in sandy.addresses]
+    check(
+        emails == ["sandy_cheeks@example.org", "sandy@example.com"],
+        f"relationship loaded: {emails}",
+    )
+    sandy.addresses.remove(address)
+    session.flush()
+    session.delete(patrick)
+    session.commit()
+
+    counts = session.execute(
+        select(User.name, func.count(Address.id))
+        .outerjoin(Address)
+        .group_by(User.name)
+        .order_by(User.name)
+    ).all()
+    check(counts == [("sandy", 1), ("spongebob", 1)], f"aggregate over the join: {counts}")
+    total = session.scalar(select(func.sum(Address.balance)))
+    check(total == decimal.Decimal("1.50"), f"numeric sum: {total}")
+
+    # A foreign key violation is an IntegrityError; the session rolls back and goes on.
+    session.add(Address(email="nobody@example.org", user_id=99))
+    try:
+        session.commit()
+        check(False, "an address of a missing user was accepted")
+    except IntegrityError as e:
+        check(getattr(e.orig, "sqlstate", None) == "23503", f"SQLSTATE: {e.orig!r}")
+        session.rollback()
+    check(session.scalar(select(func.count()).select_from(Address)) == 2, "nothing leaked")
+
+fks = inspect(engine).get_foreign_keys("sa_address")
+check(
+    len(fks) == 1 and fks[0]["referred_table"] == "sa_user",
+    f"foreign keys reflected: {fks}",
+)
+Base.metadata.drop_all(engine)
+check("sa_user" not in inspect(engine).get_table_names(), "drop_all dropped the tables")
+print("sqlalchemy: ok")
