@@ -12,7 +12,6 @@ use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
 use crate::plan::{Rel, SelectPlan, SortKey};
 use crate::scalar_functions;
 use crate::scope::{Scope, ScopeColumn};
-use crate::system::SystemTable;
 
 /// While binding the output of a grouped query: the group keys and the aggregates found.
 pub struct AggregateContext {
@@ -712,6 +711,14 @@ impl Binder<'_> {
                 }
                 let ty = data_type_of(data_type)?;
                 let inner = self.expr(expr, scope, None)?;
+                // An int2vector's text is its numbers apart by spaces.
+                if inner.ty() == DataType::Int2Vector && ty.is_text_family() {
+                    return Ok(Expr::Function {
+                        func: Func::ArrayToString,
+                        args: vec![inner, Expr::Literal(Value::text(" "), DataType::Text)],
+                        ty,
+                    });
+                }
                 match inner {
                     Expr::Literal(v, _) => Expr::Literal(v.cast(ty)?, ty),
                     Expr::Param(i, DataType::Unknown) => {
@@ -813,6 +820,12 @@ impl Binder<'_> {
         let inner = self.expr(expr, scope, None)?;
         match inner {
             Expr::Literal(Value::Text(name), _) => self.regclass_of_name(&name),
+            // A name known only when the statement runs: its relation's oid then.
+            other if other.ty().is_text_family() => Ok(Expr::Function {
+                func: Func::RegClassOid,
+                args: vec![other],
+                ty: DataType::Oid,
+            }),
             other => Ok(Expr::Function {
                 func: Func::RegClassName,
                 args: vec![other],
@@ -841,25 +854,8 @@ impl Binder<'_> {
 
     /// `'name'::regclass`: the oid of a user table or of a catalog (as an oid literal).
     fn regclass_of_name(&self, name: &str) -> SqlResult<Expr> {
-        // A number is an oid already, as PostgreSQL reads it.
-        if let Ok(oid) = name.trim().parse::<u32>() {
-            return Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid));
-        }
-        let bare = name.trim_start_matches("public.").trim_matches('"');
-        if let Some(oid) = crate::system::relation_oid(self.catalog, bare) {
-            return Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid));
-        }
-        let (schema, table) = match bare.split_once('.') {
-            Some((schema, table)) => (Some(schema), table),
-            None => (None, bare),
-        };
-        match SystemTable::lookup(schema, table) {
-            Some(system) => Ok(Expr::Literal(
-                Value::Int(system.oid() as i64),
-                DataType::Oid,
-            )),
-            None => Err(SqlError::undefined_table(name)),
-        }
+        let oid = crate::system::regclass_oid(self.catalog, name)?;
+        Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid))
     }
 
     fn comparable(

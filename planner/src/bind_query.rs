@@ -708,6 +708,159 @@ impl Binder<'_> {
         Ok((current.expect("at least one FROM item"), scope, reads))
     }
 
+    /// Set-returning functions in the select list (`SELECT unnest(a), generate_subscripts(a,
+    /// 1), x FROM t`), as PostgreSQL runs them: each input row gives as many rows as its
+    /// longest set, the shorter ones NULL beyond their end. The FROM row is joined with
+    /// `generate_series(1, that length)`, and each function becomes an expression over the
+    /// row number. Returns the functions' replacements (by select item) and the scope with
+    /// the row number's column.
+    fn select_list_sets(
+        &mut self,
+        items: &[(Option<ast::Expr>, Option<usize>, String)],
+        rel: &mut Rel,
+        scope: Scope,
+        aggregating: bool,
+    ) -> SqlResult<(Vec<(usize, Expr)>, Scope)> {
+        let mut calls = Vec::new();
+        for (n, (e, _, _)) in items.iter().enumerate() {
+            let Some(ast::Expr::Function(f)) = e else {
+                continue;
+            };
+            let name = object_name(&f.name)?.1;
+            if !matches!(name.as_str(), "unnest" | "generate_subscripts") {
+                continue;
+            }
+            let ast::FunctionArguments::List(list) = &f.args else {
+                continue;
+            };
+            let args: Vec<&ast::Expr> = list
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                    _ => None,
+                })
+                .collect();
+            calls.push((n, name, args));
+        }
+        if calls.is_empty() {
+            return Ok((Vec::new(), scope));
+        }
+        if aggregating {
+            return Err(SqlError::feature_not_supported(
+                "set-returning functions in a select list with aggregates or GROUP BY",
+            ));
+        }
+        let length = |array: &Expr| Expr::Function {
+            func: Func::Cardinality,
+            args: vec![array.clone()],
+            ty: DataType::Int4,
+        };
+        // Each function's array and how many rows it gives (NULL: none).
+        let mut arrays = Vec::new();
+        let mut lengths = Vec::new();
+        for (_, name, args) in &calls {
+            let wanted = if name == "unnest" { 1 } else { 2 };
+            if args.len() != wanted {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function {name} takes {wanted} argument(s) here"),
+                ));
+            }
+            let array = self.expr(args[0], &scope, None)?;
+            if array.ty().element().is_none() {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function {name}({}) does not exist", array.ty().pg_name()),
+                ));
+            }
+            if name == "generate_subscripts" {
+                // Arrays here have one dimension: another gives no subscripts.
+                let dimension = self.expr(args[1], &scope, Some(DataType::Int4))?;
+                lengths.push(Expr::Case {
+                    operand: None,
+                    whens: vec![(
+                        Expr::Binary {
+                            op: BinaryOp::Eq,
+                            left: Box::new(dimension),
+                            right: Box::new(Expr::Literal(sql::Value::Int(1), DataType::Int4)),
+                            ty: DataType::Bool,
+                        },
+                        length(&array),
+                    )],
+                    otherwise: None,
+                    ty: DataType::Int4,
+                });
+            } else {
+                lengths.push(length(&array));
+            }
+            arrays.push(array);
+        }
+        let stop = if lengths.len() == 1 {
+            lengths[0].clone()
+        } else {
+            Expr::Function {
+                func: Func::Greatest,
+                args: lengths.clone(),
+                ty: DataType::Int4,
+            }
+        };
+        let input = std::mem::replace(rel, Rel::Values { rows: Vec::new() });
+        *rel = Rel::Join {
+            left: Box::new(input),
+            right: Box::new(Rel::Series {
+                start: Expr::Literal(sql::Value::Int(1), DataType::Int8),
+                stop,
+                step: None,
+            }),
+            kind: JoinKind::Inner,
+            on: None,
+            lateral: true,
+            right_width: 1,
+        };
+        let ordinal = Expr::Column(scope.columns.len(), DataType::Int8);
+        let mut scope = scope;
+        scope.columns.push(ScopeColumn {
+            qualifier: None,
+            // Not a name a query can write.
+            name: "\u{0}ordinal".into(),
+            ty: DataType::Int8,
+            table_oid: 0,
+            column_number: 0,
+        });
+        let replacements = calls
+            .iter()
+            .zip(arrays.into_iter().zip(lengths))
+            .map(|((n, name, _), (array, rows))| {
+                let element = array.ty().element().unwrap_or(DataType::Text);
+                let e = if name == "unnest" {
+                    Expr::Function {
+                        func: Func::ArraySubscript,
+                        args: vec![array, ordinal.clone()],
+                        ty: element,
+                    }
+                } else {
+                    Expr::Case {
+                        operand: None,
+                        whens: vec![(
+                            Expr::Binary {
+                                op: BinaryOp::LtEq,
+                                left: Box::new(ordinal.clone()),
+                                right: Box::new(rows),
+                                ty: DataType::Bool,
+                            },
+                            ordinal.clone(),
+                        )],
+                        otherwise: None,
+                        ty: DataType::Int8,
+                    }
+                };
+                (*n, e)
+            })
+            .collect();
+        Ok((replacements, scope))
+    }
+
     pub(crate) fn select(
         &mut self,
         select: &ast::Select,
@@ -798,6 +951,7 @@ impl Binder<'_> {
                 .any(|(e, _, _)| e.as_ref().is_some_and(contains_aggregate))
             || select.having.as_ref().is_some_and(contains_aggregate)
             || order_by.iter().any(|o| contains_aggregate(&o.expr));
+        let (sets, scope) = self.select_list_sets(&items, &mut rel, scope, aggregating)?;
         let output_scope;
         if aggregating {
             if items.iter().any(|(e, _, _)| e.is_none()) {
@@ -842,8 +996,13 @@ impl Binder<'_> {
         self.window = Some(WindowContext::new(&select.named_window)?);
         let mut exprs = Vec::new();
         let mut columns = Vec::new();
-        for (e, col, name) in &items {
+        for (n, (e, col, name)) in items.iter().enumerate() {
             let bound = match (e, col) {
+                (Some(_), _) if sets.iter().any(|(at, _)| *at == n) => sets
+                    .iter()
+                    .find(|(at, _)| *at == n)
+                    .map(|(_, e)| e.clone())
+                    .expect("found above"),
                 (Some(e), _) => self.expr(e, &output_scope, None)?,
                 (None, Some(i)) => Expr::Column(*i, scope.columns[*i].ty),
                 (None, None) => {

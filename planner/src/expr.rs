@@ -184,6 +184,8 @@ pub enum Func {
     RegTypeName,
     /// `json_build_object(key, value, ...)`.
     JsonBuildObject,
+    /// `x::regclass` of a name known only at run time: the relation's oid.
+    RegClassOid,
 }
 
 impl Func {
@@ -1502,6 +1504,14 @@ fn eval_function(
             }
         },
         Func::QuoteIdent => Value::Text(quote_ident(&text_of(&arg(0)))),
+        Func::RegClassOid => {
+            let Some(catalog) = env.subqueries.catalog() else {
+                return Err(SqlError::feature_not_supported(
+                    "a relation named at run time here",
+                ));
+            };
+            Value::Int(crate::system::regclass_oid(catalog, &text_of(&arg(0)))? as i64)
+        }
         Func::JsonBuildObject => {
             let mut out = String::from("{");
             for (n, pair) in values.chunks(2).enumerate() {

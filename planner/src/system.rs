@@ -310,7 +310,14 @@ impl SystemTable {
                 ("indisclustered", Bool),
                 ("indisvalid", Bool),
                 ("indisreplident", Bool),
-                ("indkey", INT2_ARRAY),
+                ("indkey", DataType::Int2Vector),
+                ("indnkeyatts", Int2),
+                ("indoption", DataType::Int2Vector),
+                ("indnullsnotdistinct", Bool),
+                ("indpred", Text),
+                ("indexprs", Text),
+                ("indisexclusion", Bool),
+                ("indimmediate", Bool),
             ],
             PgRoles => vec![
                 ("oid", Oid),
@@ -669,6 +676,13 @@ impl SystemTable {
                         b(true),
                         b(false),
                         Value::Array(t.primary_key.iter().map(|c| int(*c as i64 + 1)).collect()),
+                        int(t.primary_key.len() as i64),
+                        Value::Array(t.primary_key.iter().map(|_| int(0)).collect()),
+                        b(false),
+                        null(),
+                        null(),
+                        b(false),
+                        b(true),
                     ]);
                 }
                 for t in catalog.tables.values() {
@@ -685,6 +699,13 @@ impl SystemTable {
                             Value::Array(
                                 index.columns.iter().map(|c| int(*c as i64 + 1)).collect(),
                             ),
+                            int(index.columns.len() as i64),
+                            Value::Array(index.columns.iter().map(|_| int(0)).collect()),
+                            b(false),
+                            null(),
+                            null(),
+                            b(false),
+                            b(true),
                         ]);
                     }
                 }
@@ -1036,6 +1057,26 @@ fn class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Value> {
 }
 
 /// The oid of the table or index called `name` (`'name'::regclass`), if any.
+/// The oid `name::regclass` gives: a user relation's, a catalog's, or a number as written.
+pub fn regclass_oid(catalog: &Catalog, name: &str) -> SqlResult<u32> {
+    // A number is an oid already, as PostgreSQL reads it.
+    if let Ok(oid) = name.trim().parse::<u32>() {
+        return Ok(oid);
+    }
+    let bare = name.trim_start_matches("public.").trim_matches('"');
+    if let Some(oid) = relation_oid(catalog, bare) {
+        return Ok(oid);
+    }
+    let (schema, table) = match bare.split_once('.') {
+        Some((schema, table)) => (Some(schema), table),
+        None => (None, bare),
+    };
+    match SystemTable::lookup(schema, table) {
+        Some(system) => Ok(system.oid()),
+        None => Err(SqlError::undefined_table(name)),
+    }
+}
+
 pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
     if let Some(t) = catalog.table(name) {
         return Some(t.oid());

@@ -228,7 +228,8 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         | DataType::Int2Array
         | DataType::Int4Array
         | DataType::Int8Array
-        | DataType::BoolArray => decode_binary_array(raw, ty)?,
+        | DataType::BoolArray
+        | DataType::Int2Vector => decode_binary_array(raw, ty)?,
     })
 }
 

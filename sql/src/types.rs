@@ -43,6 +43,9 @@ pub enum DataType {
     Interval,
     /// JSON text (what `json_build_object` gives; not yet a column type).
     Json,
+    /// The catalogs' `int2vector` (`pg_index.indkey`): an array of smallints written as
+    /// `1 2`.
+    Int2Vector,
 }
 
 impl DataType {
@@ -79,6 +82,7 @@ impl DataType {
             DataType::Unknown => 25,
             DataType::Interval => 1186,
             DataType::Json => 114,
+            DataType::Int2Vector => 22,
         }
     }
 
@@ -109,6 +113,7 @@ impl DataType {
             0 | 705 => DataType::Unknown,
             1186 => DataType::Interval,
             114 => DataType::Json,
+            22 => DataType::Int2Vector,
             _ => return None,
         })
     }
@@ -285,6 +290,7 @@ impl DataType {
             DataType::Unknown => "unknown".into(),
             DataType::Interval => "interval".into(),
             DataType::Json => "json".into(),
+            DataType::Int2Vector => "int2vector".into(),
         }
     }
 
@@ -315,11 +321,12 @@ impl DataType {
             DataType::BoolArray => "_bool",
             DataType::Interval => "interval",
             DataType::Json => "json",
+            DataType::Int2Vector => "int2vector",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 24] = [
+    pub const ALL: [DataType; 25] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -344,6 +351,7 @@ impl DataType {
         DataType::BoolArray,
         DataType::Interval,
         DataType::Json,
+        DataType::Int2Vector,
     ];
 }
 
@@ -358,7 +366,7 @@ impl DataType {
     pub fn element(self) -> Option<DataType> {
         Some(match self {
             DataType::TextArray => DataType::Text,
-            DataType::Int2Array => DataType::Int2,
+            DataType::Int2Array | DataType::Int2Vector => DataType::Int2,
             DataType::Int4Array => DataType::Int4,
             DataType::Int8Array => DataType::Int8,
             DataType::BoolArray => DataType::Bool,

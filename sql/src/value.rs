@@ -85,6 +85,11 @@ impl Value {
             Value::TimestampTz(us) => format_timestamp(*us, true),
             Value::Date(d) => format_date(*d),
             Value::Interval(i) => i.to_string(),
+            Value::Array(items) if ty == DataType::Int2Vector => items
+                .iter()
+                .map(|i| i.to_pg_text(DataType::Int2).unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join(" "),
             Value::Array(items) => {
                 let mut out = String::from("{");
                 for (i, item) in items.iter().enumerate() {
@@ -170,6 +175,11 @@ impl Value {
                     ))
                 }
             },
+            DataType::Int2Vector => Value::Array(
+                text.split_whitespace()
+                    .map(|n| Value::parse_text(n, DataType::Int2))
+                    .collect::<SqlResult<_>>()?,
+            ),
             DataType::TextArray
             | DataType::Int2Array
             | DataType::Int4Array

@@ -4,7 +4,7 @@ create_all of mapped classes with SERIAL keys, a foreign key, a server default a
 (in one transaction, as SQLAlchemy runs it), the unit of work inserting related objects
 (its many-row INSERT ... SELECT ... RETURNING), relationship loading through joins, updates,
 delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
-rollback of a failed flush, and drop_all.
+rollback of a failed flush, reflection (inspect, MetaData.reflect) and drop_all.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -17,6 +17,7 @@ from typing import List, Optional
 from sqlalchemy import (
     DateTime,
     ForeignKey,
+    MetaData,
     Numeric,
     String,
     create_engine,
@@ -140,10 +141,33 @@ with Session(engine) as session:
         session.rollback()
     check(session.scalar(select(func.count()).select_from(Address)) == 2, "nothing leaked")
 
-fks = inspect(engine).get_foreign_keys("sa_address")
+# Reflection, as Alembic's autogenerate and MetaData.reflect use it.
+insp = inspect(engine)
+fks = insp.get_foreign_keys("sa_address")
 check(
-    len(fks) == 1 and fks[0]["referred_table"] == "sa_user",
+    len(fks) == 1
+    and fks[0]["referred_table"] == "sa_user"
+    and fks[0]["constrained_columns"] == ["user_id"],
     f"foreign keys reflected: {fks}",
+)
+columns = {c["name"]: c for c in insp.get_columns("sa_user")}
+check(
+    str(columns["name"]["type"]) == "VARCHAR(30)" and not columns["name"]["nullable"],
+    f"columns reflected: {columns}",
+)
+check("nextval" in (columns["id"]["default"] or ""), f"serial default: {columns['id']}")
+pk = insp.get_pk_constraint("sa_address")
+check(pk["constrained_columns"] == ["id"], f"primary key reflected: {pk}")
+indexes = insp.get_indexes("sa_user")
+check(
+    [(i["name"], i["column_names"]) for i in indexes] == [("ix_sa_user_name", ["name"])],
+    f"indexes reflected: {indexes}",
+)
+reflected = MetaData()
+reflected.reflect(engine, only=["sa_user", "sa_address"])
+check(
+    [c.name for c in reflected.tables["sa_address"].columns] == ["id", "email", "balance", "user_id"],
+    "MetaData.reflect",
 )
 Base.metadata.drop_all(engine)
 check("sa_user" not in inspect(engine).get_table_names(), "drop_all dropped the tables")
