@@ -53,6 +53,9 @@ fi
 if ! "$venv/bin/python" -c "import sqlalchemy" >/dev/null 2>&1; then
     "$venv/bin/pip" install -q "sqlalchemy==2.0.36"
 fi
+if ! "$venv/bin/python" -c "import django" >/dev/null 2>&1; then
+    "$venv/bin/pip" install -q "django==5.1.3"
+fi
 if [ ! -d tests/drivers/node/node_modules/pg ]; then
     (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi

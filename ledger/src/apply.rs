@@ -1407,6 +1407,7 @@ impl Executor {
                 let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
                 // Keys this statement staged: its own rows collide as stored ones do.
                 let mut own_keys = std::collections::HashSet::new();
+                let mut own_unique = std::collections::HashSet::new();
                 for (n, values) in sources.into_iter().enumerate() {
                     let row = build_row(&table, &p.target_columns, values, &env)?;
                     check_row(&table, &row, &env)?;
@@ -1448,6 +1449,9 @@ impl Executor {
                         } else {
                             None
                         };
+                    if existing.is_none() {
+                        check_staged_unique(&reader, &table, &row, &mut own_unique)?;
+                    }
                     let stored = match (existing, &on_conflict) {
                         (None, _) => Some(row.clone()),
                         (Some(_), None) => return Err(duplicate_key(&table, &row)),
@@ -1782,6 +1786,42 @@ fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
             "{what} on the ledger table \"{}\"",
             table.name
         )));
+    }
+    Ok(())
+}
+
+/// A row a transaction stages into `table`: a unique index's values (none NULL) that a row
+/// the transaction sees already has, or one this statement staged (`own`: index and
+/// values), fail the statement now, as in PostgreSQL. The COMMIT checks again.
+fn check_staged_unique(
+    reader: &crate::query::Reader<'_>,
+    table: &TableDef,
+    row: &[Value],
+    own: &mut std::collections::HashSet<(usize, Vec<u8>)>,
+) -> SqlResult<()> {
+    let env = EvalEnv::without_subqueries(&[], 0);
+    for (n, index) in table.indexes.iter().enumerate().filter(|(_, i)| i.unique) {
+        let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
+        if values.iter().any(Value::is_null) {
+            continue;
+        }
+        let taken = !own.insert((n, encode_key(&values)?))
+            || !reader
+                .scan(
+                    table,
+                    &planner::Access::Index {
+                        index: n,
+                        name: index.name.clone(),
+                        key: values.iter().cloned().map(Expr::literal).collect(),
+                    },
+                    None,
+                    &[],
+                    &env,
+                )?
+                .is_empty();
+        if taken {
+            return Err(unique_violation(table, &index.name, &index.columns, row));
+        }
     }
     Ok(())
 }

@@ -536,14 +536,21 @@ impl Binder<'_> {
             )));
         }
         let name = change.def.columns[i].name.clone();
+        let old_ty = change.def.columns[i].ty;
         let in_key = change.def.primary_key.contains(&i)
             || change.def.indexes.iter().any(|x| x.columns.contains(&i));
-        if in_key || change.def.checks.iter().any(|c| uses_column(&c.expr, i)) {
+        // Between integer types, or between text and varchar of any length, a value that
+        // converts stays the same value: its key and index entries stay valid (Django
+        // widens keys and varchar columns this way).
+        let same_values = using.is_none()
+            && ((old_ty.is_integer() && ty.is_integer() && old_ty != DataType::Oid)
+                || (matches!(old_ty, DataType::Text | DataType::Varchar(_))
+                    && matches!(ty, DataType::Text | DataType::Varchar(_))));
+        if !same_values && (in_key || change.def.checks.iter().any(|c| uses_column(&c.expr, i))) {
             return Err(SqlError::feature_not_supported(format!(
                 "changing the type of column \"{name}\", which a key, an index or a CHECK uses"
             )));
         }
-        let old_ty = change.def.columns[i].ty;
         let source = match (&change.sources[i], using) {
             // USING sees the row as it is stored: only columns that were there before.
             (_, Some(e)) => {

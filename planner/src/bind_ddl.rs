@@ -488,6 +488,36 @@ impl Binder<'_> {
         let (_, name) = object_name(&alter.name)?;
         let table = self.user_table(&name)?;
         match alter.operations.as_slice() {
+            // A UNIQUE constraint is its unique index here (as Django adds them).
+            [ast::AlterTableOperation::AddConstraint {
+                constraint: ast::TableConstraint::Unique(unique),
+                ..
+            }] => {
+                if table.ledger.is_some() {
+                    return Err(SqlError::feature_not_supported(
+                        "a unique constraint on the ledger's tables",
+                    ));
+                }
+                if unique.nulls_distinct == ast::NullsDistinctOption::NotDistinct {
+                    return Err(SqlError::feature_not_supported("UNIQUE NULLS NOT DISTINCT"));
+                }
+                let columns = self.key_columns(&table.columns, &unique.columns)?;
+                let name = unique.name.as_ref().map(ident).unwrap_or_else(|| {
+                    let cols = columns
+                        .iter()
+                        .map(|&c| table.columns[c].name.as_str())
+                        .collect::<Vec<_>>()
+                        .join("_");
+                    format!("{}_{cols}_key", table.name)
+                });
+                Ok(Plan::Ddl(DdlPlan::CreateIndex {
+                    table: table.reference(),
+                    name,
+                    columns,
+                    unique: true,
+                    if_not_exists: false,
+                }))
+            }
             [ast::AlterTableOperation::AddConstraint {
                 constraint: ast::TableConstraint::PrimaryKey(pk),
                 ..

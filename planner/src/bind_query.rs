@@ -861,6 +861,63 @@ impl Binder<'_> {
         Ok((replacements, scope))
     }
 
+    /// Columns a GROUP BY determines without naming them: every column of a table whose
+    /// primary key it groups by (PostgreSQL's functional dependency, which lets Django
+    /// select a model's fields grouped by its id). They join the group keys — grouping by
+    /// them splits no group — under a text no expression has.
+    fn functionally_dependent(
+        &self,
+        scope: &Scope,
+        groups: &[(String, Expr)],
+    ) -> Vec<(String, Expr)> {
+        let grouped = |index: usize| {
+            groups
+                .iter()
+                .any(|(_, g)| matches!(g, Expr::Column(c, _) if *c == index))
+        };
+        let own = scope.outer_len..scope.columns.len();
+        let mut out = Vec::new();
+        let mut seen: Vec<(Option<String>, u32)> = Vec::new();
+        for index in own.clone() {
+            let column = &scope.columns[index];
+            let key = (column.qualifier.clone(), column.table_oid);
+            if column.table_oid == 0 || seen.contains(&key) {
+                continue;
+            }
+            seen.push(key.clone());
+            let Some(table) = self
+                .catalog
+                .tables
+                .values()
+                .find(|t| t.oid() == column.table_oid)
+            else {
+                continue;
+            };
+            let of_table: Vec<usize> = own
+                .clone()
+                .filter(|&i| {
+                    let c = &scope.columns[i];
+                    (c.qualifier.clone(), c.table_oid) == key
+                })
+                .collect();
+            let key_grouped = table.has_primary_key()
+                && table.primary_key.iter().all(|&pk| {
+                    of_table
+                        .iter()
+                        .any(|&i| scope.columns[i].column_number as usize == pk + 1 && grouped(i))
+                });
+            if !key_grouped {
+                continue;
+            }
+            for &i in &of_table {
+                if !grouped(i) {
+                    out.push((format!("\u{0}{i}"), Expr::Column(i, scope.columns[i].ty)));
+                }
+            }
+        }
+        out
+    }
+
     pub(crate) fn select(
         &mut self,
         select: &ast::Select,
@@ -977,6 +1034,7 @@ impl Binder<'_> {
                 let bound = self.expr(&source, &scope, None)?;
                 groups.push((source.to_string(), bound));
             }
+            groups.extend(self.functionally_dependent(&scope, &groups));
             self.aggregate = Some(AggregateContext {
                 groups,
                 aggregates: Vec::new(),

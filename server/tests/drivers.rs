@@ -1,5 +1,6 @@
 //! The common PostgreSQL drivers, each as its own program, against the real server:
-//! psycopg 3 (Python) and SQLAlchemy's ORM over it, node-postgres, pgx v5 (Go), pgJDBC (Java).
+//! psycopg 3 (Python) and SQLAlchemy's and Django's ORMs over it, node-postgres, pgx v5 (Go),
+//! pgJDBC (Java).
 //! tokio-postgres is covered in protocol.rs. `tools/setup.sh` installs the packages; see tests/drivers/README.md.
 
 mod common;
@@ -49,6 +50,16 @@ fn sqlalchemy_orm() {
     let mut c = Command::new(python);
     c.arg(drivers_dir().join("python/sqlalchemy_test.py"));
     run_driver("sqlalchemy", c);
+}
+
+/// Django 5's migrate and ORM over psycopg 3 (tests/drivers/python/django_project).
+#[test]
+fn django_orm() {
+    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
+        .join(".cache/hotledger-venv/bin/python");
+    let mut c = Command::new(python);
+    c.arg(drivers_dir().join("python/django_test.py"));
+    run_driver("django", c);
 }
 
 #[test]

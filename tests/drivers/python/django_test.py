@@ -1,0 +1,71 @@
+"""Django 5 (over psycopg 3) against hotledger: `migrate` of the contrib apps every project
+starts with (auth, contenttypes, sessions, admin) and of a small app with a foreign key,
+each migration in its transaction; then the ORM: create, bulk_create, annotate with
+aggregates over a join, atomic blocks, cascading delete, a unique violation as
+IntegrityError inside a savepoint, and auth's password hashing round trip.
+
+Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
+"""
+import decimal
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "django_project"))
+os.environ["DJANGO_SETTINGS_MODULE"] = "settings"
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.contrib.auth.models import User  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import IntegrityError, connection, transaction  # noqa: E402
+from django.db.models import Count, Sum  # noqa: E402
+from shop.models import Customer, Order  # noqa: E402
+
+
+def check(condition, message):
+    if not condition:
+        print(f"FAILED: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+call_command("migrate", verbosity=0)
+tables = set(connection.introspection.table_names())
+for table in ["auth_user", "django_content_type", "django_session", "shop_order"]:
+    check(table in tables, f"migrate made {table}: {sorted(tables)}")
+applied = connection.cursor()
+applied.execute("select count(*) from django_migrations where app = 'shop'")
+check(applied.fetchone()[0] == 1, "the shop migration is recorded")
+
+ada = Customer.objects.create(name="ada", email="ada@example.org")
+Order.objects.create(customer=ada, total=decimal.Decimal("10.50"))
+Order.objects.bulk_create(
+    [Order(customer=ada, total=decimal.Decimal("1.25")), Order(customer=ada, total=2)]
+)
+summary = list(
+    Customer.objects.annotate(n=Count("orders"), s=Sum("orders__total")).values("name", "n", "s")
+)
+check(
+    summary == [{"name": "ada", "n": 3, "s": decimal.Decimal("13.75")}],
+    f"annotate over the join: {summary}",
+)
+
+with transaction.atomic():
+    bob = Customer.objects.create(name="bob", email="bob@example.org")
+    Order.objects.create(customer=bob, total=5)
+    try:
+        with transaction.atomic():
+            Customer.objects.create(name="ada", email="again@example.org")
+        check(False, "a duplicate name was accepted")
+    except IntegrityError:
+        pass
+totals = list(Order.objects.filter(customer__name="bob").values_list("total", flat=True))
+check(totals == [decimal.Decimal("5.00")], f"the atomic block committed: {totals}")
+
+Customer.objects.filter(name="ada").delete()
+check(Order.objects.count() == 1, "the delete cascaded to the orders")
+
+User.objects.create_user("admin", "admin@example.org", "s3cret")
+check(User.objects.get(username="admin").check_password("s3cret"), "auth round trip")
+print("django: ok")
