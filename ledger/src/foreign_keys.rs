@@ -54,29 +54,14 @@ impl Executor {
         let parent = catalog
             .table_by_id(fk.parent)
             .ok_or_else(|| SqlError::internal("a foreign key's parent table is missing"))?;
-        let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
-        let mut key = vec![Value::Null; parent.columns.len()];
-        for (&c, &p) in columns.iter().zip(&parent_columns) {
-            key[p] = row[c].cast(parent.columns[p].ty)?;
-        }
-        if !self
+        let (parent_columns, key) = parent_key(fk, parent, columns, row)?;
+        if self
             .rows_matching(parent, &parent_columns, &key)?
             .is_empty()
         {
-            return Ok(());
+            return Err(missing_parent(fk, table, columns, row, parent));
         }
-        Err(SqlError::new(
-            ErrorKind::ForeignKeyViolation,
-            format!(
-                "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
-                table.name, fk.name
-            ),
-        )
-        .with_detail(format!(
-            "{} is not present in table \"{}\".",
-            key_description(table, columns, row),
-            parent.name
-        )))
+        Ok(())
     }
 
     /// `old`, a row of `table`, is being deleted (`new` None) or changed to `new`: the rows
@@ -252,11 +237,7 @@ pub(crate) fn check_staged_parents(
         let Some(parent) = catalog.table_by_id(fk.parent) else {
             continue;
         };
-        let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
-        let mut key = vec![Value::Null; parent.columns.len()];
-        for (&c, &p) in columns.iter().zip(&parent_columns) {
-            key[p] = row[c].cast(parent.columns[p].ty)?;
-        }
+        let (parent_columns, key) = parent_key(fk, parent, &columns, row)?;
         let env = EvalEnv::without_subqueries(&[], 0);
         let found = reader
             .scan(
@@ -269,18 +250,7 @@ pub(crate) fn check_staged_parents(
             .iter()
             .any(|(_, r)| holds_key(parent, &parent_columns, &key, r));
         if !found {
-            return Err(SqlError::new(
-                ErrorKind::ForeignKeyViolation,
-                format!(
-                    "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
-                    table.name, fk.name
-                ),
-            )
-            .with_detail(format!(
-                "{} is not present in table \"{}\".",
-                key_description(table, &columns, row),
-                parent.name
-            )));
+            return Err(missing_parent(fk, table, &columns, row, parent));
         }
     }
     Ok(())
@@ -330,4 +300,42 @@ fn holds_key(table: &TableDef, columns: &[usize], key: &[Value], row: &[Value]) 
             .cast(table.columns[c].ty)
             .is_ok_and(|v| same(&v, &key[c]))
     })
+}
+
+/// `fk`'s referenced columns in `parent`, and a parent row holding the values `row` (of the
+/// referencing table, `columns` being the key's) gives them there (other columns NULL).
+fn parent_key(
+    fk: &ForeignKeyDef,
+    parent: &TableDef,
+    columns: &[usize],
+    row: &[Value],
+) -> SqlResult<(Vec<usize>, Vec<Value>)> {
+    let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
+    let mut key = vec![Value::Null; parent.columns.len()];
+    for (&c, &p) in columns.iter().zip(&parent_columns) {
+        key[p] = row[c].cast(parent.columns[p].ty)?;
+    }
+    Ok((parent_columns, key))
+}
+
+/// PostgreSQL's error for a row of `table` whose parent row does not exist.
+fn missing_parent(
+    fk: &ForeignKeyDef,
+    table: &TableDef,
+    columns: &[usize],
+    row: &[Value],
+    parent: &TableDef,
+) -> SqlError {
+    SqlError::new(
+        ErrorKind::ForeignKeyViolation,
+        format!(
+            "insert or update on table \"{}\" violates foreign key constraint \"{}\"",
+            table.name, fk.name
+        ),
+    )
+    .with_detail(format!(
+        "{} is not present in table \"{}\".",
+        key_description(table, columns, row),
+        parent.name
+    ))
 }

@@ -14,6 +14,15 @@ fn drivers_dir() -> PathBuf {
     common::repo_root().join("tests/drivers")
 }
 
+/// The test venv's Python running `script` of tests/drivers/python.
+fn python(script: &str) -> Command {
+    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
+        .join(".cache/hotledger-venv/bin/python");
+    let mut c = Command::new(python);
+    c.arg(drivers_dir().join("python").join(script));
+    c
+}
+
 fn run_driver(name: &str, mut command: Command) {
     let server = TestServer::start();
     let out = command
@@ -35,31 +44,19 @@ fn run_driver(name: &str, mut command: Command) {
 
 #[test]
 fn psycopg3() {
-    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
-        .join(".cache/hotledger-venv/bin/python");
-    let mut c = Command::new(python);
-    c.arg(drivers_dir().join("python/driver_test.py"));
-    run_driver("psycopg", c);
+    run_driver("psycopg", python("driver_test.py"));
 }
 
 /// SQLAlchemy 2's ORM over psycopg 3: what an application does (tests/drivers/python).
 #[test]
 fn sqlalchemy_orm() {
-    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
-        .join(".cache/hotledger-venv/bin/python");
-    let mut c = Command::new(python);
-    c.arg(drivers_dir().join("python/sqlalchemy_test.py"));
-    run_driver("sqlalchemy", c);
+    run_driver("sqlalchemy", python("sqlalchemy_test.py"));
 }
 
 /// Django 5's migrate and ORM over psycopg 3 (tests/drivers/python/django_project).
 #[test]
 fn django_orm() {
-    let python = PathBuf::from(std::env::var("HOME").expect("HOME"))
-        .join(".cache/hotledger-venv/bin/python");
-    let mut c = Command::new(python);
-    c.arg(drivers_dir().join("python/django_test.py"));
-    run_driver("django", c);
+    run_driver("django", python("django_test.py"));
 }
 
 #[test]
