@@ -103,7 +103,11 @@ impl Executor {
             .and_then(|()| run(self));
         self.rowid_next = rowid_next;
         self.rollback_to(0);
-        self.take_back_schema_transaction()?;
+        if let Err(e) = self.take_back_schema_transaction() {
+            // The storage may keep what was made: stop, so a restart replays the log.
+            self.fail(e.clone());
+            return Err(e);
+        }
         result
     }
 
