@@ -142,6 +142,11 @@ fn map_binary(op: &ast::BinaryOperator) -> SqlResult<BinaryOp> {
         B::And => BinaryOp::And,
         B::Or => BinaryOp::Or,
         B::StringConcat => BinaryOp::Concat,
+        B::BitwiseAnd => BinaryOp::BitAnd,
+        B::BitwiseOr => BinaryOp::BitOr,
+        B::PGBitwiseXor => BinaryOp::BitXor,
+        B::PGBitwiseShiftLeft => BinaryOp::ShiftLeft,
+        B::PGBitwiseShiftRight => BinaryOp::ShiftRight,
         other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
     })
 }
@@ -502,6 +507,32 @@ impl Binder<'_> {
             E::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
                 [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] => {
                     let array = self.expr(root, scope, None)?;
+                    let index = self.expr(index, scope, Some(DataType::Int4))?;
+                    let ty = array.ty().element().unwrap_or(DataType::Text);
+                    Expr::Function {
+                        func: Func::ArraySubscript,
+                        args: vec![array, index],
+                        ty,
+                    }
+                }
+                // `t.col[i]`: a qualified column, then its subscript.
+                [dots @ .., ast::AccessExpr::Subscript(ast::Subscript::Index { index })]
+                    if !dots.is_empty()
+                        && matches!(root.as_ref(), ast::Expr::Identifier(_))
+                        && dots.iter().all(|d| {
+                            matches!(d, ast::AccessExpr::Dot(ast::Expr::Identifier(_)))
+                        }) =>
+                {
+                    let mut parts = Vec::new();
+                    if let ast::Expr::Identifier(i) = root.as_ref() {
+                        parts.push(i.clone());
+                    }
+                    for d in dots {
+                        if let ast::AccessExpr::Dot(ast::Expr::Identifier(i)) = d {
+                            parts.push(i.clone());
+                        }
+                    }
+                    let array = self.expr(&ast::Expr::CompoundIdentifier(parts), scope, None)?;
                     let index = self.expr(index, scope, Some(DataType::Int4))?;
                     let ty = array.ty().element().unwrap_or(DataType::Text);
                     Expr::Function {
@@ -919,7 +950,53 @@ impl Binder<'_> {
         }
         let l = self.expr(left, scope, None)?;
         let r = self.expr(right, scope, None)?;
+        if matches!(
+            op,
+            BinaryOp::BitAnd
+                | BinaryOp::BitOr
+                | BinaryOp::BitXor
+                | BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRight
+        ) {
+            return self.bitwise(op, l, r);
+        }
         self.bound_binary(op, l, r, expected)
+    }
+
+    /// Integer bitwise operators: both sides integers (an untyped side is one), the result
+    /// the wider type (a shift's, its left side's).
+    fn bitwise(&mut self, op: BinaryOp, l: Expr, r: Expr) -> SqlResult<Expr> {
+        let integer = |binder: &mut Self, e: Expr, other: DataType| {
+            if e.ty() == DataType::Unknown {
+                let ty = if other.is_integer() && other != DataType::Oid {
+                    other
+                } else {
+                    DataType::Int4
+                };
+                binder.coerce(e, ty)
+            } else {
+                Ok(e)
+            }
+        };
+        let l_ty = l.ty();
+        let l = integer(self, l, r.ty())?;
+        let r = integer(self, r, l_ty)?;
+        let (lt, rt) = (l.ty(), r.ty());
+        let ok = |t: DataType| t.is_integer() && t != DataType::Oid;
+        if !ok(lt) || !ok(rt) {
+            return Err(no_operator(lt, op, rt));
+        }
+        let ty = if matches!(op, BinaryOp::ShiftLeft | BinaryOp::ShiftRight) {
+            lt
+        } else {
+            arithmetic_type(lt, rt)
+        };
+        Ok(Expr::Binary {
+            op,
+            left: Box::new(l),
+            right: Box::new(r),
+            ty,
+        })
     }
 
     /// `||` with an array on either side, as PostgreSQL resolves it: two arrays concatenate

@@ -421,14 +421,12 @@ impl Binder<'_> {
         alias: &Option<ast::TableAlias>,
         outer: &Scope,
     ) -> SqlResult<FromItem> {
-        let [array] = arrays else {
-            return Err(SqlError::feature_not_supported(
-                "unnest() of several arrays at once",
-            ));
-        };
         let scope = Scope {
             columns: outer.columns.clone(),
             outer_len: outer.columns.len(),
+        };
+        let [array] = arrays else {
+            return self.unnest_together(arrays, alias, &scope);
         };
         let array = self.expr(array, &scope, None)?;
         let Some(element) = array.ty().element() else {
@@ -439,6 +437,75 @@ impl Binder<'_> {
         };
         let cols = function_column(alias, "unnest", element);
         Ok((Rel::Unnest { array }, cols, false, false))
+    }
+
+    /// `unnest(a, b, ...)` in FROM: as many rows as the longest array, one column per
+    /// array, the shorter ones NULL past their end (Django reads `pg_index` so): the row
+    /// numbers `generate_series(1, longest)` with each array subscripted by them.
+    fn unnest_together(
+        &mut self,
+        arrays: &[&ast::Expr],
+        alias: &Option<ast::TableAlias>,
+        scope: &Scope,
+    ) -> SqlResult<FromItem> {
+        let mut bound = Vec::new();
+        for a in arrays {
+            let array = self.expr(a, scope, None)?;
+            if array.ty().element().is_none() {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function unnest({}) does not exist", array.ty().pg_name()),
+                ));
+            }
+            bound.push(array);
+        }
+        let stop = Expr::Function {
+            func: Func::Greatest,
+            args: bound
+                .iter()
+                .map(|a| Expr::Function {
+                    func: Func::Cardinality,
+                    args: vec![a.clone()],
+                    ty: DataType::Int4,
+                })
+                .collect(),
+            ty: DataType::Int4,
+        };
+        let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
+        let qualifier = alias
+            .as_ref()
+            .map(|a| ident(&a.name))
+            .unwrap_or_else(|| "unnest".into());
+        let mut cols = Vec::new();
+        let mut exprs = Vec::new();
+        for (n, array) in bound.into_iter().enumerate() {
+            let ty = array.ty().element().unwrap_or(DataType::Text);
+            let name = alias
+                .as_ref()
+                .and_then(|a| a.columns.get(n).map(|c| ident(&c.name)))
+                .unwrap_or_else(|| "unnest".into());
+            cols.push(ScopeColumn {
+                qualifier: Some(qualifier.clone()),
+                name,
+                ty,
+                table_oid: 0,
+                column_number: 0,
+            });
+            exprs.push(Expr::Function {
+                func: Func::ArraySubscript,
+                args: vec![array, ordinal.clone()],
+                ty,
+            });
+        }
+        let rel = Rel::Project {
+            input: Box::new(Rel::Series {
+                start: Expr::Literal(sql::Value::Int(1), DataType::Int8),
+                stop,
+                step: None,
+            }),
+            exprs,
+        };
+        Ok((rel, cols, false, false))
     }
 
     pub(crate) fn bind_from_item(
@@ -454,10 +521,13 @@ impl Binder<'_> {
                 args: Some(args),
                 with_ordinality: numbered,
                 ..
-            } => with_ordinality(
-                self.table_function(name, &args.args, alias, outer),
-                *numbered,
-                alias,
+            } => lateral_function(
+                with_ordinality(
+                    self.table_function(name, &args.args, alias, left.unwrap_or(outer)),
+                    *numbered,
+                    alias,
+                ),
+                left,
             ),
             ast::TableFactor::Function {
                 lateral: false,
@@ -465,17 +535,27 @@ impl Binder<'_> {
                 args,
                 alias,
                 ..
-            } => self.table_function(name, args, alias, outer),
+            } => lateral_function(
+                self.table_function(name, args, alias, left.unwrap_or(outer)),
+                left,
+            ),
             ast::TableFactor::UNNEST {
                 alias,
                 array_exprs,
                 with_offset: false,
                 with_ordinality: numbered,
                 ..
-            } => with_ordinality(
-                self.unnest(&array_exprs.iter().collect::<Vec<_>>(), alias, outer),
-                *numbered,
-                alias,
+            } => lateral_function(
+                with_ordinality(
+                    self.unnest(
+                        &array_exprs.iter().collect::<Vec<_>>(),
+                        alias,
+                        left.unwrap_or(outer),
+                    ),
+                    *numbered,
+                    alias,
+                ),
+                left,
             ),
             ast::TableFactor::Table {
                 name,
@@ -1357,4 +1437,12 @@ fn with_ordinality(
         a,
         b,
     ))
+}
+
+/// A function in FROM after other items may use their columns (PostgreSQL makes such a
+/// function LATERAL without being asked): it is evaluated per row of the items before it,
+/// which `left` (their scope) being present says.
+fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResult<FromItem> {
+    let (rel, cols, reads, _) = item?;
+    Ok((rel, cols, reads, left.is_some()))
 }

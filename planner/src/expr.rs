@@ -27,6 +27,12 @@ pub enum BinaryOp {
     And,
     Or,
     Concat,
+    /// Integer bitwise operators: `&`, `|`, `#`, `<<`, `>>`.
+    BitAnd,
+    BitOr,
+    BitXor,
+    ShiftLeft,
+    ShiftRight,
 }
 
 impl BinaryOp {
@@ -46,6 +52,11 @@ impl BinaryOp {
             BinaryOp::And => "AND",
             BinaryOp::Or => "OR",
             BinaryOp::Concat => "||",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::BitXor => "#",
+            BinaryOp::ShiftLeft => "<<",
+            BinaryOp::ShiftRight => ">>",
         }
     }
 
@@ -949,6 +960,36 @@ fn eval_binary(
     }
     if op == BinaryOp::Concat {
         return Ok(Value::Text(text_of(&l) + &text_of(&r)));
+    }
+    if let (Value::Int(a), Value::Int(b)) = (&l, &r) {
+        let (a, b) = (*a, *b);
+        let bits = match op {
+            BinaryOp::BitAnd => Some(a & b),
+            BinaryOp::BitOr => Some(a | b),
+            BinaryOp::BitXor => Some(a ^ b),
+            // As PostgreSQL: the shift counts modulo the type's width.
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {
+                let width = match ty {
+                    DataType::Int2 => 16,
+                    DataType::Int4 => 32,
+                    _ => 64,
+                };
+                let by = (b.rem_euclid(width)) as u32;
+                Some(if op == BinaryOp::ShiftLeft {
+                    match ty {
+                        DataType::Int2 => ((a as i16).wrapping_shl(by)) as i64,
+                        DataType::Int4 => ((a as i32).wrapping_shl(by)) as i64,
+                        _ => a.wrapping_shl(by),
+                    }
+                } else {
+                    a >> by
+                })
+            }
+            _ => None,
+        };
+        if let Some(v) = bits {
+            return Ok(Value::Int(v));
+        }
     }
     let symbol = match op {
         BinaryOp::Add => Some('+'),

@@ -1,6 +1,7 @@
 """Django 5 (over psycopg 3) against hotledger: `migrate` of the contrib apps every project
 starts with (auth, contenttypes, sessions, admin) and of a small app with a foreign key,
-each migration in its transaction; then the ORM: create, bulk_create, annotate with
+each migration in its transaction, and the introspection its schema editor uses; then the
+ORM: create, bulk_create, annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, and auth's password hashing round trip.
 
@@ -34,9 +35,24 @@ call_command("migrate", verbosity=0)
 tables = set(connection.introspection.table_names())
 for table in ["auth_user", "django_content_type", "django_session", "shop_order"]:
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
-applied = connection.cursor()
-applied.execute("select count(*) from django_migrations where app = 'shop'")
-check(applied.fetchone()[0] == 1, "the shop migration is recorded")
+with connection.cursor() as cursor:
+    cursor.execute("select count(*) from django_migrations where app = 'shop'")
+    check(cursor.fetchone()[0] == 1, "the shop migration is recorded")
+    # The introspection Django's schema editor runs before altering or dropping a field.
+    constraints = connection.introspection.get_constraints(cursor, "shop_order")
+    foreign = [c for c in constraints.values() if c["foreign_key"]]
+    check(
+        len(foreign) == 1
+        and foreign[0]["columns"] == ["customer_id"]
+        and foreign[0]["foreign_key"] == ("shop_customer", "id"),
+        f"constraints introspected: {constraints}",
+    )
+    check(
+        any(c["index"] and c["columns"] == ["customer_id"] for c in constraints.values()),
+        f"the foreign key's index introspected: {constraints}",
+    )
+    relations = connection.introspection.get_relations(cursor, "shop_order")
+    check(relations == {"customer_id": ("id", "shop_customer")}, f"relations: {relations}")
 
 ada = Customer.objects.create(name="ada", email="ada@example.org")
 Order.objects.create(customer=ada, total=decimal.Decimal("10.50"))
