@@ -33,6 +33,9 @@ pub struct SchemaChanges {
 pub enum SchemaStep {
     Change(DdlPlan),
     Writes(Vec<WriteOp>),
+    /// The states the transaction's statements left the sequences it made in (their values
+    /// were drawn by the session: nobody else can call them before COMMIT).
+    SequenceStates(Vec<(u32, SequenceState)>),
 }
 
 /// What a transaction's schema changes did so far, to keep or take back.
@@ -129,6 +132,14 @@ impl Executor {
                 }
                 SchemaStep::Writes(ops) => {
                     self.apply_commit(Isolation::ReadCommitted, &[], ops, now_micros, version)?;
+                }
+                SchemaStep::SequenceStates(states) => {
+                    for (id, state) in states {
+                        // One a later change dropped is gone with it.
+                        if self.catalog.sequence_by_id(id).is_some() {
+                            self.set_sequence_state(id, state)?;
+                        }
+                    }
                 }
             }
         }

@@ -346,6 +346,13 @@ impl Executor {
     }
 
     /// Drops the sequences table `id`'s columns own (DROP TABLE).
+    /// A sequence's state as a transaction that made it left it (`SchemaStep`).
+    pub(crate) fn set_sequence_state(&mut self, id: u32, state: SequenceState) -> SqlResult<()> {
+        self.sequences.set_state(id, state);
+        let meta = self.meta;
+        self.put_raw(meta, &state_key(id), Some(&encode_state(state)))
+    }
+
     pub(crate) fn drop_owned_sequences(&mut self, catalog: &mut Catalog, id: u32) -> SqlResult<()> {
         let owned: Vec<(String, u32)> = catalog
             .sequences_owned_by(id)

@@ -84,14 +84,18 @@ impl Binder<'_> {
             .as_ref()
             .map(|a| ident(&a.alias))
             .unwrap_or_else(|| table.name.clone());
-        let source_query = insert
-            .source
-            .as_ref()
-            .ok_or_else(|| SqlError::feature_not_supported("INSERT without VALUES or SELECT"))?;
+        // `INSERT INTO t DEFAULT VALUES` has no source: one row of defaults.
+        let source_query = insert.source.as_deref();
+        if source_query.is_none() && !insert.columns.is_empty() {
+            return Err(SqlError::syntax(
+                "INSERT ... DEFAULT VALUES takes no column list",
+            ));
+        }
         // Without a column list, the values fill the leading columns (PostgreSQL allows
         // fewer values than columns; the rest get their defaults).
-        let implicit_width = match source_query.body.as_ref() {
-            ast::SetExpr::Values(v) => match rows {
+        let implicit_width = match source_query.map(|q| q.body.as_ref()) {
+            None => Some(0),
+            Some(ast::SetExpr::Values(v)) => match rows {
                 Some(rows) => (!rows.is_empty()).then(|| rows.row(0).len()),
                 None => v.rows.first().map(|r| r.content.len()),
             },
@@ -120,8 +124,9 @@ impl Binder<'_> {
             cols
         };
         let empty = Scope::default();
-        let source = match source_query.body.as_ref() {
-            ast::SetExpr::Values(values)
+        let source = match source_query.map(|q| (q, q.body.as_ref())) {
+            None => InsertSource::Values(vec![Vec::new()]),
+            Some((source_query, ast::SetExpr::Values(values)))
                 if source_query.order_by.is_none() && source_query.limit_clause.is_none() =>
             {
                 let count = rows.map_or(values.rows.len(), ValueRows::len);
@@ -151,7 +156,7 @@ impl Binder<'_> {
                 }
                 InsertSource::Values(bound)
             }
-            _ => {
+            Some((source_query, _)) => {
                 let plan = self.query(source_query, &empty)?;
                 if insert.columns.is_empty() && plan.columns.len() < target_columns.len() {
                     target_columns.truncate(plan.columns.len());

@@ -63,6 +63,9 @@ struct Transaction {
     savepoints: Vec<Savepoint>,
     /// Its schema changes so far (they apply at COMMIT).
     schema: Option<Arc<SchemaChanges>>,
+    /// The states of the sequences its schema changes made, as its statements left them
+    /// (never taken back by ROLLBACK TO: a value handed out stays handed out).
+    own_sequences: BTreeMap<u32, planner::SequenceState>,
 }
 
 /// A transaction's schema changes, planned against catalog version `base_version`, each
@@ -75,9 +78,14 @@ struct SchemaChanges {
 }
 
 impl SchemaChanges {
-    /// The changes with the writes `ops` made before each, in the order they were made;
-    /// and the writes made after the last change.
-    fn steps(&self, ops: &[WriteOp]) -> (ledger::SchemaChanges, Vec<WriteOp>) {
+    /// The changes with the writes `ops` made before each, in the order they were made, then
+    /// the states the transaction's statements left its own sequences in; and the writes
+    /// made after the last change.
+    fn steps(
+        &self,
+        ops: &[WriteOp],
+        sequences: &BTreeMap<u32, planner::SequenceState>,
+    ) -> (ledger::SchemaChanges, Vec<WriteOp>) {
         let mut steps = Vec::new();
         let mut done = 0;
         for (before, change) in &self.changes {
@@ -86,6 +94,11 @@ impl SchemaChanges {
                 done = *before;
             }
             steps.push(ledger::SchemaStep::Change(change.clone()));
+        }
+        if !sequences.is_empty() {
+            steps.push(ledger::SchemaStep::SequenceStates(
+                sequences.iter().map(|(id, s)| (*id, *s)).collect(),
+            ));
         }
         let schema = ledger::SchemaChanges {
             base_version: self.base_version,
@@ -399,6 +412,7 @@ impl Session {
                     overlay: Arc::new(Overlay::new()),
                     savepoints: Vec::new(),
                     schema: None,
+                    own_sequences: BTreeMap::new(),
                 });
                 Ok(StatementResult::TransactionStart("BEGIN".into()))
             }
@@ -964,27 +978,43 @@ impl Session {
                 "nextval() or setval() inside a transaction block other than in INSERT ... VALUES, INSERT ... SELECT (whose SELECT does not call them) or a SELECT that reads no table",
             ));
         };
-        // Values come from the log, where a sequence this transaction made does not exist yet.
+        // A sequence this transaction made exists for it alone until COMMIT: its values are
+        // drawn here, and its state goes into the COMMIT. The others' come from the log.
         let shared = self.shared.executor.catalog();
         let oid = |id: u32| Value::Int((planner::FIRST_USER_OID + id) as i64);
-        if let Some(&id) = calls
-            .keys()
-            .find(|&&id| shared.sequence_named(&oid(id)).is_err())
-        {
-            let name = catalog
-                .sequence_named(&oid(id))
-                .map(|s| s.name.clone())
-                .unwrap_or_default();
-            return Err(SqlError::feature_not_supported(format!(
-                "nextval('{name}') in the transaction block that created the sequence (commit it first)"
-            )));
+        let mut allocated: BTreeMap<u32, VecDeque<i64>> = BTreeMap::new();
+        let mut from_log = Vec::new();
+        for (id, n) in calls {
+            if shared.sequence_named(&oid(id)).is_ok() {
+                from_log.push((id, n as u64));
+                continue;
+            }
+            let sequence = catalog.sequence_named(&oid(id))?;
+            let Some(t) = &mut self.transaction else {
+                return Err(SqlError::internal(
+                    "a transaction's own sequence outside it",
+                ));
+            };
+            let mut state = t
+                .own_sequences
+                .get(&id)
+                .copied()
+                .unwrap_or_else(|| sequence.initial_state());
+            let values = allocated.entry(id).or_default();
+            for _ in 0..n {
+                state = sequence.next(state)?;
+                values.push_back(state.last);
+            }
+            t.own_sequences.insert(id, state);
+        }
+        if from_log.is_empty() {
+            return Ok(allocated);
         }
         let outcome = self
             .propose(&Command::AllocateSequenceValues {
-                sequences: calls.into_iter().map(|(id, n)| (id, n as u64)).collect(),
+                sequences: from_log,
             })
             .await?;
-        let mut allocated: BTreeMap<u32, VecDeque<i64>> = BTreeMap::new();
         for row in outcome.rows {
             if let [Value::Int(id), Value::Int(value)] = row.as_slice() {
                 allocated.entry(*id as u32).or_default().push_back(*value);
@@ -1143,8 +1173,15 @@ impl Session {
                 catalog: self.shared.executor.catalog(),
             },
         };
+        if let DdlPlan::AlterSequence { sequence, .. } = &plan {
+            if t.own_sequences.contains_key(&sequence.id) {
+                return Err(SqlError::feature_not_supported(
+                    "ALTER SEQUENCE of a sequence this transaction block created and drew values from (commit first)",
+                ));
+            }
+        }
         changes.changes.push((t.ops.len(), plan));
-        let (schema, _) = changes.steps(&t.ops);
+        let (schema, _) = changes.steps(&t.ops, &t.own_sequences);
         let schema = Arc::new(schema);
         let catalog = self
             .ask(|reply| Request::PlanSchemaChanges { schema, reply })
@@ -1185,7 +1222,7 @@ impl Session {
                 "reading or writing tables after a schema change in a SERIALIZABLE transaction block",
             ));
         }
-        Ok(Some(Arc::new(schema.steps(&t.ops).0)))
+        Ok(Some(Arc::new(schema.steps(&t.ops, &t.own_sequences).0)))
     }
 
     /// The open transaction, for a statement that only runs inside one.
@@ -1209,7 +1246,7 @@ impl Session {
             return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
         }
         if let Some(schema) = t.schema {
-            let (schema, ops) = schema.steps(&t.ops);
+            let (schema, ops) = schema.steps(&t.ops, &t.own_sequences);
             self.propose(&Command::CommitWithSchema {
                 schema,
                 isolation: t.isolation,
