@@ -744,6 +744,8 @@ async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
          drop table other;
          create table m_ref (m_id int references m (id) on delete cascade);
          insert into m_ref values (1);
+         create table numbered (id serial primary key, v text);
+         insert into numbered (v) values ('a'), ('b');
          commit;",
     )
     .await
@@ -782,6 +784,13 @@ async fn schema_changes_in_transactions_commit_whole_and_survive_kill9() {
         let e = c.batch_execute(bad).await.unwrap_err();
         assert_eq!(code(&e), "23503", "{bad}: {e}");
     }
+    // The sequence the transaction made and drew from continues after its values.
+    assert_eq!(
+        scalar(&c, "insert into numbered (v) values ('c') returning id")
+            .await
+            .as_deref(),
+        Some("3")
+    );
     c.batch_execute("delete from m where id = 1").await.unwrap();
     assert_eq!(
         scalar(&c, "select count(*) from m_ref").await.as_deref(),
