@@ -187,19 +187,7 @@ impl Binder<'_> {
                 constraint: ast::TableConstraint::ForeignKey(fk),
                 ..
             } => {
-                let columns = fk
-                    .columns
-                    .iter()
-                    .map(|c| {
-                        let n = ident(c);
-                        table.column_index(&n).map(|_| n.clone()).ok_or_else(|| {
-                            SqlError::new(
-                                ErrorKind::UndefinedColumn,
-                                format!("column \"{n}\" referenced in foreign key constraint does not exist"),
-                            )
-                        })
-                    })
-                    .collect::<SqlResult<Vec<_>>>()?;
+                let columns = crate::bind_ddl::named_columns(&table.columns, &fk.columns)?;
                 DdlPlan::AddForeignKey {
                     foreign_key: self.foreign_key(table, columns, fk, false)?,
                 }

@@ -723,7 +723,10 @@ fn ledger_role_option(options: &ast::CreateTableOptions) -> SqlResult<Option<Led
 }
 
 /// The names of `idents`, each a column of `columns`.
-fn named_columns(columns: &[ColumnDef], idents: &[ast::Ident]) -> SqlResult<Vec<String>> {
+pub(crate) fn named_columns(
+    columns: &[ColumnDef],
+    idents: &[ast::Ident],
+) -> SqlResult<Vec<String>> {
     idents
         .iter()
         .map(|i| {

@@ -505,34 +505,28 @@ impl Binder<'_> {
                 }
             }
             E::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
-                [ast::AccessExpr::Subscript(ast::Subscript::Index { index })] => {
-                    let array = self.expr(root, scope, None)?;
-                    let index = self.expr(index, scope, Some(DataType::Int4))?;
-                    let ty = array.ty().element().unwrap_or(DataType::Text);
-                    Expr::Function {
-                        func: Func::ArraySubscript,
-                        args: vec![array, index],
-                        ty,
-                    }
-                }
-                // `t.col[i]`: a qualified column, then its subscript.
+                // `a[i]`, or `t.col[i]`: a (qualified) column, then its subscript.
                 [dots @ .., ast::AccessExpr::Subscript(ast::Subscript::Index { index })]
-                    if !dots.is_empty()
-                        && matches!(root.as_ref(), ast::Expr::Identifier(_))
-                        && dots.iter().all(|d| {
-                            matches!(d, ast::AccessExpr::Dot(ast::Expr::Identifier(_)))
-                        }) =>
+                    if dots.is_empty()
+                        || (matches!(root.as_ref(), ast::Expr::Identifier(_))
+                            && dots.iter().all(|d| {
+                                matches!(d, ast::AccessExpr::Dot(ast::Expr::Identifier(_)))
+                            })) =>
                 {
-                    let mut parts = Vec::new();
-                    if let ast::Expr::Identifier(i) = root.as_ref() {
-                        parts.push(i.clone());
-                    }
-                    for d in dots {
-                        if let ast::AccessExpr::Dot(ast::Expr::Identifier(i)) = d {
+                    let array = if dots.is_empty() {
+                        self.expr(root, scope, None)?
+                    } else {
+                        let mut parts = Vec::new();
+                        if let ast::Expr::Identifier(i) = root.as_ref() {
                             parts.push(i.clone());
                         }
-                    }
-                    let array = self.expr(&ast::Expr::CompoundIdentifier(parts), scope, None)?;
+                        for d in dots {
+                            if let ast::AccessExpr::Dot(ast::Expr::Identifier(i)) = d {
+                                parts.push(i.clone());
+                            }
+                        }
+                        self.expr(&ast::Expr::CompoundIdentifier(parts), scope, None)?
+                    };
                     let index = self.expr(index, scope, Some(DataType::Int4))?;
                     let ty = array.ty().element().unwrap_or(DataType::Text);
                     Expr::Function {
