@@ -746,7 +746,7 @@ impl Executor {
                 table,
                 if_not_exists,
             } => {
-                if !self.create_table(&mut catalog, table, if_not_exists, Vec::new())? {
+                if !self.create_table(&mut catalog, table, if_not_exists, TableKeys::default())? {
                     return Ok(Outcome::default());
                 }
             }
@@ -756,7 +756,11 @@ impl Executor {
                         table,
                         if_not_exists,
                     } => {
-                        if !self.create_table(&mut catalog, table, if_not_exists, sequences)? {
+                        let keys = TableKeys {
+                            sequences,
+                            foreign_keys: Vec::new(),
+                        };
+                        if !self.create_table(&mut catalog, table, if_not_exists, keys)? {
                             return Ok(Outcome::default());
                         }
                     }
@@ -983,39 +987,28 @@ impl Executor {
                         fk.check_parent_key(parent)?;
                     }
                 }
-                let name = match ddl.as_ref() {
-                    DdlPlan::CreateTable { table, .. } => table.name.clone(),
-                    DdlPlan::WithSequences { ddl, .. } => match ddl.as_ref() {
-                        DdlPlan::CreateTable { table, .. } => table.name.clone(),
-                        _ => String::new(),
-                    },
-                    _ => String::new(),
+                let (create, sequences) = match *ddl {
+                    DdlPlan::WithSequences { ddl, sequences } => (*ddl, sequences),
+                    other => (other, Vec::new()),
                 };
-                let existed = catalog.relation_exists(&name);
-                self.apply_ddl(*ddl, version)?;
-                if existed {
-                    // CREATE TABLE IF NOT EXISTS of a table that exists: nothing more.
+                let DdlPlan::CreateTable {
+                    table,
+                    if_not_exists,
+                } = create
+                else {
+                    return Err(SqlError::internal(
+                        "foreign keys planned with a schema change other than CREATE TABLE",
+                    ));
+                };
+                let keys = TableKeys {
+                    sequences,
+                    foreign_keys,
+                };
+                if !self.create_table(&mut catalog, table, if_not_exists, keys)? {
                     return Ok(Outcome::default());
                 }
-                let mut catalog: Catalog = (*self.catalog).clone();
-                catalog.version += 1;
-                let id = catalog
-                    .table(&name)
-                    .map(|t| t.id)
-                    .ok_or_else(|| SqlError::internal("a created table is missing"))?;
-                for mut fk in foreign_keys {
-                    fk.table = id;
-                    if fk.parent == planner::SELF_REFERENCE {
-                        fk.parent = id;
-                    }
-                    catalog.next_table_id += 1;
-                    fk.id = catalog.next_table_id;
-                    catalog.foreign_keys.push(Arc::new(fk));
-                }
-                self.set_catalog(catalog)?;
-                return Ok(Outcome::default());
             }
-            DdlPlan::AddForeignKey { mut foreign_key } => {
+            DdlPlan::AddForeignKey { foreign_key } => {
                 let table = catalog
                     .table_by_id(foreign_key.table)
                     .cloned()
@@ -1043,9 +1036,7 @@ impl Executor {
                     ));
                 }
                 self.check_existing_rows(&foreign_key)?;
-                catalog.next_table_id += 1;
-                foreign_key.id = catalog.next_table_id;
-                catalog.foreign_keys.push(Arc::new(foreign_key));
+                catalog.add_foreign_key(foreign_key);
             }
             DdlPlan::DropForeignKey {
                 table,
@@ -1072,20 +1063,20 @@ impl Executor {
             }
             DdlPlan::DropIndexes { names, if_exists } => {
                 for n in &names {
-                    if catalog.index(n).is_none() && !if_exists {
-                        return Err(SqlError::new(
-                            ErrorKind::UndefinedObject,
-                            format!("index \"{n}\" does not exist"),
-                        ));
+                    match catalog.index(n) {
+                        Some((table, position)) => {
+                            let mut def = (**table).clone();
+                            def.indexes.remove(position);
+                            foreign_keys_hold(&catalog, &def, &format!("drop index {n}"))?;
+                        }
+                        None if !if_exists => {
+                            return Err(SqlError::new(
+                                ErrorKind::UndefinedObject,
+                                format!("index \"{n}\" does not exist"),
+                            ));
+                        }
+                        None => {}
                     }
-                }
-                for n in &names {
-                    let Some((table, position)) = catalog.index(n) else {
-                        continue;
-                    };
-                    let mut def = (**table).clone();
-                    def.indexes.remove(position);
-                    foreign_keys_hold(&catalog, &def, &format!("drop index {n}"))?;
                 }
                 for n in &names {
                     let Some((table, position)) = catalog.index(n) else {
@@ -1153,16 +1144,20 @@ impl Executor {
         Ok(())
     }
 
-    /// Adds `table` to `catalog` with its indexes and the sequences its columns own, under
-    /// new ids, and creates their storage. False (nothing done) when a relation has its name
-    /// and `if_not_exists` is set.
+    /// Adds `table` to `catalog` with its indexes, the sequences its columns own and its
+    /// foreign keys, under new ids, and creates their storage. False (nothing done) when a
+    /// relation has its name and `if_not_exists` is set.
     fn create_table(
         &mut self,
         catalog: &mut Catalog,
         mut table: TableDef,
         if_not_exists: bool,
-        sequences: Vec<planner::SequenceDef>,
+        keys: TableKeys,
     ) -> SqlResult<bool> {
+        let TableKeys {
+            sequences,
+            foreign_keys,
+        } = keys;
         if if_not_exists && catalog.relation_exists(&table.name) {
             return Ok(false);
         }
@@ -1183,6 +1178,13 @@ impl Executor {
                 owner.table = id;
             }
             self.create_sequence(catalog, sequence)?;
+        }
+        for mut fk in foreign_keys {
+            fk.table = id;
+            if fk.parent == planner::SELF_REFERENCE {
+                fk.parent = id;
+            }
+            catalog.add_foreign_key(fk);
         }
         Ok(true)
     }
@@ -1790,6 +1792,14 @@ fn refuse_on_ledger_table(table: &TableDef, what: &str) -> SqlResult<()> {
     Ok(())
 }
 
+/// What a new table brings besides itself: the sequences its columns own and its foreign
+/// keys (both get their ids when the table has its own).
+#[derive(Default)]
+struct TableKeys {
+    sequences: Vec<planner::SequenceDef>,
+    foreign_keys: Vec<planner::ForeignKeyDef>,
+}
+
 /// A row a transaction stages into `table`: a unique index's values (none NULL) that a row
 /// the transaction sees already has, or one this statement staged (`own`: index and
 /// values), fail the statement now, as in PostgreSQL. The COMMIT checks again.
@@ -1799,26 +1809,13 @@ fn check_staged_unique(
     row: &[Value],
     own: &mut std::collections::HashSet<(usize, Vec<u8>)>,
 ) -> SqlResult<()> {
-    let env = EvalEnv::without_subqueries(&[], 0);
     for (n, index) in table.indexes.iter().enumerate().filter(|(_, i)| i.unique) {
         let values: Vec<Value> = index.columns.iter().map(|&c| row[c].clone()).collect();
         if values.iter().any(Value::is_null) {
             continue;
         }
         let taken = !own.insert((n, encode_key(&values)?))
-            || !reader
-                .scan(
-                    table,
-                    &planner::Access::Index {
-                        index: n,
-                        name: index.name.clone(),
-                        key: values.iter().cloned().map(Expr::literal).collect(),
-                    },
-                    None,
-                    &[],
-                    &env,
-                )?
-                .is_empty();
+            || !reader.rows_with(table, &index.columns, row)?.is_empty();
         if taken {
             return Err(unique_violation(table, &index.name, &index.columns, row));
         }

@@ -197,18 +197,14 @@ impl Coordinator {
         let mut shards = Vec::with_capacity(partitions);
         for engine in engines {
             let mut storage = FxHashMap::default();
-            for table in catalog.tables.values() {
-                let names = std::iter::once((table.id, &table.storage))
-                    .chain(table.indexes.iter().map(|i| (i.id, &i.storage)));
-                for (id, name) in names {
-                    let handle = engine.table(name).ok_or_else(|| {
-                        SqlError::internal(format!(
-                            "storage {name} is missing from {}",
-                            engine.path().display()
-                        ))
-                    })?;
-                    storage.insert(id, handle);
-                }
+            for (id, name) in catalog.storages() {
+                let handle = engine.table(name).ok_or_else(|| {
+                    SqlError::internal(format!(
+                        "storage {name} is missing from {}",
+                        engine.path().display()
+                    ))
+                })?;
+                storage.insert(id, handle);
             }
             shards.push(Some(Shard {
                 engine,

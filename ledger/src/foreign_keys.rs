@@ -7,14 +7,12 @@
 //! Only tables outside the ledger take part (the binder refuses the others), and those
 //! live in partition 0, so every check stays on the executor running the command.
 
-use std::sync::Arc;
-
-use planner::{Access, EvalEnv, Expr, ForeignKeyDef, ReferentialAction, TableDef};
+use planner::{Access, EvalEnv, ForeignKeyDef, ReferentialAction, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::key_description;
 use crate::executor::Executor;
-use crate::query::{Reader, ScannedRow};
+use crate::query::{same_key_value, Reader};
 
 impl Executor {
     /// `row`, written into `table` (in place of `old` when updated): its foreign keys whose
@@ -31,7 +29,7 @@ impl Executor {
         let catalog = self.catalog.clone();
         for fk in catalog.foreign_keys_of(table.id) {
             let columns = ForeignKeyDef::positions(table, &fk.columns)?;
-            if old.is_some_and(|old| columns.iter().all(|&c| same(&old[c], &row[c]))) {
+            if old.is_some_and(|old| columns.iter().all(|&c| same_key_value(&old[c], &row[c]))) {
                 continue;
             }
             self.check_parent(fk, table, &columns, row)?;
@@ -56,7 +54,8 @@ impl Executor {
             .ok_or_else(|| SqlError::internal("a foreign key's parent table is missing"))?;
         let (parent_columns, key) = parent_key(fk, parent, columns, row)?;
         if self
-            .rows_matching(parent, &parent_columns, &key)?
+            .command_reader()
+            .rows_with(parent, &parent_columns, &key)?
             .is_empty()
         {
             return Err(missing_parent(fk, table, columns, row, parent));
@@ -83,7 +82,11 @@ impl Executor {
             if parent_columns.iter().any(|&c| old[c].is_null()) {
                 continue;
             }
-            if new.is_some_and(|new| parent_columns.iter().all(|&c| same(&old[c], &new[c]))) {
+            if new.is_some_and(|new| {
+                parent_columns
+                    .iter()
+                    .all(|&c| same_key_value(&old[c], &new[c]))
+            }) {
                 continue;
             }
             let child = catalog
@@ -91,11 +94,8 @@ impl Executor {
                 .ok_or_else(|| SqlError::internal("a foreign key's table is missing"))?
                 .clone();
             let columns = ForeignKeyDef::positions(&child, &fk.columns)?;
-            let mut key = vec![Value::Null; child.columns.len()];
-            for (&c, &p) in columns.iter().zip(&parent_columns) {
-                key[c] = old[p].cast(child.columns[c].ty)?;
-            }
-            let children = self.rows_matching(&child, &columns, &key)?;
+            let key = key_in(&child, &columns, &parent_columns, old)?;
+            let children = self.command_reader().rows_with(&child, &columns, &key)?;
             if children.is_empty() {
                 continue;
             }
@@ -121,79 +121,31 @@ impl Executor {
                 }
                 ReferentialAction::Cascade | ReferentialAction::SetNull => {
                     for target in children {
-                        self.act_on_child(
-                            &child,
-                            fk,
-                            &columns,
-                            &parent_columns,
-                            target,
-                            new,
-                            env,
-                            version,
-                        )?;
+                        let old_bytes = crate::apply::stored_bytes(target.version, &target.row);
+                        let mut row = target.row.clone();
+                        match (action, new) {
+                            (ReferentialAction::Cascade, None) => {
+                                self.act_on_children(&child, &target.row, None, env, version)?;
+                                self.delete_row(&child, &target.key, old_bytes, version)?;
+                                continue;
+                            }
+                            (ReferentialAction::Cascade, Some(new)) => {
+                                for (&c, &p) in columns.iter().zip(&parent_columns) {
+                                    row[c] = new[p].cast(child.columns[c].ty)?;
+                                }
+                            }
+                            _ => {
+                                for &c in &columns {
+                                    row[c] = Value::Null;
+                                }
+                            }
+                        }
+                        self.replace_row(&child, &target.key, old_bytes, &row, env, version)?;
                     }
                 }
             }
         }
         Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn act_on_child(
-        &mut self,
-        child: &Arc<TableDef>,
-        fk: &ForeignKeyDef,
-        columns: &[usize],
-        parent_columns: &[usize],
-        target: ScannedRow,
-        new_parent: Option<&[Value]>,
-        env: &EvalEnv<'_>,
-        version: u64,
-    ) -> SqlResult<()> {
-        let old_bytes = crate::apply::stored_bytes(target.version, &target.row);
-        let action = if new_parent.is_some() {
-            fk.on_update
-        } else {
-            fk.on_delete
-        };
-        match (action, new_parent) {
-            (ReferentialAction::Cascade, None) => {
-                self.act_on_children(child, &target.row, None, env, version)?;
-                self.delete_row(child, &target.key, old_bytes, version)
-            }
-            (ReferentialAction::Cascade, Some(new_parent)) => {
-                let mut row = target.row.clone();
-                for (&c, &p) in columns.iter().zip(parent_columns) {
-                    row[c] = new_parent[p].cast(child.columns[c].ty)?;
-                }
-                self.replace_row(child, &target.key, old_bytes, &row, env, version)
-            }
-            _ => {
-                let mut row = target.row.clone();
-                for &c in columns {
-                    row[c] = Value::Null;
-                }
-                self.replace_row(child, &target.key, old_bytes, &row, env, version)
-            }
-        }
-    }
-
-    /// The stored rows of `table` whose `columns` hold `key`'s values there (found through
-    /// the primary key or an index leading with those columns when there is one).
-    fn rows_matching(
-        &mut self,
-        table: &TableDef,
-        columns: &[usize],
-        key: &[Value],
-    ) -> SqlResult<Vec<ScannedRow>> {
-        let access = access_for(table, columns, key);
-        let reader = self.command_reader();
-        let env = EvalEnv::without_subqueries(&[], 0);
-        let rows = reader.scan_stored(table, &access, None, &[], &env)?;
-        Ok(rows
-            .into_iter()
-            .filter(|r| holds_key(table, columns, key, &r.row))
-            .collect())
     }
 
     /// ALTER TABLE ... ADD FOREIGN KEY: every existing row of its table must find its parent.
@@ -238,68 +190,11 @@ pub(crate) fn check_staged_parents(
             continue;
         };
         let (parent_columns, key) = parent_key(fk, parent, &columns, row)?;
-        let env = EvalEnv::without_subqueries(&[], 0);
-        let found = reader
-            .scan(
-                parent,
-                &access_for(parent, &parent_columns, &key),
-                None,
-                &[],
-                &env,
-            )?
-            .iter()
-            .any(|(_, r)| holds_key(parent, &parent_columns, &key, r));
-        if !found {
+        if reader.rows_with(parent, &parent_columns, &key)?.is_empty() {
             return Err(missing_parent(fk, table, &columns, row, parent));
         }
     }
     Ok(())
-}
-
-/// Whether two values of a key are equal (NULL equals nothing).
-fn same(a: &Value, b: &Value) -> bool {
-    !a.is_null() && !b.is_null() && a.compare(b) == Some(std::cmp::Ordering::Equal)
-}
-
-/// How to find the rows of `table` whose `columns` hold `key`'s values there: through the
-/// primary key or an index leading with those columns when there is one.
-fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
-    let covers =
-        |lead: &[usize]| lead.len() == columns.len() && columns.iter().all(|c| lead.contains(c));
-    if table.has_primary_key() && covers(&table.primary_key) {
-        Access::Point(
-            table
-                .primary_key
-                .iter()
-                .map(|&c| Expr::literal(key[c].clone()))
-                .collect(),
-        )
-    } else if let Some((n, index)) = table
-        .indexes
-        .iter()
-        .enumerate()
-        .find(|(_, i)| i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()]))
-    {
-        Access::Index {
-            index: n,
-            name: index.name.clone(),
-            key: index.columns[..columns.len()]
-                .iter()
-                .map(|&c| Expr::literal(key[c].clone()))
-                .collect(),
-        }
-    } else {
-        Access::Full
-    }
-}
-
-/// Whether `row` holds `key`'s values (none NULL) at `columns`.
-fn holds_key(table: &TableDef, columns: &[usize], key: &[Value], row: &[Value]) -> bool {
-    columns.iter().all(|&c| {
-        row[c]
-            .cast(table.columns[c].ty)
-            .is_ok_and(|v| same(&v, &key[c]))
-    })
 }
 
 /// `fk`'s referenced columns in `parent`, and a parent row holding the values `row` (of the
@@ -311,11 +206,23 @@ fn parent_key(
     row: &[Value],
 ) -> SqlResult<(Vec<usize>, Vec<Value>)> {
     let parent_columns = ForeignKeyDef::positions(parent, &fk.parent_columns)?;
-    let mut key = vec![Value::Null; parent.columns.len()];
-    for (&c, &p) in columns.iter().zip(&parent_columns) {
-        key[p] = row[c].cast(parent.columns[p].ty)?;
-    }
+    let key = key_in(parent, &parent_columns, columns, row)?;
     Ok((parent_columns, key))
+}
+
+/// A row of `table` holding at its `columns` the values `row` has at `from` (cast to their
+/// types), NULL elsewhere: a key to look `table` up by, from the other side of a foreign key.
+fn key_in(
+    table: &TableDef,
+    columns: &[usize],
+    from: &[usize],
+    row: &[Value],
+) -> SqlResult<Vec<Value>> {
+    let mut key = vec![Value::Null; table.columns.len()];
+    for (&c, &f) in columns.iter().zip(from) {
+        key[c] = row[f].cast(table.columns[c].ty)?;
+    }
+    Ok(key)
 }
 
 /// PostgreSQL's error for a row of `table` whose parent row does not exist.

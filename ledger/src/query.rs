@@ -988,3 +988,68 @@ impl Accumulator {
         })
     }
 }
+
+impl Reader<'_> {
+    /// The rows of `table` the reader sees whose `columns` hold `key`'s values there (none
+    /// NULL), found through the primary key or an index leading with those columns when
+    /// there is one (foreign keys, and a transaction's unique checks, look rows up so).
+    pub(crate) fn rows_with(
+        &self,
+        table: &TableDef,
+        columns: &[usize],
+        key: &[Value],
+    ) -> SqlResult<Vec<ScannedRow>> {
+        let env = EvalEnv::without_subqueries(&[], 0);
+        let rows = self.scan_stored(table, &access_for(table, columns, key), None, &[], &env)?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| holds_key(table, columns, key, &r.row))
+            .collect())
+    }
+}
+
+/// How to find the rows of `table` whose `columns` hold `key`'s values there: through the
+/// primary key or an index leading with those columns when there is one.
+fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
+    let covers =
+        |lead: &[usize]| lead.len() == columns.len() && columns.iter().all(|c| lead.contains(c));
+    if table.has_primary_key() && covers(&table.primary_key) {
+        Access::Point(
+            table
+                .primary_key
+                .iter()
+                .map(|&c| Expr::literal(key[c].clone()))
+                .collect(),
+        )
+    } else if let Some((n, index)) = table
+        .indexes
+        .iter()
+        .enumerate()
+        .find(|(_, i)| i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()]))
+    {
+        Access::Index {
+            index: n,
+            name: index.name.clone(),
+            key: index.columns[..columns.len()]
+                .iter()
+                .map(|&c| Expr::literal(key[c].clone()))
+                .collect(),
+        }
+    } else {
+        Access::Full
+    }
+}
+
+/// Whether `row` holds `key`'s values (none NULL) at `columns`.
+fn holds_key(table: &TableDef, columns: &[usize], key: &[Value], row: &[Value]) -> bool {
+    columns.iter().all(|&c| {
+        row[c]
+            .cast(table.columns[c].ty)
+            .is_ok_and(|v| same_key_value(&v, &key[c]))
+    })
+}
+
+/// Whether two values of a key are equal (NULL equals nothing).
+pub(crate) fn same_key_value(a: &Value, b: &Value) -> bool {
+    !a.is_null() && !b.is_null() && a.compare(b) == Some(std::cmp::Ordering::Equal)
+}

@@ -216,7 +216,11 @@ impl Executor {
         self.catalog = t.catalog;
         self.sequences.restore(t.sequences);
         for (partition, id, name) in t.created.iter().rev() {
-            let old_storage = relation_storage(&self.catalog, *id);
+            let old_storage = self
+                .catalog
+                .storages()
+                .find(|(relation, _)| relation == id)
+                .map(|(_, name)| name.to_string());
             let shard = self.shard(*partition)?;
             shard.engine.drop_table(name).map_err(kv_error)?;
             match old_storage.and_then(|s| shard.engine.table(&s)) {
@@ -238,17 +242,4 @@ fn drop_now(shard: &mut crate::partition::Shard, name: &str, id: Option<u32>) ->
         shard.table_versions.remove(&id);
     }
     Ok(())
-}
-
-/// The kv name of the storage of table or index `id` in `catalog`.
-fn relation_storage(catalog: &Catalog, id: u32) -> Option<String> {
-    catalog.tables.values().find_map(|t| {
-        if t.id == id {
-            return Some(t.storage.clone());
-        }
-        t.indexes
-            .iter()
-            .find(|i| i.id == id)
-            .map(|i| i.storage.clone())
-    })
 }

@@ -428,15 +428,25 @@ impl Binder<'_> {
         let [array] = arrays else {
             return self.unnest_together(arrays, alias, &scope);
         };
-        let array = self.expr(array, &scope, None)?;
-        let Some(element) = array.ty().element() else {
-            return Err(SqlError::new(
-                ErrorKind::UndefinedFunction,
-                format!("function unnest({}) does not exist", array.ty().pg_name()),
-            ));
-        };
+        let array = self.array_argument(array, &scope, "unnest")?;
+        let element = array.ty().element().unwrap_or(DataType::Text);
         let cols = function_column(alias, "unnest", element);
         Ok((Rel::Unnest { array }, cols, false, false))
+    }
+
+    /// An array argument of set-returning function `function`.
+    fn array_argument(&mut self, e: &ast::Expr, scope: &Scope, function: &str) -> SqlResult<Expr> {
+        let array = self.expr(e, scope, None)?;
+        if array.ty().element().is_none() {
+            return Err(SqlError::new(
+                ErrorKind::UndefinedFunction,
+                format!(
+                    "function {function}({}) does not exist",
+                    array.ty().pg_name()
+                ),
+            ));
+        }
+        Ok(array)
     }
 
     /// `unnest(a, b, ...)` in FROM: as many rows as the longest array, one column per
@@ -450,27 +460,9 @@ impl Binder<'_> {
     ) -> SqlResult<FromItem> {
         let mut bound = Vec::new();
         for a in arrays {
-            let array = self.expr(a, scope, None)?;
-            if array.ty().element().is_none() {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedFunction,
-                    format!("function unnest({}) does not exist", array.ty().pg_name()),
-                ));
-            }
-            bound.push(array);
+            bound.push(self.array_argument(a, scope, "unnest")?);
         }
-        let stop = Expr::Function {
-            func: Func::Greatest,
-            args: bound
-                .iter()
-                .map(|a| Expr::Function {
-                    func: Func::Cardinality,
-                    args: vec![a.clone()],
-                    ty: DataType::Int4,
-                })
-                .collect(),
-            ty: DataType::Int4,
-        };
+        let lengths = bound.iter().map(cardinality).collect();
         let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
         let qualifier = alias
             .as_ref()
@@ -491,18 +483,10 @@ impl Binder<'_> {
                 table_oid: 0,
                 column_number: 0,
             });
-            exprs.push(Expr::Function {
-                func: Func::ArraySubscript,
-                args: vec![array, ordinal.clone()],
-                ty,
-            });
+            exprs.push(element_at(array, &ordinal));
         }
         let rel = Rel::Project {
-            input: Box::new(Rel::Series {
-                start: Expr::Literal(sql::Value::Int(1), DataType::Int8),
-                stop,
-                step: None,
-            }),
+            input: Box::new(row_numbers(lengths)),
             exprs,
         };
         Ok((rel, cols, false, false))
@@ -831,11 +815,6 @@ impl Binder<'_> {
                 "set-returning functions in a select list with aggregates or GROUP BY",
             ));
         }
-        let length = |array: &Expr| Expr::Function {
-            func: Func::Cardinality,
-            args: vec![array.clone()],
-            ty: DataType::Int4,
-        };
         // Each function's array and how many rows it gives (NULL: none).
         let mut arrays = Vec::new();
         let mut lengths = Vec::new();
@@ -847,13 +826,7 @@ impl Binder<'_> {
                     format!("function {name} takes {wanted} argument(s) here"),
                 ));
             }
-            let array = self.expr(args[0], &scope, None)?;
-            if array.ty().element().is_none() {
-                return Err(SqlError::new(
-                    ErrorKind::UndefinedFunction,
-                    format!("function {name}({}) does not exist", array.ty().pg_name()),
-                ));
-            }
+            let array = self.array_argument(args[0], &scope, name)?;
             if name == "generate_subscripts" {
                 // Arrays here have one dimension: another gives no subscripts.
                 let dimension = self.expr(args[1], &scope, Some(DataType::Int4))?;
@@ -866,33 +839,20 @@ impl Binder<'_> {
                             right: Box::new(Expr::Literal(sql::Value::Int(1), DataType::Int4)),
                             ty: DataType::Bool,
                         },
-                        length(&array),
+                        cardinality(&array),
                     )],
                     otherwise: None,
                     ty: DataType::Int4,
                 });
             } else {
-                lengths.push(length(&array));
+                lengths.push(cardinality(&array));
             }
             arrays.push(array);
         }
-        let stop = if lengths.len() == 1 {
-            lengths[0].clone()
-        } else {
-            Expr::Function {
-                func: Func::Greatest,
-                args: lengths.clone(),
-                ty: DataType::Int4,
-            }
-        };
         let input = std::mem::replace(rel, Rel::Values { rows: Vec::new() });
         *rel = Rel::Join {
             left: Box::new(input),
-            right: Box::new(Rel::Series {
-                start: Expr::Literal(sql::Value::Int(1), DataType::Int8),
-                stop,
-                step: None,
-            }),
+            right: Box::new(row_numbers(lengths.clone())),
             kind: JoinKind::Inner,
             on: None,
             lateral: true,
@@ -912,13 +872,8 @@ impl Binder<'_> {
             .iter()
             .zip(arrays.into_iter().zip(lengths))
             .map(|((n, name, _), (array, rows))| {
-                let element = array.ty().element().unwrap_or(DataType::Text);
                 let e = if name == "unnest" {
-                    Expr::Function {
-                        func: Func::ArraySubscript,
-                        args: vec![array, ordinal.clone()],
-                        ty: element,
-                    }
+                    element_at(array, &ordinal)
                 } else {
                     Expr::Case {
                         operand: None,
@@ -1445,4 +1400,42 @@ fn with_ordinality(
 fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResult<FromItem> {
     let (rel, cols, reads, _) = item?;
     Ok((rel, cols, reads, left.is_some()))
+}
+
+/// `cardinality(array)`.
+fn cardinality(array: &Expr) -> Expr {
+    Expr::Function {
+        func: Func::Cardinality,
+        args: vec![array.clone()],
+        ty: DataType::Int4,
+    }
+}
+
+/// `generate_series(1, n)` for n the greatest of `lengths` (none when all are NULL): the row
+/// numbers of set-returning functions run side by side.
+fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
+    let stop = if lengths.len() == 1 {
+        lengths.remove(0)
+    } else {
+        Expr::Function {
+            func: Func::Greatest,
+            args: lengths,
+            ty: DataType::Int4,
+        }
+    };
+    Rel::Series {
+        start: Expr::Literal(sql::Value::Int(1), DataType::Int8),
+        stop,
+        step: None,
+    }
+}
+
+/// `array[ordinal]` (NULL past its end).
+fn element_at(array: Expr, ordinal: &Expr) -> Expr {
+    let ty = array.ty().element().unwrap_or(DataType::Text);
+    Expr::Function {
+        func: Func::ArraySubscript,
+        args: vec![array, ordinal.clone()],
+        ty,
+    }
 }

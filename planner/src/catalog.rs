@@ -180,6 +180,14 @@ impl Catalog {
         self.tables.values().find(|t| t.id == id)
     }
 
+    /// Every table's and index's kv storage: (relation id, kv table name).
+    pub fn storages(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.tables.values().flat_map(|t| {
+            std::iter::once((t.id, t.storage.as_str()))
+                .chain(t.indexes.iter().map(|i| (i.id, i.storage.as_str())))
+        })
+    }
+
     /// The table owning the index called `name`, and the index's position in it.
     pub fn index(&self, name: &str) -> Option<(&Arc<TableDef>, usize)> {
         self.tables.values().find_map(|t| {

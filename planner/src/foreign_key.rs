@@ -140,6 +140,13 @@ pub fn no_unique_key(parent: &str) -> SqlError {
 }
 
 impl Catalog {
+    /// Adds `fk` under a new id (from the relations' id space, so its OID is its own).
+    pub fn add_foreign_key(&mut self, mut fk: ForeignKeyDef) {
+        self.next_table_id += 1;
+        fk.id = self.next_table_id;
+        self.foreign_keys.push(std::sync::Arc::new(fk));
+    }
+
     /// The foreign keys of table `id` (it references their parents).
     pub fn foreign_keys_of(&self, id: u32) -> impl Iterator<Item = &ForeignKeyDef> {
         self.foreign_keys

@@ -71,6 +71,7 @@ struct Transaction {
 /// A transaction's schema changes, planned against catalog version `base_version`, each
 /// with how many of the transaction's writes came before it, and the catalog the
 /// transaction sees after them (its statements are bound against it).
+#[derive(Clone)]
 struct SchemaChanges {
     base_version: u64,
     changes: Vec<(usize, DdlPlan)>,
@@ -1162,11 +1163,7 @@ impl Session {
             ));
         };
         let mut changes = match &t.schema {
-            Some(s) => SchemaChanges {
-                base_version: s.base_version,
-                changes: s.changes.clone(),
-                catalog: s.catalog.clone(),
-            },
+            Some(s) => (**s).clone(),
             None => SchemaChanges {
                 base_version: shared_version,
                 changes: Vec::new(),
