@@ -7,7 +7,7 @@
 use kv::keycode::{self, KeyPart};
 use planner::TableDef;
 use sql::value_tag::{
-    BYTES, DATE, FALSE, FLOAT, INT, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
+    BYTES, DATE, FALSE, FLOAT, INT, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
 };
 use sql::{DataType, Numeric, SqlError, SqlResult, Value};
 
@@ -56,6 +56,12 @@ pub fn encode_row(version: u64, row: &[Value], out: &mut Vec<u8>) {
             Value::Date(d) => {
                 out.push(DATE);
                 out.extend_from_slice(&d.to_le_bytes());
+            }
+            Value::Jsonb(j) => {
+                let text = j.to_text();
+                out.push(JSONB);
+                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                out.extend_from_slice(text.as_bytes());
             }
             // Arrays and intervals are not column types: a value is cast to its column's
             // type before it is stored.
@@ -128,6 +134,12 @@ pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
             TIMESTAMP => row.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
             TIMESTAMPTZ => row.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
             DATE => row.push(Value::Date(i32::from_le_bytes(r.array()?))),
+            JSONB => {
+                let len = u32::from_le_bytes(r.array()?) as usize;
+                let text = std::str::from_utf8(r.take(len)?).map_err(|_| corrupt())?;
+                let j = sql::Jsonb::parse(text).map_err(|_| corrupt())?;
+                row.push(Value::Jsonb(Box::new(j)))
+            }
             _ => return Err(corrupt()),
         }
     }
@@ -144,7 +156,7 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
         Value::Float(f) => KeyPart::Float(*f),
         Value::Text(s) => KeyPart::Bytes(s.as_bytes()),
         Value::Bytes(b) => KeyPart::Bytes(b),
-        Value::Numeric(_) | Value::Array(_) | Value::Interval(_) => {
+        Value::Numeric(_) | Value::Array(_) | Value::Interval(_) | Value::Jsonb(_) => {
             return Err(SqlError::feature_not_supported(
                 "this type in a primary key",
             ))

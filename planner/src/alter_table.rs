@@ -449,12 +449,7 @@ impl Binder<'_> {
             ));
         }
         let ty = data_type_of(&c.data_type)?;
-        if ty.element().is_some() || matches!(ty, DataType::Interval | DataType::Json) {
-            return Err(SqlError::feature_not_supported(format!(
-                "columns of type {}",
-                ty.pg_name()
-            )));
-        }
+        crate::bind_ddl::storable_column_type(ty)?;
         let mut def = ColumnDef {
             name: ident(&c.name),
             ty,
@@ -517,12 +512,7 @@ impl Binder<'_> {
         using: Option<&ast::Expr>,
     ) -> SqlResult<()> {
         let ty = data_type_of(data_type)?;
-        if ty.element().is_some() || matches!(ty, DataType::Interval | DataType::Json) {
-            return Err(SqlError::feature_not_supported(format!(
-                "columns of type {}",
-                ty.pg_name()
-            )));
-        }
+        crate::bind_ddl::storable_column_type(ty)?;
         let name = change.def.columns[i].name.clone();
         let old_ty = change.def.columns[i].ty;
         let in_key = change.def.primary_key.contains(&i)

@@ -47,18 +47,7 @@ impl Binder<'_> {
                 Some(ty) => ty,
                 None => data_type_of(&c.data_type)?,
             };
-            if ty.element().is_some() {
-                return Err(SqlError::feature_not_supported(format!(
-                    "array columns ({})",
-                    ty.pg_name()
-                )));
-            }
-            if matches!(ty, DataType::Interval | DataType::Json) {
-                return Err(SqlError::feature_not_supported(format!(
-                    "{} columns",
-                    ty.pg_name()
-                )));
-            }
+            storable_column_type(ty)?;
             let mut def = ColumnDef {
                 name: column_name.clone(),
                 ty,
@@ -173,7 +162,10 @@ impl Binder<'_> {
         }
         for &k in &primary_key {
             columns[k].nullable = false;
-            if matches!(columns[k].ty, DataType::Numeric { .. } | DataType::Float4) {
+            if matches!(
+                columns[k].ty,
+                DataType::Numeric { .. } | DataType::Float4 | DataType::Json | DataType::Jsonb
+            ) {
                 return Err(SqlError::feature_not_supported(format!(
                     "a primary key column of type {}",
                     columns[k].ty.pg_name()
@@ -479,6 +471,12 @@ impl Binder<'_> {
                 .iter()
                 .position(|c| c.name == n)
                 .ok_or_else(|| SqlError::undefined_column(&format!("{n}\" named in key")))?;
+            if matches!(columns[position].ty, DataType::Json | DataType::Jsonb) {
+                return Err(SqlError::feature_not_supported(format!(
+                    "a key or index on a column of type {}",
+                    columns[position].ty.pg_name()
+                )));
+            }
             out.push(position);
         }
         Ok(out)
@@ -741,4 +739,18 @@ pub(crate) fn named_columns(
             }
         })
         .collect()
+}
+
+/// Refuses column types values exist for but storage does not yet (arrays, intervals).
+pub(crate) fn storable_column_type(ty: DataType) -> SqlResult<()> {
+    if ty.element().is_some() {
+        return Err(SqlError::feature_not_supported(format!(
+            "array columns ({})",
+            ty.pg_name()
+        )));
+    }
+    if ty == DataType::Interval {
+        return Err(SqlError::feature_not_supported("interval columns"));
+    }
+    Ok(())
 }

@@ -27,7 +27,11 @@ pub struct AggregateContext {
 /// An ORDER BY inside aggregate arguments: its text (to tell two apart) and its keys.
 pub type AggregateOrder = (String, Vec<SortKey>);
 
-pub(crate) const AGGREGATES: [&str; 10] = [
+pub(crate) const AGGREGATES: [&str; 14] = [
+    "jsonb_agg",
+    "json_agg",
+    "jsonb_object_agg",
+    "json_object_agg",
     "array_agg",
     "count",
     "sum",
@@ -452,6 +456,9 @@ impl Binder<'_> {
                         negated,
                         case_insensitive,
                     });
+                }
+                if let Some(e) = self.json_operator(op, left, right, scope)? {
+                    return Ok(e);
                 }
                 let op = map_binary(op)?;
                 self.binary(op, left, right, scope, expected)?
@@ -919,6 +926,10 @@ impl Binder<'_> {
         if op == BinaryOp::Concat {
             let l = self.expr(left, scope, None)?;
             let r = self.expr(right, scope, None)?;
+            let (l, r) = match self.jsonb_concat(l, r)? {
+                Ok(concat) => return Ok(concat),
+                Err(sides) => sides,
+            };
             if let Some(array) = [l.ty(), r.ty()].into_iter().find(|t| t.element().is_some()) {
                 return self.array_concat(l, r, array);
             }
@@ -944,6 +955,9 @@ impl Binder<'_> {
         }
         let l = self.expr(left, scope, None)?;
         let r = self.expr(right, scope, None)?;
+        if op == BinaryOp::Sub && l.ty() == DataType::Jsonb {
+            return self.jsonb_delete(l, r);
+        }
         if matches!(
             op,
             BinaryOp::BitAnd
@@ -1352,6 +1366,9 @@ impl Binder<'_> {
         if f.filter.is_some() {
             return Err(not_an_aggregate("FILTER", &name));
         }
+        if let Some(call) = self.json_call(&name, &args, scope) {
+            return call;
+        }
         let mut bound = Vec::with_capacity(args.len());
         let fixed = |v: Value, ty: DataType| Ok(Expr::Literal(v, ty));
         match (name.as_str(), args.len()) {
@@ -1560,15 +1577,6 @@ impl Binder<'_> {
                     "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
-                    "json_build_object" => {
-                        if bound.len() % 2 != 0 {
-                            return Err(SqlError::new(
-                                ErrorKind::InvalidParameterValue,
-                                "argument list must have even number of elements",
-                            ));
-                        }
-                        (Func::JsonBuildObject, DataType::Json, 0..=100)
-                    }
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1624,8 +1632,6 @@ impl Binder<'_> {
                         Func::SetVal => DataType::Bool,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,
-                        // Values keep their types: a number stays a JSON number.
-                        Func::JsonBuildObject if i % 2 == 1 => DataType::Unknown,
                         Func::Round | Func::Trunc | Func::Substring if i > 0 => DataType::Int4,
                         Func::Abs | Func::Round | Func::Trunc | Func::Floor | Func::Ceil => ty,
                         _ => DataType::Text,
@@ -1659,6 +1665,7 @@ impl Binder<'_> {
         // Arguments see the rows before grouping, and no window functions.
         let window = self.window.take();
         let input_scope = ctx.input_scope.clone();
+        let json_aggregate = crate::bind_json::JsonAggregate::of(name);
         let result = (|| -> SqlResult<(AggCall, Option<AggregateOrder>)> {
             let mut bound = Vec::new();
             for a in &call.exprs {
@@ -1673,6 +1680,28 @@ impl Binder<'_> {
                     }
                 })?);
             }
+            // The JSON aggregates are array_agg of their elements, then a last step.
+            // A FILTER leaves their element NULL, which the last step skips.
+            let (name, bound, filter) = match json_aggregate {
+                Some(j) if !call.star => {
+                    let element = j.element(self, bound)?;
+                    let element = match filter {
+                        Some(f) => {
+                            let condition = self.expr(f, &input_scope, Some(DataType::Bool))?;
+                            let ty = element.ty();
+                            Expr::Case {
+                                operand: None,
+                                whens: vec![(condition, element)],
+                                otherwise: None,
+                                ty,
+                            }
+                        }
+                        None => element,
+                    };
+                    ("array_agg", vec![element], None)
+                }
+                _ => (name, bound, filter),
+            };
             let (func, ty) = aggregate_signature(name, call.star, &bound)?;
             let (func, args) = match filter {
                 Some(f) => {
@@ -1731,7 +1760,11 @@ impl Binder<'_> {
         let position = scope.outer_len + ctx.groups.len() + ctx.aggregates.len();
         ctx.aggregates.push(call);
         self.aggregate = Some(ctx);
-        Ok(Expr::Column(position, ty))
+        let column = Expr::Column(position, ty);
+        Ok(match json_aggregate {
+            Some(j) => j.finish(column),
+            None => column,
+        })
     }
 }
 
@@ -1891,10 +1924,15 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
                 DataType::Bytea => 5,
                 t if t.element().is_some() => 6,
                 DataType::Interval => 7,
+                DataType::Jsonb => 8,
                 _ => 0,
             }
         }
     };
+    // `json` has no comparison operators (jsonb has).
+    if a == DataType::Json || b == DataType::Json {
+        return Err(no_operator(a, op, b));
+    }
     if a == DataType::Unknown || b == DataType::Unknown || family(a) == family(b) {
         return Ok(());
     }

@@ -255,6 +255,22 @@ impl Binder<'_> {
         if rows.iter().any(|r| r.len() != width) {
             return Err(SqlError::syntax("VALUES lists must all be the same length"));
         }
+        // Untyped literals take the column's type from the first row that has one.
+        for i in 0..width {
+            let Some(ty) = rows
+                .iter()
+                .map(|r| r[i].ty())
+                .find(|t| *t != DataType::Unknown)
+            else {
+                continue;
+            };
+            for row in &mut rows {
+                if row[i].ty() == DataType::Unknown {
+                    let e = std::mem::replace(&mut row[i], Expr::Literal(sql::Value::Null, ty));
+                    row[i] = self.coerce(e, ty)?;
+                }
+            }
+        }
         let columns = (0..width)
             .map(|i| OutputColumn {
                 name: format!("column{}", i + 1),
@@ -335,6 +351,13 @@ impl Binder<'_> {
                 })
                 .collect::<SqlResult<_>>()?;
             return self.unnest(&arrays, alias, outer);
+        }
+        let scope = Scope {
+            columns: outer.columns.clone(),
+            outer_len: outer.columns.len(),
+        };
+        if let Some(item) = self.json_table_function(&function, args, alias, &scope) {
+            return item;
         }
         if function == "pg_partition_ancestors" {
             // No table here is a partition: the one ancestor is the relation itself.
@@ -513,12 +536,9 @@ impl Binder<'_> {
                 ),
                 left,
             ),
+            // A function in FROM is LATERAL whether or not it says so.
             ast::TableFactor::Function {
-                lateral: false,
-                name,
-                args,
-                alias,
-                ..
+                name, args, alias, ..
             } => lateral_function(
                 self.table_function(name, args, alias, left.unwrap_or(outer)),
                 left,
@@ -1339,7 +1359,7 @@ fn scope_columns(columns: &[OutputColumn], qualifier: Option<String>) -> Vec<Sco
 
 /// The one column of a set-returning function in FROM: named by the alias's first column,
 /// else by the alias, else by the function, as PostgreSQL names it.
-fn function_column(
+pub(crate) fn function_column(
     alias: &Option<ast::TableAlias>,
     function: &str,
     ty: DataType,
@@ -1403,7 +1423,7 @@ fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResul
 }
 
 /// `cardinality(array)`.
-fn cardinality(array: &Expr) -> Expr {
+pub(crate) fn cardinality(array: &Expr) -> Expr {
     Expr::Function {
         func: Func::Cardinality,
         args: vec![array.clone()],
@@ -1413,7 +1433,7 @@ fn cardinality(array: &Expr) -> Expr {
 
 /// `generate_series(1, n)` for n the greatest of `lengths` (none when all are NULL): the row
 /// numbers of set-returning functions run side by side.
-fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
+pub(crate) fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
     let stop = if lengths.len() == 1 {
         lengths.remove(0)
     } else {
@@ -1431,7 +1451,7 @@ fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
 }
 
 /// `array[ordinal]` (NULL past its end).
-fn element_at(array: Expr, ordinal: &Expr) -> Expr {
+pub(crate) fn element_at(array: Expr, ordinal: &Expr) -> Expr {
     let ty = array.ty().element().unwrap_or(DataType::Text);
     Expr::Function {
         func: Func::ArraySubscript,

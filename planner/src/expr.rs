@@ -197,6 +197,8 @@ pub enum Func {
     JsonBuildObject,
     /// `x::regclass` of a name known only at run time: the relation's oid.
     RegClassOid,
+    /// A JSON operator or function (`json_functions`).
+    Json(crate::json_functions::JsonFunc),
 }
 
 impl Func {
@@ -1245,7 +1247,7 @@ fn eval_function(
             // (where the function is not strict either).
             | Func::FormatType
             | Func::JsonBuildObject
-    );
+    ) && !matches!(func, Func::Json(f) if f.takes_nulls());
     if strict && values.iter().any(Value::is_null) {
         return Ok(Value::Null);
     }
@@ -1545,6 +1547,10 @@ fn eval_function(
             }
         },
         Func::QuoteIdent => Value::Text(quote_ident(&text_of(&arg(0)))),
+        Func::Json(f) => {
+            let types: Vec<DataType> = args.iter().map(Expr::ty).collect();
+            crate::json_functions::eval(f, &values, &types, ty)?
+        }
         Func::RegClassOid => {
             let Some(catalog) = env.subqueries.catalog() else {
                 return Err(SqlError::feature_not_supported(
@@ -1554,24 +1560,13 @@ fn eval_function(
             Value::Int(crate::system::regclass_oid(catalog, &text_of(&arg(0)))? as i64)
         }
         Func::JsonBuildObject => {
-            let mut out = String::from("{");
-            for (n, pair) in values.chunks(2).enumerate() {
-                let key = &pair[0];
-                if key.is_null() {
-                    return Err(SqlError::new(
-                        ErrorKind::InvalidParameterValue,
-                        "null value not allowed for object key",
-                    ));
-                }
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                json_string(&text_of(key), &mut out);
-                out.push_str(" : ");
-                json_value(&pair[1], &mut out);
-            }
-            out.push('}');
-            Value::Text(out)
+            let types: Vec<DataType> = args.iter().map(Expr::ty).collect();
+            crate::json_functions::eval(
+                crate::json_functions::JsonFunc::BuildObject,
+                &values,
+                &types,
+                DataType::Json,
+            )?
         }
         Func::ToRegType => match arg(0) {
             Value::Null => Value::Null,
@@ -1719,51 +1714,6 @@ pub fn undefined_type(name: &str) -> SqlError {
         ErrorKind::UndefinedObject,
         format!("type \"{name}\" does not exist"),
     )
-}
-
-/// `value` as JSON, as PostgreSQL's `to_json` writes it: numbers and booleans bare, NULL
-/// as `null`, arrays as arrays, everything else as a string of its text form.
-fn json_value(value: &Value, out: &mut String) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => out.push_str(&i.to_string()),
-        Value::Float(f) if f.is_finite() => out.push_str(&f.to_string()),
-        Value::Numeric(_) => {
-            out.push_str(&value.to_pg_text(value.natural_type()).unwrap_or_default())
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (n, item) in items.iter().enumerate() {
-                if n > 0 {
-                    out.push(',');
-                }
-                json_value(item, out);
-            }
-            out.push(']');
-        }
-        other => json_string(
-            &other.to_pg_text(other.natural_type()).unwrap_or_default(),
-            out,
-        ),
-    }
-}
-
-/// `text` as a JSON string.
-fn json_string(text: &str, out: &mut String) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 #[cfg(test)]

@@ -143,6 +143,11 @@ fn encode_binary(v: &Value, ty: DataType, out: &mut BytesMut) -> SqlResult<()> {
         (Value::Array(_), _) => {
             return Err(SqlError::feature_not_supported("arrays in binary format"))
         }
+        // jsonb's binary form: a version byte, then the text.
+        (Value::Jsonb(j), _) => {
+            out.put_u8(1);
+            out.put_slice(j.to_text().as_bytes());
+        }
         (Value::Null, _) => {}
     }
     Ok(())
@@ -224,11 +229,25 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
             ty,
         )?,
+        DataType::Jsonb => match raw.split_first() {
+            Some((1, text)) => Value::parse_text(
+                std::str::from_utf8(text)
+                    .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
+                ty,
+            )?,
+            _ => {
+                return Err(SqlError::invalid_binary(
+                    "unsupported jsonb version number in a parameter",
+                ))
+            }
+        },
         DataType::TextArray
         | DataType::Int2Array
         | DataType::Int4Array
         | DataType::Int8Array
         | DataType::BoolArray
+        | DataType::JsonbArray
+        | DataType::JsonArray
         | DataType::Int2Vector => decode_binary_array(raw, ty)?,
     })
 }

@@ -84,6 +84,10 @@ pub enum ErrorKind {
     ObjectNotInPrerequisiteState,
     /// A foreign key's referenced columns are not a primary key or unique index.
     InvalidForeignKey,
+    /// A Unicode escape jsonb cannot hold (`\u0000`).
+    UntranslatableCharacter,
+    /// A NULL where a value is required (a NULL element of a JSON path).
+    NullValueNotAllowed,
 }
 
 impl ErrorKind {
@@ -156,6 +160,8 @@ impl ErrorKind {
             SequenceGeneratorLimitExceeded => "2200H",
             ObjectNotInPrerequisiteState => "55000",
             InvalidForeignKey => "42830",
+            UntranslatableCharacter => "22P05",
+            NullValueNotAllowed => "22004",
         }
     }
 }

@@ -13,8 +13,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_tag::{
-    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ,
-    TRUE,
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP,
+    TIMESTAMPTZ, TRUE,
 };
 use crate::{Interval, Numeric, Value};
 
@@ -200,6 +200,12 @@ fn put_value(out: &mut Vec<u8>, value: &Value) {
                 put_varint(out, zigzag(part));
             }
         }
+        Value::Jsonb(j) => {
+            let text = j.to_text();
+            out.push(JSONB);
+            put_varint(out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
+        }
         Value::Array(items) => {
             out.push(ARRAY);
             put_varint(out, items.len() as u64);
@@ -327,6 +333,12 @@ impl Reader<'_> {
                     days,
                     micros,
                 }))
+            }
+            JSONB => {
+                let len = self.length()?;
+                let text = std::str::from_utf8(self.take(len)?).map_err(|e| e.to_string())?;
+                let j = crate::Jsonb::parse(text).map_err(|e| e.message)?;
+                out.push(Value::Jsonb(Box::new(j)))
             }
             tag => return Err(format!("unknown value tag {tag} in packed rows")),
         }

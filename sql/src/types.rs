@@ -46,6 +46,12 @@ pub enum DataType {
     /// The catalogs' `int2vector` (`pg_index.indkey`): an array of smallints written as
     /// `1 2`.
     Int2Vector,
+    /// `jsonb`: a parsed JSON document ([`crate::Jsonb`]).
+    Jsonb,
+    /// `jsonb[]` (what a jsonb set-returning function unnests).
+    JsonbArray,
+    /// `json[]`.
+    JsonArray,
 }
 
 impl DataType {
@@ -83,6 +89,9 @@ impl DataType {
             DataType::Interval => 1186,
             DataType::Json => 114,
             DataType::Int2Vector => 22,
+            DataType::Jsonb => 3802,
+            DataType::JsonbArray => 3807,
+            DataType::JsonArray => 199,
         }
     }
 
@@ -114,6 +123,9 @@ impl DataType {
             1186 => DataType::Interval,
             114 => DataType::Json,
             22 => DataType::Int2Vector,
+            3802 => DataType::Jsonb,
+            3807 => DataType::JsonbArray,
+            199 => DataType::JsonArray,
             _ => return None,
         })
     }
@@ -224,6 +236,9 @@ impl DataType {
             "date" => DataType::Date,
             "interval" => DataType::Interval,
             "json" => DataType::Json,
+            "jsonb" => DataType::Jsonb,
+            "jsonb[]" | "_jsonb" => DataType::JsonbArray,
+            "json[]" | "_json" => DataType::JsonArray,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
                 DataType::Oid
@@ -291,6 +306,9 @@ impl DataType {
             DataType::Interval => "interval".into(),
             DataType::Json => "json".into(),
             DataType::Int2Vector => "int2vector".into(),
+            DataType::Jsonb => "jsonb".into(),
+            DataType::JsonbArray => "jsonb[]".into(),
+            DataType::JsonArray => "json[]".into(),
         }
     }
 
@@ -322,11 +340,14 @@ impl DataType {
             DataType::Interval => "interval",
             DataType::Json => "json",
             DataType::Int2Vector => "int2vector",
+            DataType::Jsonb => "jsonb",
+            DataType::JsonbArray => "_jsonb",
+            DataType::JsonArray => "_json",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 25] = [
+    pub const ALL: [DataType; 28] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -352,6 +373,9 @@ impl DataType {
         DataType::Interval,
         DataType::Json,
         DataType::Int2Vector,
+        DataType::Jsonb,
+        DataType::JsonbArray,
+        DataType::JsonArray,
     ];
 }
 
@@ -370,6 +394,8 @@ impl DataType {
             DataType::Int4Array => DataType::Int4,
             DataType::Int8Array => DataType::Int8,
             DataType::BoolArray => DataType::Bool,
+            DataType::JsonbArray => DataType::Jsonb,
+            DataType::JsonArray => DataType::Json,
             _ => return None,
         })
     }
@@ -381,6 +407,8 @@ impl DataType {
             DataType::Int4 => DataType::Int4Array,
             DataType::Int8 => DataType::Int8Array,
             DataType::Bool => DataType::BoolArray,
+            DataType::Jsonb => DataType::JsonbArray,
+            DataType::Json => DataType::JsonArray,
             DataType::Text | DataType::Varchar(_) | DataType::Name => DataType::TextArray,
             _ => return None,
         })

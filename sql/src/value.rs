@@ -27,6 +27,7 @@ pub enum Value {
     Date(i32),
     Array(Vec<Value>),
     Interval(Interval),
+    Jsonb(Box<crate::jsonb::Jsonb>),
 }
 
 impl Value {
@@ -53,6 +54,7 @@ impl Value {
             Value::Date(_) => DataType::Date,
             Value::Array(_) => DataType::TextArray,
             Value::Interval(_) => DataType::Interval,
+            Value::Jsonb(_) => DataType::Jsonb,
         }
     }
 
@@ -85,6 +87,7 @@ impl Value {
             Value::TimestampTz(us) => format_timestamp(*us, true),
             Value::Date(d) => format_date(*d),
             Value::Interval(i) => i.to_string(),
+            Value::Jsonb(j) => j.to_text(),
             Value::Array(items) if ty == DataType::Int2Vector => items
                 .iter()
                 .map(|i| i.to_pg_text(DataType::Int2).unwrap_or_default())
@@ -166,15 +169,11 @@ impl Value {
             DataType::TimestampTz => Value::TimestampTz(parse_timestamp(text, true)?),
             DataType::Date => Value::Date(parse_date(text)?),
             DataType::Interval => Value::Interval(Interval::parse(text)?),
-            DataType::Json => match serde_json::from_str::<serde_json::Value>(text) {
-                Ok(_) => Value::Text(text.to_string()),
-                Err(e) => {
-                    return Err(SqlError::new(
-                        ErrorKind::InvalidText,
-                        format!("invalid input syntax for type json: {e}"),
-                    ))
-                }
-            },
+            DataType::Json => {
+                crate::jsonb::check_json(text)?;
+                Value::Text(text.to_string())
+            }
+            DataType::Jsonb => Value::Jsonb(Box::new(crate::jsonb::Jsonb::parse(text)?)),
             DataType::Int2Vector => Value::Array(
                 text.split_whitespace()
                     .map(|n| Value::parse_text(n, DataType::Int2))
@@ -184,7 +183,9 @@ impl Value {
             | DataType::Int2Array
             | DataType::Int4Array
             | DataType::Int8Array
-            | DataType::BoolArray => parse_array(text, ty)?,
+            | DataType::BoolArray
+            | DataType::JsonbArray
+            | DataType::JsonArray => parse_array(text, ty)?,
         })
     }
 
@@ -248,6 +249,11 @@ impl Value {
             (Value::Date(d), DataType::TimestampTz) => Value::TimestampTz(date_micros(*d)),
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
             (Value::Interval(i), DataType::Interval) => Value::Interval(*i),
+            (Value::Jsonb(j), DataType::Jsonb) => Value::Jsonb(j.clone()),
+            (Value::Jsonb(j), DataType::Json) => Value::Text(j.to_text()),
+            (Value::Jsonb(j), t) if t.is_numeric_family() || t == DataType::Bool => {
+                j.cast_scalar(t)?
+            }
             (Value::Array(a), t) if t.element().is_some() => {
                 let element = t.element().unwrap_or(DataType::Text);
                 Value::Array(
@@ -334,6 +340,7 @@ impl Value {
             (Timestamp(a) | TimestampTz(a), Timestamp(b) | TimestampTz(b)) => a.cmp(b),
             (Date(a), Date(b)) => a.cmp(b),
             (Interval(a), Interval(b)) => a.cmp_span(b),
+            (Jsonb(a), Jsonb(b)) => a.compare(b),
             (Date(a), Timestamp(b) | TimestampTz(b)) => date_micros(*a).cmp(b),
             (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&date_micros(*b)),
             (Array(a), Array(b)) => {
@@ -380,6 +387,7 @@ impl Value {
             Value::Timestamp(_) | Value::TimestampTz(_) | Value::Date(_) => 5,
             Value::Array(_) => 6,
             Value::Interval(_) => 7,
+            Value::Jsonb(_) => 8,
         }
     }
 

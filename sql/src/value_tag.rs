@@ -17,3 +17,5 @@ pub const DATE: u8 = 10;
 pub const ARRAY: u8 = 11;
 /// Packed rows only (intervals are not a column type yet): months, days, microseconds.
 pub const INTERVAL: u8 = 12;
+/// jsonb: its text form, as TEXT is stored (parsed again when read).
+pub const JSONB: u8 = 13;

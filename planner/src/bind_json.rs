@@ -1,0 +1,500 @@
+//! Binding JSON: the operators (`->`, `->>`, `#>`, `#>>`, `@>`, `<@`, `?`, `?|`, `?&`,
+//! `#-`, and `||`/`-` on jsonb), the functions (`to_jsonb`, `jsonb_build_object`,
+//! `jsonb_set`, ...), the aggregates (`jsonb_agg`, `json_object_agg`, ... as `array_agg`
+//! of their elements and a finishing step) and the set-returning functions in FROM
+//! (`jsonb_array_elements`, `jsonb_each`, ... as an unnest of the element list).
+//! Evaluation is `json_functions`'.
+
+use sql::ast;
+use sql::{DataType, ErrorKind, SqlError, SqlResult};
+
+use crate::bind::Binder;
+use crate::bind_query::{cardinality, element_at, function_column, row_numbers, FromItem};
+use crate::expr::{Expr, Func};
+use crate::json_functions::JsonFunc;
+use crate::plan::Rel;
+use crate::scope::{Scope, ScopeColumn};
+
+fn json(func: JsonFunc, args: Vec<Expr>, ty: DataType) -> Expr {
+    Expr::Function {
+        func: Func::Json(func),
+        args,
+        ty,
+    }
+}
+
+fn undefined_function(name: &str, args: &[&Expr]) -> SqlError {
+    let types: Vec<String> = args.iter().map(|a| a.ty().pg_name()).collect();
+    SqlError::new(
+        ErrorKind::UndefinedFunction,
+        format!("function {name}({}) does not exist", types.join(", ")),
+    )
+}
+
+fn undefined_operator(l: DataType, op: &str, r: DataType) -> SqlError {
+    SqlError::new(
+        ErrorKind::UndefinedFunction,
+        format!(
+            "operator does not exist: {} {op} {}",
+            l.pg_name(),
+            r.pg_name()
+        ),
+    )
+}
+
+/// The aggregates built on `array_agg`.
+#[derive(Clone, Copy)]
+pub(crate) enum JsonAggregate {
+    JsonbArray,
+    JsonArray,
+    JsonbObject,
+    JsonObject,
+}
+
+impl JsonAggregate {
+    pub(crate) const NAMES: [&'static str; 4] = [
+        "jsonb_agg",
+        "json_agg",
+        "jsonb_object_agg",
+        "json_object_agg",
+    ];
+
+    pub(crate) fn of(name: &str) -> Option<JsonAggregate> {
+        Some(match name {
+            "jsonb_agg" => JsonAggregate::JsonbArray,
+            "json_agg" => JsonAggregate::JsonArray,
+            "jsonb_object_agg" => JsonAggregate::JsonbObject,
+            "json_object_agg" => JsonAggregate::JsonObject,
+            _ => return None,
+        })
+    }
+
+    fn result(self) -> DataType {
+        match self {
+            JsonAggregate::JsonbArray | JsonAggregate::JsonbObject => DataType::Jsonb,
+            _ => DataType::Json,
+        }
+    }
+
+    /// What `array_agg` collects: each row's value (or key and value) as JSON.
+    pub(crate) fn element(self, binder: &mut Binder, mut args: Vec<Expr>) -> SqlResult<Expr> {
+        let name = Self::NAMES[self as usize];
+        let wanted = match self {
+            JsonAggregate::JsonbArray | JsonAggregate::JsonArray => 1,
+            _ => 2,
+        };
+        if args.len() != wanted {
+            return Err(undefined_function(name, &args.iter().collect::<Vec<_>>()));
+        }
+        let value = binder.embedded(args.pop().expect("an argument"))?;
+        Ok(match self {
+            JsonAggregate::JsonbArray => json(JsonFunc::Element, vec![value], DataType::Jsonb),
+            JsonAggregate::JsonArray => json(JsonFunc::Element, vec![value], DataType::Json),
+            JsonAggregate::JsonbObject | JsonAggregate::JsonObject => {
+                let key = binder.as_text(args.pop().expect("a key"))?;
+                match self {
+                    JsonAggregate::JsonbObject => {
+                        json(JsonFunc::BuildArray, vec![key, value], DataType::Jsonb)
+                    }
+                    _ => json(JsonFunc::JsonPair, vec![key, value], DataType::Json),
+                }
+            }
+        })
+    }
+
+    /// The aggregate's value from the array `array_agg` gave.
+    pub(crate) fn finish(self, array: Expr) -> Expr {
+        let func = match self {
+            JsonAggregate::JsonbArray | JsonAggregate::JsonArray => JsonFunc::ArrayOf,
+            _ => JsonFunc::ObjectOf,
+        };
+        json(func, vec![array], self.result())
+    }
+}
+
+impl Binder<'_> {
+    /// A value put into JSON: an untyped literal is text (a `json` one goes in as JSON,
+    /// by its type).
+    fn embedded(&mut self, e: Expr) -> SqlResult<Expr> {
+        self.coerce(e, DataType::Text)
+    }
+
+    fn as_text(&mut self, e: Expr) -> SqlResult<Expr> {
+        Ok(match e.ty() {
+            t if t.is_text_family() => self.coerce(e, DataType::Text)?,
+            _ => Expr::Cast {
+                expr: Box::new(e),
+                ty: DataType::Text,
+            },
+        })
+    }
+
+    /// An operand that must be `json` or `jsonb`: `jsonb` only when `jsonb_only`; an
+    /// untyped one is `untyped`.
+    fn document(&mut self, e: Expr, jsonb_only: bool, untyped: DataType) -> Option<Expr> {
+        let e = self.coerce(e, untyped).ok()?;
+        match e.ty() {
+            DataType::Jsonb => Some(e),
+            DataType::Json if !jsonb_only => Some(e),
+            _ => None,
+        }
+    }
+
+    /// A JSON operator over `left` and `right`; None when `op` is not one.
+    pub(crate) fn json_operator(
+        &mut self,
+        op: &ast::BinaryOperator,
+        left: &ast::Expr,
+        right: &ast::Expr,
+        scope: &Scope,
+    ) -> SqlResult<Option<Expr>> {
+        use ast::BinaryOperator as B;
+        let symbol = op.to_string();
+        let (func, jsonb_only, right_type) = match op {
+            B::Arrow => (JsonFunc::Get, false, None),
+            B::LongArrow => (JsonFunc::GetText, false, None),
+            B::HashArrow => (JsonFunc::GetPath, false, Some(DataType::TextArray)),
+            B::HashLongArrow => (JsonFunc::GetPathText, false, Some(DataType::TextArray)),
+            B::AtArrow | B::ArrowAt => (JsonFunc::Contains, true, Some(DataType::Jsonb)),
+            B::Question => (JsonFunc::HasKey, true, Some(DataType::Text)),
+            B::QuestionPipe => (JsonFunc::HasAnyKey, true, Some(DataType::TextArray)),
+            B::QuestionAnd => (JsonFunc::HasAllKeys, true, Some(DataType::TextArray)),
+            B::HashMinus => (JsonFunc::DeletePath, true, Some(DataType::TextArray)),
+            _ => return Ok(None),
+        };
+        let l = self.expr(left, scope, None)?;
+        let r = self.expr(right, scope, None)?;
+        if func == JsonFunc::Contains && [l.ty(), r.ty()].iter().any(|t| t.element().is_some()) {
+            return Err(SqlError::feature_not_supported(format!(
+                "{symbol} on arrays"
+            )));
+        }
+        let (lt, rt) = (l.ty(), r.ty());
+        let Some(l) = self.document(l, jsonb_only, DataType::Jsonb) else {
+            return Err(undefined_operator(lt, &symbol, rt));
+        };
+        let r = match right_type {
+            Some(want) => self.coerce(r, want)?,
+            // `->`/`->>`: an integer is an index, anything else a key.
+            None if r.ty().is_integer() => r,
+            None => self.coerce(r, DataType::Text)?,
+        };
+        let fits = match right_type {
+            Some(want) => r.ty() == want || (want == DataType::Text && r.ty().is_text_family()),
+            None => r.ty().is_integer() || r.ty().is_text_family(),
+        };
+        if !fits {
+            return Err(undefined_operator(lt, &symbol, rt));
+        }
+        let ty = match func {
+            JsonFunc::Get | JsonFunc::GetPath => l.ty(),
+            JsonFunc::GetText | JsonFunc::GetPathText => DataType::Text,
+            JsonFunc::DeletePath => DataType::Jsonb,
+            _ => DataType::Bool,
+        };
+        let args = if matches!(op, B::ArrowAt) {
+            vec![r, l]
+        } else {
+            vec![l, r]
+        };
+        Ok(Some(json(func, args, ty)))
+    }
+
+    /// `jsonb || jsonb`; None when neither side is jsonb (or the other side is text, which
+    /// PostgreSQL concatenates as text).
+    pub(crate) fn jsonb_concat(
+        &mut self,
+        l: Expr,
+        r: Expr,
+    ) -> SqlResult<Result<Expr, (Expr, Expr)>> {
+        if l.ty() != DataType::Jsonb && r.ty() != DataType::Jsonb {
+            return Ok(Err((l, r)));
+        }
+        let l = self.coerce(l, DataType::Jsonb)?;
+        let r = self.coerce(r, DataType::Jsonb)?;
+        if l.ty() != DataType::Jsonb || r.ty() != DataType::Jsonb {
+            return Ok(Err((l, r)));
+        }
+        Ok(Ok(json(JsonFunc::Concat, vec![l, r], DataType::Jsonb)))
+    }
+
+    /// `jsonb - text | integer | text[]`.
+    pub(crate) fn jsonb_delete(&mut self, l: Expr, r: Expr) -> SqlResult<Expr> {
+        let r = self.coerce(r, DataType::Text)?;
+        let rt = r.ty();
+        if !(rt.is_integer() || rt.is_text_family() || rt == DataType::TextArray) {
+            return Err(undefined_operator(l.ty(), "-", rt));
+        }
+        Ok(json(JsonFunc::Delete, vec![l, r], DataType::Jsonb))
+    }
+
+    /// A JSON function call; None when `name` is not one.
+    pub(crate) fn json_call(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        scope: &Scope,
+    ) -> Option<SqlResult<Expr>> {
+        let known = [
+            "to_jsonb",
+            "to_json",
+            "jsonb_build_object",
+            "json_build_object",
+            "jsonb_build_array",
+            "json_build_array",
+            "jsonb_typeof",
+            "json_typeof",
+            "jsonb_array_length",
+            "json_array_length",
+            "jsonb_extract_path",
+            "json_extract_path",
+            "jsonb_extract_path_text",
+            "json_extract_path_text",
+            "jsonb_set",
+            "jsonb_strip_nulls",
+            "json_strip_nulls",
+            "jsonb_pretty",
+        ];
+        if !known.contains(&name) {
+            return None;
+        }
+        Some(self.json_call_inner(name, args, scope))
+    }
+
+    fn json_call_inner(
+        &mut self,
+        name: &str,
+        args: &[ast::Expr],
+        scope: &Scope,
+    ) -> SqlResult<Expr> {
+        let mut bound = Vec::with_capacity(args.len());
+        for a in args {
+            bound.push(self.expr(a, scope, None)?);
+        }
+        let is_jsonb = name.starts_with("jsonb") || name == "to_jsonb";
+        let own = if is_jsonb {
+            DataType::Jsonb
+        } else {
+            DataType::Json
+        };
+        let wrong = |bound: &[Expr]| undefined_function(name, &bound.iter().collect::<Vec<_>>());
+        match name {
+            "to_jsonb" | "to_json" => {
+                let [e] = <[Expr; 1]>::try_from(bound).map_err(|b| wrong(&b))?;
+                let e = self.embedded(e)?;
+                Ok(match (e.ty(), own) {
+                    (t, _) if t == own => e,
+                    (_, DataType::Jsonb) => json(JsonFunc::ToJsonb, vec![e], own),
+                    _ => json(JsonFunc::ToJson, vec![e], own),
+                })
+            }
+            "jsonb_build_object" | "json_build_object" => {
+                if bound.len() % 2 != 0 {
+                    return Err(SqlError::new(
+                        ErrorKind::InvalidParameterValue,
+                        "argument list must have even number of elements",
+                    ));
+                }
+                let mut args = Vec::with_capacity(bound.len());
+                for (n, e) in bound.into_iter().enumerate() {
+                    args.push(if n % 2 == 0 {
+                        self.as_text(e)?
+                    } else {
+                        self.embedded(e)?
+                    });
+                }
+                Ok(json(JsonFunc::BuildObject, args, own))
+            }
+            "jsonb_build_array" | "json_build_array" => {
+                let mut args = Vec::with_capacity(bound.len());
+                for e in bound {
+                    args.push(self.embedded(e)?);
+                }
+                Ok(json(JsonFunc::BuildArray, args, own))
+            }
+            _ => {
+                let Some(first) = bound.first().cloned() else {
+                    return Err(wrong(&bound));
+                };
+                let Some(doc) = self
+                    .document(first, is_jsonb, own)
+                    .filter(|d| d.ty() == own)
+                else {
+                    return Err(wrong(&bound));
+                };
+                let rest = bound.split_off(1);
+                let (func, ty, rest) = match (name, rest.len()) {
+                    ("jsonb_typeof" | "json_typeof", 0) => (JsonFunc::TypeOf, DataType::Text, rest),
+                    ("jsonb_array_length" | "json_array_length", 0) => {
+                        (JsonFunc::ArrayLength, DataType::Int4, rest)
+                    }
+                    ("jsonb_strip_nulls" | "json_strip_nulls", 0) => {
+                        (JsonFunc::StripNulls, own, rest)
+                    }
+                    ("jsonb_pretty", 0) => (JsonFunc::Pretty, DataType::Text, rest),
+                    ("jsonb_extract_path" | "json_extract_path", _) => {
+                        (JsonFunc::GetPath, own, vec![self.text_array(rest)?])
+                    }
+                    ("jsonb_extract_path_text" | "json_extract_path_text", _) => (
+                        JsonFunc::GetPathText,
+                        DataType::Text,
+                        vec![self.text_array(rest)?],
+                    ),
+                    ("jsonb_set", 2 | 3) => {
+                        let mut it = rest.into_iter();
+                        let path = self.coerce(it.next().expect("a path"), DataType::TextArray)?;
+                        let value = self.coerce(it.next().expect("a value"), DataType::Jsonb)?;
+                        let mut args = vec![path, value];
+                        if let Some(create) = it.next() {
+                            args.push(self.coerce(create, DataType::Bool)?);
+                        }
+                        if args[0].ty() != DataType::TextArray
+                            || args[1].ty() != DataType::Jsonb
+                            || args.get(2).is_some_and(|c| c.ty() != DataType::Bool)
+                        {
+                            let mut all = vec![doc];
+                            all.extend(args);
+                            return Err(wrong(&all));
+                        }
+                        (JsonFunc::Set, own, args)
+                    }
+                    _ => {
+                        let mut all = vec![doc];
+                        all.extend(rest);
+                        return Err(wrong(&all));
+                    }
+                };
+                let mut args = vec![doc];
+                args.extend(rest);
+                Ok(json(func, args, ty))
+            }
+        }
+    }
+
+    /// Variadic text arguments as one `text[]`.
+    fn text_array(&mut self, items: Vec<Expr>) -> SqlResult<Expr> {
+        let mut args = Vec::with_capacity(items.len());
+        for e in items {
+            args.push(self.as_text(e)?);
+        }
+        Ok(Expr::Function {
+            func: Func::MakeArray,
+            args,
+            ty: DataType::TextArray,
+        })
+    }
+
+    /// A JSON set-returning function in FROM; None when `function` is not one.
+    pub(crate) fn json_table_function(
+        &mut self,
+        function: &str,
+        args: &[ast::FunctionArg],
+        alias: &Option<ast::TableAlias>,
+        scope: &Scope,
+    ) -> Option<SqlResult<FromItem>> {
+        let (is_jsonb, rest) = match function.strip_prefix("jsonb_") {
+            Some(rest) => (true, rest),
+            None => (false, function.strip_prefix("json_")?),
+        };
+        if !matches!(
+            rest,
+            "array_elements" | "array_elements_text" | "object_keys" | "each" | "each_text"
+        ) {
+            return None;
+        }
+        Some((|| {
+            let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] = args else {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function {function} takes one argument"),
+                ));
+            };
+            let own = if is_jsonb {
+                DataType::Jsonb
+            } else {
+                DataType::Json
+            };
+            let bound = self.expr(e, scope, None)?;
+            let Some(doc) = self
+                .document(bound.clone(), is_jsonb, own)
+                .filter(|d| d.ty() == own)
+            else {
+                return Err(undefined_function(function, &[&bound]));
+            };
+            let own_array = own.array_of().expect("json types have arrays");
+            let list = |func: JsonFunc, ty: DataType| json(func, vec![doc.clone()], ty);
+            Ok(match rest {
+                "array_elements" | "array_elements_text" => {
+                    let (func, ty) = if rest == "array_elements" {
+                        (JsonFunc::Elements, own_array)
+                    } else {
+                        (JsonFunc::ElementsText, DataType::TextArray)
+                    };
+                    let element = ty.element().expect("an array type");
+                    let cols = named_columns(alias, function, &[("value", element)]);
+                    (
+                        Rel::Unnest {
+                            array: list(func, ty),
+                        },
+                        cols,
+                        false,
+                        false,
+                    )
+                }
+                "object_keys" => {
+                    let array = list(JsonFunc::Keys, DataType::TextArray);
+                    let cols = function_column(alias, function, DataType::Text);
+                    (Rel::Unnest { array }, cols, false, false)
+                }
+                _ => {
+                    let (values, ty) = if rest == "each" {
+                        (JsonFunc::Values, own_array)
+                    } else {
+                        (JsonFunc::ValuesText, DataType::TextArray)
+                    };
+                    let keys = list(JsonFunc::Keys, DataType::TextArray);
+                    let values = list(values, ty);
+                    let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
+                    let rel = Rel::Project {
+                        input: Box::new(row_numbers(vec![cardinality(&keys)])),
+                        exprs: vec![element_at(keys, &ordinal), element_at(values, &ordinal)],
+                    };
+                    let element = ty.element().expect("an array type");
+                    let cols = named_columns(
+                        alias,
+                        function,
+                        &[("key", DataType::Text), ("value", element)],
+                    );
+                    (rel, cols, false, false)
+                }
+            })
+        })())
+    }
+}
+
+/// The columns of a function with named output columns: the alias names the relation
+/// and may rename the columns in order.
+fn named_columns(
+    alias: &Option<ast::TableAlias>,
+    function: &str,
+    columns: &[(&str, DataType)],
+) -> Vec<ScopeColumn> {
+    let qualifier = alias
+        .as_ref()
+        .map(|a| sql::ident(&a.name))
+        .unwrap_or_else(|| function.into());
+    columns
+        .iter()
+        .enumerate()
+        .map(|(n, (name, ty))| ScopeColumn {
+            qualifier: Some(qualifier.clone()),
+            name: alias
+                .as_ref()
+                .and_then(|a| a.columns.get(n).map(|c| sql::ident(&c.name)))
+                .unwrap_or_else(|| (*name).into()),
+            ty: *ty,
+            table_oid: 0,
+            column_number: 0,
+        })
+        .collect()
+}
