@@ -678,6 +678,69 @@ async fn altered_tables_survive_kill9() {
     );
 }
 
+/// jsonb and json columns are stored and logged in their own forms: documents written
+/// before a checkpoint and after it (a multi-row INSERT, INSERT ... SELECT, jsonb_set and
+/// || in an UPDATE, a transaction's staged rows) are back after kill -9, jsonb normalized
+/// and json as written, and answer operators as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_documents_survive_kill9() {
+    let mut server = TestServer::start_with(&["--partitions", "2"]);
+    let c = server.client().await;
+    c.batch_execute(
+        r#"create table d (id int primary key, body jsonb, raw json);
+         insert into d values (1, '{"b": 1, "a": [1, 2.50]}', '{"b":  1}'),
+                              (2, '"text"', '[1,2]');
+         insert into d select g, jsonb_build_object('n', g, 'tags', array['t' || g]), null
+           from generate_series(3, 100) g;"#,
+    )
+    .await
+    .unwrap();
+    wait_for_checkpoint(&c).await;
+    c.batch_execute(
+        r#"update d set body = jsonb_set(body, '{n}', '0') || '{"seen": true}' where id <= 10 and id >= 3;
+         begin;
+         insert into d values (101, '{"late": {"x": null}}', '{"late" :1}');
+         update d set raw = '{"k":   2}' where id = 2;
+         commit;"#,
+    )
+    .await
+    .unwrap();
+    drop(c);
+    server.kill9_and_restart();
+    let c = server.client().await;
+    let row = |id: i32| {
+        let c = &c;
+        async move {
+            scalar(
+                c,
+                &format!(
+                    "select body::text || ' ' || coalesce(raw::text, '-') from d where id = {id}"
+                ),
+            )
+            .await
+        }
+    };
+    assert_eq!(
+        row(1).await.as_deref(),
+        Some(r#"{"a": [1, 2.50], "b": 1} {"b":  1}"#)
+    );
+    assert_eq!(row(2).await.as_deref(), Some(r#""text" {"k":   2}"#));
+    assert_eq!(
+        row(101).await.as_deref(),
+        Some(r#"{"late": {"x": null}} {"late" :1}"#)
+    );
+    assert_eq!(
+        scalar(
+            &c,
+            "select count(*) filter (where body ? 'seen') || ' ' || sum((body ->> 'n')::int) \
+             || ' ' || count(*) filter (where body @> '{\"tags\": [\"t50\"]}') from d"
+        )
+        .await
+        .as_deref(),
+        Some("8 4995 1")
+    );
+}
+
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a
 /// prepared statement sees the transaction's own; a concurrent schema change makes the
 /// COMMIT fail with 40001 and leaves nothing behind; committed ones survive kill -9 (from

@@ -3,7 +3,8 @@ starts with (auth, contenttypes, sessions, admin) and of a small app with a fore
 each migration in its transaction, and the introspection its schema editor uses; then the
 ORM: create, bulk_create, annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
-IntegrityError inside a savepoint, and auth's password hashing round trip.
+IntegrityError inside a savepoint, auth's password hashing round trip, and a JSONField
+(jsonb) with key, path, containment and has-key lookups.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -22,7 +23,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import Count, Sum  # noqa: E402
-from shop.models import Customer, Order  # noqa: E402
+from shop.models import Customer, Event, Order  # noqa: E402
 
 
 def check(condition, message):
@@ -37,7 +38,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 1, "the shop migration is recorded")
+    check(cursor.fetchone()[0] == 2, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -84,4 +85,24 @@ check(Order.objects.count() == 1, "the delete cascaded to the orders")
 
 User.objects.create_user("admin", "admin@example.org", "s3cret")
 check(User.objects.get(username="admin").check_password("s3cret"), "auth round trip")
+# JSONField is jsonb: lookups by key, by path, containment, has_key, and key transforms in
+# values() and order_by().
+Event.objects.create(kind="login", data={"user": "ada", "tags": ["web", "2fa"], "n": 3})
+Event.objects.create(kind="login", data={"user": "bob", "tags": ["app"], "n": 1, "geo": {"c": "NO"}})
+Event.objects.create(kind="logout", data={"user": "ada", "n": 2, "note": None})
+check(Event.objects.filter(data__user="ada").count() == 2, "key lookup")
+check(Event.objects.filter(data__n__gte=2).count() == 2, "key lookup with a comparison")
+check(Event.objects.filter(data__tags__0="app").count() == 1, "array index lookup")
+check(Event.objects.filter(data__geo__c="NO").count() == 1, "path lookup")
+check(Event.objects.filter(data__contains={"tags": ["2fa"]}).count() == 1, "contains")
+check(Event.objects.filter(data__contained_by={"user": "ada", "n": 2, "note": None}).count() == 1, "contained_by")
+check(Event.objects.filter(data__has_key="geo").count() == 1, "has_key")
+check(Event.objects.filter(data__has_any_keys=["geo", "note"]).count() == 2, "has_any_keys")
+check(Event.objects.filter(data__note__isnull=False).count() == 1, "a JSON null is not SQL NULL")
+users = list(Event.objects.order_by("data__n").values_list("data__user", flat=True))
+check(users == ["bob", "ada", "ada"], f"ordered by a key: {users}")
+event = Event.objects.get(data__geo__c="NO")
+event.data["tags"].append("tv")
+event.save()
+check(Event.objects.get(pk=event.pk).data["tags"] == ["app", "tv"], "a JSON value saved back")
 print("django: ok")

@@ -1,4 +1,5 @@
-"""psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse.
+"""psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse,
+json and jsonb in text and binary form.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -8,6 +9,7 @@ import sys
 
 import psycopg
 from psycopg import errors
+from psycopg.types.json import Json, Jsonb
 
 conninfo = (
     f"host=127.0.0.1 port={os.environ['HOTLEDGER_PORT']} dbname=ledger user=ledger "
@@ -110,5 +112,27 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     seq = "py_orders_id_seq"
     got = [conn.execute("select nextval(%s::regclass)", (seq,), prepare=True).fetchone()[0] for _ in range(6)]
     check(got == [6, 7, 8, 9, 10, 11], f"nextval of a parameter: {got}")
+
+    # json and jsonb: Python values through Json/Jsonb parameters (text, then binary), read
+    # back as Python values in both formats; jsonb normalizes, json keeps the text.
+    conn.execute("create table py_docs (id int primary key, body jsonb, raw json)")
+    doc = {"name": "ada", "tags": ["x", "y"], "n": 1.5, "ok": True, "none": None}
+    conn.execute("insert into py_docs values (1, %s, %s)", (Jsonb(doc), Json(doc)))
+    with conn.cursor(binary=True) as cur:
+        cur.execute("insert into py_docs values (2, %s, %s)", (Jsonb({"b": [1, {"c": 2}]}), Json([1, 2])))
+        got = cur.execute("select body, raw from py_docs order by id").fetchall()
+    check(got == [(doc, doc), ({"b": [1, {"c": 2}]}, [1, 2])], f"json values in binary: {got}")
+    got = conn.execute(
+        "select body ->> 'name', body -> 'tags' -> 1, body @> %s, body ? 'none' from py_docs where id = 1",
+        (Jsonb({"tags": ["y"]}),),
+    ).fetchone()
+    check(got == ("ada", "y", True, True), f"jsonb operators with a parameter: {got}")
+    got = conn.execute("select body::text, raw::text from py_docs where id = 2").fetchone()
+    check(got == ('{"b": [1, {"c": 2}]}', "[1, 2]"), f"json text forms: {got}")
+    try:
+        conn.execute("insert into py_docs values (3, %s, null)", ("{not json",))
+        check(False, "bad JSON was accepted")
+    except errors.InvalidTextRepresentation as e:
+        check(e.sqlstate == "22P02", f"sqlstate {e.sqlstate}")
 
 print("psycopg: ok")

@@ -4,7 +4,9 @@ create_all of mapped classes with SERIAL keys, a foreign key, a server default a
 (in one transaction, as SQLAlchemy runs it), the unit of work inserting related objects
 (its many-row INSERT ... SELECT ... RETURNING), relationship loading through joins, updates,
 delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
-rollback of a failed flush, reflection (inspect, MetaData.reflect) and drop_all.
+rollback of a failed flush, a JSONB column with its comparators (key as text, path,
+contains, has_key) and in-place mutation, reflection (inspect, MetaData.reflect) and
+drop_all.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -25,7 +27,9 @@ from sqlalchemy import (
     inspect,
     select,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.mutable import MutableDict
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 
@@ -65,6 +69,12 @@ url = (
     f"postgresql+psycopg://ledger:{os.environ['HOTLEDGER_PASSWORD']}"
     f"@127.0.0.1:{os.environ['HOTLEDGER_PORT']}/ledger"
 )
+
+class Profile(Base):
+    __tablename__ = "sa_profile"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    settings: Mapped[dict] = mapped_column(MutableDict.as_mutable(JSONB), default=dict)
+
 engine = create_engine(url)
 Base.metadata.create_all(engine)
 check(
@@ -142,6 +152,34 @@ with Session(engine) as session:
     check(session.scalar(select(func.count()).select_from(Address)) == 2, "nothing leaked")
 
 # Reflection, as Alembic's autogenerate and MetaData.reflect use it.
+# JSONB: SQLAlchemy's comparators and a mutation tracked in place.
+with Session(engine) as session:
+    session.add_all(
+        [
+            Profile(settings={"theme": "dark", "langs": ["en", "no"], "limits": {"daily": 100}}),
+            Profile(settings={"theme": "light", "beta": True}),
+        ]
+    )
+    session.commit()
+    dark = session.scalars(
+        select(Profile).where(Profile.settings["theme"].astext == "dark")
+    ).one()
+    check(dark.settings["limits"]["daily"] == 100, f"a JSONB document read back: {dark.settings}")
+    daily = session.scalar(
+        select(Profile.settings[("limits", "daily")].as_integer()).where(Profile.id == dark.id)
+    )
+    check(daily == 100, f"a path as an integer: {daily}")
+    found = session.scalars(
+        select(Profile.id).where(Profile.settings.contains({"langs": ["no"]}))
+    ).all()
+    check(found == [dark.id], f"contains: {found}")
+    beta = session.scalars(select(Profile.id).where(Profile.settings.has_key("beta"))).all()
+    check(len(beta) == 1 and beta[0] != dark.id, f"has_key: {beta}")
+    dark.settings["theme"] = "solarized"
+    session.commit()
+    theme = session.scalar(select(Profile.settings["theme"].astext).where(Profile.id == dark.id))
+    check(theme == "solarized", f"a mutation saved: {theme}")
+
 insp = inspect(engine)
 fks = insp.get_foreign_keys("sa_address")
 check(
@@ -163,6 +201,8 @@ check(
     [(i["name"], i["column_names"]) for i in indexes] == [("ix_sa_user_name", ["name"])],
     f"indexes reflected: {indexes}",
 )
+settings = {c["name"]: c for c in insp.get_columns("sa_profile")}["settings"]
+check(isinstance(settings["type"], JSONB), f"a jsonb column reflected: {settings}")
 reflected = MetaData()
 reflected.reflect(engine, only=["sa_user", "sa_address"])
 check(

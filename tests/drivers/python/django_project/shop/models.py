@@ -11,3 +11,8 @@ class Order(models.Model):
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="orders")
     total = models.DecimalField(max_digits=12, decimal_places=2)
     note = models.TextField(blank=True, default="")
+
+
+class Event(models.Model):
+    kind = models.CharField(max_length=50)
+    data = models.JSONField(default=dict)
