@@ -384,6 +384,53 @@ impl Binder<'_> {
         })
     }
 
+    /// The one-column JSON set-returning functions (`jsonb_array_elements[_text]`,
+    /// `jsonb_object_keys`, the json ones) as the array of the rows they give, for the
+    /// select list; None when `function` is not one.
+    pub(crate) fn json_set_array(
+        &mut self,
+        function: &str,
+        arg: &ast::Expr,
+        scope: &Scope,
+    ) -> Option<SqlResult<Expr>> {
+        let (is_jsonb, rest) = json_set_function(function)?;
+        if matches!(rest, "each" | "each_text") {
+            return None;
+        }
+        Some((|| {
+            let (doc, own) = self.json_set_argument(function, is_jsonb, arg, scope)?;
+            let (func, ty) = match rest {
+                "array_elements" => (JsonFunc::Elements, own.array_of().expect("an array type")),
+                "array_elements_text" => (JsonFunc::ElementsText, DataType::TextArray),
+                _ => (JsonFunc::Keys, DataType::TextArray),
+            };
+            Ok(json(func, vec![doc], ty))
+        })())
+    }
+
+    /// The document a JSON set-returning function reads, and its type.
+    fn json_set_argument(
+        &mut self,
+        function: &str,
+        is_jsonb: bool,
+        arg: &ast::Expr,
+        scope: &Scope,
+    ) -> SqlResult<(Expr, DataType)> {
+        let own = if is_jsonb {
+            DataType::Jsonb
+        } else {
+            DataType::Json
+        };
+        let bound = self.expr(arg, scope, None)?;
+        match self
+            .document(bound.clone(), is_jsonb, own)
+            .filter(|d| d.ty() == own)
+        {
+            Some(doc) => Ok((doc, own)),
+            None => Err(undefined_function(function, &[&bound])),
+        }
+    }
+
     /// A JSON set-returning function in FROM; None when `function` is not one.
     pub(crate) fn json_table_function(
         &mut self,
@@ -392,16 +439,7 @@ impl Binder<'_> {
         alias: &Option<ast::TableAlias>,
         scope: &Scope,
     ) -> Option<SqlResult<FromItem>> {
-        let (is_jsonb, rest) = match function.strip_prefix("jsonb_") {
-            Some(rest) => (true, rest),
-            None => (false, function.strip_prefix("json_")?),
-        };
-        if !matches!(
-            rest,
-            "array_elements" | "array_elements_text" | "object_keys" | "each" | "each_text"
-        ) {
-            return None;
-        }
+        let (is_jsonb, rest) = json_set_function(function)?;
         Some((|| {
             let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] = args else {
                 return Err(SqlError::new(
@@ -409,65 +447,40 @@ impl Binder<'_> {
                     format!("function {function} takes one argument"),
                 ));
             };
-            let own = if is_jsonb {
-                DataType::Jsonb
+            if let Some(array) = self.json_set_array(function, e, scope) {
+                let array = array?;
+                let element = array.ty().element().expect("an array type");
+                let cols = if rest == "object_keys" {
+                    function_column(alias, function, element)
+                } else {
+                    named_columns(alias, function, &[("value", element)])
+                };
+                return Ok((Rel::Unnest { array }, cols, false, false));
+            }
+            // jsonb_each[_text]: the keys and the values side by side.
+            let (doc, own) = self.json_set_argument(function, is_jsonb, e, scope)?;
+            let (values, ty) = if rest == "each" {
+                (
+                    JsonFunc::Values,
+                    own.array_of().expect("json types have arrays"),
+                )
             } else {
-                DataType::Json
+                (JsonFunc::ValuesText, DataType::TextArray)
             };
-            let bound = self.expr(e, scope, None)?;
-            let Some(doc) = self
-                .document(bound.clone(), is_jsonb, own)
-                .filter(|d| d.ty() == own)
-            else {
-                return Err(undefined_function(function, &[&bound]));
+            let keys = json(JsonFunc::Keys, vec![doc.clone()], DataType::TextArray);
+            let values = json(values, vec![doc], ty);
+            let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
+            let rel = Rel::Project {
+                input: Box::new(row_numbers(vec![cardinality(&keys)])),
+                exprs: vec![element_at(keys, &ordinal), element_at(values, &ordinal)],
             };
-            let own_array = own.array_of().expect("json types have arrays");
-            let list = |func: JsonFunc, ty: DataType| json(func, vec![doc.clone()], ty);
-            Ok(match rest {
-                "array_elements" | "array_elements_text" => {
-                    let (func, ty) = if rest == "array_elements" {
-                        (JsonFunc::Elements, own_array)
-                    } else {
-                        (JsonFunc::ElementsText, DataType::TextArray)
-                    };
-                    let element = ty.element().expect("an array type");
-                    let cols = named_columns(alias, function, &[("value", element)]);
-                    (
-                        Rel::Unnest {
-                            array: list(func, ty),
-                        },
-                        cols,
-                        false,
-                        false,
-                    )
-                }
-                "object_keys" => {
-                    let array = list(JsonFunc::Keys, DataType::TextArray);
-                    let cols = function_column(alias, function, DataType::Text);
-                    (Rel::Unnest { array }, cols, false, false)
-                }
-                _ => {
-                    let (values, ty) = if rest == "each" {
-                        (JsonFunc::Values, own_array)
-                    } else {
-                        (JsonFunc::ValuesText, DataType::TextArray)
-                    };
-                    let keys = list(JsonFunc::Keys, DataType::TextArray);
-                    let values = list(values, ty);
-                    let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
-                    let rel = Rel::Project {
-                        input: Box::new(row_numbers(vec![cardinality(&keys)])),
-                        exprs: vec![element_at(keys, &ordinal), element_at(values, &ordinal)],
-                    };
-                    let element = ty.element().expect("an array type");
-                    let cols = named_columns(
-                        alias,
-                        function,
-                        &[("key", DataType::Text), ("value", element)],
-                    );
-                    (rel, cols, false, false)
-                }
-            })
+            let element = ty.element().expect("an array type");
+            let cols = named_columns(
+                alias,
+                function,
+                &[("key", DataType::Text), ("value", element)],
+            );
+            Ok((rel, cols, false, false))
         })())
     }
 }
@@ -497,4 +510,17 @@ fn named_columns(
             column_number: 0,
         })
         .collect()
+}
+
+/// (whether jsonb, the name after the prefix) of a JSON set-returning function.
+pub(crate) fn json_set_function(function: &str) -> Option<(bool, &str)> {
+    let (is_jsonb, rest) = match function.strip_prefix("jsonb_") {
+        Some(rest) => (true, rest),
+        None => (false, function.strip_prefix("json_")?),
+    };
+    matches!(
+        rest,
+        "array_elements" | "array_elements_text" | "object_keys" | "each" | "each_text"
+    )
+    .then_some((is_jsonb, rest))
 }

@@ -811,7 +811,9 @@ impl Binder<'_> {
                 continue;
             };
             let name = object_name(&f.name)?.1;
-            if !matches!(name.as_str(), "unnest" | "generate_subscripts") {
+            let json_set = crate::bind_json::json_set_function(&name)
+                .is_some_and(|(_, rest)| !rest.starts_with("each"));
+            if !matches!(name.as_str(), "unnest" | "generate_subscripts") && !json_set {
                 continue;
             }
             let ast::FunctionArguments::List(list) = &f.args else {
@@ -839,14 +841,17 @@ impl Binder<'_> {
         let mut arrays = Vec::new();
         let mut lengths = Vec::new();
         for (_, name, args) in &calls {
-            let wanted = if name == "unnest" { 1 } else { 2 };
+            let wanted = if name == "generate_subscripts" { 2 } else { 1 };
             if args.len() != wanted {
                 return Err(SqlError::new(
                     ErrorKind::UndefinedFunction,
                     format!("function {name} takes {wanted} argument(s) here"),
                 ));
             }
-            let array = self.array_argument(args[0], &scope, name)?;
+            let array = match self.json_set_array(name, args[0], &scope) {
+                Some(array) => array?,
+                None => self.array_argument(args[0], &scope, name)?,
+            };
             if name == "generate_subscripts" {
                 // Arrays here have one dimension: another gives no subscripts.
                 let dimension = self.expr(args[1], &scope, Some(DataType::Int4))?;
@@ -892,7 +897,7 @@ impl Binder<'_> {
             .iter()
             .zip(arrays.into_iter().zip(lengths))
             .map(|((n, name, _), (array, rows))| {
-                let e = if name == "unnest" {
+                let e = if name != "generate_subscripts" {
                     element_at(array, &ordinal)
                 } else {
                     Expr::Case {
