@@ -157,12 +157,14 @@ fn jsonb_as_text(j: Option<&Jsonb>) -> Value {
     j.and_then(Jsonb::as_text).map_or(Value::Null, Value::Text)
 }
 
-/// Where an element list comes from, for the error when it is not the container wanted.
-fn not_a(kind: &str, function: &str, found: &str) -> SqlError {
-    invalid_parameter(match kind {
-        "array" => format!("cannot extract elements from {found}"),
-        _ => format!("cannot call {function} on {found}"),
-    })
+/// `*_array_elements` of something that is not an array (`found`: "an object").
+fn no_elements(found: &str) -> SqlError {
+    invalid_parameter(format!("cannot extract elements from {found}"))
+}
+
+/// `function` (keys or members) of something that is not an object.
+fn not_an_object(function: &str, found: &str) -> SqlError {
+    invalid_parameter(format!("cannot call {function} on {found}"))
 }
 
 fn article(type_name: &str) -> String {
@@ -373,8 +375,8 @@ pub(crate) fn eval(
                         })
                         .collect::<SqlResult<_>>()?,
                 ),
-                JsonLevel::Object(_) => return Err(not_a("array", "", "an object")),
-                JsonLevel::Scalar(_) => return Err(not_a("array", "", "a scalar")),
+                JsonLevel::Object(_) => return Err(no_elements("an object")),
+                JsonLevel::Scalar(_) => return Err(no_elements("a scalar")),
             },
             other => match document(other)?.into_owned() {
                 Jsonb::Array(items) => Value::Array(
@@ -386,7 +388,7 @@ pub(crate) fn eval(
                         })
                         .collect(),
                 ),
-                j => return Err(not_a("array", "", &article(j.type_name()))),
+                j => return Err(no_elements(&article(j.type_name()))),
             },
         },
         JsonFunc::Keys | JsonFunc::Values | JsonFunc::ValuesText => {
@@ -408,8 +410,8 @@ pub(crate) fn eval(
                             })
                             .collect::<SqlResult<_>>()?,
                     ),
-                    JsonLevel::Array(_) => return Err(not_a("object", function, "an array")),
-                    JsonLevel::Scalar(_) => return Err(not_a("object", function, "a scalar")),
+                    JsonLevel::Array(_) => return Err(not_an_object(function, "an array")),
+                    JsonLevel::Scalar(_) => return Err(not_an_object(function, "a scalar")),
                 },
                 other => match document(other)?.into_owned() {
                     Jsonb::Object(pairs) => Value::Array(
@@ -422,7 +424,7 @@ pub(crate) fn eval(
                             })
                             .collect(),
                     ),
-                    j => return Err(not_a("object", function, &article(j.type_name()))),
+                    j => return Err(not_an_object(function, &article(j.type_name()))),
                 },
             }
         }

@@ -120,50 +120,19 @@ impl<'a> Reader<'a> {
         self.skip_space();
         Ok(match self.peek() {
             Some(b'{') => {
-                self.pos += 1;
                 let mut pairs = Vec::new();
-                self.skip_space();
-                if self.peek() == Some(b'}') {
-                    self.pos += 1;
-                    return Ok(Jsonb::Object(pairs));
-                }
-                loop {
-                    self.skip_space();
-                    let key = self.string()?;
-                    self.expect(b':')?;
-                    pairs.push((key, self.value(depth + 1)?));
-                    self.skip_space();
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b'}') => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => return Err(self.token_error()),
-                    }
-                }
+                self.members(|r, key| {
+                    pairs.push((key, r.value(depth + 1)?));
+                    Ok(())
+                })?;
                 object_of(pairs)
             }
             Some(b'[') => {
-                self.pos += 1;
                 let mut items = Vec::new();
-                self.skip_space();
-                if self.peek() == Some(b']') {
-                    self.pos += 1;
-                    return Ok(Jsonb::Array(items));
-                }
-                loop {
-                    items.push(self.value(depth + 1)?);
-                    self.skip_space();
-                    match self.peek() {
-                        Some(b',') => self.pos += 1,
-                        Some(b']') => {
-                            self.pos += 1;
-                            break;
-                        }
-                        _ => return Err(self.token_error()),
-                    }
-                }
+                self.elements(|r| {
+                    items.push(r.value(depth + 1)?);
+                    Ok(())
+                })?;
                 Jsonb::Array(items)
             }
             Some(b'"') => Jsonb::String(self.string()?),
@@ -196,6 +165,52 @@ impl<'a> Reader<'a> {
             }
             None => return Err(self.token_error()),
         })
+    }
+
+    /// Reads an object (the reader at its `{`), calling `member` with each key and the
+    /// reader at the key's value, which `member` must read.
+    fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, String) -> SqlResult<()>,
+    ) -> SqlResult<()> {
+        self.list(b'}', |r| {
+            r.skip_space();
+            let key = r.string()?;
+            r.expect(b':')?;
+            member(r, key)
+        })
+    }
+
+    /// Reads an array (the reader at its `[`), calling `element` with the reader at each
+    /// element, which `element` must read.
+    fn elements(&mut self, element: impl FnMut(&mut Self) -> SqlResult<()>) -> SqlResult<()> {
+        self.list(b']', element)
+    }
+
+    /// Reads `item`s separated by commas up to `close`, the opening bracket first.
+    fn list(
+        &mut self,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> SqlResult<()>,
+    ) -> SqlResult<()> {
+        self.pos += 1;
+        self.skip_space();
+        if self.peek() == Some(close) {
+            self.pos += 1;
+            return Ok(());
+        }
+        loop {
+            item(self)?;
+            self.skip_space();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(c) if c == close => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.token_error()),
+            }
+        }
     }
 
     fn number(&mut self) -> SqlResult<Numeric> {
@@ -285,10 +300,10 @@ impl<'a> Reader<'a> {
                     }
                 }
                 Some(_) => {
-                    return Err(invalid_json(
-                        "Character with value 0x0a must be escaped."
-                            .replace("0a", &format!("{:02x}", bytes[self.pos])),
-                    ))
+                    return Err(invalid_json(format!(
+                        "Character with value 0x{:02x} must be escaped.",
+                        bytes[self.pos]
+                    )))
                 }
                 None => return Err(invalid_json("The input string ended unexpectedly.")),
             }
@@ -363,50 +378,19 @@ pub fn json_level(text: &str) -> SqlResult<JsonLevel<'_>> {
     reader.skip_space();
     let level = match reader.peek() {
         Some(b'{') => {
-            reader.pos += 1;
             let mut members = Vec::new();
-            reader.skip_space();
-            if reader.peek() == Some(b'}') {
-                reader.pos += 1;
-            } else {
-                loop {
-                    reader.skip_space();
-                    let key = reader.string()?;
-                    reader.expect(b':')?;
-                    members.push((key, reader.slice(1)?));
-                    reader.skip_space();
-                    match reader.peek() {
-                        Some(b',') => reader.pos += 1,
-                        Some(b'}') => {
-                            reader.pos += 1;
-                            break;
-                        }
-                        _ => return Err(reader.token_error()),
-                    }
-                }
-            }
+            reader.members(|r, key| {
+                members.push((key, r.slice(1)?));
+                Ok(())
+            })?;
             JsonLevel::Object(members)
         }
         Some(b'[') => {
-            reader.pos += 1;
             let mut items = Vec::new();
-            reader.skip_space();
-            if reader.peek() == Some(b']') {
-                reader.pos += 1;
-            } else {
-                loop {
-                    items.push(reader.slice(1)?);
-                    reader.skip_space();
-                    match reader.peek() {
-                        Some(b',') => reader.pos += 1,
-                        Some(b']') => {
-                            reader.pos += 1;
-                            break;
-                        }
-                        _ => return Err(reader.token_error()),
-                    }
-                }
-            }
+            reader.elements(|r| {
+                items.push(r.slice(1)?);
+                Ok(())
+            })?;
             JsonLevel::Array(items)
         }
         _ => JsonLevel::Scalar(reader.value(0)?),

@@ -573,7 +573,12 @@ fn parse_array(text: &str, ty: DataType) -> SqlResult<Value> {
         let element = if !quoted && item.trim().eq_ignore_ascii_case("null") {
             Value::Null
         } else if let Some(
-            element @ (DataType::Int2 | DataType::Int4 | DataType::Int8 | DataType::Bool),
+            element @ (DataType::Int2
+            | DataType::Int4
+            | DataType::Int8
+            | DataType::Bool
+            | DataType::Jsonb
+            | DataType::Json),
         ) = ty.element()
         {
             Value::parse_text(item.trim(), element)?
