@@ -1666,9 +1666,17 @@ impl Binder<'_> {
         let window = self.window.take();
         let input_scope = ctx.input_scope.clone();
         let json_aggregate = crate::bind_json::JsonAggregate::of(name);
+        let mut json_structured = false;
         let result = (|| -> SqlResult<(AggCall, Option<AggregateOrder>)> {
             let mut bound = Vec::new();
             for a in &call.exprs {
+                // `json_agg(t)`: a whole row, as an object.
+                if let Some(row) =
+                    json_aggregate.and_then(|j| self.whole_row(a, &input_scope, j.result()))
+                {
+                    bound.push(row);
+                    continue;
+                }
                 bound.push(self.expr(a, &input_scope, None).map_err(|e| {
                     if e.kind == ErrorKind::WindowingError && e.message == NOT_ALLOWED_HERE {
                         SqlError::new(
@@ -1685,6 +1693,7 @@ impl Binder<'_> {
             let (name, bound, filter) = match json_aggregate {
                 Some(j) if !call.star => {
                     let element = j.element(self, bound)?;
+                    json_structured = crate::bind_json::JsonAggregate::structured(&element);
                     let element = match filter {
                         Some(f) => {
                             let condition = self.expr(f, &input_scope, Some(DataType::Bool))?;
@@ -1762,7 +1771,7 @@ impl Binder<'_> {
         self.aggregate = Some(ctx);
         let column = Expr::Column(position, ty);
         Ok(match json_aggregate {
-            Some(j) => j.finish(column),
+            Some(j) => j.finish(column, json_structured),
             None => column,
         })
     }

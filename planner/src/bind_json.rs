@@ -69,7 +69,7 @@ impl JsonAggregate {
         })
     }
 
-    fn result(self) -> DataType {
+    pub(crate) fn result(self) -> DataType {
         match self {
             JsonAggregate::JsonbArray | JsonAggregate::JsonbObject => DataType::Jsonb,
             _ => DataType::Json,
@@ -102,17 +102,73 @@ impl JsonAggregate {
         })
     }
 
-    /// The aggregate's value from the array `array_agg` gave.
-    pub(crate) fn finish(self, array: Expr) -> Expr {
-        let func = match self {
-            JsonAggregate::JsonbArray | JsonAggregate::JsonArray => JsonFunc::ArrayOf,
-            _ => JsonFunc::ObjectOf,
-        };
-        json(func, vec![array], self.result())
+    /// Whether `element` (what `element` made) holds a row or an array: `json_agg` puts a
+    /// line break before each such element after the first, as PostgreSQL does.
+    pub(crate) fn structured(element: &Expr) -> bool {
+        match element {
+            Expr::Function { args, .. } => args.first().is_some_and(|value| {
+                value.ty().element().is_some()
+                    || matches!(
+                        value,
+                        Expr::Function {
+                            func: Func::Json(JsonFunc::RowObject),
+                            ..
+                        }
+                    )
+            }),
+            _ => false,
+        }
+    }
+
+    /// The aggregate's value from the array `array_agg` gave (`structured`: see above).
+    pub(crate) fn finish(self, array: Expr, structured: bool) -> Expr {
+        match self {
+            JsonAggregate::JsonbArray | JsonAggregate::JsonArray => {
+                let structured = Expr::literal(sql::Value::Bool(structured));
+                json(JsonFunc::ArrayOf, vec![array, structured], self.result())
+            }
+            _ => json(JsonFunc::ObjectOf, vec![array], self.result()),
+        }
     }
 }
 
 impl Binder<'_> {
+    /// `t` naming a relation in FROM (a whole-row reference, as in `row_to_json(t)` or
+    /// `json_agg(t)`) as an object of its columns, `json` (written compactly, as
+    /// PostgreSQL writes a row) or `jsonb`; None when `e` is not one (a column of that name
+    /// wins).
+    pub(crate) fn whole_row(&self, e: &ast::Expr, scope: &Scope, ty: DataType) -> Option<Expr> {
+        let ast::Expr::Identifier(i) = e else {
+            return None;
+        };
+        let name = sql::ident(i);
+        if scope.resolve(None, &name).is_ok() {
+            return None;
+        }
+        let of = |range: std::ops::Range<usize>| -> Vec<usize> {
+            range
+                .filter(|&n| {
+                    let c = &scope.columns[n];
+                    c.qualifier.as_deref() == Some(name.as_str()) && !c.name.starts_with('\0')
+                })
+                .collect()
+        };
+        let mut columns = of(scope.outer_len..scope.columns.len());
+        if columns.is_empty() {
+            columns = of(0..scope.outer_len);
+        }
+        if columns.is_empty() {
+            return None;
+        }
+        let mut args = Vec::with_capacity(columns.len() * 2);
+        for n in columns {
+            let c = &scope.columns[n];
+            args.push(Expr::literal(sql::Value::Text(c.name.clone())));
+            args.push(Expr::Column(n, c.ty));
+        }
+        Some(json(JsonFunc::RowObject, args, ty))
+    }
+
     /// A value put into JSON: an untyped literal is text (a `json` one goes in as JSON,
     /// by its type).
     fn embedded(&mut self, e: Expr) -> SqlResult<Expr> {
@@ -254,6 +310,7 @@ impl Binder<'_> {
             "jsonb_strip_nulls",
             "json_strip_nulls",
             "jsonb_pretty",
+            "row_to_json",
         ];
         if !known.contains(&name) {
             return None;
@@ -267,16 +324,21 @@ impl Binder<'_> {
         args: &[ast::Expr],
         scope: &Scope,
     ) -> SqlResult<Expr> {
-        let mut bound = Vec::with_capacity(args.len());
-        for a in args {
-            bound.push(self.expr(a, scope, None)?);
-        }
         let is_jsonb = name.starts_with("jsonb") || name == "to_jsonb";
         let own = if is_jsonb {
             DataType::Jsonb
         } else {
             DataType::Json
         };
+        if let ("to_json" | "to_jsonb" | "row_to_json", [arg]) = (name, args) {
+            if let Some(row) = self.whole_row(arg, scope, own) {
+                return Ok(row);
+            }
+        }
+        let mut bound = Vec::with_capacity(args.len());
+        for a in args {
+            bound.push(self.expr(a, scope, None)?);
+        }
         let wrong = |bound: &[Expr]| undefined_function(name, &bound.iter().collect::<Vec<_>>());
         match name {
             "to_jsonb" | "to_json" => {

@@ -72,6 +72,9 @@ pub enum JsonFunc {
     JsonPair,
     /// `jsonb_agg`/`json_agg`'s element: the value as JSON, NULL as JSON null.
     Element,
+    /// A whole row as an object (`row_to_json(t)`, `json_agg(t)`): names and values
+    /// alternating, written compactly as json.
+    RowObject,
 }
 
 impl JsonFunc {
@@ -79,7 +82,11 @@ impl JsonFunc {
     pub fn takes_nulls(self) -> bool {
         matches!(
             self,
-            JsonFunc::BuildObject | JsonFunc::BuildArray | JsonFunc::JsonPair | JsonFunc::Element
+            JsonFunc::BuildObject
+                | JsonFunc::BuildArray
+                | JsonFunc::JsonPair
+                | JsonFunc::Element
+                | JsonFunc::RowObject
         )
     }
 }
@@ -285,7 +292,20 @@ pub(crate) fn eval(
             write_json_value(arg(0), type_of(0), &mut out);
             Value::Text(out)
         }
-        JsonFunc::BuildObject => {
+        JsonFunc::RowObject if json_result => {
+            let mut out = String::from("{");
+            for n in (0..values.len()).step_by(2) {
+                if n > 0 {
+                    out.push(',');
+                }
+                write_json_string(&text_of(arg(n)), &mut out);
+                out.push(':');
+                write_json_value(arg(n + 1), type_of(n + 1), &mut out);
+            }
+            out.push('}');
+            Value::Text(out)
+        }
+        JsonFunc::BuildObject | JsonFunc::RowObject => {
             for (n, key) in values.iter().step_by(2).enumerate() {
                 if key.is_null() {
                     return Err(invalid_parameter(format!(
@@ -434,10 +454,11 @@ pub(crate) fn eval(
         }
         JsonFunc::ArrayOf => match arg(0) {
             Value::Array(items) if json_result => {
+                let separator = if arg(1).is_true() { ", \n " } else { ", " };
                 let mut out = String::from("[");
                 for (n, item) in items.iter().filter(|i| !i.is_null()).enumerate() {
                     if n > 0 {
-                        out.push_str(", ");
+                        out.push_str(separator);
                     }
                     write_json_value(item, DataType::Json, &mut out);
                 }
