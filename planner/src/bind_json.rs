@@ -456,7 +456,7 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> Option<SqlResult<Expr>> {
         let (is_jsonb, rest) = json_set_function(function)?;
-        if matches!(rest, "each" | "each_text") {
+        if !single_column(rest) {
             return None;
         }
         Some((|| {
@@ -519,8 +519,11 @@ impl Binder<'_> {
                 };
                 return Ok((Rel::Unnest { array }, cols, false, false));
             }
-            // jsonb_each[_text]: the keys and the values side by side.
             let (doc, own) = self.json_set_argument(function, is_jsonb, e, scope)?;
+            if rest.starts_with("to_record") {
+                return json_records(rest == "to_recordset", doc, own, alias, scope);
+            }
+            // jsonb_each[_text]: the keys and the values side by side.
             let (values, ty) = if rest == "each" {
                 (
                     JsonFunc::Values,
@@ -582,7 +585,84 @@ pub(crate) fn json_set_function(function: &str) -> Option<(bool, &str)> {
     };
     matches!(
         rest,
-        "array_elements" | "array_elements_text" | "object_keys" | "each" | "each_text"
+        "array_elements"
+            | "array_elements_text"
+            | "object_keys"
+            | "each"
+            | "each_text"
+            | "to_record"
+            | "to_recordset"
     )
     .then_some((is_jsonb, rest))
+}
+
+/// Whether the JSON set-returning function named `rest` (after its prefix) gives one
+/// column (so it may stand in a select list).
+pub(crate) fn single_column(rest: &str) -> bool {
+    matches!(
+        rest,
+        "array_elements" | "array_elements_text" | "object_keys"
+    )
+}
+
+/// `json[b]_to_record[set](doc) AS x(column type, ...)`: a row per object (one object, or
+/// an array of them), each column the object's member of that name (NULL when missing)
+/// converted to the column's type: a json or jsonb column takes the member as JSON, other
+/// types its text (a string's contents).
+fn json_records(
+    set: bool,
+    doc: Expr,
+    own: DataType,
+    alias: &Option<ast::TableAlias>,
+    scope: &Scope,
+) -> SqlResult<FromItem> {
+    let definition = alias
+        .as_ref()
+        .filter(|a| !a.columns.is_empty() && a.columns.iter().all(|c| c.data_type.is_some()));
+    let Some(alias) = definition else {
+        return Err(SqlError::syntax(
+            "a column definition list is required for functions returning \"record\"",
+        ));
+    };
+    let own_array = own.array_of().expect("json types have arrays");
+    let func = if set {
+        JsonFunc::Records
+    } else {
+        JsonFunc::Record
+    };
+    let objects = json(func, vec![doc], own_array);
+    let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
+    let object = element_at(objects.clone(), &ordinal);
+    let mut exprs = Vec::with_capacity(alias.columns.len());
+    let mut cols = Vec::with_capacity(alias.columns.len());
+    for c in &alias.columns {
+        let name = sql::ident(&c.name);
+        let ty = crate::bind_expr::data_type_of(c.data_type.as_ref().expect("checked above"))?;
+        let key = Expr::literal(sql::Value::Text(name.clone()));
+        let member = if matches!(ty, DataType::Json | DataType::Jsonb) {
+            json(JsonFunc::Get, vec![object.clone(), key], own)
+        } else {
+            json(JsonFunc::GetText, vec![object.clone(), key], DataType::Text)
+        };
+        exprs.push(if member.ty() == ty {
+            member
+        } else {
+            Expr::Cast {
+                expr: Box::new(member),
+                ty,
+            }
+        });
+        cols.push(ScopeColumn {
+            qualifier: Some(sql::ident(&alias.name)),
+            name,
+            ty,
+            table_oid: 0,
+            column_number: 0,
+        });
+    }
+    let rel = Rel::Project {
+        input: Box::new(row_numbers(vec![cardinality(&objects)])),
+        exprs,
+    };
+    Ok((rel, cols, false, false))
 }

@@ -812,7 +812,7 @@ impl Binder<'_> {
             };
             let name = object_name(&f.name)?.1;
             let json_set = crate::bind_json::json_set_function(&name)
-                .is_some_and(|(_, rest)| !rest.starts_with("each"));
+                .is_some_and(|(_, rest)| crate::bind_json::single_column(rest));
             if !matches!(name.as_str(), "unnest" | "generate_subscripts") && !json_set {
                 continue;
             }

@@ -72,6 +72,10 @@ pub enum JsonFunc {
     JsonPair,
     /// `jsonb_agg`/`json_agg`'s element: the value as JSON, NULL as JSON null.
     Element,
+    /// `json[b]_to_recordset`'s objects: the array's elements, each one an object.
+    Records,
+    /// `json[b]_to_record`'s object, as an array of one.
+    Record,
     /// A whole row as an object (`row_to_json(t)`, `json_agg(t)`): names and values
     /// alternating, written compactly as json.
     RowObject,
@@ -411,6 +415,64 @@ pub(crate) fn eval(
                 j => return Err(no_elements(&article(j.type_name()))),
             },
         },
+        JsonFunc::Records | JsonFunc::Record => {
+            let prefix = if matches!(arg(0), Value::Text(_)) {
+                "json"
+            } else {
+                "jsonb"
+            };
+            let not_objects = || {
+                invalid_parameter(format!(
+                    "argument of {prefix}_to_recordset must be an array of objects"
+                ))
+            };
+            match (func, arg(0)) {
+                (JsonFunc::Records, Value::Text(text)) => match json_level(text)? {
+                    JsonLevel::Array(items) => Value::Array(
+                        items
+                            .into_iter()
+                            .map(|i| {
+                                if i.starts_with('{') {
+                                    Ok(Value::Text(i.to_string()))
+                                } else {
+                                    Err(not_objects())
+                                }
+                            })
+                            .collect::<SqlResult<_>>()?,
+                    ),
+                    _ => {
+                        return Err(invalid_parameter(format!(
+                            "cannot call {prefix}_to_recordset on a non-array"
+                        )))
+                    }
+                },
+                (JsonFunc::Records, other) => match document(other)?.into_owned() {
+                    Jsonb::Array(items) => Value::Array(
+                        items
+                            .into_iter()
+                            .map(|i| match i {
+                                Jsonb::Object(_) => Ok(jsonb(i)),
+                                _ => Err(not_objects()),
+                            })
+                            .collect::<SqlResult<_>>()?,
+                    ),
+                    _ => {
+                        return Err(invalid_parameter(format!(
+                            "cannot call {prefix}_to_recordset on a non-array"
+                        )))
+                    }
+                },
+                (_, doc) => match document(doc)?.type_name() {
+                    "object" => Value::Array(vec![doc.clone()]),
+                    other => {
+                        return Err(invalid_parameter(format!(
+                            "cannot call populate_composite on {}",
+                            article(other)
+                        )))
+                    }
+                },
+            }
+        }
         JsonFunc::Keys | JsonFunc::Values | JsonFunc::ValuesText => {
             let function = match (func, json_result || matches!(arg(0), Value::Text(_))) {
                 (JsonFunc::Keys, false) => "jsonb_object_keys",
