@@ -630,9 +630,9 @@ fn json_records(
     } else {
         JsonFunc::Record
     };
+    // The objects are unnested (computed once), then each becomes a row.
     let objects = json(func, vec![doc], own_array);
-    let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
-    let object = element_at(objects.clone(), &ordinal);
+    let object = Expr::Column(scope.outer_len, own);
     let mut exprs = Vec::with_capacity(alias.columns.len());
     let mut cols = Vec::with_capacity(alias.columns.len());
     for c in &alias.columns {
@@ -661,7 +661,7 @@ fn json_records(
         });
     }
     let rel = Rel::Project {
-        input: Box::new(row_numbers(vec![cardinality(&objects)])),
+        input: Box::new(Rel::Unnest { array: objects }),
         exprs,
     };
     Ok((rel, cols, false, false))
