@@ -511,39 +511,47 @@ impl Binder<'_> {
                     all,
                 }
             }
-            E::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
-                // `a[i]`, or `t.col[i]`: a (qualified) column, then its subscript.
-                [dots @ .., ast::AccessExpr::Subscript(ast::Subscript::Index { index })]
-                    if dots.is_empty()
-                        || (matches!(root.as_ref(), ast::Expr::Identifier(_))
-                            && dots.iter().all(|d| {
-                                matches!(d, ast::AccessExpr::Dot(ast::Expr::Identifier(_)))
-                            })) =>
-                {
-                    let array = if dots.is_empty() {
-                        self.expr(root, scope, None)?
-                    } else {
-                        let mut parts = Vec::new();
-                        if let ast::Expr::Identifier(i) = root.as_ref() {
+            E::CompoundFieldAccess { root, access_chain } => {
+                // `a[i]`, `t.col[i]`, `doc['k'][0]`: a (qualified) column, then subscripts.
+                let dots = access_chain
+                    .iter()
+                    .take_while(|a| matches!(a, ast::AccessExpr::Dot(_)))
+                    .count();
+                let (dots, subscripts) = access_chain.split_at(dots);
+                let plain = (dots.is_empty()
+                    || (matches!(root.as_ref(), ast::Expr::Identifier(_))
+                        && dots
+                            .iter()
+                            .all(|d| matches!(d, ast::AccessExpr::Dot(ast::Expr::Identifier(_))))))
+                    && !subscripts.is_empty()
+                    && subscripts.iter().all(|s| {
+                        matches!(s, ast::AccessExpr::Subscript(ast::Subscript::Index { .. }))
+                    });
+                if !plain {
+                    return Err(SqlError::feature_not_supported(format!("field access {e}")));
+                }
+                let mut value = if dots.is_empty() {
+                    self.expr(root, scope, None)?
+                } else {
+                    let mut parts = Vec::new();
+                    if let ast::Expr::Identifier(i) = root.as_ref() {
+                        parts.push(i.clone());
+                    }
+                    for d in dots {
+                        if let ast::AccessExpr::Dot(ast::Expr::Identifier(i)) = d {
                             parts.push(i.clone());
                         }
-                        for d in dots {
-                            if let ast::AccessExpr::Dot(ast::Expr::Identifier(i)) = d {
-                                parts.push(i.clone());
-                            }
-                        }
-                        self.expr(&ast::Expr::CompoundIdentifier(parts), scope, None)?
-                    };
-                    let index = self.expr(index, scope, Some(DataType::Int4))?;
-                    let ty = array.ty().element().unwrap_or(DataType::Text);
-                    Expr::Function {
-                        func: Func::ArraySubscript,
-                        args: vec![array, index],
-                        ty,
                     }
+                    self.expr(&ast::Expr::CompoundIdentifier(parts), scope, None)?
+                };
+                for s in subscripts {
+                    let ast::AccessExpr::Subscript(ast::Subscript::Index { index }) = s else {
+                        unreachable!("checked above");
+                    };
+                    value = self.subscript(value, index, scope)?;
                 }
-                _ => return Err(SqlError::feature_not_supported(format!("field access {e}"))),
-            },
+                value
+            }
             E::Array(array) => {
                 let wanted = expected.filter(|t| t.element().is_some());
                 let mut items = Vec::new();
@@ -913,6 +921,29 @@ impl Binder<'_> {
             }
             _ => (l, r),
         })
+    }
+
+    /// `value[index]`: an array's element, or jsonb's member by key or element by index.
+    fn subscript(&mut self, value: Expr, index: &ast::Expr, scope: &Scope) -> SqlResult<Expr> {
+        match value.ty() {
+            DataType::Jsonb => self.jsonb_subscript(value, index, scope),
+            t if t.element().is_some() => {
+                let index = self.expr(index, scope, Some(DataType::Int4))?;
+                let ty = t.element().unwrap_or(DataType::Text);
+                Ok(Expr::Function {
+                    func: Func::ArraySubscript,
+                    args: vec![value, index],
+                    ty,
+                })
+            }
+            t => Err(SqlError::new(
+                ErrorKind::DatatypeMismatch,
+                format!(
+                    "cannot subscript type {} because it does not support subscripting",
+                    t.pg_name()
+                ),
+            )),
+        }
     }
 
     fn binary(

@@ -9,7 +9,7 @@ use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::Binder;
-use crate::bind_query::{cardinality, element_at, function_column, row_numbers, FromItem};
+use crate::bind_query::{function_column, FromItem};
 use crate::expr::{Expr, Func};
 use crate::json_functions::JsonFunc;
 use crate::plan::Rel;
@@ -254,6 +254,28 @@ impl Binder<'_> {
             vec![l, r]
         };
         Ok(Some(json(func, args, ty)))
+    }
+
+    /// `doc[index]` of a jsonb value: `doc -> index` (a key, or an integer index).
+    pub(crate) fn jsonb_subscript(
+        &mut self,
+        doc: Expr,
+        index: &ast::Expr,
+        scope: &Scope,
+    ) -> SqlResult<Expr> {
+        let index = self.expr(index, scope, None)?;
+        let index = if index.ty().is_integer() {
+            index
+        } else {
+            self.coerce(index, DataType::Text)?
+        };
+        if !(index.ty().is_integer() || index.ty().is_text_family()) {
+            return Err(SqlError::new(
+                ErrorKind::DatatypeMismatch,
+                format!("subscript type {} is not supported", index.ty().pg_name()),
+            ));
+        }
+        Ok(json(JsonFunc::Get, vec![doc, index], DataType::Jsonb))
     }
 
     /// `jsonb || jsonb`; None when neither side is jsonb (or the other side is text, which
@@ -523,27 +545,29 @@ impl Binder<'_> {
             if rest.starts_with("to_record") {
                 return json_records(rest == "to_recordset", doc, own, alias, scope);
             }
-            // jsonb_each[_text]: the keys and the values side by side.
-            let (values, ty) = if rest == "each" {
-                (
-                    JsonFunc::Values,
-                    own.array_of().expect("json types have arrays"),
-                )
+            // jsonb_each[_text]: the members unnested as [key, value] pairs, once.
+            let members = json(
+                JsonFunc::Members,
+                vec![doc],
+                own.array_of().expect("json types have arrays"),
+            );
+            let pair = Expr::Column(scope.outer_len, own);
+            let at = |i: i64| Expr::literal(sql::Value::Int(i));
+            let key = json(JsonFunc::GetText, vec![pair.clone(), at(0)], DataType::Text);
+            let value = if rest == "each" {
+                json(JsonFunc::Get, vec![pair, at(1)], own)
             } else {
-                (JsonFunc::ValuesText, DataType::TextArray)
+                json(JsonFunc::GetText, vec![pair, at(1)], DataType::Text)
             };
-            let keys = json(JsonFunc::Keys, vec![doc.clone()], DataType::TextArray);
-            let values = json(values, vec![doc], ty);
-            let ordinal = Expr::Column(scope.outer_len, DataType::Int8);
+            let value_type = value.ty();
             let rel = Rel::Project {
-                input: Box::new(row_numbers(vec![cardinality(&keys)])),
-                exprs: vec![element_at(keys, &ordinal), element_at(values, &ordinal)],
+                input: Box::new(Rel::Unnest { array: members }),
+                exprs: vec![key, value],
             };
-            let element = ty.element().expect("an array type");
             let cols = named_columns(
                 alias,
                 function,
-                &[("key", DataType::Text), ("value", element)],
+                &[("key", DataType::Text), ("value", value_type)],
             );
             Ok((rel, cols, false, false))
         })())

@@ -1428,7 +1428,7 @@ fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResul
 }
 
 /// `cardinality(array)`.
-pub(crate) fn cardinality(array: &Expr) -> Expr {
+fn cardinality(array: &Expr) -> Expr {
     Expr::Function {
         func: Func::Cardinality,
         args: vec![array.clone()],
@@ -1438,7 +1438,7 @@ pub(crate) fn cardinality(array: &Expr) -> Expr {
 
 /// `generate_series(1, n)` for n the greatest of `lengths` (none when all are NULL): the row
 /// numbers of set-returning functions run side by side.
-pub(crate) fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
+fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
     let stop = if lengths.len() == 1 {
         lengths.remove(0)
     } else {
@@ -1456,7 +1456,7 @@ pub(crate) fn row_numbers(mut lengths: Vec<Expr>) -> Rel {
 }
 
 /// `array[ordinal]` (NULL past its end).
-pub(crate) fn element_at(array: Expr, ordinal: &Expr) -> Expr {
+fn element_at(array: Expr, ordinal: &Expr) -> Expr {
     let ty = array.ty().element().unwrap_or(DataType::Text);
     Expr::Function {
         func: Func::ArraySubscript,

@@ -60,9 +60,10 @@ pub enum JsonFunc {
     ElementsText,
     /// An object's keys (`*_object_keys`, the `key` column of `*_each`).
     Keys,
-    /// An object's values (the `value` column of `*_each`).
+    /// An object's values (what the `value` column of `*_each` was read from before
+    /// `Members`; kept for commands already in logs).
     Values,
-    /// An object's values as text (`*_each_text`).
+    /// An object's values as text (likewise).
     ValuesText,
     /// `jsonb_agg`/`json_agg`'s last step: the aggregated array as one JSON array.
     ArrayOf,
@@ -79,6 +80,8 @@ pub enum JsonFunc {
     /// A whole row as an object (`row_to_json(t)`, `json_agg(t)`): names and values
     /// alternating, written compactly as json.
     RowObject,
+    /// An object's members as two-element arrays `[key, value]` (`*_each` unnests them).
+    Members,
 }
 
 impl JsonFunc {
@@ -473,7 +476,7 @@ pub(crate) fn eval(
                 },
             }
         }
-        JsonFunc::Keys | JsonFunc::Values | JsonFunc::ValuesText => {
+        JsonFunc::Keys | JsonFunc::Values | JsonFunc::ValuesText | JsonFunc::Members => {
             let function = match (func, json_result || matches!(arg(0), Value::Text(_))) {
                 (JsonFunc::Keys, false) => "jsonb_object_keys",
                 (JsonFunc::Keys, true) => "json_object_keys",
@@ -488,6 +491,14 @@ pub(crate) fn eval(
                             .map(|(k, v)| match func {
                                 JsonFunc::Keys => Ok(Value::Text(k)),
                                 JsonFunc::Values => Ok(Value::Text(v.to_string())),
+                                JsonFunc::Members => {
+                                    let mut pair = String::from("[");
+                                    write_json_string(&k, &mut pair);
+                                    pair.push_str(", ");
+                                    pair.push_str(v);
+                                    pair.push(']');
+                                    Ok(Value::Text(pair))
+                                }
                                 _ => json_as_text(v),
                             })
                             .collect::<SqlResult<_>>()?,
@@ -502,6 +513,7 @@ pub(crate) fn eval(
                             .map(|(k, v)| match func {
                                 JsonFunc::Keys => Value::Text(k),
                                 JsonFunc::Values => jsonb(v),
+                                JsonFunc::Members => jsonb(Jsonb::Array(vec![Jsonb::String(k), v])),
                                 _ => jsonb_as_text(Some(&v)),
                             })
                             .collect(),
