@@ -794,6 +794,7 @@ impl Executor {
             reads: RefCell::new(Vec::new()),
             sizes: false,
             sequences: None,
+            working: RefCell::default(),
         }
     }
 

@@ -37,7 +37,13 @@ pub struct Reader<'a> {
     /// Where sequence calls go: a command's states, a statement's allocated values, or
     /// (None) nowhere.
     pub(crate) sequences: Option<Box<dyn SequenceSource + 'a>>,
+    /// The working tables of the `WITH RECURSIVE` queries being run, by id.
+    pub(crate) working: RefCell<BTreeMap<u32, Vec<Row>>>,
 }
+
+/// The most rows a `WITH RECURSIVE` query may produce: reads run on the executor's
+/// thread, so a recursion that never ends must end here rather than stall every write.
+const MAX_RECURSIVE_ROWS: usize = 1_000_000;
 
 /// Rows a scan found before filtering, by key: (version, values), or None where the
 /// transaction deleted the row.
@@ -661,6 +667,13 @@ impl<'a> Reader<'a> {
                 });
                 rows
             }
+            Rel::RecursiveUnion {
+                id,
+                anchor,
+                recursive,
+                all,
+            } => self.recursive_union(*id, anchor, recursive, *all, outer, env)?,
+            Rel::WorkingTable { id } => self.working.borrow().get(id).cloned().unwrap_or_default(),
             Rel::Union { left, right, all } => {
                 let mut rows = self.rows(left, outer, env)?;
                 rows.extend(self.rows(right, outer, env)?);
@@ -674,6 +687,59 @@ impl<'a> Reader<'a> {
                 }
             }
         })
+    }
+
+    /// `WITH RECURSIVE`: the anchor's rows, then the recursive part over each run's new
+    /// rows until a run adds none (without `all`, only rows not produced before count).
+    fn recursive_union(
+        &self,
+        id: u32,
+        anchor: &Rel,
+        recursive: &Rel,
+        all: bool,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<Row>> {
+        let mut seen = BTreeSet::new();
+        let mut fresh = |rows: Vec<Row>| -> Vec<Row> {
+            if all {
+                rows
+            } else {
+                rows.into_iter()
+                    .filter(|r| seen.insert(RowKey(r.clone())))
+                    .collect()
+            }
+        };
+        let mut result = fresh(self.rows(anchor, outer, env)?);
+        let mut working = result.clone();
+        // A working table of an enclosing run of the same query (a correlated subquery
+        // evaluated inside it) is put back afterwards.
+        let enclosing = self.working.borrow_mut().remove(&id);
+        let outcome = (|| {
+            while !working.is_empty() {
+                self.working
+                    .borrow_mut()
+                    .insert(id, std::mem::take(&mut working));
+                working = fresh(self.rows(recursive, outer, env)?);
+                result.extend(working.iter().cloned());
+                if result.len() > MAX_RECURSIVE_ROWS {
+                    return Err(SqlError::new(
+                        sql::ErrorKind::ProgramLimitExceeded,
+                        format!(
+                            "a recursive query produced more than {MAX_RECURSIVE_ROWS} rows \
+                             (not supported yet; check that its recursion ends)"
+                        ),
+                    ));
+                }
+            }
+            Ok(())
+        })();
+        let mut tables = self.working.borrow_mut();
+        tables.remove(&id);
+        if let Some(rows) = enclosing {
+            tables.insert(id, rows);
+        }
+        outcome.map(|()| result)
     }
 
     fn aggregate(
@@ -803,6 +869,7 @@ pub fn evaluate_without_storage(
         reads: RefCell::new(Vec::new()),
         sizes: false,
         sequences: Some(Box::new(planner::SessionView { catalog, sequences })),
+        working: RefCell::default(),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

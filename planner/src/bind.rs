@@ -39,6 +39,10 @@ pub struct Binder<'a> {
     pub(crate) overriding: Option<sql::Overriding>,
     /// The names identity columns give their sequences (`SEQUENCE NAME`), in order.
     pub(crate) sequence_names: std::collections::VecDeque<String>,
+    /// The `WITH RECURSIVE` queries bound so far (their ids are 0..n).
+    pub(crate) recursive_queries: u32,
+    /// How many references to a recursive query's working table were bound.
+    pub(crate) working_table_reads: std::cell::Cell<u32>,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -65,6 +69,8 @@ impl<'a> Binder<'a> {
             expanding_views: Vec::new(),
             overriding: None,
             sequence_names: Default::default(),
+            recursive_queries: 0,
+            working_table_reads: Default::default(),
         }
     }
 }

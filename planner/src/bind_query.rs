@@ -44,9 +44,6 @@ impl Binder<'_> {
     /// copy of its plan (reads see one log position, so the copies agree), with the outer
     /// row of the query that defined it.
     fn common_tables(&mut self, with: &ast::With, outer: &Scope) -> SqlResult<()> {
-        if with.recursive {
-            return Err(SqlError::feature_not_supported("WITH RECURSIVE"));
-        }
         let first = self.ctes.len();
         for cte in &with.cte_tables {
             let name = ident(&cte.alias.name);
@@ -56,17 +53,18 @@ impl Binder<'_> {
                     format!("WITH query name \"{name}\" specified more than once"),
                 ));
             }
-            let mut plan = self.query(&cte.query, outer)?;
-            if cte.alias.columns.len() > plan.columns.len() {
-                return Err(SqlError::syntax(format!(
-                    "WITH query \"{name}\" has {} columns available but {} columns specified",
-                    plan.columns.len(),
-                    cte.alias.columns.len()
-                )));
-            }
-            for (c, new) in plan.columns.iter_mut().zip(&cte.alias.columns) {
-                c.name = ident(&new.name);
-            }
+            let recursive = match with.recursive {
+                true => self.recursive_query(&name, cte, outer)?,
+                false => None,
+            };
+            let plan = match recursive {
+                Some(plan) => plan,
+                None => {
+                    let mut plan = self.query(&cte.query, outer)?;
+                    name_columns(&name, &mut plan, &cte.alias)?;
+                    plan
+                }
+            };
             self.ctes.push(CommonTable {
                 name,
                 plan,
@@ -74,6 +72,116 @@ impl Binder<'_> {
             });
         }
         Ok(())
+    }
+
+    /// `WITH RECURSIVE name AS (anchor UNION [ALL] recursive)` whose recursive part reads
+    /// `name`: the anchor is bound first, its rows' columns are what `name` reads in the
+    /// recursive part (`Rel::WorkingTable`). None when the query does not read itself
+    /// (it is then an ordinary one).
+    fn recursive_query(
+        &mut self,
+        name: &str,
+        cte: &ast::Cte,
+        outer: &Scope,
+    ) -> SqlResult<Option<SelectPlan>> {
+        let q = &cte.query;
+        let ast::SetExpr::SetOperation {
+            left,
+            op: ast::SetOperator::Union,
+            set_quantifier,
+            right,
+        } = q.body.as_ref()
+        else {
+            return Ok(None);
+        };
+        let all = match set_quantifier {
+            ast::SetQuantifier::All => true,
+            ast::SetQuantifier::Distinct | ast::SetQuantifier::None => false,
+            other => return Err(SqlError::feature_not_supported(format!("UNION {other}"))),
+        };
+        let mut anchor = self.set_side(left, outer)?;
+        name_columns(name, &mut anchor, &cte.alias)?;
+        let id = self.recursive_queries;
+        self.recursive_queries += 1;
+        self.ctes.push(CommonTable {
+            name: name.to_string(),
+            plan: SelectPlan {
+                rel: Rel::WorkingTable { id },
+                columns: anchor.columns.clone(),
+                reads_user_tables: false,
+            },
+            outer_len: outer.columns.len(),
+        });
+        let reads = self.working_table_reads.get();
+        let recursive = self.set_side(right, outer);
+        self.ctes.pop();
+        let recursive = recursive?;
+        if self.working_table_reads.get() == reads {
+            return Ok(None);
+        }
+        if q.order_by.is_some() || q.limit_clause.is_some() {
+            return Err(SqlError::feature_not_supported(
+                "ORDER BY, LIMIT or OFFSET in a recursive query",
+            ));
+        }
+        if recursive.columns.len() != anchor.columns.len() {
+            return Err(SqlError::syntax(
+                "each UNION query must have the same number of columns",
+            ));
+        }
+        // The recursive part's values take the anchor's column types.
+        let width = outer.columns.len();
+        let mut casts = Vec::new();
+        for (n, (a, r)) in anchor.columns.iter().zip(&recursive.columns).enumerate() {
+            let column = Expr::Column(width + n, r.ty);
+            let compatible = a.ty == r.ty
+                || r.ty == DataType::Unknown
+                || (a.ty.is_numeric_family() && r.ty.is_numeric_family())
+                || (a.ty.is_text_family() && r.ty.is_text_family());
+            if !compatible {
+                return Err(SqlError::new(
+                    ErrorKind::DatatypeMismatch,
+                    format!(
+                        "recursive query \"{name}\" column {} has type {} in non-recursive \
+                         term but type {} overall",
+                        n + 1,
+                        a.ty.pg_name(),
+                        r.ty.pg_name()
+                    ),
+                ));
+            }
+            casts.push(if a.ty == r.ty {
+                column
+            } else {
+                Expr::Cast {
+                    expr: Box::new(column),
+                    ty: a.ty,
+                }
+            });
+        }
+        let recursive_rel = if anchor
+            .columns
+            .iter()
+            .zip(&recursive.columns)
+            .all(|(a, r)| a.ty == r.ty)
+        {
+            recursive.rel
+        } else {
+            Rel::Project {
+                input: Box::new(recursive.rel),
+                exprs: casts,
+            }
+        };
+        Ok(Some(SelectPlan {
+            rel: Rel::RecursiveUnion {
+                id,
+                anchor: Box::new(anchor.rel),
+                recursive: Box::new(recursive_rel),
+                all,
+            },
+            columns: anchor.columns,
+            reads_user_tables: anchor.reads_user_tables || recursive.reads_user_tables,
+        }))
     }
 
     /// A reference to a `WITH` query in FROM, if `name` is one in scope (the innermost
@@ -86,6 +194,10 @@ impl Binder<'_> {
         let Some(cte) = self.ctes.iter().rev().find(|c| c.name == name) else {
             return Ok(None);
         };
+        if matches!(cte.plan.rel, Rel::WorkingTable { .. }) {
+            self.working_table_reads
+                .set(self.working_table_reads.get() + 1);
+        }
         named_query(name, cte.plan.clone(), cte.outer_len, alias).map(Some)
     }
 
@@ -1463,4 +1575,19 @@ fn element_at(array: Expr, ordinal: &Expr) -> Expr {
         args: vec![array, ordinal.clone()],
         ty,
     }
+}
+
+/// Names a `WITH` query's columns by its alias's column list.
+fn name_columns(name: &str, plan: &mut SelectPlan, alias: &ast::TableAlias) -> SqlResult<()> {
+    if alias.columns.len() > plan.columns.len() {
+        return Err(SqlError::syntax(format!(
+            "WITH query \"{name}\" has {} columns available but {} columns specified",
+            plan.columns.len(),
+            alias.columns.len()
+        )));
+    }
+    for (c, new) in plan.columns.iter_mut().zip(&alias.columns) {
+        c.name = ident(&new.name);
+    }
+    Ok(())
 }

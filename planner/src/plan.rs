@@ -213,6 +213,19 @@ pub enum Rel {
     Ordinality {
         input: Box<Rel>,
     },
+    /// A `WITH RECURSIVE` query: `anchor`'s rows, then `recursive` run again and again
+    /// over the rows the run before it added (its `WorkingTable { id }`) until it adds
+    /// none; without `all`, rows already produced are not added again.
+    RecursiveUnion {
+        id: u32,
+        anchor: Box<Rel>,
+        recursive: Box<Rel>,
+        all: bool,
+    },
+    /// Inside `RecursiveUnion { id }`'s recursive part: the rows the last run added.
+    WorkingTable {
+        id: u32,
+    },
 }
 
 /// One column of a result, as RowDescription reports it.
@@ -809,6 +822,18 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
             explain_rel(left, depth + 1, lines);
             explain_rel(right, depth + 1, lines);
         }
+        Rel::RecursiveUnion {
+            anchor, recursive, ..
+        } => {
+            line.push_str("Recursive Union");
+            lines.push(line);
+            explain_rel(anchor, depth + 1, lines);
+            explain_rel(recursive, depth + 1, lines);
+        }
+        Rel::WorkingTable { .. } => {
+            line.push_str("WorkTable Scan");
+            lines.push(line);
+        }
     }
 }
 
@@ -1025,6 +1050,13 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
             children.push(left);
             children.push(right);
         }
+        Rel::RecursiveUnion {
+            anchor, recursive, ..
+        } => {
+            children.push(anchor);
+            children.push(recursive);
+        }
+        Rel::WorkingTable { .. } => {}
     }
     (exprs, children)
 }
