@@ -196,6 +196,13 @@ impl Binder<'_> {
         }
     }
 
+    /// The argument of a `json_*` (`own`: json) or `jsonb_*` function: of exactly that
+    /// type, or untyped.
+    fn own_document(&mut self, e: Expr, own: DataType) -> Option<Expr> {
+        self.document(e, own == DataType::Jsonb, own)
+            .filter(|d| d.ty() == own)
+    }
+
     /// A JSON operator over `left` and `right`; None when `op` is not one.
     pub(crate) fn json_operator(
         &mut self,
@@ -230,18 +237,13 @@ impl Binder<'_> {
             return Err(undefined_operator(lt, &symbol, rt));
         };
         let r = match right_type {
-            Some(want) => self.coerce(r, want)?,
-            // `->`/`->>`: an integer is an index, anything else a key.
-            None if r.ty().is_integer() => r,
-            None => self.coerce(r, DataType::Text)?,
+            Some(want) => Some(self.coerce(r, want)?)
+                .filter(|r| r.ty() == want || (want == DataType::Text && r.ty().is_text_family())),
+            None => self.key_or_index(r)?,
         };
-        let fits = match right_type {
-            Some(want) => r.ty() == want || (want == DataType::Text && r.ty().is_text_family()),
-            None => r.ty().is_integer() || r.ty().is_text_family(),
-        };
-        if !fits {
+        let Some(r) = r else {
             return Err(undefined_operator(lt, &symbol, rt));
-        }
+        };
         let ty = match func {
             JsonFunc::Get | JsonFunc::GetPath => l.ty(),
             JsonFunc::GetText | JsonFunc::GetPathText => DataType::Text,
@@ -264,18 +266,24 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> SqlResult<Expr> {
         let index = self.expr(index, scope, None)?;
-        let index = if index.ty().is_integer() {
-            index
-        } else {
-            self.coerce(index, DataType::Text)?
-        };
-        if !(index.ty().is_integer() || index.ty().is_text_family()) {
+        let ty = index.ty();
+        let Some(index) = self.key_or_index(index)? else {
             return Err(SqlError::new(
                 ErrorKind::DatatypeMismatch,
-                format!("subscript type {} is not supported", index.ty().pg_name()),
+                format!("subscript type {} is not supported", ty.pg_name()),
             ));
-        }
+        };
         Ok(json(JsonFunc::Get, vec![doc, index], DataType::Jsonb))
+    }
+
+    /// What `->` and a subscript take: an integer (an index) or text (a key; an untyped
+    /// literal is one); None for anything else.
+    fn key_or_index(&mut self, e: Expr) -> SqlResult<Option<Expr>> {
+        if e.ty().is_integer() {
+            return Ok(Some(e));
+        }
+        let e = self.coerce(e, DataType::Text)?;
+        Ok(e.ty().is_text_family().then_some(e))
     }
 
     /// `jsonb || jsonb`; None when neither side is jsonb (or the other side is text, which
@@ -400,10 +408,7 @@ impl Binder<'_> {
                 let Some(first) = bound.first().cloned() else {
                     return Err(wrong(&bound));
                 };
-                let Some(doc) = self
-                    .document(first, is_jsonb, own)
-                    .filter(|d| d.ty() == own)
-                else {
+                let Some(doc) = self.own_document(first, own) else {
                     return Err(wrong(&bound));
                 };
                 let rest = bound.split_off(1);
@@ -506,10 +511,7 @@ impl Binder<'_> {
             DataType::Json
         };
         let bound = self.expr(arg, scope, None)?;
-        match self
-            .document(bound.clone(), is_jsonb, own)
-            .filter(|d| d.ty() == own)
-        {
+        match self.own_document(bound.clone(), own) {
             Some(doc) => Ok((doc, own)),
             None => Err(undefined_function(function, &[&bound])),
         }

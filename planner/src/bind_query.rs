@@ -159,12 +159,8 @@ impl Binder<'_> {
                 }
             });
         }
-        let recursive_rel = if anchor
-            .columns
-            .iter()
-            .zip(&recursive.columns)
-            .all(|(a, r)| a.ty == r.ty)
-        {
+        let same_types = casts.iter().all(|c| matches!(c, Expr::Column(..)));
+        let recursive_rel = if same_types {
             recursive.rel
         } else {
             Rel::Project {
@@ -464,10 +460,8 @@ impl Binder<'_> {
                 .collect::<SqlResult<_>>()?;
             return self.unnest(&arrays, alias, outer);
         }
-        let scope = Scope {
-            columns: outer.columns.clone(),
-            outer_len: outer.columns.len(),
-        };
+        // The arguments may read the enclosing query's columns (lateral).
+        let scope = outer.nested();
         if let Some(item) = self.json_table_function(&function, args, alias, &scope) {
             return item;
         }
@@ -478,10 +472,6 @@ impl Binder<'_> {
                     ErrorKind::UndefinedFunction,
                     "function pg_partition_ancestors takes one argument",
                 ));
-            };
-            let scope = Scope {
-                columns: outer.columns.clone(),
-                outer_len: outer.columns.len(),
             };
             let relation = self.expr(e, &scope, Some(DataType::Oid))?;
             let array = Expr::Function {
@@ -498,10 +488,6 @@ impl Binder<'_> {
                 format!("function {function}() does not exist"),
             ));
         }
-        let scope = Scope {
-            columns: outer.columns.clone(),
-            outer_len: outer.columns.len(),
-        };
         let mut bound = Vec::new();
         for a in args {
             match a {

@@ -890,7 +890,8 @@ pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> SqlResult<
         })
 }
 
-fn text_of(v: &Value) -> String {
+/// A value's text, as `::text` writes it for most types.
+pub(crate) fn text_of(v: &Value) -> String {
     v.to_pg_text(v.natural_type()).unwrap_or_default()
 }
 

@@ -7,7 +7,9 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use sql::jsonb::{json_level, write_json_string, write_json_value, JsonLevel};
+
+use crate::expr::text_of;
+use sql::jsonb::{array_position, json_level, write_json_string, write_json_value, JsonLevel};
 use sql::{DataType, ErrorKind, Jsonb, SqlError, SqlResult, Value};
 
 /// A JSON operator or function. Those that exist for both `json` and `jsonb` evaluate by
@@ -115,10 +117,6 @@ fn jsonb(j: Jsonb) -> Value {
     Value::Jsonb(Box::new(j))
 }
 
-fn text_of(v: &Value) -> String {
-    v.to_pg_text(v.natural_type()).unwrap_or_default()
-}
-
 /// A `text[]` argument's elements; a NULL element is an error named by `what`.
 fn texts(v: &Value, what: &str) -> SqlResult<Vec<String>> {
     match v {
@@ -146,10 +144,7 @@ fn json_step<'t>(text: &'t str, step: &Value) -> SqlResult<Option<&'t str>> {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v),
         (JsonLevel::Array(items), Value::Int(i)) => {
-            let at = if *i < 0 { items.len() as i64 + i } else { *i };
-            usize::try_from(at)
-                .ok()
-                .and_then(|at| items.get(at).copied())
+            array_position(items.len(), *i).map(|at| items[at])
         }
         _ => None,
     })
@@ -179,6 +174,25 @@ fn no_elements(found: &str) -> SqlError {
 /// `function` (keys or members) of something that is not an object.
 fn not_an_object(function: &str, found: &str) -> SqlError {
     invalid_parameter(format!("cannot call {function} on {found}"))
+}
+
+/// JSON text: `open`, the items each written by `write` with `between` them, `close`.
+fn json_text<T>(
+    open: &str,
+    items: impl IntoIterator<Item = T>,
+    between: &str,
+    close: &str,
+    mut write: impl FnMut(T, &mut String),
+) -> Value {
+    let mut out = String::from(open);
+    for (n, item) in items.into_iter().enumerate() {
+        if n > 0 {
+            out.push_str(between);
+        }
+        write(item, &mut out);
+    }
+    out.push_str(close);
+    Value::Text(out)
 }
 
 fn article(type_name: &str) -> String {
@@ -299,19 +313,6 @@ pub(crate) fn eval(
             write_json_value(arg(0), type_of(0), &mut out);
             Value::Text(out)
         }
-        JsonFunc::RowObject if json_result => {
-            let mut out = String::from("{");
-            for n in (0..values.len()).step_by(2) {
-                if n > 0 {
-                    out.push(',');
-                }
-                write_json_string(&text_of(arg(n)), &mut out);
-                out.push(':');
-                write_json_value(arg(n + 1), type_of(n + 1), &mut out);
-            }
-            out.push('}');
-            Value::Text(out)
-        }
         JsonFunc::BuildObject | JsonFunc::RowObject => {
             for (n, key) in values.iter().step_by(2).enumerate() {
                 if key.is_null() {
@@ -322,17 +323,16 @@ pub(crate) fn eval(
                 }
             }
             if json_result {
-                let mut out = String::from("{");
-                for n in (0..values.len()).step_by(2) {
-                    if n > 0 {
-                        out.push_str(", ");
-                    }
-                    write_json_string(&text_of(arg(n)), &mut out);
-                    out.push_str(" : ");
-                    write_json_value(arg(n + 1), type_of(n + 1), &mut out);
-                }
-                out.push('}');
-                Value::Text(out)
+                // A row is written compactly, json_build_object's pairs with spaces.
+                let (between, colon) = match func {
+                    JsonFunc::RowObject => (",", ":"),
+                    _ => (", ", " : "),
+                };
+                json_text("{", (0..values.len()).step_by(2), between, "}", |n, out| {
+                    write_json_string(&text_of(arg(n)), out);
+                    out.push_str(colon);
+                    write_json_value(arg(n + 1), type_of(n + 1), out);
+                })
             } else {
                 let pairs = (0..values.len())
                     .step_by(2)
@@ -347,15 +347,9 @@ pub(crate) fn eval(
             }
         }
         JsonFunc::BuildArray if json_result => {
-            let mut out = String::from("[");
-            for n in 0..values.len() {
-                if n > 0 {
-                    out.push_str(", ");
-                }
-                write_json_value(arg(n), type_of(n), &mut out);
-            }
-            out.push(']');
-            Value::Text(out)
+            json_text("[", 0..values.len(), ", ", "]", |n, out| {
+                write_json_value(arg(n), type_of(n), out)
+            })
         }
         JsonFunc::BuildArray => jsonb(Jsonb::Array(
             (0..values.len())
@@ -528,16 +522,11 @@ pub(crate) fn eval(
         }
         JsonFunc::ArrayOf => match arg(0) {
             Value::Array(items) if json_result => {
-                let separator = if arg(1).is_true() { ", \n " } else { ", " };
-                let mut out = String::from("[");
-                for (n, item) in items.iter().filter(|i| !i.is_null()).enumerate() {
-                    if n > 0 {
-                        out.push_str(separator);
-                    }
-                    write_json_value(item, DataType::Json, &mut out);
-                }
-                out.push(']');
-                Value::Text(out)
+                let between = if arg(1).is_true() { ", \n " } else { ", " };
+                let items = items.iter().filter(|i| !i.is_null());
+                json_text("[", items, between, "]", |item, out| {
+                    write_json_value(item, DataType::Json, out)
+                })
             }
             Value::Array(items) => jsonb(Jsonb::Array(
                 items
@@ -550,9 +539,10 @@ pub(crate) fn eval(
         },
         JsonFunc::ObjectOf => match arg(0) {
             Value::Array(items) if json_result => {
-                let pairs: Vec<String> =
-                    items.iter().filter(|i| !i.is_null()).map(text_of).collect();
-                Value::Text(format!("{{ {} }}", pairs.join(", ")))
+                let pairs = items.iter().filter(|i| !i.is_null());
+                json_text("{ ", pairs, ", ", " }", |pair, out| {
+                    out.push_str(&text_of(pair))
+                })
             }
             Value::Array(items) => {
                 let mut pairs = Vec::with_capacity(items.len());

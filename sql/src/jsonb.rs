@@ -894,7 +894,7 @@ impl Jsonb {
 }
 
 /// The array position of index `index` (negative from the end) in `len` elements.
-fn array_position(len: usize, index: i64) -> Option<usize> {
+pub fn array_position(len: usize, index: i64) -> Option<usize> {
     let at = if index < 0 { len as i64 + index } else { index };
     (0..len as i64).contains(&at).then_some(at as usize)
 }
