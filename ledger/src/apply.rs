@@ -1389,7 +1389,12 @@ impl Executor {
         let sequences = self.statement_sequences(sequences);
         let mut reader = self.reader(overlay, record_reads);
         reader.sequences = Some(Box::new(&sequences));
+        // An INSERT's rows go into the commit as built here, so they may draw random values;
+        // what the commit evaluates again (assignments of UPDATE and ON CONFLICT DO UPDATE,
+        // evaluated where `commit_env` is) may not.
+        reader.random = matches!(plan, WritePlan::Insert(_));
         let env = reader.env(params, now_micros);
+        let commit_env = reader.env(params, now_micros).with_random(false);
         match plan {
             WritePlan::Insert(p) => {
                 let sources = insert_sources(&reader, &p.source, &env)?;
@@ -1468,11 +1473,11 @@ impl Executor {
                             let mut context = old.clone();
                             context.extend(row.iter().cloned());
                             let pass = match filter {
-                                Some(f) => f.eval(&context, &env)?.is_true(),
+                                Some(f) => f.eval(&context, &commit_env)?.is_true(),
                                 None => true,
                             };
                             if pass {
-                                Some(assign(&table, &old, assignments, &context, &env)?)
+                                Some(assign(&table, &old, assignments, &context, &commit_env)?)
                             } else {
                                 None
                             }
@@ -1607,18 +1612,18 @@ fn is_temporary_key(key: &[u8]) -> bool {
     matches!(kv::keycode::decode_key(key).as_deref(), Some([kv::keycode::KeyValue::Int(i)]) if *i < 0)
 }
 
-/// Whether an expression gives the same value wherever and whenever it is evaluated, given
-/// the statement's parameters and `now()`: no subquery, no `random()`, nothing that reads
-/// the catalog.
-fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
+/// Whether an expression can be evaluated on the session's thread for rows that are then
+/// recorded in the log: given the statement's parameters and `now()` it gives what the
+/// executor would (no subquery, nothing that reads the catalog or a sequence), or draws a
+/// random value that the log then carries.
+fn evaluates_at_the_session(expr: &Expr) -> bool {
     let mut same = true;
     expr.visit(&mut |e| match e {
         Expr::Subquery { .. } | Expr::InSubquery { .. } => same = false,
         Expr::Function { func, .. } => {
             same &= !matches!(
                 func,
-                Func::Random
-                    | Func::NextVal
+                Func::NextVal
                     | Func::CurrVal
                     | Func::SetVal
                     | Func::LastVal
@@ -1643,13 +1648,14 @@ fn evaluates_the_same_anywhere(expr: &Expr) -> bool {
 /// would build (the same `build_row`, with the command's parameters and `now()`), and the
 /// plan keeps the table's shape version, so a schema change in between refuses the command.
 /// None (propose the plan as it is) when anything is out of reach here, including a value
-/// that fails to evaluate: the executor then reports the error as it always has.
+/// that fails to evaluate: the executor then reports the error as it always has. Rows that
+/// draw random values can only be built here, so their error is the answer.
 pub fn prebuild_insert(
     plan: &WritePlan,
     catalog: &Catalog,
     params: &[Value],
     now_micros: i64,
-) -> Option<WritePlan> {
+) -> Option<SqlResult<WritePlan>> {
     let WritePlan::Insert(p) = plan else {
         return None;
     };
@@ -1659,28 +1665,37 @@ pub fn prebuild_insert(
     let table = catalog
         .table_by_id(p.table.id)
         .filter(|t| t.shape_version == p.table.shape_version)?;
-    let defaults_same = table
-        .columns
-        .iter()
-        .filter_map(|c| c.default.as_ref())
-        .all(evaluates_the_same_anywhere);
-    if !defaults_same || !rows.iter().flatten().all(evaluates_the_same_anywhere) {
+    let defaults = || table.columns.iter().filter_map(|c| c.default.as_ref());
+    if !defaults().all(evaluates_at_the_session)
+        || !rows.iter().flatten().all(evaluates_at_the_session)
+    {
         return None;
     }
-    let env = EvalEnv::without_subqueries(params, now_micros);
-    let built = eval_values(rows, &env)
-        .ok()?
-        .into_iter()
-        .map(|values| build_row(table, &p.target_columns, values, &env).ok())
-        .collect::<Option<Vec<Row>>>()?;
-    Some(WritePlan::Insert(InsertPlan {
+    let env = EvalEnv::without_subqueries(params, now_micros).with_random(true);
+    let built = eval_values(rows, &env).and_then(|rows| {
+        rows.into_iter()
+            .map(|values| build_row(table, &p.target_columns, values, &env))
+            .collect::<SqlResult<Vec<Row>>>()
+    });
+    let built = match built {
+        Ok(built) => built,
+        Err(e)
+            if defaults()
+                .chain(rows.iter().flatten())
+                .any(Expr::draws_random) =>
+        {
+            return Some(Err(e))
+        }
+        Err(_) => return None,
+    };
+    Some(Ok(WritePlan::Insert(InsertPlan {
         table: p.table.clone(),
         source: InsertSource::Packed(PackedRows::pack(&built)),
         target_columns: (0..table.columns.len()).collect(),
         on_conflict: p.on_conflict.clone(),
         returning: p.returning.clone(),
         call: p.call,
-    }))
+    })))
 }
 
 /// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
@@ -1717,7 +1732,8 @@ pub fn stage_insert_locally(
     if has_subquery {
         return None;
     }
-    let env = EvalEnv::without_subqueries(params, now_micros);
+    // The rows go into the commit as built here, so they may draw random values.
+    let env = EvalEnv::without_subqueries(params, now_micros).with_random(true);
     let stage = || -> SqlResult<Staged> {
         let mut staged = Staged::default();
         for (n, values) in eval_values(rows, &env)?.into_iter().enumerate() {
@@ -1921,7 +1937,8 @@ mod tests {
             .into_iter()
             .map(|v| build_row(&table, &p.target_columns, v, &env).unwrap())
             .collect();
-        let Some(WritePlan::Insert(prebuilt)) = prebuild_insert(&plan, &catalog, &[], now) else {
+        let Some(Ok(WritePlan::Insert(prebuilt))) = prebuild_insert(&plan, &catalog, &[], now)
+        else {
             panic!("constant VALUES are prebuilt");
         };
         let InsertSource::Packed(packed) = &prebuilt.source else {
@@ -1966,5 +1983,29 @@ mod tests {
             prebuild_insert(&plan, &changed, &[], 0).is_none(),
             "planned against another shape"
         );
+    }
+
+    #[test]
+    fn random_values_are_drawn_once_here_and_their_errors_answered_here() {
+        let catalog = catalog();
+        let plan = write(
+            &catalog,
+            "INSERT INTO t (i, b) VALUES (1, (random() * 1000)::int), (2, (random() * 1000)::int)",
+        );
+        let Some(Ok(WritePlan::Insert(prebuilt))) = prebuild_insert(&plan, &catalog, &[], 0) else {
+            panic!("random() in VALUES is prebuilt");
+        };
+        let InsertSource::Packed(packed) = &prebuilt.source else {
+            panic!("prebuilt plans carry rows");
+        };
+        assert_eq!(packed.unpack().unwrap().len(), 2);
+        let plan = write(
+            &catalog,
+            "INSERT INTO t (i, b) VALUES (2147483647 + 1, (random() * 10)::int)",
+        );
+        let e = prebuild_insert(&plan, &catalog, &[], 0)
+            .expect("answered here")
+            .unwrap_err();
+        assert_eq!(e.sqlstate(), "22003");
     }
 }

@@ -795,6 +795,7 @@ impl Executor {
             sizes: false,
             sequences: None,
             working: RefCell::default(),
+            random: false,
         }
     }
 
@@ -814,6 +815,7 @@ impl Executor {
         });
         let mut reader = self.reader(overlay, record_reads);
         reader.sizes = true;
+        reader.random = true;
         reader.sequences = Some(Box::new(sequences));
         let env = reader.env(params, now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;

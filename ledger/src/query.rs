@@ -39,6 +39,10 @@ pub struct Reader<'a> {
     pub(crate) sequences: Option<Box<dyn SequenceSource + 'a>>,
     /// The working tables of the `WITH RECURSIVE` queries being run, by id.
     pub(crate) working: RefCell<BTreeMap<u32, Vec<Row>>>,
+    /// Whether what it evaluates is recorded rather than computed again by each replica (a
+    /// query's rows, rows a transaction stages for its commit), so `random()` and
+    /// `gen_random_uuid()` may draw values ([`EvalEnv::random`]).
+    pub(crate) random: bool,
 }
 
 /// The most rows a `WITH RECURSIVE` query may produce: reads run on the executor's
@@ -113,6 +117,7 @@ impl<'a> Reader<'a> {
             now_micros,
             subqueries: self,
             sequences: self.sequences.as_deref().unwrap_or(&NoSequences),
+            random: self.random,
         }
     }
 
@@ -870,6 +875,7 @@ pub fn evaluate_without_storage(
         sizes: false,
         sequences: Some(Box::new(planner::SessionView { catalog, sequences })),
         working: RefCell::default(),
+        random: true,
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

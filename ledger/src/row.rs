@@ -7,7 +7,7 @@
 use kv::keycode::{self, KeyPart};
 use planner::TableDef;
 use sql::value_tag::{
-    BYTES, DATE, FALSE, FLOAT, INT, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE,
+    BYTES, DATE, FALSE, FLOAT, INT, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
 };
 use sql::{DataType, Numeric, SqlError, SqlResult, Value};
 
@@ -65,6 +65,10 @@ pub fn encode_row(version: u64, row: &[Value], out: &mut Vec<u8>) {
             }
             // Arrays and intervals are not column types: a value is cast to its column's
             // type before it is stored.
+            Value::Uuid(u) => {
+                out.push(UUID);
+                out.extend_from_slice(u);
+            }
             Value::Array(_) | Value::Interval(_) => out.push(NULL),
         }
     }
@@ -134,6 +138,7 @@ pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
             TIMESTAMP => row.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
             TIMESTAMPTZ => row.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
             DATE => row.push(Value::Date(i32::from_le_bytes(r.array()?))),
+            UUID => row.push(Value::Uuid(r.array()?)),
             JSONB => {
                 let len = u32::from_le_bytes(r.array()?) as usize;
                 let text = std::str::from_utf8(r.take(len)?).map_err(|_| corrupt())?;
@@ -156,6 +161,7 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
         Value::Float(f) => KeyPart::Float(*f),
         Value::Text(s) => KeyPart::Bytes(s.as_bytes()),
         Value::Bytes(b) => KeyPart::Bytes(b),
+        Value::Uuid(u) => KeyPart::Bytes(u),
         Value::Numeric(_) | Value::Array(_) | Value::Interval(_) | Value::Jsonb(_) => {
             return Err(SqlError::feature_not_supported(
                 "this type in a primary key",
@@ -225,6 +231,7 @@ mod tests {
             Value::Timestamp(123),
             Value::TimestampTz(-456),
             Value::Date(19_000),
+            Value::Uuid([7; 16]),
         ];
         let mut out = Vec::new();
         encode_row(42, &row, &mut out);

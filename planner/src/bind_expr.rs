@@ -1489,11 +1489,6 @@ impl Binder<'_> {
                 | "shobj_description",
                 _,
             ) => return fixed(Value::Null, DataType::Text),
-            ("random", 0) => {
-                return Err(SqlError::feature_not_supported(
-                    "random(): writes must be deterministic",
-                ))
-            }
             _ => {}
         }
         let (func, ty) = match name.as_str() {
@@ -1608,6 +1603,8 @@ impl Binder<'_> {
                     "pg_get_serial_sequence" => (Func::GetSerialSequence, DataType::Text, 2..=2),
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
+                    "random" => (Func::Random, DataType::Float8, 0..=0),
+                    "gen_random_uuid" => (Func::GenRandomUuid, DataType::Uuid, 0..=0),
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,
@@ -1965,6 +1962,7 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
                 t if t.element().is_some() => 6,
                 DataType::Interval => 7,
                 DataType::Jsonb => 8,
+                DataType::Uuid => 9,
                 _ => 0,
             }
         }

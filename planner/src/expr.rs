@@ -199,6 +199,8 @@ pub enum Func {
     RegClassOid,
     /// A JSON operator or function (`json_functions`).
     Json(crate::json_functions::JsonFunc),
+    /// `gen_random_uuid()`: a version 4 uuid.
+    GenRandomUuid,
 }
 
 impl Func {
@@ -208,6 +210,13 @@ impl Func {
             self,
             Func::RelationSize | Func::TableSize | Func::IndexesSize | Func::TotalRelationSize
         )
+    }
+
+    /// Whether it draws random values (`random()`, `gen_random_uuid()`): each call gives
+    /// another value, so it may only run where its values are recorded rather than computed
+    /// again by every replica ([`EvalEnv::random`]).
+    pub fn draws_random(self) -> bool {
+        matches!(self, Func::Random | Func::GenRandomUuid)
     }
 
     /// Whether it reads or changes a sequence's state, so its value depends on when and
@@ -375,6 +384,10 @@ pub struct EvalEnv<'a> {
     pub subqueries: &'a dyn SubqueryRunner,
     /// Where `nextval` and `setval` take and leave sequence states.
     pub sequences: &'a dyn SequenceSource,
+    /// Whether `random()` and `gen_random_uuid()` may draw values here: only where what
+    /// they give is recorded (a read's rows, rows built before they are proposed or staged
+    /// for a commit), never where each replica computes the statement again.
+    pub random: bool,
 }
 
 impl<'a> EvalEnv<'a> {
@@ -385,7 +398,13 @@ impl<'a> EvalEnv<'a> {
             now_micros,
             subqueries: &NoSubqueries,
             sequences: &NoSequences,
+            random: false,
         }
+    }
+
+    /// The same evaluation, where random values may (or may not) be drawn.
+    pub fn with_random(self, random: bool) -> EvalEnv<'a> {
+        EvalEnv { random, ..self }
     }
 
     /// The same evaluation, with sequences answered by `sequences`.
@@ -395,6 +414,7 @@ impl<'a> EvalEnv<'a> {
             now_micros: self.now_micros,
             subqueries: self.subqueries,
             sequences,
+            random: self.random,
         }
     }
 }
@@ -463,12 +483,21 @@ impl Expr {
         self.visit(&mut |e| match e {
             Expr::Column(i, _) if *i >= first_own_column => independent = false,
             Expr::Subquery { .. } | Expr::InSubquery { .. } => independent = false,
-            Expr::Function { func, .. } if *func == Func::Random || func.uses_sequences() => {
+            Expr::Function { func, .. } if func.draws_random() || func.uses_sequences() => {
                 independent = false
             }
             _ => {}
         });
         independent
+    }
+
+    /// Whether evaluating it may draw a random value (`random()`, `gen_random_uuid()`).
+    pub fn draws_random(&self) -> bool {
+        let mut draws = false;
+        self.visit(&mut |e| {
+            draws |= matches!(e, Expr::Function { func, .. } if func.draws_random())
+        });
+        draws
     }
 
     /// Moves every column reference outside subqueries to `f(position)`.
@@ -1255,11 +1284,14 @@ fn eval_function(
     let arg = |i: usize| values.get(i).cloned().unwrap_or(Value::Null);
     Ok(match func {
         Func::Now => Value::TimestampTz(env.now_micros),
-        Func::Random => {
-            return Err(SqlError::feature_not_supported(
-                "random() in a statement that is replicated",
-            ))
+        Func::Random | Func::GenRandomUuid if !env.random => {
+            return Err(SqlError::feature_not_supported(format!(
+                "{}() here: only INSERT, COPY and queries draw random values (an UPDATE, a DELETE, ON CONFLICT DO UPDATE, a procedure body and an added column's default are evaluated again by each replica)",
+                if func == Func::Random { "random" } else { "gen_random_uuid" }
+            )))
         }
+        Func::Random => Value::Float(rand::random::<f64>()),
+        Func::GenRandomUuid => Value::Uuid(sql::uuid::version4(rand::random())),
         Func::Coalesce => Value::Null,
         Func::NullIf => {
             let (a, b) = (arg(0), arg(1));
@@ -1727,6 +1759,7 @@ mod tests {
             now_micros: 0,
             subqueries: &NoSubqueries,
             sequences: &NoSequences,
+            random: false,
         }
     }
 

@@ -68,6 +68,22 @@ struct Transaction {
     own_sequences: BTreeMap<u32, planner::SequenceState>,
 }
 
+impl Transaction {
+    fn new(isolation: Isolation, read_only: bool) -> Transaction {
+        Transaction {
+            isolation,
+            read_only,
+            now_micros: now_micros(),
+            ops: Vec::new(),
+            reads: Vec::new(),
+            overlay: Arc::new(Overlay::new()),
+            savepoints: Vec::new(),
+            schema: None,
+            own_sequences: BTreeMap::new(),
+        }
+    }
+}
+
 /// A transaction's schema changes, planned against catalog version `base_version`, each
 /// with how many of the transaction's writes came before it, and the catalog the
 /// transaction sees after them (its statements are bound against it).
@@ -404,17 +420,8 @@ impl Session {
                 }
                 let read_only = *read_only
                     || self.setting("default_transaction_read_only").as_deref() == Some("on");
-                self.transaction = Some(Transaction {
-                    isolation: isolation.unwrap_or_else(|| self.default_isolation()),
-                    read_only,
-                    now_micros: now_micros(),
-                    ops: Vec::new(),
-                    reads: Vec::new(),
-                    overlay: Arc::new(Overlay::new()),
-                    savepoints: Vec::new(),
-                    schema: None,
-                    own_sequences: BTreeMap::new(),
-                });
+                let isolation = isolation.unwrap_or_else(|| self.default_isolation());
+                self.transaction = Some(Transaction::new(isolation, read_only));
                 Ok(StatementResult::TransactionStart("BEGIN".into()))
             }
             Plan::Commit => self.commit().await,
@@ -779,13 +786,74 @@ impl Session {
         Ok(outcome)
     }
 
-    /// Whether a write calls a sequence function (its defaults included).
-    fn calls_sequences(&self, plan: &WritePlan) -> bool {
+    /// A write outside a transaction block: proposed as one command, its INSERT ... VALUES
+    /// rows built here when they can be (`ledger::prebuild_insert`), its sequence calls with
+    /// this session's values; one that draws random values and cannot be built here goes
+    /// through a transaction of its own.
+    async fn write_alone(
+        &mut self,
+        plan: &Arc<WritePlan>,
+        params: &[Value],
+    ) -> SqlResult<(u64, Vec<Row>)> {
+        let now = now_micros();
         let catalog = self.shared.executor.catalog();
-        !catalog.sequences.is_empty()
-            && catalog
-                .table_by_id(plan.table().id)
-                .is_some_and(|table| planner::write_calls(plan, table, Func::uses_sequences))
+        let table = catalog.table_by_id(plan.table().id);
+        let calls = |which| table.is_some_and(|t| planner::write_calls(plan, t, which));
+        let sequences = !catalog.sequences.is_empty() && calls(Func::uses_sequences);
+        let draws_random = calls(Func::draws_random);
+        // Only an INSERT ... VALUES can be prebuilt.
+        let values = matches!(
+            plan.as_ref(),
+            WritePlan::Insert(InsertPlan {
+                source: InsertSource::Values(_),
+                ..
+            })
+        );
+        let prebuilt = (values && !sequences)
+            .then(|| ledger::prebuild_insert(plan, &catalog, params, now))
+            .flatten()
+            .transpose()?;
+        let command = match prebuilt {
+            Some(prebuilt) => Command::Write {
+                plan: Arc::new(prebuilt),
+                params: params.to_vec(),
+                now_micros: now,
+            },
+            None if draws_random => return self.write_in_own_transaction(plan, params).await,
+            None if sequences => Command::WriteWithSequences {
+                plan: plan.clone(),
+                params: params.to_vec(),
+                now_micros: now,
+                session: self.sequences.clone(),
+            },
+            None => Command::Write {
+                plan: plan.clone(),
+                params: params.to_vec(),
+                now_micros: now,
+            },
+        };
+        let outcome = self.propose(&command).await?;
+        Ok((outcome.rows_affected, outcome.rows))
+    }
+
+    /// A write outside a transaction block that draws random values and cannot be built
+    /// before it is proposed (an INSERT ... SELECT, defaults that also call `nextval`):
+    /// staged as a transaction of its own, so its rows are drawn once on the executor and
+    /// the commit carries them to every replica, then committed at once. Its reads are
+    /// not validated (READ COMMITTED), as a statement on its own reads one snapshot.
+    async fn write_in_own_transaction(
+        &mut self,
+        plan: &Arc<WritePlan>,
+        params: &[Value],
+    ) -> SqlResult<(u64, Vec<Row>)> {
+        self.transaction = Some(Transaction::new(Isolation::ReadCommitted, false));
+        let staged = self.stage(plan.clone(), params).await;
+        let result = match staged {
+            Ok(staged) => self.commit().await.map(|_| staged),
+            Err(e) => Err(e),
+        };
+        self.transaction = None;
+        result
     }
 
     fn overlay(&self) -> Option<Arc<Overlay>> {
@@ -1047,42 +1115,7 @@ impl Session {
         let (affected, rows) = match &self.transaction {
             Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
             Some(_) => self.stage(plan.clone(), params).await?,
-            None if self.calls_sequences(plan) => {
-                let outcome = self
-                    .propose(&Command::WriteWithSequences {
-                        plan: plan.clone(),
-                        params: params.to_vec(),
-                        now_micros: now_micros(),
-                        session: self.sequences.clone(),
-                    })
-                    .await?;
-                (outcome.rows_affected, outcome.rows)
-            }
-            None => {
-                let now = now_micros();
-                // Only an INSERT ... VALUES can be prebuilt: other writes skip the catalog.
-                let values = matches!(
-                    plan.as_ref(),
-                    WritePlan::Insert(InsertPlan {
-                        source: InsertSource::Values(_),
-                        ..
-                    })
-                );
-                let prebuilt = values
-                    .then(|| {
-                        let catalog = self.shared.executor.catalog();
-                        ledger::prebuild_insert(plan, &catalog, params, now)
-                    })
-                    .flatten();
-                let plan = prebuilt.map_or_else(|| plan.clone(), Arc::new);
-                let command = Command::Write {
-                    plan,
-                    params: params.to_vec(),
-                    now_micros: now,
-                };
-                let outcome = self.propose(&command).await?;
-                (outcome.rows_affected, outcome.rows)
-            }
+            None => self.write_alone(plan, params).await?,
         };
         let verb = plan.verb();
         if plan.returning().is_some() || verb == "CALL" {
@@ -1326,7 +1359,12 @@ impl Session {
         }
         let count = copy.rows.len() as u64;
         let table = copy.plan.table.reference();
-        if self.transaction.is_some() {
+        // Rows whose defaults draw random values are inserted as an INSERT ... VALUES is,
+        // which draws them once, before the rows are proposed or staged.
+        let defaults_draw_random = copy.plan.table.columns.iter().enumerate().any(|(i, c)| {
+            !copy.plan.columns.contains(&i) && c.default.as_ref().is_some_and(Expr::draws_random)
+        });
+        if self.transaction.is_some() || defaults_draw_random {
             let rows = copy
                 .rows
                 .into_iter()
@@ -1344,6 +1382,9 @@ impl Session {
                 returning: None,
                 call: false,
             });
+            if self.transaction.is_none() {
+                return Ok(self.write_alone(&Arc::new(plan), &[]).await?.0);
+            }
             if let Err(e) = self.stage(Arc::new(plan), &[]).await {
                 self.failed = true;
                 return Err(e);

@@ -148,6 +148,7 @@ fn encode_binary(v: &Value, ty: DataType, out: &mut BytesMut) -> SqlResult<()> {
             out.put_u8(1);
             out.put_slice(j.to_text().as_bytes());
         }
+        (Value::Uuid(u), _) => out.put_slice(u),
         (Value::Null, _) => {}
     }
     Ok(())
@@ -224,6 +225,7 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
             String::from_utf8(raw.to_vec())
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
         ),
+        DataType::Uuid => Value::Uuid(fixed(16)?.try_into().expect("16 bytes")),
         DataType::Json => Value::parse_text(
             std::str::from_utf8(raw)
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
@@ -248,6 +250,7 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         | DataType::BoolArray
         | DataType::JsonbArray
         | DataType::JsonArray
+        | DataType::UuidArray
         | DataType::Int2Vector => decode_binary_array(raw, ty)?,
     })
 }

@@ -741,6 +741,69 @@ async fn json_documents_survive_kill9() {
     );
 }
 
+/// Values `gen_random_uuid()` draws are drawn once: the ids a client was given back are the
+/// ones stored, and the same after kill -9 replays the log (rows from before a checkpoint
+/// and after it), whether the statement's rows were built before it was proposed (VALUES),
+/// staged as a transaction of its own (INSERT ... SELECT) or in a transaction block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drawn_uuids_survive_kill9() {
+    let mut server = TestServer::start_with(&["--partitions", "2"]);
+    let c = server.client().await;
+    c.batch_execute(
+        "create table u (id uuid primary key default gen_random_uuid(), n int not null, tag uuid)",
+    )
+    .await
+    .unwrap();
+    let mut given: Vec<(i32, String, Option<String>)> = Vec::new();
+    let returned = "returning n, id::text, tag::text";
+    let mut run = |rows: Vec<tokio_postgres::Row>| {
+        given.extend(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))));
+    };
+    run(c
+        .query(
+            &format!("insert into u (n) select g from generate_series(1, 50) g {returned}"),
+            &[],
+        )
+        .await
+        .unwrap());
+    wait_for_checkpoint(&c).await;
+    run(c
+        .query(
+            &format!("insert into u (n, tag) values (51, gen_random_uuid()), (52, gen_random_uuid()) {returned}"),
+            &[],
+        )
+        .await
+        .unwrap());
+    c.batch_execute("begin").await.unwrap();
+    run(c
+        .query(&format!("insert into u (n) values (53) {returned}"), &[])
+        .await
+        .unwrap());
+    run(c
+        .query(
+            &format!("insert into u (n, tag) select n + 100, id from u where n <= 3 {returned}"),
+            &[],
+        )
+        .await
+        .unwrap());
+    c.batch_execute("commit").await.unwrap();
+    drop(c);
+    server.kill9_and_restart();
+    let c = server.client().await;
+    let stored: Vec<(i32, String, Option<String>)> = c
+        .query("select n, id::text, tag::text from u order by n", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    given.sort();
+    assert_eq!(stored.len(), 56);
+    assert_eq!(stored, given);
+    let distinct = scalar(&c, "select count(distinct id) from u").await;
+    assert_eq!(distinct.as_deref(), Some("56"));
+}
+
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a
 /// prepared statement sees the transaction's own; a concurrent schema change makes the
 /// COMMIT fail with 40001 and leaves nothing behind; committed ones survive kill -9 (from

@@ -88,6 +88,8 @@ pub enum ErrorKind {
     UntranslatableCharacter,
     /// A NULL where a value is required (a NULL element of a JSON path).
     NullValueNotAllowed,
+    /// No cast exists between the two types (`1::uuid`).
+    CannotCoerce,
 }
 
 impl ErrorKind {
@@ -162,6 +164,7 @@ impl ErrorKind {
             InvalidForeignKey => "42830",
             UntranslatableCharacter => "22P05",
             NullValueNotAllowed => "22004",
+            CannotCoerce => "42846",
         }
     }
 }

@@ -484,7 +484,9 @@ impl Jsonb {
                         .collect(),
                 )
             }
-            Value::Bytes(_) | Value::Date(_) | Value::Interval(_) => Jsonb::String(text()),
+            Value::Bytes(_) | Value::Date(_) | Value::Interval(_) | Value::Uuid(_) => {
+                Jsonb::String(text())
+            }
         }
     }
 

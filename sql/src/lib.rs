@@ -18,6 +18,7 @@ mod parse;
 mod procedure;
 mod sequence_statement;
 mod types;
+pub mod uuid;
 mod value;
 pub mod value_tag;
 

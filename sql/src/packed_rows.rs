@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_tag::{
     ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP,
-    TIMESTAMPTZ, TRUE,
+    TIMESTAMPTZ, TRUE, UUID,
 };
 use crate::{Interval, Numeric, Value};
 
@@ -206,6 +206,10 @@ fn put_value(out: &mut Vec<u8>, value: &Value) {
             put_varint(out, text.len() as u64);
             out.extend_from_slice(text.as_bytes());
         }
+        Value::Uuid(u) => {
+            out.push(UUID);
+            out.extend_from_slice(u);
+        }
         Value::Array(items) => {
             out.push(ARRAY);
             put_varint(out, items.len() as u64);
@@ -340,6 +344,7 @@ impl Reader<'_> {
                 let j = crate::Jsonb::parse(text).map_err(|e| e.message)?;
                 out.push(Value::Jsonb(Box::new(j)))
             }
+            UUID => out.push(Value::Uuid(self.take(16)?.try_into().expect("16 bytes"))),
             tag => return Err(format!("unknown value tag {tag} in packed rows")),
         }
         Ok(())

@@ -52,6 +52,10 @@ pub enum DataType {
     JsonbArray,
     /// `json[]`.
     JsonArray,
+    /// `uuid`: 16 bytes ([`crate::uuid`]).
+    Uuid,
+    /// `uuid[]`.
+    UuidArray,
 }
 
 impl DataType {
@@ -92,6 +96,8 @@ impl DataType {
             DataType::Jsonb => 3802,
             DataType::JsonbArray => 3807,
             DataType::JsonArray => 199,
+            DataType::Uuid => 2950,
+            DataType::UuidArray => 2951,
         }
     }
 
@@ -126,6 +132,8 @@ impl DataType {
             3802 => DataType::Jsonb,
             3807 => DataType::JsonbArray,
             199 => DataType::JsonArray,
+            2950 => DataType::Uuid,
+            2951 => DataType::UuidArray,
             _ => return None,
         })
     }
@@ -138,7 +146,7 @@ impl DataType {
             DataType::Int4 | DataType::Float4 | DataType::Oid | DataType::Date => 4,
             DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => 8,
             DataType::Name => 64,
-            DataType::Interval => 16,
+            DataType::Interval | DataType::Uuid => 16,
             _ => -1,
         }
     }
@@ -239,6 +247,8 @@ impl DataType {
             "jsonb" => DataType::Jsonb,
             "jsonb[]" | "_jsonb" => DataType::JsonbArray,
             "json[]" | "_json" => DataType::JsonArray,
+            "uuid" => DataType::Uuid,
+            "uuid[]" | "_uuid" => DataType::UuidArray,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
                 DataType::Oid
@@ -309,6 +319,8 @@ impl DataType {
             DataType::Jsonb => "jsonb".into(),
             DataType::JsonbArray => "jsonb[]".into(),
             DataType::JsonArray => "json[]".into(),
+            DataType::Uuid => "uuid".into(),
+            DataType::UuidArray => "uuid[]".into(),
         }
     }
 
@@ -343,11 +355,13 @@ impl DataType {
             DataType::Jsonb => "jsonb",
             DataType::JsonbArray => "_jsonb",
             DataType::JsonArray => "_json",
+            DataType::Uuid => "uuid",
+            DataType::UuidArray => "_uuid",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 28] = [
+    pub const ALL: [DataType; 30] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -376,6 +390,8 @@ impl DataType {
         DataType::Jsonb,
         DataType::JsonbArray,
         DataType::JsonArray,
+        DataType::Uuid,
+        DataType::UuidArray,
     ];
 }
 
@@ -396,6 +412,7 @@ impl DataType {
             DataType::BoolArray => DataType::Bool,
             DataType::JsonbArray => DataType::Jsonb,
             DataType::JsonArray => DataType::Json,
+            DataType::UuidArray => DataType::Uuid,
             _ => return None,
         })
     }
@@ -409,6 +426,7 @@ impl DataType {
             DataType::Bool => DataType::BoolArray,
             DataType::Jsonb => DataType::JsonbArray,
             DataType::Json => DataType::JsonArray,
+            DataType::Uuid => DataType::UuidArray,
             DataType::Text | DataType::Varchar(_) | DataType::Name => DataType::TextArray,
             _ => return None,
         })

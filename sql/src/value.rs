@@ -28,6 +28,7 @@ pub enum Value {
     Array(Vec<Value>),
     Interval(Interval),
     Jsonb(Box<crate::jsonb::Jsonb>),
+    Uuid([u8; 16]),
 }
 
 impl Value {
@@ -55,6 +56,7 @@ impl Value {
             Value::Array(_) => DataType::TextArray,
             Value::Interval(_) => DataType::Interval,
             Value::Jsonb(_) => DataType::Jsonb,
+            Value::Uuid(_) => DataType::Uuid,
         }
     }
 
@@ -88,6 +90,7 @@ impl Value {
             Value::Date(d) => format_date(*d),
             Value::Interval(i) => i.to_string(),
             Value::Jsonb(j) => j.to_text(),
+            Value::Uuid(u) => crate::uuid::format(u),
             Value::Array(items) if ty == DataType::Int2Vector => items
                 .iter()
                 .map(|i| i.to_pg_text(DataType::Int2).unwrap_or_default())
@@ -174,6 +177,7 @@ impl Value {
                 Value::Text(text.to_string())
             }
             DataType::Jsonb => Value::Jsonb(Box::new(crate::jsonb::Jsonb::parse(text)?)),
+            DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
             DataType::Int2Vector => Value::Array(
                 text.split_whitespace()
                     .map(|n| Value::parse_text(n, DataType::Int2))
@@ -185,7 +189,8 @@ impl Value {
             | DataType::Int8Array
             | DataType::BoolArray
             | DataType::JsonbArray
-            | DataType::JsonArray => parse_array(text, ty)?,
+            | DataType::JsonArray
+            | DataType::UuidArray => parse_array(text, ty)?,
         })
     }
 
@@ -195,11 +200,14 @@ impl Value {
             return Ok(Value::Null);
         }
         let cannot = || {
-            SqlError::mismatch(format!(
-                "cannot cast type {} to {}",
-                self.natural_type().pg_name(),
-                ty.pg_name()
-            ))
+            SqlError::new(
+                ErrorKind::CannotCoerce,
+                format!(
+                    "cannot cast type {} to {}",
+                    self.natural_type().pg_name(),
+                    ty.pg_name()
+                ),
+            )
         };
         Ok(match (self, ty) {
             (Value::Text(s), _) if !ty.is_text_family() && ty != DataType::CatalogChar => {
@@ -249,6 +257,7 @@ impl Value {
             (Value::Date(d), DataType::TimestampTz) => Value::TimestampTz(date_micros(*d)),
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
             (Value::Interval(i), DataType::Interval) => Value::Interval(*i),
+            (Value::Uuid(u), DataType::Uuid) => Value::Uuid(*u),
             (Value::Jsonb(j), DataType::Jsonb) => Value::Jsonb(j.clone()),
             (Value::Jsonb(j), DataType::Json) => Value::Text(j.to_text()),
             (Value::Jsonb(j), t) if t.is_numeric_family() || t == DataType::Bool => {
@@ -341,6 +350,7 @@ impl Value {
             (Date(a), Date(b)) => a.cmp(b),
             (Interval(a), Interval(b)) => a.cmp_span(b),
             (Jsonb(a), Jsonb(b)) => a.compare(b),
+            (Uuid(a), Uuid(b)) => a.cmp(b),
             (Date(a), Timestamp(b) | TimestampTz(b)) => date_micros(*a).cmp(b),
             (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&date_micros(*b)),
             (Array(a), Array(b)) => {
@@ -388,6 +398,7 @@ impl Value {
             Value::Array(_) => 6,
             Value::Interval(_) => 7,
             Value::Jsonb(_) => 8,
+            Value::Uuid(_) => 9,
         }
     }
 
@@ -578,7 +589,8 @@ fn parse_array(text: &str, ty: DataType) -> SqlResult<Value> {
             | DataType::Int8
             | DataType::Bool
             | DataType::Jsonb
-            | DataType::Json),
+            | DataType::Json
+            | DataType::Uuid),
         ) = ty.element()
         {
             Value::parse_text(item.trim(), element)?

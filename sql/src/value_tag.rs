@@ -19,3 +19,5 @@ pub const ARRAY: u8 = 11;
 pub const INTERVAL: u8 = 12;
 /// jsonb: its text form, as TEXT is stored (parsed again when read).
 pub const JSONB: u8 = 13;
+/// uuid: its 16 bytes.
+pub const UUID: u8 = 14;

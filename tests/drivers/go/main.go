@@ -81,5 +81,18 @@ func main() {
 	var n int64
 	must(conn.QueryRow(ctx, "select count(*) from go_items").Scan(&n), "count")
 	check(n == 10, "rows after errors: %d", n)
+
+	// uuid: pgx sends and reads uuids in binary ([16]byte), and a drawn default.
+	_, err = conn.Exec(ctx, "create table go_tokens (id uuid primary key default gen_random_uuid(), n int not null)")
+	must(err, "create go_tokens")
+	given := [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11}
+	_, err = conn.Exec(ctx, "insert into go_tokens (id, n) values ($1, 1)", given)
+	must(err, "insert a uuid")
+	var text string
+	must(conn.QueryRow(ctx, "select id::text from go_tokens where id = $1", given).Scan(&text), "find by uuid")
+	check(text == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "uuid text form: %s", text)
+	var drawn [16]byte
+	must(conn.QueryRow(ctx, "insert into go_tokens (n) values (2) returning id").Scan(&drawn), "a drawn uuid")
+	check(drawn[6]>>4 == 4 && drawn[8]>>6 == 2, "drawn uuid version and variant: %x", drawn)
 	fmt.Println("pgx: ok")
 }

@@ -1,13 +1,16 @@
 // pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
-// statement reuse (server-side after five executions), executeBatch. Run by
-// server/tests/drivers.rs.
+// statement reuse (server-side after five executions), executeBatch, java.util.UUID
+// parameters and results. Run by server/tests/drivers.rs.
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Properties;
+import java.util.UUID;
 
 public class DriverTest {
     static void check(boolean ok, String message) {
@@ -84,6 +87,32 @@ public class DriverTest {
             }
             try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select count(*) from java_items")) {
                 check(rs.next() && rs.getLong(1) == 30, "rows after errors");
+            }
+
+            // uuid: java.util.UUID parameters and results (pgJDBC sends and reads them in
+            // binary), prepared server-side after five executions, and a drawn default.
+            try (Statement s = conn.createStatement()) {
+                s.execute("create table java_tokens (id uuid primary key default gen_random_uuid(), n int not null)");
+            }
+            List<UUID> ids = new ArrayList<>();
+            try (PreparedStatement insert = conn.prepareStatement("insert into java_tokens (id, n) values (?, ?)")) {
+                for (int i = 0; i < 8; i++) {
+                    ids.add(UUID.randomUUID());
+                    insert.setObject(1, ids.get(i));
+                    insert.setInt(2, i);
+                    insert.executeUpdate();
+                }
+            }
+            try (PreparedStatement select = conn.prepareStatement("select id, n from java_tokens where id = ?")) {
+                for (int i = 0; i < 8; i++) {
+                    select.setObject(1, ids.get(i));
+                    try (ResultSet rs = select.executeQuery()) {
+                        check(rs.next() && ids.get(i).equals(rs.getObject(1)) && rs.getInt(2) == i, "uuid row " + i);
+                    }
+                }
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("insert into java_tokens (n) values (100) returning id")) {
+                check(rs.next() && ((UUID) rs.getObject(1)).version() == 4, "a drawn uuid");
             }
         }
         System.out.println("pgJDBC: ok");

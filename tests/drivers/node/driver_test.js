@@ -55,6 +55,17 @@ async function main() {
     check(e.code === '42P01', `sqlstate ${e.code}`);
   }
   check(Number((await client.query('select count(*) as n from js_items')).rows[0].n) === 10, 'rows after errors');
+
+  // uuid: strings in and out, a drawn default, and an array parameter for = ANY.
+  await client.query('create table js_tokens (id uuid primary key default gen_random_uuid(), n int not null)');
+  const given = 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11';
+  await client.query('insert into js_tokens (id, n) values ($1, 1)', [given]);
+  const drawn = (await client.query('insert into js_tokens (n) values (2), (3) returning id')).rows.map((r) => r.id);
+  check(drawn.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id)), `drawn ${drawn}`);
+  const found = await client.query('select n from js_tokens where id = any($1::uuid[]) order by n', [[given, drawn[1]]]);
+  check(found.rows.map((r) => r.n).join() === '1,3', `uuid = any: ${JSON.stringify(found.rows)}`);
+  const back = await client.query('select id from js_tokens where n = 1');
+  check(back.rows[0].id === given.toLowerCase(), `uuid text form: ${back.rows[0].id}`);
   await client.end();
   console.log('node-postgres: ok');
 }

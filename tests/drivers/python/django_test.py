@@ -3,14 +3,16 @@ starts with (auth, contenttypes, sessions, admin) and of a small app with a fore
 each migration in its transaction, and the introspection its schema editor uses; then the
 ORM: create, bulk_create, annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
-IntegrityError inside a savepoint, auth's password hashing round trip, and a JSONField
-(jsonb) with key, path, containment and has-key lookups.
+IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
+(jsonb) with key, path, containment and has-key lookups, and UUIDField keys (one from
+Python's uuid4, one from the database's gen_random_uuid() default).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
 import decimal
 import os
 import sys
+import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "django_project"))
 os.environ["DJANGO_SETTINGS_MODULE"] = "settings"
@@ -23,7 +25,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import Count, Sum  # noqa: E402
-from shop.models import Customer, Event, Order  # noqa: E402
+from shop.models import Customer, Event, Order, Voucher  # noqa: E402
 
 
 def check(condition, message):
@@ -38,7 +40,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 2, "the shop migrations are recorded")
+    check(cursor.fetchone()[0] == 3, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -105,4 +107,21 @@ event = Event.objects.get(data__geo__c="NO")
 event.data["tags"].append("tv")
 event.save()
 check(Event.objects.get(pk=event.pk).data["tags"] == ["app", "tv"], "a JSON value saved back")
+# UUIDField keys: the primary key from Python, the token from the column's default.
+first = Voucher.objects.create(event=event)
+Voucher.objects.bulk_create([Voucher(event=event), Voucher(event=event)])
+first.refresh_from_db()
+check(isinstance(first.pk, uuid.UUID) and first.token.version == 4, f"uuids {first.pk} {first.token}")
+check(Voucher.objects.get(token=first.token).pk == first.pk, "found by a drawn uuid")
+tokens = set(Voucher.objects.values_list("token", flat=True))
+check(len(tokens) == 3, f"three distinct tokens: {tokens}")
+check(event.vouchers.filter(pk__in=[first.pk, uuid.uuid4()]).count() == 1, "uuid__in")
+try:
+    with transaction.atomic():
+        Voucher.objects.create(event=event, token=first.token)
+    check(False, "a duplicate token was accepted")
+except IntegrityError:
+    pass
+event.delete()
+check(Voucher.objects.count() == 0, "vouchers deleted with their event")
 print("django: ok")

@@ -1,11 +1,12 @@
 """psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse,
-json and jsonb in text and binary form.
+json and jsonb in text and binary form, uuid keys and lists.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
 import datetime
 import os
 import sys
+import uuid
 
 import psycopg
 from psycopg import errors
@@ -134,5 +135,27 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
         check(False, "bad JSON was accepted")
     except errors.InvalidTextRepresentation as e:
         check(e.sqlstate == "22P02", f"sqlstate {e.sqlstate}")
+
+    # uuid: Python UUIDs as keys in text and binary, a list of them as uuid[] (= ANY), and
+    # server-drawn ones from a DEFAULT, read back as UUIDs.
+    conn.execute("create table py_tokens (id uuid primary key default gen_random_uuid(), owner uuid, n int)")
+    mine = uuid.uuid4()
+    given = [uuid.uuid4() for _ in range(3)]
+    conn.execute("insert into py_tokens values (%s, %s, 1)", (given[0], mine))
+    with conn.cursor(binary=True) as cur:
+        cur.executemany("insert into py_tokens values (%s, %s, %s)", [(given[1], mine, 2), (given[2], None, 3)])
+        got = cur.execute("select id, owner from py_tokens where id = %s", (given[1],)).fetchone()
+    check(got == (given[1], mine), f"uuid in binary: {got}")
+    drawn = conn.execute("insert into py_tokens (n) values (4), (5) returning id").fetchall()
+    check(all(isinstance(r[0], uuid.UUID) and r[0].version == 4 for r in drawn), f"drawn: {drawn}")
+    got = conn.execute("select n from py_tokens where id = any(%s) order by n", ([given[0], given[2], drawn[1][0]],)).fetchall()
+    check(got == [(1,), (3,), (5,)], f"uuid = any(list): {got}")
+    got = conn.execute("select count(*) from py_tokens where owner = %s", (mine,)).fetchone()[0]
+    check(got == 2, f"owner count {got}")
+    try:
+        conn.execute("insert into py_tokens values (%s, null, 6)", (given[0],))
+        check(False, "a duplicate uuid key was accepted")
+    except errors.UniqueViolation as e:
+        check(e.sqlstate == "23505", f"sqlstate {e.sqlstate}")
 
 print("psycopg: ok")

@@ -5,8 +5,8 @@ create_all of mapped classes with SERIAL keys, a foreign key, a server default a
 (its many-row INSERT ... SELECT ... RETURNING), relationship loading through joins, updates,
 delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
 rollback of a failed flush, a JSONB column with its comparators (key as text, path,
-contains, has_key) and in-place mutation, reflection (inspect, MetaData.reflect) and
-drop_all.
+contains, has_key) and in-place mutation, uuid keys drawn by the server's
+gen_random_uuid() and by Python, reflection (inspect, MetaData.reflect) and drop_all.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -14,6 +14,7 @@ import datetime
 import decimal
 import os
 import sys
+import uuid
 from typing import List, Optional
 
 from sqlalchemy import (
@@ -26,6 +27,7 @@ from sqlalchemy import (
     func,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import IntegrityError
@@ -74,6 +76,12 @@ class Profile(Base):
     __tablename__ = "sa_profile"
     id: Mapped[int] = mapped_column(primary_key=True)
     settings: Mapped[dict] = mapped_column(MutableDict.as_mutable(JSONB), default=dict)
+
+class Ticket(Base):
+    __tablename__ = "sa_ticket"
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True, server_default=text("gen_random_uuid()"))
+    ref: Mapped[uuid.UUID] = mapped_column(default=uuid.uuid4, unique=True)
+    seat: Mapped[int]
 
 engine = create_engine(url)
 Base.metadata.create_all(engine)
@@ -180,6 +188,20 @@ with Session(engine) as session:
     theme = session.scalar(select(Profile.settings["theme"].astext).where(Profile.id == dark.id))
     check(theme == "solarized", f"a mutation saved: {theme}")
 
+# uuid keys: the id drawn by the server (RETURNING brings it back), ref by Python.
+with Session(engine) as session:
+    tickets = [Ticket(seat=n) for n in range(1, 6)]
+    session.add_all(tickets)
+    session.commit()
+    ids = {t.id for t in tickets}
+    check(len(ids) == 5 and all(i.version == 4 for i in ids), f"server-drawn ids: {ids}")
+    third = session.scalars(select(Ticket).where(Ticket.ref == tickets[2].ref)).one()
+    check(third.seat == 3 and third.id == tickets[2].id, f"found by ref: {third.seat}")
+    seats = session.scalars(
+        select(Ticket.seat).where(Ticket.id.in_([tickets[0].id, tickets[4].id])).order_by(Ticket.seat)
+    ).all()
+    check(seats == [1, 5], f"uuid IN: {seats}")
+
 insp = inspect(engine)
 fks = insp.get_foreign_keys("sa_address")
 check(
@@ -203,6 +225,8 @@ check(
 )
 settings = {c["name"]: c for c in insp.get_columns("sa_profile")}["settings"]
 check(isinstance(settings["type"], JSONB), f"a jsonb column reflected: {settings}")
+ticket_id = {c["name"]: c for c in insp.get_columns("sa_ticket")}["id"]
+check(str(ticket_id["type"]) == "UUID" and "gen_random_uuid" in ticket_id["default"], f"a uuid column reflected: {ticket_id}")
 reflected = MetaData()
 reflected.reflect(engine, only=["sa_user", "sa_address"])
 check(

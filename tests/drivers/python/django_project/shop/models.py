@@ -1,3 +1,6 @@
+import uuid
+
+from django.contrib.postgres.functions import RandomUUID
 from django.db import models
 
 
@@ -16,3 +19,9 @@ class Order(models.Model):
 class Event(models.Model):
     kind = models.CharField(max_length=50)
     data = models.JSONField(default=dict)
+
+
+class Voucher(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="vouchers")
+    token = models.UUIDField(db_default=RandomUUID(), unique=True)
