@@ -7,9 +7,10 @@
 use kv::keycode::{self, KeyPart};
 use planner::TableDef;
 use sql::value_tag::{
-    BYTES, DATE, FALSE, FLOAT, INT, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP,
+    TIMESTAMPTZ, TRUE, UUID,
 };
-use sql::{DataType, Numeric, SqlError, SqlResult, Value};
+use sql::{DataType, Interval, Numeric, SqlError, SqlResult, Value};
 
 pub type Row = Vec<Value>;
 
@@ -18,58 +19,73 @@ pub fn encode_row(version: u64, row: &[Value], out: &mut Vec<u8>) {
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(row.len() as u16).to_le_bytes());
     for v in row {
-        match v {
-            Value::Null => out.push(NULL),
-            Value::Bool(false) => out.push(FALSE),
-            Value::Bool(true) => out.push(TRUE),
-            Value::Int(i) => {
-                out.push(INT);
-                out.extend_from_slice(&i.to_le_bytes());
+        encode_value(v, out);
+    }
+}
+
+fn encode_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Null => out.push(NULL),
+        Value::Bool(false) => out.push(FALSE),
+        Value::Bool(true) => out.push(TRUE),
+        Value::Int(i) => {
+            out.push(INT);
+            out.extend_from_slice(&i.to_le_bytes());
+        }
+        Value::Float(f) => {
+            out.push(FLOAT);
+            out.extend_from_slice(&f.to_le_bytes());
+        }
+        Value::Numeric(n) => {
+            out.push(NUMERIC);
+            out.extend_from_slice(&n.mantissa().to_le_bytes());
+            out.push(n.scale() as u8);
+        }
+        Value::Text(s) => {
+            out.push(TEXT);
+            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+            out.extend_from_slice(s.as_bytes());
+        }
+        Value::Bytes(b) => {
+            out.push(BYTES);
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        Value::Timestamp(t) => {
+            out.push(TIMESTAMP);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        Value::TimestampTz(t) => {
+            out.push(TIMESTAMPTZ);
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+        Value::Date(d) => {
+            out.push(DATE);
+            out.extend_from_slice(&d.to_le_bytes());
+        }
+        Value::Jsonb(j) => {
+            let text = j.to_text();
+            out.push(JSONB);
+            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+            out.extend_from_slice(text.as_bytes());
+        }
+        Value::Uuid(u) => {
+            out.push(UUID);
+            out.extend_from_slice(u);
+        }
+        Value::Interval(i) => {
+            out.push(INTERVAL);
+            out.extend_from_slice(&i.months.to_le_bytes());
+            out.extend_from_slice(&i.days.to_le_bytes());
+            out.extend_from_slice(&i.micros.to_le_bytes());
+        }
+        // A one-dimensional array: its length, then each element as a value.
+        Value::Array(items) => {
+            out.push(ARRAY);
+            out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+            for item in items {
+                encode_value(item, out);
             }
-            Value::Float(f) => {
-                out.push(FLOAT);
-                out.extend_from_slice(&f.to_le_bytes());
-            }
-            Value::Numeric(n) => {
-                out.push(NUMERIC);
-                out.extend_from_slice(&n.mantissa().to_le_bytes());
-                out.push(n.scale() as u8);
-            }
-            Value::Text(s) => {
-                out.push(TEXT);
-                out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-                out.extend_from_slice(s.as_bytes());
-            }
-            Value::Bytes(b) => {
-                out.push(BYTES);
-                out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-                out.extend_from_slice(b);
-            }
-            Value::Timestamp(t) => {
-                out.push(TIMESTAMP);
-                out.extend_from_slice(&t.to_le_bytes());
-            }
-            Value::TimestampTz(t) => {
-                out.push(TIMESTAMPTZ);
-                out.extend_from_slice(&t.to_le_bytes());
-            }
-            Value::Date(d) => {
-                out.push(DATE);
-                out.extend_from_slice(&d.to_le_bytes());
-            }
-            Value::Jsonb(j) => {
-                let text = j.to_text();
-                out.push(JSONB);
-                out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-                out.extend_from_slice(text.as_bytes());
-            }
-            // Arrays and intervals are not column types: a value is cast to its column's
-            // type before it is stored.
-            Value::Uuid(u) => {
-                out.push(UUID);
-                out.extend_from_slice(u);
-            }
-            Value::Array(_) | Value::Interval(_) => out.push(NULL),
         }
     }
 }
@@ -110,45 +126,68 @@ pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
     let version = u64::from_le_bytes(r.array()?);
     let count = u16::from_le_bytes(r.array()?) as usize;
     let mut row = Vec::with_capacity(count);
-    // Each value is built in place in `row`, as in `sql::PackedRows`, where a `match`
-    // yielding the value through `?`s built it on the stack and stalled copying it.
     for _ in 0..count {
-        match r.take(1)?[0] {
-            NULL => row.push(Value::Null),
-            FALSE => row.push(Value::Bool(false)),
-            TRUE => row.push(Value::Bool(true)),
-            INT => row.push(Value::Int(i64::from_le_bytes(r.array()?))),
-            FLOAT => row.push(Value::Float(f64::from_le_bytes(r.array()?))),
-            NUMERIC => {
-                let mantissa = i128::from_le_bytes(r.array()?);
-                let scale = r.take(1)?[0] as u32;
-                row.push(Value::Numeric(
-                    Numeric::new(mantissa, scale).map_err(|_| corrupt())?,
-                ))
-            }
-            TEXT => {
-                let len = u32::from_le_bytes(r.array()?) as usize;
-                let text = String::from_utf8(r.take(len)?.to_vec()).map_err(|_| corrupt())?;
-                row.push(Value::Text(text))
-            }
-            BYTES => {
-                let len = u32::from_le_bytes(r.array()?) as usize;
-                row.push(Value::Bytes(r.take(len)?.to_vec()))
-            }
-            TIMESTAMP => row.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
-            TIMESTAMPTZ => row.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
-            DATE => row.push(Value::Date(i32::from_le_bytes(r.array()?))),
-            UUID => row.push(Value::Uuid(r.array()?)),
-            JSONB => {
-                let len = u32::from_le_bytes(r.array()?) as usize;
-                let text = std::str::from_utf8(r.take(len)?).map_err(|_| corrupt())?;
-                let j = sql::Jsonb::parse(text).map_err(|_| corrupt())?;
-                row.push(Value::Jsonb(Box::new(j)))
-            }
-            _ => return Err(corrupt()),
-        }
+        decode_value(&mut r, &mut row, 0)?;
     }
     Ok((version, row))
+}
+
+/// Decodes one value onto `out`. Each value is built in place there, as in
+/// `sql::PackedRows`, where a `match` yielding the value through `?`s built it on the stack
+/// and stalled copying it. Arrays are one-dimensional: an array inside one is corrupt.
+fn decode_value(r: &mut Reader<'_>, out: &mut Vec<Value>, depth: u8) -> SqlResult<()> {
+    match r.take(1)?[0] {
+        NULL => out.push(Value::Null),
+        FALSE => out.push(Value::Bool(false)),
+        TRUE => out.push(Value::Bool(true)),
+        INT => out.push(Value::Int(i64::from_le_bytes(r.array()?))),
+        FLOAT => out.push(Value::Float(f64::from_le_bytes(r.array()?))),
+        NUMERIC => {
+            let mantissa = i128::from_le_bytes(r.array()?);
+            let scale = r.take(1)?[0] as u32;
+            out.push(Value::Numeric(
+                Numeric::new(mantissa, scale).map_err(|_| corrupt())?,
+            ))
+        }
+        TEXT => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            let text = String::from_utf8(r.take(len)?.to_vec()).map_err(|_| corrupt())?;
+            out.push(Value::Text(text))
+        }
+        BYTES => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            out.push(Value::Bytes(r.take(len)?.to_vec()))
+        }
+        TIMESTAMP => out.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
+        TIMESTAMPTZ => out.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
+        DATE => out.push(Value::Date(i32::from_le_bytes(r.array()?))),
+        UUID => out.push(Value::Uuid(r.array()?)),
+        JSONB => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            let text = std::str::from_utf8(r.take(len)?).map_err(|_| corrupt())?;
+            let j = sql::Jsonb::parse(text).map_err(|_| corrupt())?;
+            out.push(Value::Jsonb(Box::new(j)))
+        }
+        INTERVAL => out.push(Value::Interval(Interval {
+            months: i32::from_le_bytes(r.array()?),
+            days: i32::from_le_bytes(r.array()?),
+            micros: i64::from_le_bytes(r.array()?),
+        })),
+        ARRAY if depth == 0 => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            // Every element takes at least its tag byte.
+            if len > r.bytes.len() {
+                return Err(corrupt());
+            }
+            let mut items = Vec::with_capacity(len);
+            for _ in 0..len {
+                decode_value(r, &mut items, depth + 1)?;
+            }
+            out.push(Value::Array(items))
+        }
+        _ => return Err(corrupt()),
+    }
+    Ok(())
 }
 
 /// One key component for a value of a key column.
@@ -232,6 +271,13 @@ mod tests {
             Value::TimestampTz(-456),
             Value::Date(19_000),
             Value::Uuid([7; 16]),
+            Value::Interval(Interval {
+                months: -14,
+                days: 3,
+                micros: 1_500_000,
+            }),
+            Value::Array(vec![Value::text("a"), Value::Null, Value::text("")]),
+            Value::Array(Vec::new()),
         ];
         let mut out = Vec::new();
         encode_row(42, &row, &mut out);

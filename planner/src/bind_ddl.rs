@@ -162,10 +162,9 @@ impl Binder<'_> {
         }
         for &k in &primary_key {
             columns[k].nullable = false;
-            if matches!(
-                columns[k].ty,
-                DataType::Numeric { .. } | DataType::Float4 | DataType::Json | DataType::Jsonb
-            ) {
+            if matches!(columns[k].ty, DataType::Numeric { .. } | DataType::Float4)
+                || !indexable(columns[k].ty)
+            {
                 return Err(SqlError::feature_not_supported(format!(
                     "a primary key column of type {}",
                     columns[k].ty.pg_name()
@@ -471,7 +470,7 @@ impl Binder<'_> {
                 .iter()
                 .position(|c| c.name == n)
                 .ok_or_else(|| SqlError::undefined_column(&format!("{n}\" named in key")))?;
-            if matches!(columns[position].ty, DataType::Json | DataType::Jsonb) {
+            if !indexable(columns[position].ty) {
                 return Err(SqlError::feature_not_supported(format!(
                     "a key or index on a column of type {}",
                     columns[position].ty.pg_name()
@@ -741,16 +740,19 @@ pub(crate) fn named_columns(
         .collect()
 }
 
-/// Refuses column types values exist for but storage does not yet (arrays, intervals).
+/// Refuses column types that exist only for the catalogs (`int2vector`).
 pub(crate) fn storable_column_type(ty: DataType) -> SqlResult<()> {
-    if ty.element().is_some() {
+    if matches!(ty, DataType::Int2Vector) {
         return Err(SqlError::feature_not_supported(format!(
-            "array columns ({})",
+            "columns of type {}",
             ty.pg_name()
         )));
     }
-    if ty == DataType::Interval {
-        return Err(SqlError::feature_not_supported("interval columns"));
-    }
     Ok(())
+}
+
+/// Whether a column of this type may be in a key or an index: its values have an
+/// order-preserving key encoding (`ledger::row`); JSON, arrays and intervals do not yet.
+fn indexable(ty: DataType) -> bool {
+    !matches!(ty, DataType::Json | DataType::Jsonb | DataType::Interval) && ty.element().is_none()
 }

@@ -200,7 +200,8 @@ pub fn data_type_of(t: &ast::DataType) -> SqlResult<DataType> {
         }
         None => (text.clone(), Vec::new()),
     };
-    let lower = name.to_ascii_lowercase();
+    // `varchar(20)[]` is `varchar []` with its modifier taken out.
+    let lower = name.to_ascii_lowercase().replace(" []", "[]");
     let normalized = match lower.as_str() {
         "timestamp with time zone" | "timestamptz" => "timestamptz",
         "timestamp without time zone" | "timestamp" => "timestamp",
@@ -457,6 +458,9 @@ impl Binder<'_> {
                         case_insensitive,
                     });
                 }
+                if matches!(op, ast::BinaryOperator::PGOverlap) {
+                    return self.array_overlap(left, right, scope);
+                }
                 if let Some(e) = self.json_operator(op, left, right, scope)? {
                     return Ok(e);
                 }
@@ -563,8 +567,14 @@ impl Binder<'_> {
                         None => bound,
                     });
                 }
+                // The typed elements decide; NULLs and untyped literals then take their type.
+                let typed: Vec<DataType> = items
+                    .iter()
+                    .map(Expr::ty)
+                    .filter(|t| *t != DataType::Unknown)
+                    .collect();
                 let all =
-                    |f: fn(DataType) -> bool| !items.is_empty() && items.iter().all(|i| f(i.ty()));
+                    |f: fn(DataType) -> bool| !typed.is_empty() && typed.iter().all(|t| f(*t));
                 let ty = if let Some(t) = wanted {
                     t
                 } else if all(|t| matches!(t, DataType::Int2 | DataType::Int4)) {
@@ -573,9 +583,22 @@ impl Binder<'_> {
                     DataType::Int8Array
                 } else if all(|t| t == DataType::Bool) {
                     DataType::BoolArray
+                } else if all(|t| t == DataType::Uuid) {
+                    DataType::UuidArray
+                } else if all(|t| t == DataType::Jsonb) {
+                    DataType::JsonbArray
                 } else {
                     DataType::TextArray
                 };
+                if let Some(element) = ty.element().filter(|_| wanted.is_none()) {
+                    items = items
+                        .into_iter()
+                        .map(|i| match i.ty() {
+                            DataType::Unknown => self.coerce(i, element),
+                            _ => Ok(i),
+                        })
+                        .collect::<SqlResult<_>>()?;
+                }
                 Expr::Function {
                     func: Func::MakeArray,
                     args: items,
@@ -1398,6 +1421,9 @@ impl Binder<'_> {
             return Err(not_an_aggregate("FILTER", &name));
         }
         if let Some(call) = self.json_call(&name, &args, scope) {
+            return call;
+        }
+        if let Some(call) = self.array_call(&name, &args, scope) {
             return call;
         }
         let mut bound = Vec::with_capacity(args.len());

@@ -23,7 +23,7 @@ fn json(func: JsonFunc, args: Vec<Expr>, ty: DataType) -> Expr {
     }
 }
 
-fn undefined_function(name: &str, args: &[&Expr]) -> SqlError {
+pub(crate) fn undefined_function(name: &str, args: &[&Expr]) -> SqlError {
     let types: Vec<String> = args.iter().map(|a| a.ty().pg_name()).collect();
     SqlError::new(
         ErrorKind::UndefinedFunction,
@@ -31,7 +31,7 @@ fn undefined_function(name: &str, args: &[&Expr]) -> SqlError {
     )
 }
 
-fn undefined_operator(l: DataType, op: &str, r: DataType) -> SqlError {
+pub(crate) fn undefined_operator(l: DataType, op: &str, r: DataType) -> SqlError {
     SqlError::new(
         ErrorKind::UndefinedFunction,
         format!(
@@ -227,11 +227,13 @@ impl Binder<'_> {
         };
         let l = self.expr(left, scope, None)?;
         let r = self.expr(right, scope, None)?;
-        if func == JsonFunc::Contains && [l.ty(), r.ty()].iter().any(|t| t.element().is_some()) {
-            return Err(SqlError::feature_not_supported(format!(
-                "{symbol} on arrays"
-            )));
-        }
+        let (l, r) = match func {
+            JsonFunc::Contains => match self.array_containment(l, r, matches!(op, B::ArrowAt))? {
+                Ok(arrays) => return Ok(Some(arrays)),
+                Err(sides) => sides,
+            },
+            _ => (l, r),
+        };
         let (lt, rt) = (l.ty(), r.ty());
         let Some(l) = self.document(l, jsonb_only, DataType::Jsonb) else {
             return Err(undefined_operator(lt, &symbol, rt));

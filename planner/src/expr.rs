@@ -201,6 +201,13 @@ pub enum Func {
     Json(crate::json_functions::JsonFunc),
     /// `gen_random_uuid()`: a version 4 uuid.
     GenRandomUuid,
+    /// `container @> items` on arrays: every non-NULL element of `items` is in `container`.
+    ArrayContains,
+    /// `a && b` on arrays: an element (not NULL) in both.
+    ArrayOverlap,
+    /// `array_remove(array, element)`: the array without the elements equal to it (or
+    /// without its NULLs).
+    ArrayRemove,
 }
 
 impl Func {
@@ -1058,6 +1065,14 @@ fn size_pretty(bytes: i64) -> String {
     format!("{} PB", half_rounded(size))
 }
 
+/// An array value's elements (none for anything else).
+fn array_items(v: Value) -> Vec<Value> {
+    match v {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    }
+}
+
 /// `l || r` where at least one side is an array (`*_is_array`; the other is an element):
 /// PostgreSQL's array_cat, array_append and array_prepend. A NULL array adds nothing; a
 /// NULL element is still an element.
@@ -1277,6 +1292,7 @@ fn eval_function(
             // (where the function is not strict either).
             | Func::FormatType
             | Func::JsonBuildObject
+            | Func::ArrayRemove
     ) && !matches!(func, Func::Json(f) if f.takes_nulls());
     if strict && values.iter().any(Value::is_null) {
         return Ok(Value::Null);
@@ -1291,6 +1307,32 @@ fn eval_function(
             )))
         }
         Func::Random => Value::Float(rand::random::<f64>()),
+        Func::ArrayContains => {
+            let (container, items) = (array_items(arg(0)), array_items(arg(1)));
+            Value::Bool(items.iter().all(|x| {
+                !x.is_null() && container.iter().any(|c| c.compare(x) == Some(Ordering::Equal))
+            }))
+        }
+        Func::ArrayOverlap => {
+            let (a, b) = (array_items(arg(0)), array_items(arg(1)));
+            Value::Bool(a.iter().any(|x| b.iter().any(|y| x.compare(y) == Some(Ordering::Equal))))
+        }
+        Func::ArrayRemove => match arg(0) {
+            Value::Null => Value::Null,
+            array => {
+                let gone = arg(1);
+                Value::Array(
+                    array_items(array)
+                        .into_iter()
+                        .filter(|x| match (x.is_null(), gone.is_null()) {
+                            (true, true) => false,
+                            (false, false) => x.compare(&gone) != Some(Ordering::Equal),
+                            _ => true,
+                        })
+                        .collect(),
+                )
+            }
+        },
         Func::GenRandomUuid => Value::Uuid(sql::uuid::version4(rand::random())),
         Func::Coalesce => Value::Null,
         Func::NullIf => {

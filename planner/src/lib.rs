@@ -9,6 +9,7 @@
 mod access;
 mod alter_table;
 mod bind;
+mod bind_array;
 mod bind_call;
 mod bind_ddl;
 mod bind_expr;

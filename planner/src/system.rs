@@ -444,6 +444,7 @@ impl SystemTable {
                 ("numeric_scale", Int4),
                 ("is_identity", Text),
                 ("identity_generation", Text),
+                ("udt_name", Name),
             ],
             PgSequence => vec![
                 ("seqrelid", Oid),
@@ -637,7 +638,7 @@ impl SystemTable {
                         text("b"),
                         text(category),
                         int(elem),
-                        int(0),
+                        int(ty.array_of().map_or(0, |a| a.oid())),
                         int(0),
                         int(0),
                         b(false),
@@ -988,13 +989,16 @@ impl SystemTable {
                             int(i as i64 + 1),
                             c.default_sql.as_deref().map(text).unwrap_or(Value::Null),
                             text(if c.nullable { "YES" } else { "NO" }),
-                            Value::Text(
-                                c.ty.pg_name()
-                                    .split('(')
-                                    .next()
-                                    .unwrap_or_default()
-                                    .to_string(),
-                            ),
+                            match c.ty.element() {
+                                Some(_) => text("ARRAY"),
+                                None => Value::Text(
+                                    c.ty.pg_name()
+                                        .split('(')
+                                        .next()
+                                        .unwrap_or_default()
+                                        .to_string(),
+                                ),
+                            },
                             length,
                             precision,
                             scale,
@@ -1004,6 +1008,7 @@ impl SystemTable {
                                 Some(Identity::ByDefault) => text("BY DEFAULT"),
                                 None => null(),
                             },
+                            text(c.ty.typname()),
                         ]);
                     }
                 }
@@ -1165,7 +1170,7 @@ fn attribute_row(
         text(""),
         int(collation),
         text("p"),
-        int(0),
+        int(ty.element().is_some() as i64),
         text(""),
         int(-1),
         Value::Null,

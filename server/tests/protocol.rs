@@ -744,13 +744,15 @@ async fn json_documents_survive_kill9() {
 /// Values `gen_random_uuid()` draws are drawn once: the ids a client was given back are the
 /// ones stored, and the same after kill -9 replays the log (rows from before a checkpoint
 /// and after it), whether the statement's rows were built before it was proposed (VALUES),
-/// staged as a transaction of its own (INSERT ... SELECT) or in a transaction block.
+/// staged as a transaction of its own (INSERT ... SELECT) or in a transaction block; array
+/// and interval columns come back as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn drawn_uuids_survive_kill9() {
+async fn drawn_uuids_arrays_and_intervals_survive_kill9() {
     let mut server = TestServer::start_with(&["--partitions", "2"]);
     let c = server.client().await;
     c.batch_execute(
-        "create table u (id uuid primary key default gen_random_uuid(), n int not null, tag uuid)",
+        r#"create table u (id uuid primary key default gen_random_uuid(), n int not null, tag uuid,
+                           tags text[] default '{a,"b c",NULL}', took interval default '-1 mon 2 days 03:04:05')"#,
     )
     .await
     .unwrap();
@@ -802,6 +804,15 @@ async fn drawn_uuids_survive_kill9() {
     assert_eq!(stored, given);
     let distinct = scalar(&c, "select count(distinct id) from u").await;
     assert_eq!(distinct.as_deref(), Some("56"));
+    let defaults = scalar(
+        &c,
+        "select count(*) || ' ' || min(tags::text) || ' ' || min(took::text) from u",
+    )
+    .await;
+    assert_eq!(
+        defaults.as_deref(),
+        Some(r#"56 {a,"b c",NULL} -1 mons +2 days 03:04:05"#)
+    );
 }
 
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a

@@ -254,7 +254,13 @@ impl DataType {
                 DataType::Oid
             }
             "\"char\"" => DataType::CatalogChar,
-            "text[]" | "_text" | "name[]" | "varchar[]" | "\"char\"[]" => DataType::TextArray,
+            "text[]"
+            | "_text"
+            | "name[]"
+            | "varchar[]"
+            | "_varchar"
+            | "character varying[]"
+            | "\"char\"[]" => DataType::TextArray,
             "int2[]" | "smallint[]" | "_int2" | "oid[]" => DataType::Int2Array,
             "int4[]" | "integer[]" | "int[]" | "_int4" => DataType::Int4Array,
             "int8[]" | "bigint[]" | "_int8" => DataType::Int8Array,

@@ -104,7 +104,12 @@ impl Value {
                     }
                     match item.to_pg_text(ty.element().unwrap_or(DataType::Text)) {
                         None => out.push_str("NULL"),
-                        Some(s) if s.is_empty() || s.contains([',', '"', '{', '}', ' ', '\\']) => {
+                        Some(s)
+                            if s.is_empty()
+                                || s.eq_ignore_ascii_case("null")
+                                || s.contains([',', '"', '{', '}', '\\'])
+                                || s.contains(|c: char| c.is_ascii_whitespace()) =>
+                        {
                             out.push('"');
                             out.push_str(&s.replace('\\', "\\\\").replace('"', "\\\""));
                             out.push('"');

@@ -13,9 +13,9 @@ pub const BYTES: u8 = 7;
 pub const TIMESTAMP: u8 = 8;
 pub const TIMESTAMPTZ: u8 = 9;
 pub const DATE: u8 = 10;
-/// Packed rows only (arrays exist only in catalog views, never in stored rows).
+/// A one-dimensional array: its length, then each element as a value.
 pub const ARRAY: u8 = 11;
-/// Packed rows only (intervals are not a column type yet): months, days, microseconds.
+/// An interval: months, days, microseconds.
 pub const INTERVAL: u8 = 12;
 /// jsonb: its text form, as TEXT is stored (parsed again when read).
 pub const JSONB: u8 = 13;

@@ -4,11 +4,13 @@ each migration in its transaction, and the introspection its schema editor uses;
 ORM: create, bulk_create, annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
-(jsonb) with key, path, containment and has-key lookups, and UUIDField keys (one from
-Python's uuid4, one from the database's gen_random_uuid() default).
+(jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
+Python's uuid4, one from the database's gen_random_uuid() default), and ArrayField
+(varchar[] and integer[]) with its lookups and a DurationField (interval).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
+import datetime
 import decimal
 import os
 import sys
@@ -25,7 +27,7 @@ from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import IntegrityError, connection, transaction  # noqa: E402
 from django.db.models import Count, Sum  # noqa: E402
-from shop.models import Customer, Event, Order, Voucher  # noqa: E402
+from shop.models import Article, Customer, Event, Order, Voucher  # noqa: E402
 
 
 def check(condition, message):
@@ -40,7 +42,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 3, "the shop migrations are recorded")
+    check(cursor.fetchone()[0] == 4, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -124,4 +126,23 @@ except IntegrityError:
     pass
 event.delete()
 check(Voucher.objects.count() == 0, "vouchers deleted with their event")
+# ArrayField (varchar(20)[] and integer[]) and DurationField (interval).
+Article.objects.create(title="a", tags=["rust", "db"], scores=[3, 1], reading_time=datetime.timedelta(minutes=5))
+Article.objects.create(title="b", tags=["go"], reading_time=datetime.timedelta(hours=1, seconds=30))
+Article.objects.create(title="c")
+check(Article.objects.get(title="a").tags == ["rust", "db"], "an array read back")
+check(Article.objects.filter(tags__contains=["db"]).get().title == "a", "array contains")
+check(Article.objects.filter(tags__contained_by=["rust", "db", "go"]).count() == 3, "array contained_by")
+check(Article.objects.filter(tags__overlap=["go", "db"]).count() == 2, "array overlap")
+check(Article.objects.filter(tags__len=0).get().title == "c", "array len")
+check(Article.objects.filter(tags__0="go").get().title == "b", "array index")
+check(Article.objects.filter(tags__1__in=["db"]).count() == 1, "array index with in")
+scores = list(Article.objects.filter(scores__isnull=False).values_list("scores", flat=True))
+check(scores == [[3, 1]], f"integer arrays: {scores}")
+check(Article.objects.filter(reading_time__gt=datetime.timedelta(minutes=10)).get().title == "b", "interval comparison")
+check(Article.objects.get(title="b").reading_time == datetime.timedelta(hours=1, seconds=30), "an interval read back")
+article = Article.objects.get(title="a")
+article.tags.append("web")
+article.save()
+check(Article.objects.get(pk=article.pk).tags == ["rust", "db", "web"], "an array saved back")
 print("django: ok")

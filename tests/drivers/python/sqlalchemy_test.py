@@ -6,7 +6,7 @@ create_all of mapped classes with SERIAL keys, a foreign key, a server default a
 delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
 rollback of a failed flush, a JSONB column with its comparators (key as text, path,
 contains, has_key) and in-place mutation, uuid keys drawn by the server's
-gen_random_uuid() and by Python, reflection (inspect, MetaData.reflect) and drop_all.
+gen_random_uuid() and by Python, ARRAY and Interval columns, reflection (inspect, MetaData.reflect) and drop_all.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -29,7 +29,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.mutable import MutableDict
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
@@ -82,6 +82,8 @@ class Ticket(Base):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, server_default=text("gen_random_uuid()"))
     ref: Mapped[uuid.UUID] = mapped_column(default=uuid.uuid4, unique=True)
     seat: Mapped[int]
+    tags: Mapped[List[str]] = mapped_column(ARRAY(String), default=list)
+    hold: Mapped[Optional[datetime.timedelta]]
 
 engine = create_engine(url)
 Base.metadata.create_all(engine)
@@ -201,6 +203,16 @@ with Session(engine) as session:
         select(Ticket.seat).where(Ticket.id.in_([tickets[0].id, tickets[4].id])).order_by(Ticket.seat)
     ).all()
     check(seats == [1, 5], f"uuid IN: {seats}")
+    tickets[0].tags = ["vip", "aisle"]
+    tickets[1].tags = ["aisle"]
+    tickets[1].hold = datetime.timedelta(minutes=15)
+    session.commit()
+    aisle = session.scalars(select(Ticket.seat).where(Ticket.tags.any("aisle")).order_by(Ticket.seat)).all()
+    check(aisle == [1, 2], f"ARRAY any: {aisle}")
+    vip = session.scalars(select(Ticket.seat).where(Ticket.tags.contains(["vip"]))).all()
+    check(vip == [1], f"ARRAY contains: {vip}")
+    held = session.scalars(select(Ticket).where(Ticket.hold > datetime.timedelta(minutes=10))).one()
+    check(held.seat == 2 and held.hold == datetime.timedelta(minutes=15), f"Interval: {held.hold}")
 
 insp = inspect(engine)
 fks = insp.get_foreign_keys("sa_address")
@@ -225,8 +237,9 @@ check(
 )
 settings = {c["name"]: c for c in insp.get_columns("sa_profile")}["settings"]
 check(isinstance(settings["type"], JSONB), f"a jsonb column reflected: {settings}")
-ticket_id = {c["name"]: c for c in insp.get_columns("sa_ticket")}["id"]
-check(str(ticket_id["type"]) == "UUID" and "gen_random_uuid" in ticket_id["default"], f"a uuid column reflected: {ticket_id}")
+ticket = {c["name"]: c for c in insp.get_columns("sa_ticket")}
+check(str(ticket["id"]["type"]) == "UUID" and "gen_random_uuid" in ticket["id"]["default"], f"a uuid column reflected: {ticket['id']}")
+check(isinstance(ticket["tags"]["type"], ARRAY) and str(ticket["hold"]["type"]) == "INTERVAL", f"array and interval columns reflected: {ticket}")
 reflected = MetaData()
 reflected.reflect(engine, only=["sa_user", "sa_address"])
 check(

@@ -1,5 +1,6 @@
 import uuid
 
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.functions import RandomUUID
 from django.db import models
 
@@ -25,3 +26,10 @@ class Voucher(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="vouchers")
     token = models.UUIDField(db_default=RandomUUID(), unique=True)
+
+
+class Article(models.Model):
+    title = models.CharField(max_length=100)
+    tags = ArrayField(models.CharField(max_length=20), default=list, blank=True)
+    scores = ArrayField(models.IntegerField(), null=True)
+    reading_time = models.DurationField(null=True)
