@@ -138,6 +138,18 @@ fn set_config_call(q: &ast::Query) -> SqlResult<Option<Plan>> {
     }
 }
 
+/// `CREATE EXTENSION` of one of the extensions whose functions hotledger has built in:
+/// nothing to do. Any other is refused (0A000).
+fn create_extension(e: &ast::CreateExtension) -> SqlResult<Plan> {
+    let name = e.name.value.to_ascii_lowercase();
+    match name.as_str() {
+        "plpgsql" | "pgcrypto" | "uuid-ossp" => Ok(Plan::NoOp("CREATE EXTENSION")),
+        _ => Err(SqlError::feature_not_supported(format!(
+            "extension \"{name}\" (built in: plpgsql, pgcrypto's gen_random_uuid(), uuid-ossp's uuid_generate_v4() and uuid_nil())"
+        ))),
+    }
+}
+
 /// Binds one parsed statement. `param_hints` are the types the client declared (Unknown
 /// where it left them open).
 pub fn bind(
@@ -490,6 +502,12 @@ impl<'a> Binder<'a> {
             S::Discard { .. } => Plan::NoOp("DISCARD ALL"),
             S::CreateIndex(index) => self.create_index(index)?,
             S::Call(function) => self.call(function)?,
+            S::CreateExtension(e) => create_extension(e)?,
+            S::DropExtension(_) => {
+                return Err(SqlError::feature_not_supported(
+                    "DROP EXTENSION (the extensions hotledger accepts are built in)",
+                ))
+            }
             other => {
                 let text = other.to_string();
                 let words: Vec<&str> = text.split_whitespace().take(2).collect();

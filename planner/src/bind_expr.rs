@@ -1515,6 +1515,7 @@ impl Binder<'_> {
                 | "shobj_description",
                 _,
             ) => return fixed(Value::Null, DataType::Text),
+            ("uuid_nil", 0) => return fixed(Value::Uuid([0; 16]), DataType::Uuid),
             _ => {}
         }
         let (func, ty) = match name.as_str() {
@@ -1630,7 +1631,9 @@ impl Binder<'_> {
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
                     "random" => (Func::Random, DataType::Float8, 0..=0),
-                    "gen_random_uuid" => (Func::GenRandomUuid, DataType::Uuid, 0..=0),
+                    "gen_random_uuid" | "uuid_generate_v4" => {
+                        (Func::GenRandomUuid, DataType::Uuid, 0..=0)
+                    }
                     _ => {
                         return Err(SqlError::new(
                             ErrorKind::UndefinedFunction,

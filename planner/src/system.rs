@@ -729,7 +729,15 @@ impl SystemTable {
             ]),
             // One role, a member of none; no extensions; no comments (COMMENT ON is not
             // supported).
-            PgAuthMembers | PgExtension | PgDescription => {}
+            PgAuthMembers | PgDescription => {}
+            // What every PostgreSQL database starts with.
+            PgExtension => rows.push(vec![
+                int(PLPGSQL_EXTENSION_OID),
+                text("plpgsql"),
+                int(OWNER_OID),
+                int(PG_CATALOG_NAMESPACE),
+                text("1.0"),
+            ]),
             // The stored procedures (`CREATE PROCEDURE`); built-in functions are not listed.
             PgProc => {
                 for procedure in catalog.procedures.values() {
@@ -1017,6 +1025,9 @@ impl SystemTable {
         rows
     }
 }
+
+/// `pg_extension.oid` of plpgsql, as a fresh PostgreSQL 15 database has it.
+const PLPGSQL_EXTENSION_OID: u32 = 13_572;
 
 /// `pg_attribute.attidentity`'s position and codes.
 const ATTIDENTITY: usize = 9;
