@@ -346,6 +346,9 @@ impl<'a> Binder<'a> {
                 if let Some(plan) = set_config_call(q)? {
                     return Ok(plan);
                 }
+                if let Some(plan) = self.advisory_lock_call(q)? {
+                    return Ok(plan);
+                }
                 let mut plan = self.query(q, &Scope::default())?;
                 plan.reads_user_tables = reads_storage(&plan.rel);
                 Plan::Select(Arc::new(plan))

@@ -9,6 +9,7 @@
 mod access;
 mod alter_table;
 mod bind;
+mod bind_advisory;
 mod bind_array;
 mod bind_call;
 mod bind_ddl;
@@ -32,6 +33,7 @@ mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
 pub use bind::{bind, catalog_with_table, Bound, DEFAULT_MARKER};
+pub use bind_advisory::{advisory_function, AdvisoryAction, AdvisoryLockCall};
 pub use catalog::{
     Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, ViewDef, FIRST_USER_OID,
 };

@@ -593,6 +593,8 @@ pub enum Plan {
     },
     Call(Arc<CallPlan>),
     TransferBatch(Arc<TransferBatchPlan>),
+    /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions, on their own.
+    AdvisoryLock(crate::AdvisoryLockCall),
 }
 
 impl Plan {
@@ -603,6 +605,7 @@ impl Plan {
             Plan::Write(_, cols) => cols.clone(),
             Plan::Call(call) => call.columns.clone(),
             Plan::TransferBatch(_) => transfer_batch_columns(),
+            Plan::AdvisoryLock(call) => vec![call.column.clone()],
             Plan::Show { name } => vec![OutputColumn {
                 name: name.clone(),
                 ty: DataType::Text,

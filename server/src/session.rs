@@ -18,6 +18,7 @@ use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 use tokio::sync::oneshot;
 
+use crate::advisory_locks::{AdvisoryLocks, Holder, LockKey};
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
 
 /// What the whole server shares with every session.
@@ -26,6 +27,8 @@ pub struct Shared {
     pub proposer: Proposer,
     /// Entries and fsyncs of the Raft log, for `SHOW group_commit_stats`.
     pub log_stats: Arc<raft::LogStats>,
+    /// The advisory locks of this node's sessions.
+    pub advisory_locks: AdvisoryLocks,
 }
 
 /// What running a statement produced.
@@ -156,6 +159,8 @@ const COMMAND_BYTES_MAX: usize = 48 << 20;
 
 pub struct Session {
     shared: Arc<Shared>,
+    /// This session among the node's, as a holder of advisory locks.
+    id: u64,
     transaction: Option<Transaction>,
     /// An error happened inside the transaction: only ROLLBACK/COMMIT are accepted.
     failed: bool,
@@ -269,8 +274,10 @@ impl Session {
                 settings.insert(key, v.clone());
             }
         }
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Session {
             shared,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             transaction: None,
             failed: false,
             settings,
@@ -426,6 +433,7 @@ impl Session {
             }
             Plan::Commit => self.commit().await,
             Plan::Rollback => {
+                self.release_transaction_locks();
                 if self.transaction.take().is_none() {
                     self.notices
                         .push("there is no transaction in progress".into());
@@ -485,6 +493,7 @@ impl Session {
                 self.set(name, value.as_deref())?;
                 Ok(StatementResult::Command("SET".into()))
             }
+            Plan::AdvisoryLock(call) => self.advisory_lock(call, params).await,
             Plan::SetConfig { name, value } => {
                 self.set(name, Some(value))?;
                 Ok(StatementResult::Rows {
@@ -834,6 +843,81 @@ impl Session {
         };
         let outcome = self.propose(&command).await?;
         Ok((outcome.rows_affected, outcome.rows))
+    }
+
+    /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions: the lock
+    /// table is the node's (`Shared::advisory_locks`); a transaction-level lock outside a
+    /// transaction block is given back when the statement ends, as in PostgreSQL.
+    async fn advisory_lock(
+        &mut self,
+        call: &planner::AdvisoryLockCall,
+        params: &[Value],
+    ) -> SqlResult<StatementResult> {
+        use planner::AdvisoryAction as A;
+        let key = {
+            let env = EvalEnv::without_subqueries(params, now_micros());
+            call.key
+                .iter()
+                .map(|e| e.eval(&[], &env))
+                .collect::<SqlResult<Vec<Value>>>()?
+        };
+        let answer = |v: Value| StatementResult::Rows {
+            columns: vec![call.column.clone()],
+            rows: vec![vec![v]],
+            tag: "SELECT".into(),
+        };
+        let key = match key.as_slice() {
+            [] => None,
+            [Value::Int(k)] => Some(LockKey::Big(*k)),
+            [Value::Int(a), Value::Int(b)] => Some(LockKey::Pair(*a as i32, *b as i32)),
+            // The functions are strict: a NULL key locks nothing.
+            _ => return Ok(answer(Value::Null)),
+        };
+        let in_block = self.transaction.is_some();
+        let holder = Holder {
+            session: self.id,
+            transaction: call.transaction && in_block,
+        };
+        let locks = &self.shared.advisory_locks;
+        let result = match (call.action, key) {
+            (A::UnlockAll, _) => {
+                locks.unlock_all(self.id, Some(false));
+                Value::Text(String::new())
+            }
+            (_, None) => return Err(SqlError::internal("an advisory lock without a key")),
+            (A::Lock, Some(key)) => {
+                locks.lock(holder, key, call.shared).await;
+                Value::Text(String::new())
+            }
+            (A::TryLock, Some(key)) => Value::Bool(locks.try_lock(holder, key, call.shared)),
+            (A::Unlock, Some(key)) => {
+                let held = locks.unlock(holder, key, call.shared);
+                if !held {
+                    let mode = if call.shared {
+                        "ShareLock"
+                    } else {
+                        "ExclusiveLock"
+                    };
+                    self.notices
+                        .push(format!("you don't own a lock of type {mode}"));
+                }
+                Value::Bool(held)
+            }
+        };
+        // A transaction-level lock outside a transaction block: the statement was its
+        // transaction, which has ended.
+        let taken = matches!(call.action, A::Lock) || matches!(result, Value::Bool(true));
+        if call.transaction && !in_block && taken {
+            if let Some(key) = key {
+                locks.unlock(holder, key, call.shared);
+            }
+        }
+        Ok(answer(result))
+    }
+
+    /// Gives back the transaction-level advisory locks when a transaction ends.
+    fn release_transaction_locks(&self) {
+        self.shared.advisory_locks.unlock_all(self.id, Some(true));
     }
 
     /// A write outside a transaction block that draws random values and cannot be built
@@ -1266,6 +1350,7 @@ impl Session {
     }
 
     async fn commit(&mut self) -> SqlResult<StatementResult> {
+        self.release_transaction_locks();
         let Some(t) = self.transaction.take() else {
             self.notices
                 .push("there is no transaction in progress".into());
@@ -1491,4 +1576,12 @@ fn with_constants_bound(ddl: &DdlPlan) -> SqlResult<DdlPlan> {
         }
     }
     Ok(plan)
+}
+
+impl Drop for Session {
+    /// A session's advisory locks go with it (a closed connection, a session replaced at
+    /// startup).
+    fn drop(&mut self) {
+        self.shared.advisory_locks.unlock_all(self.id, None);
+    }
 }

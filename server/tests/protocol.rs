@@ -741,6 +741,95 @@ async fn json_documents_survive_kill9() {
     );
 }
 
+/// Advisory locks between sessions, as migration tools use them: a second session's
+/// `pg_try_advisory_lock` fails and its `pg_advisory_lock` waits until the holder gives
+/// the lock back (every hold of it); a waiter can be cancelled (57014) and its session
+/// goes on; a closed connection's locks and a transaction's locks at its end are given
+/// back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn advisory_locks_between_sessions() {
+    let server = TestServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    a.query_one("select pg_advisory_lock($1)", &[&1_i64])
+        .await
+        .unwrap();
+    a.query_one("select pg_advisory_lock(1)", &[])
+        .await
+        .unwrap();
+    assert!(!try_lock(&b, 1).await);
+    let b = std::sync::Arc::new(b);
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move { b.query_one("select pg_advisory_lock(1)", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "b waits while a holds the lock");
+    a.query_one("select pg_advisory_unlock(1)", &[])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished(), "a still holds it once");
+    a.query_one("select pg_advisory_unlock(1)", &[])
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("b took the lock")
+        .unwrap()
+        .unwrap();
+    assert!(!try_lock(&a, 1).await);
+
+    // A waiter cancelled: the statement fails with 57014 and the session goes on.
+    let token = a.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await
+    });
+    let e = a
+        .query_one("select pg_advisory_lock(1)", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "57014", "{e:?}");
+    canceller.await.unwrap().unwrap();
+    assert!(!try_lock(&a, 1).await);
+
+    // A closed connection gives its locks back.
+    drop(waiter_owner(b));
+    let mut taken = false;
+    for _ in 0..50 {
+        if try_lock(&a, 1).await {
+            taken = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(taken, "the lock of a closed session was given back");
+
+    // A transaction's lock is held until its end.
+    let c = server.client().await;
+    c.batch_execute("begin").await.unwrap();
+    c.query_one("select pg_advisory_xact_lock(2)", &[])
+        .await
+        .unwrap();
+    assert!(!try_lock(&a, 2).await);
+    c.batch_execute("commit").await.unwrap();
+    assert!(try_lock(&a, 2).await);
+}
+
+/// `pg_try_advisory_lock(key)` in session `c`.
+async fn try_lock(c: &tokio_postgres::Client, key: i64) -> bool {
+    c.query_one("select pg_try_advisory_lock($1)", &[&key])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// The only owner of a client, given up.
+fn waiter_owner(b: std::sync::Arc<tokio_postgres::Client>) -> tokio_postgres::Client {
+    std::sync::Arc::try_unwrap(b).unwrap_or_else(|_| panic!("the waiter still holds b"))
+}
+
 /// Values `gen_random_uuid()` draws are drawn once: the ids a client was given back are the
 /// ones stored, and the same after kill -9 replays the log (rows from before a checkpoint
 /// and after it), whether the statement's rows were built before it was proposed (VALUES),

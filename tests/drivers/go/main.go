@@ -94,5 +94,12 @@ func main() {
 	var drawn [16]byte
 	must(conn.QueryRow(ctx, "insert into go_tokens (n) values (2) returning id").Scan(&drawn), "a drawn uuid")
 	check(drawn[6]>>4 == 4 && drawn[8]>>6 == 2, "drawn uuid version and variant: %x", drawn)
+
+	// Advisory locks, as golang-migrate takes and gives back its migration lock.
+	_, err = conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(1234))
+	must(err, "advisory lock")
+	var unlocked bool
+	must(conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", int64(1234)).Scan(&unlocked), "advisory unlock")
+	check(unlocked, "the advisory lock was not held")
 	fmt.Println("pgx: ok")
 }

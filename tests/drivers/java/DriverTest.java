@@ -114,6 +114,17 @@ public class DriverTest {
             try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("insert into java_tokens (n) values (100) returning id")) {
                 check(rs.next() && ((UUID) rs.getObject(1)).version() == 4, "a drawn uuid");
             }
+
+            // Advisory locks, as Flyway takes its migration lock.
+            try (PreparedStatement lock = conn.prepareStatement("select pg_try_advisory_lock(?)")) {
+                lock.setLong(1, 77L);
+                try (ResultSet rs = lock.executeQuery()) {
+                    check(rs.next() && rs.getBoolean(1), "advisory lock not taken");
+                }
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select pg_advisory_unlock(77)")) {
+                check(rs.next() && rs.getBoolean(1), "advisory lock not given back");
+            }
         }
         System.out.println("pgJDBC: ok");
     }
