@@ -2,6 +2,7 @@
 //! apply every op or none), COPY chunks, and schema changes; plus staging, which evaluates a
 //! write statement inside a transaction without applying it.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use planner::{
@@ -315,6 +316,14 @@ fn returning(
         );
     }
     Ok(())
+}
+
+/// Assignments with their random values drawn (`Expr::with_random_drawn`).
+fn draw_all(exprs: &[(usize, Expr)]) -> SqlResult<Vec<(usize, Expr)>> {
+    exprs
+        .iter()
+        .map(|(c, e)| Ok((*c, e.with_random_drawn()?)))
+        .collect()
 }
 
 fn bind_all(
@@ -1415,7 +1424,21 @@ impl Executor {
                 // Keys this statement staged: its own rows collide as stored ones do.
                 let mut own_keys = std::collections::HashSet::new();
                 let mut own_unique = std::collections::HashSet::new();
+                let conflict_draws = matches!(&on_conflict, Some(OnConflict::DoUpdate { assignments, .. })
+                    if assignments.iter().any(|(_, e)| e.draws_random()));
                 for (n, values) in sources.into_iter().enumerate() {
+                    // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
+                    // an UPDATE's are.
+                    let on_conflict = match &on_conflict {
+                        Some(OnConflict::DoUpdate {
+                            assignments,
+                            filter,
+                        }) if conflict_draws => Cow::Owned(Some(OnConflict::DoUpdate {
+                            assignments: draw_all(assignments)?,
+                            filter: filter.clone(),
+                        })),
+                        other => Cow::Borrowed(other),
+                    };
                     let row = build_row(&table, &p.target_columns, values, &env)?;
                     check_row(&table, &row, &env)?;
                     crate::foreign_keys::check_staged_parents(&reader, &table, &row)?;
@@ -1429,7 +1452,7 @@ impl Executor {
                     let checks_key =
                         table.has_primary_key() && table.ledger != Some(LedgerRole::Transfers);
                     if checks_key && !own_keys.insert(key.clone()) {
-                        match &on_conflict {
+                        match on_conflict.as_ref() {
                             None => return Err(duplicate_key(&table, &row)),
                             Some(OnConflict::DoNothing) => continue,
                             Some(OnConflict::DoUpdate { .. }) => {
@@ -1459,7 +1482,7 @@ impl Executor {
                     if existing.is_none() {
                         check_staged_unique(&reader, &table, &row, &mut own_unique)?;
                     }
-                    let stored = match (existing, &on_conflict) {
+                    let stored = match (existing, on_conflict.as_ref()) {
                         (None, _) => Some(row.clone()),
                         (Some(_), None) => return Err(duplicate_key(&table, &row)),
                         (Some(_), Some(OnConflict::DoNothing)) => None,
@@ -1486,7 +1509,7 @@ impl Executor {
                     staged.ops.push(WriteOp::Insert {
                         table: table_ref.clone(),
                         row,
-                        on_conflict: on_conflict.clone(),
+                        on_conflict: on_conflict.into_owned(),
                     });
                     if let Some(stored) = stored {
                         staged.rows_affected += 1;
@@ -1502,6 +1525,7 @@ impl Executor {
             WritePlan::Update(p) => {
                 let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
                 let assignments = bind_all(&p.assignments, params, now_micros)?;
+                let draws = p.assignments.iter().any(|(_, e)| e.draws_random());
                 let recheck = p
                     .filter
                     .as_ref()
@@ -1511,7 +1535,13 @@ impl Executor {
                     if !table.has_primary_key() && is_temporary_key(&key) {
                         return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
                     }
-                    let new = assign(&table, &old, &p.assignments, &old, &env)?;
+                    // Random values are drawn here, once per row; the commit evaluates the
+                    // assignments again with them.
+                    let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
+                    let new = match &drawn {
+                        Some(drawn) => assign(&table, &old, drawn, &old, &env)?,
+                        None => assign(&table, &old, &p.assignments, &old, &env)?,
+                    };
                     check_row(&table, &new, &env)?;
                     staged.rows_affected += 1;
                     returning(p.returning.as_ref(), &new, &env, &mut staged.rows)?;
@@ -1527,7 +1557,7 @@ impl Executor {
                     staged.ops.push(WriteOp::Update {
                         table: table_ref.clone(),
                         key,
-                        assignments: assignments.clone(),
+                        assignments: drawn.unwrap_or_else(|| assignments.clone()),
                         recheck: recheck.clone(),
                     });
                 }

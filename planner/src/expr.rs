@@ -409,6 +409,11 @@ impl<'a> EvalEnv<'a> {
         }
     }
 
+    /// An evaluation of nothing but random draws.
+    fn drawing() -> EvalEnv<'static> {
+        EvalEnv::without_subqueries(&[], 0).with_random(true)
+    }
+
     /// The same evaluation, where random values may (or may not) be drawn.
     pub fn with_random(self, random: bool) -> EvalEnv<'a> {
         EvalEnv { random, ..self }
@@ -496,6 +501,29 @@ impl Expr {
             _ => {}
         });
         independent
+    }
+
+    /// The expression with each `random()` and `gen_random_uuid()` call replaced by a value
+    /// drawn now: what a transaction stages for its commit to evaluate again, so every
+    /// replica computes with the same values.
+    pub fn with_random_drawn(&self) -> SqlResult<Expr> {
+        let mut drawn = self.clone();
+        drawn.draw_random()?;
+        Ok(drawn)
+    }
+
+    fn draw_random(&mut self) -> SqlResult<()> {
+        if let Expr::Function { func, ty, .. } = self {
+            if func.draws_random() {
+                let value = eval_function(*func, &[], *ty, &[], &EvalEnv::drawing())?;
+                *self = Expr::Literal(value, *ty);
+                return Ok(());
+            }
+        }
+        for child in self.children_mut() {
+            child.draw_random()?;
+        }
+        Ok(())
     }
 
     /// Whether evaluating it may draw a random value (`random()`, `gen_random_uuid()`).
@@ -1302,7 +1330,7 @@ fn eval_function(
         Func::Now => Value::TimestampTz(env.now_micros),
         Func::Random | Func::GenRandomUuid if !env.random => {
             return Err(SqlError::feature_not_supported(format!(
-                "{}() here: only INSERT, COPY and queries draw random values (an UPDATE, a DELETE, ON CONFLICT DO UPDATE, a procedure body and an added column's default are evaluated again by each replica)",
+                "{}() here: random values are drawn in queries, in the values and defaults of INSERT and COPY and in the SET of UPDATE and ON CONFLICT DO UPDATE, not in a WHERE of a write, a procedure body or an added column's default (evaluated again by each replica)",
                 if func == Func::Random { "random" } else { "gen_random_uuid" }
             )))
         }

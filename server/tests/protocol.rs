@@ -865,7 +865,20 @@ async fn drawn_uuids_arrays_and_intervals_survive_kill9() {
         )
         .await
         .unwrap());
+    // An UPDATE draws a new value for its row; the one it answered with is the one kept.
+    let updated = c
+        .query_one(
+            &format!("update u set tag = gen_random_uuid() where n = 52 {returned}"),
+            &[],
+        )
+        .await
+        .unwrap();
+    given.retain(|(n, _, _)| *n != 52);
+    given.push((updated.get(0), updated.get(1), updated.get(2)));
     c.batch_execute("begin").await.unwrap();
+    let mut run = |rows: Vec<tokio_postgres::Row>| {
+        given.extend(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))));
+    };
     run(c
         .query(&format!("insert into u (n) values (53) {returned}"), &[])
         .await
