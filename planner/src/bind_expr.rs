@@ -581,14 +581,24 @@ impl Binder<'_> {
                     DataType::Int4Array
                 } else if all(DataType::is_integer) {
                     DataType::Int8Array
-                } else if all(|t| t == DataType::Bool) {
-                    DataType::BoolArray
-                } else if all(|t| t == DataType::Uuid) {
-                    DataType::UuidArray
-                } else if all(|t| t == DataType::Jsonb) {
-                    DataType::JsonbArray
+                } else if all(DataType::is_numeric_family) {
+                    match typed
+                        .iter()
+                        .any(|t| matches!(t, DataType::Float4 | DataType::Float8))
+                    {
+                        true => DataType::Float8Array,
+                        false => DataType::NumericArray {
+                            precision: None,
+                            scale: 0,
+                        },
+                    }
                 } else {
-                    DataType::TextArray
+                    // Elements of one kind make an array of it; anything else is text.
+                    let first = typed.first().and_then(|t| t.array_of());
+                    match first {
+                        Some(array) if typed.iter().all(|t| t.array_of() == Some(array)) => array,
+                        _ => DataType::TextArray,
+                    }
                 };
                 if let Some(element) = ty.element().filter(|_| wanted.is_none()) {
                     items = items

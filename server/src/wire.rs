@@ -251,6 +251,14 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         | DataType::JsonbArray
         | DataType::JsonArray
         | DataType::UuidArray
+        | DataType::Float4Array
+        | DataType::Float8Array
+        | DataType::NumericArray { .. }
+        | DataType::DateArray
+        | DataType::TimestampArray
+        | DataType::TimestampTzArray
+        | DataType::IntervalArray
+        | DataType::ByteaArray
         | DataType::Int2Vector => decode_binary_array(raw, ty)?,
     })
 }

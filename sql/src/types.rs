@@ -56,6 +56,25 @@ pub enum DataType {
     Uuid,
     /// `uuid[]`.
     UuidArray,
+    /// `real[]`.
+    Float4Array,
+    /// `double precision[]`.
+    Float8Array,
+    /// `numeric[]`, its elements' precision and scale as NUMERIC's.
+    NumericArray {
+        precision: Option<u32>,
+        scale: u32,
+    },
+    /// `date[]`.
+    DateArray,
+    /// `timestamp without time zone[]`.
+    TimestampArray,
+    /// `timestamp with time zone[]`.
+    TimestampTzArray,
+    /// `interval[]`.
+    IntervalArray,
+    /// `bytea[]`.
+    ByteaArray,
 }
 
 impl DataType {
@@ -98,6 +117,14 @@ impl DataType {
             DataType::JsonArray => 199,
             DataType::Uuid => 2950,
             DataType::UuidArray => 2951,
+            DataType::Float4Array => 1021,
+            DataType::Float8Array => 1022,
+            DataType::NumericArray { .. } => 1231,
+            DataType::DateArray => 1182,
+            DataType::TimestampArray => 1115,
+            DataType::TimestampTzArray => 1185,
+            DataType::IntervalArray => 1187,
+            DataType::ByteaArray => 1001,
         }
     }
 
@@ -134,6 +161,17 @@ impl DataType {
             199 => DataType::JsonArray,
             2950 => DataType::Uuid,
             2951 => DataType::UuidArray,
+            1021 => DataType::Float4Array,
+            1022 => DataType::Float8Array,
+            1231 => DataType::NumericArray {
+                precision: None,
+                scale: 0,
+            },
+            1182 => DataType::DateArray,
+            1115 => DataType::TimestampArray,
+            1185 => DataType::TimestampTzArray,
+            1187 => DataType::IntervalArray,
+            1001 => DataType::ByteaArray,
             _ => return None,
         })
     }
@@ -156,6 +194,10 @@ impl DataType {
         match self {
             DataType::Varchar(Some(n)) | DataType::Char(n @ 1..) if n > 0 => n as i32 + 4,
             DataType::Numeric {
+                precision: Some(p),
+                scale,
+            }
+            | DataType::NumericArray {
                 precision: Some(p),
                 scale,
             } => (((p << 16) | scale) + 4) as i32,
@@ -249,6 +291,25 @@ impl DataType {
             "json[]" | "_json" => DataType::JsonArray,
             "uuid" => DataType::Uuid,
             "uuid[]" | "_uuid" => DataType::UuidArray,
+            "real[]" | "float4[]" | "_float4" => DataType::Float4Array,
+            "double precision[]" | "float8[]" | "float[]" | "_float8" => DataType::Float8Array,
+            "numeric[]" | "decimal[]" | "_numeric" => {
+                match DataType::from_sql_name("numeric", args)? {
+                    DataType::Numeric { precision, scale } => {
+                        DataType::NumericArray { precision, scale }
+                    }
+                    other => other,
+                }
+            }
+            "date[]" | "_date" => DataType::DateArray,
+            "timestamp[]" | "timestamp without time zone[]" | "_timestamp" => {
+                DataType::TimestampArray
+            }
+            "timestamptz[]" | "timestamp with time zone[]" | "_timestamptz" => {
+                DataType::TimestampTzArray
+            }
+            "interval[]" | "_interval" => DataType::IntervalArray,
+            "bytea[]" | "_bytea" => DataType::ByteaArray,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
                 DataType::Oid
@@ -278,6 +339,13 @@ impl DataType {
             DataType::Numeric { .. } if typmod >= 4 => {
                 let t = (typmod - 4) as u32;
                 DataType::Numeric {
+                    precision: Some(t >> 16),
+                    scale: t & 0xFFFF,
+                }
+            }
+            DataType::NumericArray { .. } if typmod >= 4 => {
+                let t = (typmod - 4) as u32;
+                DataType::NumericArray {
                     precision: Some(t >> 16),
                     scale: t & 0xFFFF,
                 }
@@ -327,6 +395,20 @@ impl DataType {
             DataType::JsonArray => "json[]".into(),
             DataType::Uuid => "uuid".into(),
             DataType::UuidArray => "uuid[]".into(),
+            DataType::Float4Array => "real[]".into(),
+            DataType::Float8Array => "double precision[]".into(),
+            DataType::NumericArray {
+                precision: Some(p),
+                scale,
+            } => format!("numeric({p},{scale})[]"),
+            DataType::NumericArray {
+                precision: None, ..
+            } => "numeric[]".into(),
+            DataType::DateArray => "date[]".into(),
+            DataType::TimestampArray => "timestamp without time zone[]".into(),
+            DataType::TimestampTzArray => "timestamp with time zone[]".into(),
+            DataType::IntervalArray => "interval[]".into(),
+            DataType::ByteaArray => "bytea[]".into(),
         }
     }
 
@@ -363,11 +445,19 @@ impl DataType {
             DataType::JsonArray => "_json",
             DataType::Uuid => "uuid",
             DataType::UuidArray => "_uuid",
+            DataType::Float4Array => "_float4",
+            DataType::Float8Array => "_float8",
+            DataType::NumericArray { .. } => "_numeric",
+            DataType::DateArray => "_date",
+            DataType::TimestampArray => "_timestamp",
+            DataType::TimestampTzArray => "_timestamptz",
+            DataType::IntervalArray => "_interval",
+            DataType::ByteaArray => "_bytea",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 30] = [
+    pub const ALL: [DataType; 38] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -398,6 +488,17 @@ impl DataType {
         DataType::JsonArray,
         DataType::Uuid,
         DataType::UuidArray,
+        DataType::Float4Array,
+        DataType::Float8Array,
+        DataType::NumericArray {
+            precision: None,
+            scale: 0,
+        },
+        DataType::DateArray,
+        DataType::TimestampArray,
+        DataType::TimestampTzArray,
+        DataType::IntervalArray,
+        DataType::ByteaArray,
     ];
 }
 
@@ -419,6 +520,14 @@ impl DataType {
             DataType::JsonbArray => DataType::Jsonb,
             DataType::JsonArray => DataType::Json,
             DataType::UuidArray => DataType::Uuid,
+            DataType::Float4Array => DataType::Float4,
+            DataType::Float8Array => DataType::Float8,
+            DataType::NumericArray { precision, scale } => DataType::Numeric { precision, scale },
+            DataType::DateArray => DataType::Date,
+            DataType::TimestampArray => DataType::Timestamp,
+            DataType::TimestampTzArray => DataType::TimestampTz,
+            DataType::IntervalArray => DataType::Interval,
+            DataType::ByteaArray => DataType::Bytea,
             _ => return None,
         })
     }
@@ -433,6 +542,14 @@ impl DataType {
             DataType::Jsonb => DataType::JsonbArray,
             DataType::Json => DataType::JsonArray,
             DataType::Uuid => DataType::UuidArray,
+            DataType::Float4 => DataType::Float4Array,
+            DataType::Float8 => DataType::Float8Array,
+            DataType::Numeric { precision, scale } => DataType::NumericArray { precision, scale },
+            DataType::Date => DataType::DateArray,
+            DataType::Timestamp => DataType::TimestampArray,
+            DataType::TimestampTz => DataType::TimestampTzArray,
+            DataType::Interval => DataType::IntervalArray,
+            DataType::Bytea => DataType::ByteaArray,
             DataType::Text | DataType::Varchar(_) | DataType::Name => DataType::TextArray,
             _ => return None,
         })

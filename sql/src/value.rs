@@ -195,7 +195,15 @@ impl Value {
             | DataType::BoolArray
             | DataType::JsonbArray
             | DataType::JsonArray
-            | DataType::UuidArray => parse_array(text, ty)?,
+            | DataType::UuidArray
+            | DataType::Float4Array
+            | DataType::Float8Array
+            | DataType::NumericArray { .. }
+            | DataType::DateArray
+            | DataType::TimestampArray
+            | DataType::TimestampTzArray
+            | DataType::IntervalArray
+            | DataType::ByteaArray => parse_array(text, ty)?,
         })
     }
 
@@ -588,16 +596,7 @@ fn parse_array(text: &str, ty: DataType) -> SqlResult<Value> {
         }
         let element = if !quoted && item.trim().eq_ignore_ascii_case("null") {
             Value::Null
-        } else if let Some(
-            element @ (DataType::Int2
-            | DataType::Int4
-            | DataType::Int8
-            | DataType::Bool
-            | DataType::Jsonb
-            | DataType::Json
-            | DataType::Uuid),
-        ) = ty.element()
-        {
+        } else if let Some(element) = ty.element().filter(|e| !e.is_text_family()) {
             Value::parse_text(item.trim(), element)?
         } else {
             Value::Text(if quoted {

@@ -1,9 +1,10 @@
 """psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse,
-json and jsonb in text and binary form, uuid keys and lists.
+json and jsonb in text and binary form, uuid keys and lists, array columns of numbers and dates.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
 import datetime
+import decimal
 import os
 import sys
 import uuid
@@ -157,5 +158,26 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
         check(False, "a duplicate uuid key was accepted")
     except errors.UniqueViolation as e:
         check(e.sqlstate == "23505", f"sqlstate {e.sqlstate}")
+
+    # Array columns: Python lists of Decimals, floats and dates in text and binary form.
+    conn.execute("create table py_series (id int primary key, prices numeric(10,2)[], ws float8[], days date[])")
+    D = decimal.Decimal
+    conn.execute(
+        "insert into py_series values (%s, %s, %s, %s)",
+        (1, [D("1.5"), D("2.25")], [0.5, 1.5], [datetime.date(2024, 1, 2)]),
+    )
+    with conn.cursor(binary=True) as cur:
+        cur.execute(
+            "insert into py_series values (%s, %s, %s, %s)",
+            (2, [D("3")], [2.0], [datetime.date(2024, 2, 3), None]),
+        )
+        got = cur.execute("select prices, ws, days from py_series order by id").fetchall()
+    want = [
+        ([D("1.50"), D("2.25")], [0.5, 1.5], [datetime.date(2024, 1, 2)]),
+        ([D("3.00")], [2.0], [datetime.date(2024, 2, 3), None]),
+    ]
+    check(got == want, f"arrays in binary: {got}")
+    got = conn.execute("select id from py_series where ws @> %s", ([1.5],)).fetchall()
+    check(got == [(1,)], f"float8[] containment: {got}")
 
 print("psycopg: ok")
