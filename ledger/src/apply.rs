@@ -615,15 +615,17 @@ impl Executor {
         Ok(Some((def, old_bytes, old)))
     }
 
+    /// A transaction's commit: its recorded reads checked (a session records them for
+    /// SERIALIZABLE transactions and for SELECT ... FOR UPDATE in any), then its writes.
     pub(crate) fn apply_commit(
         &mut self,
-        isolation: Isolation,
+        _isolation: Isolation,
         reads: &[ReadCheck],
         ops: Vec<WriteOp>,
         now_micros: i64,
         version: u64,
     ) -> CommandResult {
-        if isolation == Isolation::Serializable {
+        {
             for check in reads {
                 let unchanged = match check {
                     ReadCheck::Row {

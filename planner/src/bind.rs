@@ -19,6 +19,9 @@ use crate::system::SystemTable;
 pub struct Bound {
     pub plan: Plan,
     pub param_types: Vec<DataType>,
+    /// A query with `FOR UPDATE`/`FOR SHARE` (and their NOWAIT/SKIP LOCKED forms): inside a
+    /// transaction block the rows it read are checked at COMMIT (see `Session::select`).
+    pub locks_rows: bool,
 }
 
 pub struct Binder<'a> {
@@ -191,7 +194,15 @@ pub fn bind(
             }
         })
         .collect();
-    Ok(Bound { plan, param_types })
+    let locks_rows = matches!(
+        &statement.parsed,
+        Parsed::Statement(s) if matches!(s.as_ref(), ast::Statement::Query(q) if !q.locks.is_empty())
+    );
+    Ok(Bound {
+        plan,
+        param_types,
+        locks_rows,
+    })
 }
 
 /// The name a new relation is created under: only the `public` schema exists.

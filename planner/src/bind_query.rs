@@ -19,10 +19,8 @@ pub(crate) type FromItem = (Rel, Vec<ScopeColumn>, bool, bool);
 
 impl Binder<'_> {
     pub(crate) fn query(&mut self, q: &ast::Query, outer: &Scope) -> SqlResult<SelectPlan> {
-        if !q.locks.is_empty() {
-            // FOR UPDATE / FOR SHARE: transactions are validated at commit instead of locking,
-            // so the clause changes nothing; accept it as PostgreSQL's clients expect.
-        }
+        // FOR UPDATE / FOR SHARE change nothing in the plan: a transaction block has the
+        // rows such a query read checked at COMMIT instead of locking them (`Bound::locks_rows`).
         let saved = self.aggregate.take();
         let saved_window = self.window.take();
         let visible = self.ctes.len();

@@ -170,6 +170,8 @@ pub struct Session {
     sequences: SessionSequences,
     /// Warnings to send before the statement's result.
     pub notices: Vec<String>,
+    /// The statement being run is a SELECT ... FOR UPDATE/FOR SHARE.
+    locking_read: bool,
 }
 
 pub fn now_micros() -> i64 {
@@ -284,6 +286,7 @@ impl Session {
             copy: None,
             sequences: SessionSequences::default(),
             notices: Vec::new(),
+            locking_read: false,
         }
     }
 
@@ -386,7 +389,9 @@ impl Session {
 
     /// Runs one bound statement. An error inside a transaction marks it failed.
     pub async fn execute(&mut self, bound: &Bound, params: &[Value]) -> SqlResult<StatementResult> {
+        self.locking_read = bound.locks_rows;
         let result = self.execute_inner(&bound.plan, params).await;
+        self.locking_read = false;
         if result.is_err() && self.transaction.is_some() {
             self.failed = true;
         }
@@ -947,10 +952,15 @@ impl Session {
             .map(|t| t.overlay.clone())
     }
 
+    /// Whether the statement's reads are recorded to be checked at COMMIT: every read of a
+    /// SERIALIZABLE transaction, and in any transaction block those of SELECT ... FOR
+    /// UPDATE/FOR SHARE. Rows are not locked: instead a transaction whose locking read
+    /// another transaction has changed since fails at COMMIT (40001), so two transactions
+    /// that read the same row FOR UPDATE and then change it cannot both commit.
     fn record_reads(&self) -> bool {
         self.transaction
             .as_ref()
-            .is_some_and(|t| t.isolation == Isolation::Serializable)
+            .is_some_and(|t| t.isolation == Isolation::Serializable || self.locking_read)
     }
 
     fn statement_time(&self) -> i64 {
@@ -1372,11 +1382,13 @@ impl Session {
             .await?;
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         }
-        let needs_validation = t.isolation == Isolation::Serializable && !t.reads.is_empty();
+        // Reads are recorded under SERIALIZABLE and for SELECT ... FOR UPDATE; a READ
+        // COMMITTED transaction's locking reads matter only to its writes.
+        let needs_validation =
+            !t.reads.is_empty() && (t.isolation == Isolation::Serializable || !t.ops.is_empty());
         if t.ops.is_empty() && !needs_validation {
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         }
-        // Reads are recorded only under SERIALIZABLE, and validated only then.
         self.propose(&Command::Commit {
             isolation: t.isolation,
             reads: t.reads,

@@ -817,6 +817,71 @@ async fn advisory_locks_between_sessions() {
     assert!(try_lock(&a, 2).await);
 }
 
+/// SELECT ... FOR UPDATE in READ COMMITTED transaction blocks, as a job queue's workers
+/// claim a job: both read the same job; the first to commit wins, the second's COMMIT fails
+/// with 40001 (so the job is not run twice) and leaves nothing behind. Without FOR UPDATE
+/// the same two transactions both commit, as in PostgreSQL's READ COMMITTED; a locking
+/// read followed by no write commits whatever changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn select_for_update_claims_a_row_once() {
+    let server = TestServer::start();
+    let a = server.client().await;
+    let b = server.client().await;
+    a.batch_execute(
+        "create table jobs (id int primary key, state text not null, worker text);
+         insert into jobs values (1, 'new', null), (2, 'new', null)",
+    )
+    .await
+    .unwrap();
+    let claim =
+        "select id from jobs where state = 'new' order by id limit 1 for update skip locked";
+    for c in [&a, &b] {
+        c.batch_execute("begin").await.unwrap();
+        let id: i32 = c.query_one(claim, &[]).await.unwrap().get(0);
+        assert_eq!(id, 1);
+    }
+    a.batch_execute("update jobs set state = 'running', worker = 'a' where id = 1; commit")
+        .await
+        .unwrap();
+    b.batch_execute("update jobs set state = 'running', worker = 'b' where id = 1")
+        .await
+        .unwrap();
+    let e = b.batch_execute("commit").await.unwrap_err();
+    assert_eq!(code(&e), "40001", "{e:?}");
+    let worker = scalar(&a, "select worker from jobs where id = 1").await;
+    assert_eq!(worker.as_deref(), Some("a"));
+    // The loser retries and claims the next job.
+    b.batch_execute("begin").await.unwrap();
+    let id: i32 = b.query_one(claim, &[]).await.unwrap().get(0);
+    assert_eq!(id, 2);
+    b.batch_execute("update jobs set state = 'running', worker = 'b' where id = 2; commit")
+        .await
+        .unwrap();
+
+    // Without FOR UPDATE, READ COMMITTED does not check what was read.
+    for c in [&a, &b] {
+        c.batch_execute("begin").await.unwrap();
+        c.query_one("select id from jobs where id = 1", &[])
+            .await
+            .unwrap();
+    }
+    a.batch_execute("update jobs set worker = 'a2' where id = 1; commit")
+        .await
+        .unwrap();
+    b.batch_execute("update jobs set worker = 'b2' where id = 1; commit")
+        .await
+        .unwrap();
+    // A locking read with no write after it commits.
+    a.batch_execute("begin").await.unwrap();
+    a.query_one("select id from jobs where id = 2 for share", &[])
+        .await
+        .unwrap();
+    b.batch_execute("update jobs set worker = 'b3' where id = 2")
+        .await
+        .unwrap();
+    a.batch_execute("commit").await.unwrap();
+}
+
 /// `pg_try_advisory_lock(key)` in session `c`.
 async fn try_lock(c: &tokio_postgres::Client, key: i64) -> bool {
     c.query_one("select pg_try_advisory_lock($1)", &[&key])
