@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sql::ast;
-use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, ValueRows};
+use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, Value, ValueRows};
 
 use crate::bind_expr::{ident, literal_text, AggregateContext};
 use crate::bind_window::WindowContext;
@@ -360,6 +360,9 @@ impl<'a> Binder<'a> {
                 if let Some(plan) = self.advisory_lock_call(q)? {
                     return Ok(plan);
                 }
+                if let Some(plan) = self.notify_call(q)? {
+                    return Ok(plan);
+                }
                 let mut plan = self.query(q, &Scope::default())?;
                 plan.reads_user_tables = reads_storage(&plan.rel);
                 Plan::Select(Arc::new(plan))
@@ -517,6 +520,14 @@ impl<'a> Binder<'a> {
             S::CreateIndex(index) => self.create_index(index)?,
             S::Call(function) => self.call(function)?,
             S::CreateExtension(e) => create_extension(e)?,
+            S::LISTEN { channel } => Plan::Listen(ident(channel)),
+            S::UNLISTEN { channel } if channel.value == "*" => Plan::Unlisten(None),
+            S::UNLISTEN { channel } => Plan::Unlisten(Some(ident(channel))),
+            S::NOTIFY { channel, payload } => Plan::Notify(crate::NotifyCall {
+                channel: Expr::literal(Value::Text(ident(channel))),
+                payload: Expr::literal(Value::Text(payload.clone().unwrap_or_default())),
+                column: None,
+            }),
             S::DropExtension(_) => {
                 return Err(SqlError::feature_not_supported(
                     "DROP EXTENSION (the extensions hotledger accepts are built in)",

@@ -1430,8 +1430,8 @@ impl Binder<'_> {
         if f.filter.is_some() {
             return Err(not_an_aggregate("FILTER", &name));
         }
-        if crate::advisory_function(&name).is_some() {
-            return Err(crate::bind_advisory::not_alone(&name));
+        if crate::is_session_function(&name) {
+            return Err(crate::bind_session_functions::not_alone(&name));
         }
         if let Some(call) = self.json_call(&name, &args, scope) {
             return call;

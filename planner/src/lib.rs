@@ -9,7 +9,6 @@
 mod access;
 mod alter_table;
 mod bind;
-mod bind_advisory;
 mod bind_array;
 mod bind_call;
 mod bind_ddl;
@@ -17,6 +16,7 @@ mod bind_expr;
 mod bind_json;
 mod bind_query;
 mod bind_sequence;
+mod bind_session_functions;
 mod bind_view;
 mod bind_window;
 mod bind_write;
@@ -33,7 +33,9 @@ mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
 pub use bind::{bind, catalog_with_table, Bound, DEFAULT_MARKER};
-pub use bind_advisory::{advisory_function, AdvisoryAction, AdvisoryLockCall};
+pub use bind_session_functions::{
+    advisory_function, is_session_function, AdvisoryAction, AdvisoryLockCall, NotifyCall,
+};
 pub use catalog::{
     Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, ViewDef, FIRST_USER_OID,
 };

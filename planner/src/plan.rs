@@ -595,6 +595,12 @@ pub enum Plan {
     TransferBatch(Arc<TransferBatchPlan>),
     /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions, on their own.
     AdvisoryLock(crate::AdvisoryLockCall),
+    /// `LISTEN channel`.
+    Listen(String),
+    /// `UNLISTEN channel`, or `UNLISTEN *` (None).
+    Unlisten(Option<String>),
+    /// `NOTIFY channel [, payload]` or `SELECT pg_notify(channel, payload)`.
+    Notify(crate::NotifyCall),
 }
 
 impl Plan {
@@ -606,6 +612,7 @@ impl Plan {
             Plan::Call(call) => call.columns.clone(),
             Plan::TransferBatch(_) => transfer_batch_columns(),
             Plan::AdvisoryLock(call) => vec![call.column.clone()],
+            Plan::Notify(call) => call.column.iter().cloned().collect(),
             Plan::Show { name } => vec![OutputColumn {
                 name: name.clone(),
                 ty: DataType::Text,

@@ -13,11 +13,14 @@ use std::time::Duration;
 use futures::{SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
 use pgwire::error::ErrorInfo;
+use pgwire::messages::response::{NotificationResponse, TransactionStatus};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
+
+use crate::notifications::Inbox;
 
 /// A client that does not finish authenticating within this long is dropped.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -194,6 +197,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     tcp: TcpStream,
     tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: Arc<H>,
+    inbox: Arc<Inbox>,
     limit: usize,
 ) -> io::Result<()> {
     let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
@@ -224,10 +228,25 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             PgWireConnectionState::AwaitingStartup
                 | PgWireConnectionState::AuthenticationInProgress
         );
+        let idle = !starting && socket.transaction_status() == TransactionStatus::Idle;
         let next = if starting {
             match tokio::time::timeout_at(startup_deadline, socket.next()).await {
                 Ok(m) => m,
                 Err(_) => return Ok(()),
+            }
+        } else if idle {
+            // Between transactions, notifications go out as they arrive (and any that
+            // came while a statement or transaction block ran go out now).
+            tokio::select! {
+                m = socket.next() => m,
+                () = inbox.arrived() => {
+                    for n in inbox.take() {
+                        let response = NotificationResponse::new(n.pid, n.channel, n.payload);
+                        socket.feed(PgWireBackendMessage::NotificationResponse(response)).await?;
+                    }
+                    socket.flush().await?;
+                    continue;
+                }
             }
         } else {
             socket.next().await

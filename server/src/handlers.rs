@@ -47,6 +47,7 @@ use planner::{bind, Bound, Catalog};
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
+use crate::notifications::Inbox;
 use crate::session::{Session, Shared, StatementResult};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
 
@@ -212,15 +213,20 @@ impl QueryParser for Parser {
 pub struct Connection {
     context: Arc<ServerContext>,
     session: Arc<Mutex<Session>>,
+    /// Notifications for this connection's session, sent by `frontend::serve_connection`.
+    inbox: Arc<Inbox>,
     parser: Arc<Parser>,
     startup_applied: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Connection {
     pub fn new(context: Arc<ServerContext>) -> Connection {
+        let inbox = Arc::new(Inbox::default());
         let session = Arc::new(Mutex::new(Session::new(
             context.shared.clone(),
             &HashMap::new(),
+            0,
+            inbox.clone(),
         )));
         let parser = Arc::new(Parser {
             session: session.clone(),
@@ -228,9 +234,15 @@ impl Connection {
         Connection {
             context,
             session,
+            inbox,
             parser,
             startup_applied: Arc::new(false.into()),
         }
+    }
+
+    /// Where this connection's notifications wait to be sent.
+    pub fn inbox(&self) -> Arc<Inbox> {
+        self.inbox.clone()
     }
 
     async fn session_for<C: ClientInfo>(&self, client: &C) -> tokio::sync::MutexGuard<'_, Session> {
@@ -239,7 +251,12 @@ impl Connection {
             .startup_applied
             .swap(true, std::sync::atomic::Ordering::Relaxed)
         {
-            *session = Session::new(self.context.shared.clone(), client.metadata());
+            *session = Session::new(
+                self.context.shared.clone(),
+                client.metadata(),
+                client.pid_and_secret_key().0,
+                self.inbox.clone(),
+            );
         }
         session
     }
@@ -1005,6 +1022,7 @@ impl Connection {
         Connection {
             context: self.context.clone(),
             session: self.session.clone(),
+            inbox: self.inbox.clone(),
             parser: self.parser.clone(),
             startup_applied: self.startup_applied.clone(),
         }

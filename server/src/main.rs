@@ -7,6 +7,7 @@ mod copy_format;
 mod frontend;
 mod handlers;
 mod migrations;
+mod notifications;
 mod session;
 mod session_threads;
 mod tls;
@@ -222,6 +223,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         proposer: node.proposer.clone(),
         log_stats: node.log_stats.clone(),
         advisory_locks: Default::default(),
+        notifications: Default::default(),
     });
     migrations::apply(&shared)
         .await
@@ -256,9 +258,11 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let Ok((socket, _)) = accepted else { continue };
                 let _ = socket.set_nodelay(true);
                 let handlers = Arc::new(Connection::new(context.clone()));
+                let inbox = handlers.inbox();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
-                    let _ = frontend::serve_connection(socket, tls, handlers, max_message).await;
+                    let _ = frontend::serve_connection(socket, tls, handlers, inbox, max_message)
+                        .await;
                 });
             }
             _ = terminate.recv() => break,

@@ -39,7 +39,7 @@ async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>
 }
 
 pub async fn apply(shared: &Arc<Shared>) -> SqlResult<()> {
-    let mut session = Session::new(shared.clone(), &HashMap::new());
+    let mut session = Session::new(shared.clone(), &HashMap::new(), 0, Default::default());
     let applied: Vec<i64> = if shared
         .executor
         .catalog()

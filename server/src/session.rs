@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::advisory_locks::{AdvisoryLocks, Holder, LockKey};
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
+use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES};
 
 /// What the whole server shares with every session.
 pub struct Shared {
@@ -29,6 +30,8 @@ pub struct Shared {
     pub log_stats: Arc<raft::LogStats>,
     /// The advisory locks of this node's sessions.
     pub advisory_locks: AdvisoryLocks,
+    /// Who LISTENs on which channel, on this node.
+    pub notifications: Notifications,
 }
 
 /// What running a statement produced.
@@ -61,6 +64,8 @@ struct Transaction {
     now_micros: i64,
     ops: Vec<WriteOp>,
     reads: Vec<ReadCheck>,
+    /// NOTIFYs sent in the transaction, delivered when it commits.
+    notifies: Vec<Notification>,
     overlay: Arc<Overlay>,
     /// Open savepoints, innermost last.
     savepoints: Vec<Savepoint>,
@@ -79,6 +84,7 @@ impl Transaction {
             now_micros: now_micros(),
             ops: Vec::new(),
             reads: Vec::new(),
+            notifies: Vec::new(),
             overlay: Arc::new(Overlay::new()),
             savepoints: Vec::new(),
             schema: None,
@@ -159,8 +165,12 @@ const COMMAND_BYTES_MAX: usize = 48 << 20;
 
 pub struct Session {
     shared: Arc<Shared>,
-    /// This session among the node's, as a holder of advisory locks.
+    /// This session among the node's, as a holder of advisory locks and a listener.
     id: u64,
+    /// The process id its client was given (BackendKeyData), which its notifications carry.
+    pid: i32,
+    /// Where notifications for this session's connection wait to be sent.
+    inbox: Arc<Inbox>,
     transaction: Option<Transaction>,
     /// An error happened inside the transaction: only ROLLBACK/COMMIT are accepted.
     failed: bool,
@@ -266,6 +276,8 @@ impl Session {
     pub fn new(
         shared: Arc<Shared>,
         startup: &std::collections::HashMap<String, String>,
+        pid: i32,
+        inbox: Arc<Inbox>,
     ) -> Session {
         let mut settings = BTreeMap::new();
         for (k, v) in startup {
@@ -280,6 +292,8 @@ impl Session {
         Session {
             shared,
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            pid,
+            inbox,
             transaction: None,
             failed: false,
             settings,
@@ -499,6 +513,18 @@ impl Session {
                 Ok(StatementResult::Command("SET".into()))
             }
             Plan::AdvisoryLock(call) => self.advisory_lock(call, params).await,
+            Plan::Listen(channel) => {
+                let shared = self.shared.clone();
+                shared.notifications.listen(self.id, channel, &self.inbox);
+                Ok(StatementResult::Command("LISTEN".into()))
+            }
+            Plan::Unlisten(channel) => {
+                self.shared
+                    .notifications
+                    .unlisten(self.id, channel.as_deref());
+                Ok(StatementResult::Command("UNLISTEN".into()))
+            }
+            Plan::Notify(call) => self.notify(call, params),
             Plan::SetConfig { name, value } => {
                 self.set(name, Some(value))?;
                 Ok(StatementResult::Rows {
@@ -918,6 +944,54 @@ impl Session {
             }
         }
         Ok(answer(result))
+    }
+
+    /// NOTIFY or `SELECT pg_notify(...)`: delivered to the listening sessions at once, or
+    /// when the transaction block commits (nothing if it rolls back), as in PostgreSQL.
+    fn notify(
+        &mut self,
+        call: &planner::NotifyCall,
+        params: &[Value],
+    ) -> SqlResult<StatementResult> {
+        let env = EvalEnv::without_subqueries(params, now_micros());
+        let text = |e: &planner::Expr| -> SqlResult<Option<String>> {
+            Ok(match e.eval(&[], &env)? {
+                Value::Null => None,
+                v => Some(v.to_pg_text(DataType::Text).unwrap_or_default()),
+            })
+        };
+        let channel = text(&call.channel)?.unwrap_or_default();
+        let payload = text(&call.payload)?.unwrap_or_default();
+        if channel.is_empty() {
+            return Err(SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                "channel name cannot be empty",
+            ));
+        }
+        if payload.len() > MAX_PAYLOAD_BYTES {
+            return Err(SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                "payload string too long",
+            ));
+        }
+        let n = Notification {
+            pid: self.pid,
+            channel,
+            payload,
+        };
+        match &mut self.transaction {
+            Some(t) if !t.notifies.contains(&n) => t.notifies.push(n),
+            Some(_) => {}
+            None => self.shared.notifications.notify(&n),
+        }
+        Ok(match &call.column {
+            Some(column) => StatementResult::Rows {
+                columns: vec![column.clone()],
+                rows: vec![vec![Value::Text(String::new())]],
+                tag: "SELECT".into(),
+            },
+            None => StatementResult::Command("NOTIFY".into()),
+        })
     }
 
     /// Gives back the transaction-level advisory locks when a transaction ends.
@@ -1361,7 +1435,7 @@ impl Session {
 
     async fn commit(&mut self) -> SqlResult<StatementResult> {
         self.release_transaction_locks();
-        let Some(t) = self.transaction.take() else {
+        let Some(mut t) = self.transaction.take() else {
             self.notices
                 .push("there is no transaction in progress".into());
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
@@ -1370,6 +1444,16 @@ impl Session {
             self.failed = false;
             return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
         }
+        let notifies = std::mem::take(&mut t.notifies);
+        let committed = self.commit_transaction(t).await?;
+        for n in &notifies {
+            self.shared.notifications.notify(n);
+        }
+        Ok(committed)
+    }
+
+    /// Proposes what a transaction block did, if anything, for its COMMIT.
+    async fn commit_transaction(&mut self, t: Transaction) -> SqlResult<StatementResult> {
         if let Some(schema) = t.schema {
             let (schema, ops) = schema.steps(&t.ops, &t.own_sequences);
             self.propose(&Command::CommitWithSchema {
@@ -1595,5 +1679,6 @@ impl Drop for Session {
     /// startup).
     fn drop(&mut self) {
         self.shared.advisory_locks.unlock_all(self.id, None);
+        self.shared.notifications.unlisten(self.id, None);
     }
 }

@@ -1,5 +1,5 @@
 // node-postgres against hotledger: connect, DDL, parameters, transactions, SQLSTATE,
-// prepared statement reuse. Run by server/tests/drivers.rs.
+// prepared statement reuse, uuid values, LISTEN/NOTIFY. Run by server/tests/drivers.rs.
 const { Client } = require('pg');
 
 function check(condition, message) {
@@ -9,14 +9,16 @@ function check(condition, message) {
   }
 }
 
+const config = {
+  host: '127.0.0.1',
+  port: Number(process.env.HOTLEDGER_PORT),
+  user: 'ledger',
+  password: process.env.HOTLEDGER_PASSWORD,
+  database: 'ledger',
+};
+
 async function main() {
-  const client = new Client({
-    host: '127.0.0.1',
-    port: Number(process.env.HOTLEDGER_PORT),
-    user: 'ledger',
-    password: process.env.HOTLEDGER_PASSWORD,
-    database: 'ledger',
-  });
+  const client = new Client(config);
   await client.connect();
   await client.query('create table js_items (id bigint primary key, name text not null, qty int default 0)');
   for (let i = 1; i <= 10; i++) {
@@ -66,6 +68,19 @@ async function main() {
   check(found.rows.map((r) => r.n).join() === '1,3', `uuid = any: ${JSON.stringify(found.rows)}`);
   const back = await client.query('select id from js_tokens where n = 1');
   check(back.rows[0].id === given.toLowerCase(), `uuid text form: ${back.rows[0].id}`);
+
+  // LISTEN/NOTIFY: another connection's notification arrives as a 'notification' event.
+  const listener = new Client(config);
+  await listener.connect();
+  const seen = [];
+  listener.on('notification', (m) => seen.push(`${m.channel}:${m.payload}`));
+  await listener.query('LISTEN jobs');
+  await client.query("NOTIFY jobs, 'from node'");
+  for (let i = 0; i < 100 && seen.length === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  check(seen.join() === 'jobs:from node', `notifications: ${seen}`);
+  await listener.end();
   await client.end();
   console.log('node-postgres: ok');
 }

@@ -1,5 +1,6 @@
 """psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse,
-json and jsonb in text and binary form, uuid keys and lists, array columns of numbers and dates.
+json and jsonb in text and binary form, uuid keys and lists, array columns of numbers and dates,
+LISTEN/NOTIFY between two connections.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -179,5 +180,29 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     check(got == want, f"arrays in binary: {got}")
     got = conn.execute("select id from py_series where ws @> %s", ([1.5],)).fetchall()
     check(got == [(1,)], f"float8[] containment: {got}")
+
+# LISTEN/NOTIFY between two connections: at once outside a transaction, at COMMIT inside
+# one (once for a repeated notification, never after ROLLBACK), with the sender's pid.
+with psycopg.connect(conninfo, autocommit=True) as listener, psycopg.connect(conninfo, autocommit=True) as sender:
+    listener.execute("listen jobs")
+    sender.execute("notify jobs, 'one'")
+    sender.execute("select pg_notify(%s, %s)", ("jobs", "two"))
+    with sender.transaction():
+        sender.execute("notify jobs, 'at commit'")
+        sender.execute("notify jobs, 'at commit'")
+    try:
+        with sender.transaction():
+            sender.execute("notify jobs, 'rolled back'")
+            raise RuntimeError("roll back")
+    except RuntimeError:
+        pass
+    sender.execute("notify other, 'not listened to'")
+    got = [(n.channel, n.payload, n.pid) for n in listener.notifies(timeout=2, stop_after=3)]
+    pid = sender.info.backend_pid
+    check(got == [("jobs", "one", pid), ("jobs", "two", pid), ("jobs", "at commit", pid)], f"notifications: {got}")
+    listener.execute("unlisten *")
+    sender.execute("notify jobs, 'after unlisten'")
+    got = list(listener.notifies(timeout=0.5))
+    check(got == [], f"after UNLISTEN: {got}")
 
 print("psycopg: ok")
