@@ -238,6 +238,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             // Between transactions, notifications go out as they arrive (and any that
             // came while a statement or transaction block ran go out now).
             tokio::select! {
+                biased;
                 m = socket.next() => m,
                 () = inbox.arrived() => {
                     for n in inbox.take() {
