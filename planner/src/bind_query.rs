@@ -617,6 +617,15 @@ impl Binder<'_> {
         outer: &Scope,
         left: Option<&Scope>,
     ) -> SqlResult<FromItem> {
+        if let ast::TableFactor::Table {
+            sample: Some(_), ..
+        }
+        | ast::TableFactor::Derived {
+            sample: Some(_), ..
+        } = factor
+        {
+            return Err(SqlError::feature_not_supported("TABLESAMPLE"));
+        }
         match factor {
             ast::TableFactor::Table {
                 name,
