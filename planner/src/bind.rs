@@ -46,6 +46,8 @@ pub struct Binder<'a> {
     pub(crate) recursive_queries: u32,
     /// How many references to a recursive query's working table were bound.
     pub(crate) working_table_reads: std::cell::Cell<u32>,
+    /// What `pg_backend_pid()` answers: the session's process id.
+    pub(crate) backend_pid: i32,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -74,6 +76,7 @@ impl<'a> Binder<'a> {
             sequence_names: Default::default(),
             recursive_queries: 0,
             working_table_reads: Default::default(),
+            backend_pid: std::process::id() as i32,
         }
     }
 }
@@ -160,7 +163,19 @@ pub fn bind(
     statement: &ParsedStatement,
     param_hints: &[DataType],
 ) -> SqlResult<Bound> {
+    bind_in_session(catalog, statement, param_hints, std::process::id() as i32)
+}
+
+/// `bind` for a client session whose process id (the one its client got at startup) is
+/// `backend_pid`: what `pg_backend_pid()` answers there.
+pub fn bind_in_session(
+    catalog: &Catalog,
+    statement: &ParsedStatement,
+    param_hints: &[DataType],
+    backend_pid: i32,
+) -> SqlResult<Bound> {
     let mut binder = Binder::new(catalog, param_hints.to_vec(), Vec::new());
+    binder.backend_pid = backend_pid;
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => Plan::NoOp(tag),
         Parsed::Statement(s) => binder.statement(s)?,

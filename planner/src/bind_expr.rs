@@ -1504,7 +1504,7 @@ impl Binder<'_> {
                 };
             }
             ("pg_backend_pid", 0) => {
-                return fixed(Value::Int(std::process::id() as i64), DataType::Int4)
+                return fixed(Value::Int(self.backend_pid as i64), DataType::Int4)
             }
             (
                 "pg_table_is_visible"

@@ -169,6 +169,31 @@ pub struct Catalog {
     /// Stored under a key of their own (the executor's `META_FOREIGN_KEYS`), as views are.
     #[serde(skip)]
     pub foreign_keys: Vec<Arc<crate::foreign_key::ForeignKeyDef>>,
+    /// Never stored: the node's sessions, filled in by the session that reads
+    /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
+    #[serde(skip)]
+    pub activity: Arc<Vec<SessionActivity>>,
+}
+
+/// What `pg_stat_activity` shows of one client session.
+#[derive(Clone, Debug, Default)]
+pub struct SessionActivity {
+    /// The process id its client got at startup (BackendKeyData).
+    pub pid: i32,
+    pub user: String,
+    pub database: String,
+    pub application_name: String,
+    pub client_addr: Option<String>,
+    pub client_port: Option<i32>,
+    /// Microseconds since the Unix epoch.
+    pub backend_start: i64,
+    pub xact_start: Option<i64>,
+    pub query_start: Option<i64>,
+    pub state_change: i64,
+    /// `active`, `idle`, `idle in transaction` or `idle in transaction (aborted)`.
+    pub state: String,
+    /// The statement running, or the last one.
+    pub query: String,
 }
 
 impl Catalog {

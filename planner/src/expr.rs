@@ -1026,7 +1026,13 @@ fn eval_binary(
         }));
     }
     if op == BinaryOp::Concat {
-        return Ok(Value::Text(text_of(&l) + &text_of(&r)));
+        // `||` casts a non-text side to text, where a boolean spells itself out (`concat`
+        // and the other functions use the output form, `t`).
+        let side = |v: &Value| match v {
+            Value::Bool(b) => b.to_string(),
+            other => text_of(other),
+        };
+        return Ok(Value::Text(side(&l) + &side(&r)));
     }
     if let (Value::Int(a), Value::Int(b)) = (&l, &r) {
         let (a, b) = (*a, *b);

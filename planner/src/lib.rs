@@ -32,12 +32,13 @@ mod sequence;
 mod system;
 
 pub use access::{choose_access, filter_is_key_equality};
-pub use bind::{bind, catalog_with_table, Bound, DEFAULT_MARKER};
+pub use bind::{bind, bind_in_session, catalog_with_table, Bound, DEFAULT_MARKER};
 pub use bind_session_functions::{
     advisory_function, is_session_function, AdvisoryAction, AdvisoryLockCall, NotifyCall,
 };
 pub use catalog::{
-    Catalog, CheckDef, ColumnDef, IndexDef, TableDef, TableRef, ViewDef, FIRST_USER_OID,
+    Catalog, CheckDef, ColumnDef, IndexDef, SessionActivity, TableDef, TableRef, ViewDef,
+    FIRST_USER_OID,
 };
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,

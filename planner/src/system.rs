@@ -65,6 +65,8 @@ pub enum SystemTable {
     PgTrigger,
     /// Empty: there are no enum types.
     PgEnum,
+    /// The node's client sessions (`Catalog::activity`).
+    PgStatActivity,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -133,6 +135,7 @@ impl SystemTable {
             "pg_publication_namespace" => PgPublicationNamespace,
             "pg_publication_rel" => PgPublicationRel,
             "pg_settings" => PgSettings,
+            "pg_stat_activity" => PgStatActivity,
             "pg_sequence" => PgSequence,
             "pg_depend" => PgDepend,
             "pg_sequences" => PgSequences,
@@ -166,6 +169,7 @@ impl SystemTable {
             PgDepend => 2608,
             PgTrigger => 2620,
             PgEnum => 3501,
+            PgStatActivity => 12_222,
             other => 12_000 + other as u32,
         }
     }
@@ -204,6 +208,7 @@ impl SystemTable {
             PgSequences => "pg_sequences",
             PgTrigger => "pg_trigger",
             PgEnum => "pg_enum",
+            PgStatActivity => "pg_stat_activity",
         }
     }
 
@@ -468,6 +473,30 @@ impl SystemTable {
             ],
             // Without `last_value`: the states are the executor's, and catalog views are
             // computed from the catalog alone (`SELECT last_value FROM seq` reads one).
+            PgStatActivity => vec![
+                ("datid", Oid),
+                ("datname", Name),
+                ("pid", Int4),
+                ("leader_pid", Int4),
+                ("usesysid", Oid),
+                ("usename", Name),
+                ("application_name", Text),
+                ("client_addr", Text),
+                ("client_hostname", Text),
+                ("client_port", Int4),
+                ("backend_start", DataType::TimestampTz),
+                ("xact_start", DataType::TimestampTz),
+                ("query_start", DataType::TimestampTz),
+                ("state_change", DataType::TimestampTz),
+                ("wait_event_type", Text),
+                ("wait_event", Text),
+                ("state", Text),
+                ("backend_xid", Text),
+                ("backend_xmin", Text),
+                ("query_id", DataType::Int8),
+                ("query", Text),
+                ("backend_type", Text),
+            ],
             PgEnum => vec![
                 ("oid", Oid),
                 ("enumtypid", Oid),
@@ -879,6 +908,35 @@ impl SystemTable {
             | PgSettings
             | PgTrigger
             | PgEnum => {}
+            PgStatActivity => {
+                let time = |t: Option<i64>| t.map_or(Value::Null, Value::TimestampTz);
+                for a in catalog.activity.iter() {
+                    rows.push(vec![
+                        int(DATABASE_OID),
+                        text(&a.database),
+                        int(a.pid),
+                        Value::Null,
+                        int(OWNER_OID),
+                        text(&a.user),
+                        text(&a.application_name),
+                        a.client_addr.as_deref().map_or(Value::Null, text),
+                        Value::Null,
+                        a.client_port.map_or(Value::Null, int),
+                        Value::TimestampTz(a.backend_start),
+                        time(a.xact_start),
+                        time(a.query_start),
+                        Value::TimestampTz(a.state_change),
+                        Value::Null,
+                        Value::Null,
+                        text(&a.state),
+                        Value::Null,
+                        Value::Null,
+                        Value::Null,
+                        text(&a.query),
+                        text("client backend"),
+                    ]);
+                }
+            }
             InfoTables => {
                 for t in catalog.tables.values() {
                     rows.push(vec![

@@ -30,7 +30,7 @@ use pgwire::api::store::Entry as StoreEntry;
 use pgwire::api::store::PortalStore;
 use pgwire::api::{
     ClientInfo, ClientPortalStore, ConnectionHandle, ConnectionManager, PgWireConnectionState,
-    PgWireServerHandlers, Type,
+    PgWireServerHandlers, RandomPidSecretKeyGenerator, Type,
 };
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
@@ -43,7 +43,7 @@ use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
 use pgwire::messages::PgWireBackendMessage;
-use planner::{bind, Bound, Catalog};
+use planner::{bind_in_session, Bound, Catalog};
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
@@ -61,6 +61,10 @@ pub struct ServerContext {
     pub salted_password: Vec<u8>,
     pub connections: Arc<ConnectionManager>,
     pub cancel: Arc<DefaultCancelHandler>,
+    /// One generator for the node, so each connection gets its own process id (what
+    /// `pg_backend_pid()`, `pg_stat_activity` and notifications show); a generator per
+    /// connection gave them all the same.
+    pub pids: Arc<RandomPidSecretKeyGenerator>,
 }
 
 pub const SCRAM_ITERATIONS: usize = 4096;
@@ -84,6 +88,7 @@ impl ServerContext {
             salted_password,
             connections,
             cancel,
+            pids: Default::default(),
         }
     }
 }
@@ -160,7 +165,7 @@ impl QueryParser for Parser {
 
     async fn parse_sql<C>(
         &self,
-        _client: &C,
+        client: &C,
         sql: &str,
         types: &[Option<Type>],
     ) -> PgWireResult<Option<Arc<Prepared>>>
@@ -178,8 +183,11 @@ impl QueryParser for Parser {
                     .unwrap_or(DataType::Unknown)
             })
             .collect();
+        // The client's process id, not the session's: a connection's first Parse may come
+        // before its session has taken the startup's.
         let catalog = self.session.lock().await.catalog();
-        let bound = bind(&catalog, &parsed, &hints).map_err(|e| pg_error(&e))?;
+        let pid = client.pid_and_secret_key().0;
+        let bound = bind_in_session(&catalog, &parsed, &hints, pid).map_err(|e| pg_error(&e))?;
         Ok(Some(Arc::new(Prepared {
             parsed,
             hints,
@@ -257,6 +265,7 @@ impl Connection {
                 client.pid_and_secret_key().0,
                 self.inbox.clone(),
             );
+            session.set_client(client.socket_addr());
         }
         session
     }
@@ -344,7 +353,7 @@ fn current_binding(session: &Session, prepared: &Prepared) -> SqlResult<Option<B
     if catalog.version == prepared.catalog_version {
         return Ok(None);
     }
-    let bound = bind(&catalog, &prepared.parsed, &prepared.hints)?;
+    let bound = bind_in_session(&catalog, &prepared.parsed, &prepared.hints, session.pid())?;
     if bound.param_types != prepared.bound.param_types
         || bound.plan.output_columns().len() != prepared.bound.plan.output_columns().len()
     {
@@ -475,14 +484,18 @@ where
     // Several statements in one simple query run as one implicit transaction in PostgreSQL;
     // here each runs on its own unless the text opens a transaction itself.
     for statement in statements {
-        let catalog = session.catalog();
+        let text = crate::activity::kept_text(&statement.text).to_owned();
+        let (catalog, pid) = (session.catalog(), session.pid());
         let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
-            off_the_runtime(move || bind(&catalog, &statement, &[])).await
+            off_the_runtime(move || bind_in_session(&catalog, &statement, &[], pid)).await
         } else {
-            bind(&catalog, &statement, &[])
+            bind_in_session(&catalog, &statement, &[], pid)
         };
         let result = match bound {
-            Ok(bound) => session.execute(&bound, &[]).await,
+            Ok(bound) => {
+                session.begin_statement(&text);
+                session.execute(&bound, &[]).await
+            }
             Err(e) => {
                 if session.in_transaction() {
                     session.execute_failed();
@@ -568,6 +581,7 @@ impl ExtendedQueryHandler for Connection {
                 return Err(pg_error(&e));
             }
         };
+        session.begin_statement(&prepared.parsed.text);
         let result = session.execute(bound, &params).await;
         let notices = std::mem::take(&mut session.notices);
         drop(session);
@@ -1003,7 +1017,8 @@ impl PgWireServerHandlers for Connection {
         Arc::new(
             SASLAuthStartupHandler::new(Arc::new(parameters))
                 .with_scram(scram)
-                .with_connection_manager(self.context.connections.clone()),
+                .with_connection_manager(self.context.connections.clone())
+                .with_pid_secret_key_generator(self.context.pids.clone()),
         )
     }
 

@@ -2,6 +2,7 @@
 //! listener and sessions, and wiring the executor and the Raft node together. It contains no
 //! business rules: statements are planned by `planner` and applied by `ledger`.
 
+mod activity;
 mod advisory_locks;
 mod copy_format;
 mod frontend;
@@ -224,6 +225,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         log_stats: node.log_stats.clone(),
         advisory_locks: Default::default(),
         notifications: Default::default(),
+        activity: Default::default(),
     });
     migrations::apply(&shared)
         .await

@@ -18,6 +18,7 @@ use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 use tokio::sync::oneshot;
 
+use crate::activity::{self, Activity};
 use crate::advisory_locks::{AdvisoryLocks, Holder, LockKey};
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
 use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES};
@@ -32,6 +33,8 @@ pub struct Shared {
     pub advisory_locks: AdvisoryLocks,
     /// Who LISTENs on which channel, on this node.
     pub notifications: Notifications,
+    /// What the node's client sessions are doing (`pg_stat_activity`).
+    pub activity: Activity,
 }
 
 /// What running a statement produced.
@@ -171,6 +174,8 @@ pub struct Session {
     pid: i32,
     /// Where notifications for this session's connection wait to be sent.
     inbox: Arc<Inbox>,
+    /// What `pg_stat_activity` shows of this session.
+    activity: activity::Record,
     transaction: Option<Transaction>,
     /// An error happened inside the transaction: only ROLLBACK/COMMIT are accepted.
     failed: bool,
@@ -289,11 +294,29 @@ impl Session {
             }
         }
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let now = now_micros();
+        let record = Arc::new(std::sync::Mutex::new(planner::SessionActivity {
+            pid,
+            user: startup.get("user").cloned().unwrap_or_default(),
+            database: startup.get("database").cloned().unwrap_or_default(),
+            application_name: startup.get("application_name").cloned().unwrap_or_default(),
+            backend_start: now,
+            state_change: now,
+            state: "idle".into(),
+            ..Default::default()
+        }));
+        // A client's session (not the one a connection has before its startup, nor the
+        // migrations').
+        if pid != 0 {
+            shared.activity.register(id, record.clone());
+        }
         Session {
             shared,
-            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            id,
             pid,
             inbox,
+            activity: record,
             transaction: None,
             failed: false,
             settings,
@@ -306,6 +329,47 @@ impl Session {
 
     pub fn shared(&self) -> &Arc<Shared> {
         &self.shared
+    }
+
+    /// The process id its client got at startup, which `pg_backend_pid()` answers.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Where the client connects from, for `pg_stat_activity`.
+    pub fn set_client(&mut self, address: std::net::SocketAddr) {
+        let mut a = activity::lock(&self.activity);
+        a.client_addr = Some(address.ip().to_string());
+        a.client_port = Some(address.port() as i32);
+    }
+
+    /// A statement starts: `pg_stat_activity` shows it as the session's active query.
+    pub fn begin_statement(&mut self, sql: &str) {
+        let now = now_micros();
+        let mut a = activity::lock(&self.activity);
+        activity::set_query(&mut a, sql);
+        a.state.clear();
+        a.state.push_str("active");
+        a.query_start = Some(now);
+        a.state_change = now;
+        if a.xact_start.is_none() {
+            a.xact_start = Some(now);
+        }
+    }
+
+    /// The statement ended: the session is idle, in its transaction block or not.
+    fn end_statement(&mut self, failed: bool) {
+        let state = match &self.transaction {
+            None => "idle",
+            Some(_) if self.failed || failed => "idle in transaction (aborted)",
+            Some(_) => "idle in transaction",
+        };
+        let xact_start = self.transaction.as_ref().map(|t| t.now_micros);
+        let mut a = activity::lock(&self.activity);
+        a.state.clear();
+        a.state.push_str(state);
+        a.state_change = now_micros();
+        a.xact_start = xact_start;
     }
 
     pub fn in_transaction(&self) -> bool {
@@ -406,6 +470,7 @@ impl Session {
         self.locking_read = bound.locks_rows;
         let result = self.execute_inner(&bound.plan, params).await;
         self.locking_read = false;
+        self.end_statement(result.is_err());
         if result.is_err() && self.transaction.is_some() {
             self.failed = true;
         }
@@ -1048,8 +1113,19 @@ impl Session {
         if planner::rel_calls(&plan.rel, Func::advances_sequences) {
             return self.select_advancing_sequences(plan, params).await;
         }
+        let activity = planner::reads_system_table(&plan.rel, planner::SystemTable::PgStatActivity);
+        if activity && plan.reads_user_tables {
+            return Err(SqlError::feature_not_supported(
+                "pg_stat_activity in a query that also reads tables",
+            ));
+        }
         if !plan.reads_user_tables {
-            let catalog = self.catalog();
+            let mut catalog = self.catalog();
+            if activity {
+                let mut with_sessions = (*catalog).clone();
+                with_sessions.activity = Arc::new(self.shared.activity.snapshot());
+                catalog = Arc::new(with_sessions);
+            }
             return ledger::evaluate_without_storage(
                 plan,
                 &catalog,
@@ -1678,6 +1754,7 @@ impl Drop for Session {
     /// A session's advisory locks go with it (a closed connection, a session replaced at
     /// startup).
     fn drop(&mut self) {
+        self.shared.activity.remove(self.id);
         self.shared.advisory_locks.unlock_all(self.id, None);
         self.shared.notifications.unlisten(self.id, None);
     }

@@ -882,6 +882,62 @@ async fn select_for_update_claims_a_row_once() {
     a.batch_execute("commit").await.unwrap();
 }
 
+/// pg_stat_activity shows the node's client sessions: another session idle in its
+/// transaction block with its last statement, the reader itself active with the query it
+/// runs; `pid <> pg_backend_pid()` leaves the reader out; a closed session goes away. (The
+/// harness's psql readiness check may still be closing: it is left out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pg_stat_activity_shows_the_sessions() {
+    let server = TestServer::start();
+    let (a, connection) =
+        tokio_postgres::connect(&format!("{} application_name=worker", server.url()), NoTls)
+            .await
+            .unwrap();
+    let a_connection = tokio::spawn(connection);
+    let b = server.client().await;
+    a.batch_execute("begin").await.unwrap();
+    a.query_one("select 41 + 1", &[]).await.unwrap();
+    let others = b
+        .query(
+            "select application_name, state, query, client_addr, xact_start is not null \
+             from pg_stat_activity where pid <> pg_backend_pid() and application_name <> 'psql'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(others.len(), 1);
+    let row = &others[0];
+    assert_eq!(row.get::<_, String>(0), "worker");
+    assert_eq!(row.get::<_, String>(1), "idle in transaction");
+    assert_eq!(row.get::<_, String>(2), "select 41 + 1");
+    assert_eq!(row.get::<_, String>(3), "127.0.0.1");
+    assert!(row.get::<_, bool>(4));
+    let own = scalar(
+        &b,
+        "select state || ' ' || (query like '%pg_stat_activity%') from pg_stat_activity \
+         where pid = pg_backend_pid()",
+    )
+    .await;
+    assert_eq!(own.as_deref(), Some("active true"));
+    let e = b
+        .query("select * from pg_stat_activity, jobs_nowhere", &[])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "42P01", "{e:?}");
+    drop(a);
+    a_connection.await.unwrap().unwrap();
+    let mut gone = false;
+    for _ in 0..50 {
+        let workers = "select count(*) from pg_stat_activity where application_name = 'worker'";
+        if scalar(&b, workers).await.as_deref() == Some("0") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(gone, "the closed session left pg_stat_activity");
+}
+
 /// `pg_try_advisory_lock(key)` in session `c`.
 async fn try_lock(c: &tokio_postgres::Client, key: i64) -> bool {
     c.query_one("select pg_try_advisory_lock($1)", &[&key])
