@@ -98,6 +98,52 @@ pub(crate) fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> 
     }
 }
 
+/// The most rows a `generate_series` may produce.
+const MAX_SERIES_ROWS: usize = 100_000_000;
+
+/// `generate_series(start, stop, step)` over timestamps: `start`, `start + step`, ... while
+/// not past `stop`, each step added to the one before (so months carry as PostgreSQL's do);
+/// no rows when an argument is NULL.
+fn time_series(first: Value, last: Value, step: Value) -> SqlResult<Vec<Row>> {
+    let micros = |v: &Value| match v {
+        Value::Timestamp(t) | Value::TimestampTz(t) => Some(*t),
+        _ => None,
+    };
+    let (Some(mut at), Some(last), Value::Interval(step)) = (micros(&first), micros(&last), step)
+    else {
+        return Ok(Vec::new());
+    };
+    let tz = matches!(first, Value::TimestampTz(_));
+    let forward = match step.span().cmp(&0) {
+        Ordering::Equal => {
+            return Err(SqlError::new(
+                sql::ErrorKind::InvalidParameterValue,
+                "step size cannot equal zero",
+            ))
+        }
+        order => order == Ordering::Greater,
+    };
+    let mut rows = Vec::new();
+    while (forward && at <= last) || (!forward && at >= last) {
+        if rows.len() >= MAX_SERIES_ROWS {
+            return Err(SqlError::new(
+                sql::ErrorKind::ProgramLimitExceeded,
+                "generate_series of more than 100 million rows",
+            ));
+        }
+        rows.push(vec![if tz {
+            Value::TimestampTz(at)
+        } else {
+            Value::Timestamp(at)
+        }]);
+        match sql::datetime::add_interval(at, &step) {
+            Ok(next) if next != at => at = next,
+            _ => break,
+        }
+    }
+    Ok(rows)
+}
+
 /// The smallest byte string greater than every string starting with `prefix`.
 fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
@@ -579,8 +625,16 @@ impl<'a> Reader<'a> {
                 }
             },
             Rel::Series { start, stop, step } => {
-                let int = |e: &Expr| -> SqlResult<Option<i64>> {
-                    match e.eval(outer, env)? {
+                let first = start.eval(outer, env)?;
+                if let Value::Timestamp(_) | Value::TimestampTz(_) = first {
+                    let step = match step {
+                        Some(s) => s.eval(outer, env)?,
+                        None => Value::Null,
+                    };
+                    return time_series(first, stop.eval(outer, env)?, step);
+                }
+                let int = |v: Value| -> SqlResult<Option<i64>> {
+                    match v {
                         Value::Null => Ok(None),
                         Value::Int(i) => Ok(Some(i)),
                         other => Err(SqlError::mismatch(format!(
@@ -589,11 +643,11 @@ impl<'a> Reader<'a> {
                         ))),
                     }
                 };
-                let (Some(first), Some(last)) = (int(start)?, int(stop)?) else {
+                let (Some(first), Some(last)) = (int(first)?, int(stop.eval(outer, env)?)?) else {
                     return Ok(Vec::new());
                 };
                 let step = match step {
-                    Some(s) => match int(s)? {
+                    Some(s) => match int(s.eval(outer, env)?)? {
                         Some(0) => {
                             return Err(SqlError::new(
                                 sql::ErrorKind::InvalidParameterValue,
@@ -612,7 +666,7 @@ impl<'a> Reader<'a> {
                 } else {
                     0
                 };
-                if count > 100_000_000 {
+                if count > MAX_SERIES_ROWS as i128 {
                     return Err(SqlError::new(
                         sql::ErrorKind::ProgramLimitExceeded,
                         "generate_series of more than 100 million rows",

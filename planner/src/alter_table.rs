@@ -92,16 +92,6 @@ impl TableChange {
     }
 }
 
-fn cast_to(e: Expr, ty: DataType) -> Expr {
-    if e.ty() == ty {
-        return e;
-    }
-    Expr::Cast {
-        expr: Box::new(e),
-        ty,
-    }
-}
-
 fn uses_column(expr: &Expr, column: usize) -> bool {
     let mut found = false;
     expr.visit(&mut |e| found |= matches!(e, Expr::Column(c, _) if *c == column));
@@ -543,16 +533,16 @@ impl Binder<'_> {
                     outer_len: 0,
                 };
                 let bound = self.expr(e, &scope, Some(ty))?;
-                ColumnSource::Convert(cast_to(bound, ty))
+                ColumnSource::Convert(bound.cast_to(ty))
             }
             (ColumnSource::Old(j), None) => {
-                ColumnSource::Convert(cast_to(Expr::Column(*j, old_ty), ty))
+                ColumnSource::Convert(Expr::Column(*j, old_ty).cast_to(ty))
             }
-            (ColumnSource::Value(v), None) => ColumnSource::Value(cast_to(v.clone(), ty)),
-            (ColumnSource::Convert(v), None) => ColumnSource::Convert(cast_to(v.clone(), ty)),
+            (ColumnSource::Value(v), None) => ColumnSource::Value(v.clone().cast_to(ty)),
+            (ColumnSource::Convert(v), None) => ColumnSource::Convert(v.clone().cast_to(ty)),
         };
         if let Some(default) = change.def.columns[i].default.take() {
-            change.def.columns[i].default = Some(cast_to(default, ty));
+            change.def.columns[i].default = Some(default.cast_to(ty));
         }
         change.def.columns[i].ty = ty;
         change.sources[i] = source;

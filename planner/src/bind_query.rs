@@ -486,12 +486,10 @@ impl Binder<'_> {
                 format!("function {function}() does not exist"),
             ));
         }
-        let mut bound = Vec::new();
+        let mut exprs = Vec::new();
         for a in args {
             match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => {
-                    bound.push(self.expr(e, &scope, Some(DataType::Int8))?)
-                }
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => exprs.push(e),
                 _ => {
                     return Err(SqlError::feature_not_supported(
                         "this argument form in generate_series()",
@@ -499,11 +497,65 @@ impl Binder<'_> {
                 }
             }
         }
-        if !(2..=3).contains(&bound.len()) {
+        if !(2..=3).contains(&exprs.len()) {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
                 "function generate_series takes 2 or 3 arguments",
             ));
+        }
+        // Over times when the start is one: timestamps, or timestamptz (also for dates and
+        // untyped literals next to a time, as PostgreSQL resolves them).
+        let first = self.expr(exprs[0], &scope, None)?;
+        let second = self.expr(exprs[1], &scope, None)?;
+        let temporal = |t: DataType| {
+            matches!(
+                t,
+                DataType::Timestamp | DataType::TimestampTz | DataType::Date
+            )
+        };
+        if temporal(first.ty()) || temporal(second.ty()) {
+            let ty = match (first.ty(), second.ty()) {
+                (DataType::Timestamp, DataType::Timestamp | DataType::Unknown)
+                | (DataType::Unknown, DataType::Timestamp) => DataType::Timestamp,
+                _ => DataType::TimestampTz,
+            };
+            let [_, _, step] = exprs.as_slice() else {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "function generate_series({0}, {0}) does not exist",
+                        ty.pg_name()
+                    ),
+                ));
+            };
+            let step = self.expr(step, &scope, Some(DataType::Interval))?;
+            let step = self.coerce(step, DataType::Interval)?;
+            if step.ty() != DataType::Interval {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "function generate_series({0}, {0}, {1}) does not exist",
+                        ty.pg_name(),
+                        step.ty().pg_name()
+                    ),
+                ));
+            }
+            let start = self.coerce(first, ty)?.cast_to(ty);
+            let stop = self.coerce(second, ty)?.cast_to(ty);
+            let cols = function_column(alias, "generate_series", ty);
+            let rel = Rel::Series {
+                start,
+                stop,
+                step: Some(step),
+            };
+            return Ok((rel, cols, false, false));
+        }
+        let mut bound = vec![
+            self.coerce(first, DataType::Int8)?,
+            self.coerce(second, DataType::Int8)?,
+        ];
+        if let Some(step) = exprs.get(2) {
+            bound.push(self.expr(step, &scope, Some(DataType::Int8))?);
         }
         let rank = |t: &DataType| match t {
             DataType::Int8 => 3,

@@ -432,6 +432,17 @@ impl<'a> EvalEnv<'a> {
 }
 
 impl Expr {
+    /// The expression as type `ty`: itself if it is of that type, else cast.
+    pub(crate) fn cast_to(self, ty: DataType) -> Expr {
+        if self.ty() == ty {
+            return self;
+        }
+        Expr::Cast {
+            expr: Box::new(self),
+            ty,
+        }
+    }
+
     pub fn literal(value: Value) -> Expr {
         let ty = value.natural_type();
         Expr::Literal(value, ty)
