@@ -57,6 +57,8 @@ pub fn contains_aggregate(e: &ast::Expr) -> bool {
     match e {
         E::Function(f) => {
             let windowed = match &f.over {
+                // An ordered-set aggregate (`percentile_cont(0.5) WITHIN GROUP (...)`).
+                None if !f.within_group.is_empty() => true,
                 None => AGGREGATES.contains(&function_name(&f.name).as_str()),
                 // A windowed aggregate is not a grouped one, but its window may hold one.
                 Some(ast::WindowType::WindowSpec(spec)) => {
@@ -1368,7 +1370,7 @@ impl Binder<'_> {
     ) -> SqlResult<Expr> {
         let name = function_name(&f.name);
         if !f.within_group.is_empty() {
-            return Err(SqlError::feature_not_supported("WITHIN GROUP"));
+            return self.ordered_set_aggregate(&name, f, scope);
         }
         if f.null_treatment.is_some() {
             return Err(SqlError::feature_not_supported(
@@ -1844,6 +1846,104 @@ impl Binder<'_> {
             Some(j) => j.finish(column, json_structured),
             None => column,
         })
+    }
+}
+
+impl Binder<'_> {
+    /// `percentile_cont(f)`, `percentile_disc(f)` and `mode()` `WITHIN GROUP (ORDER BY x)`:
+    /// the group's `array_agg(x)`, then a last step that orders the values and picks (an
+    /// ordered aggregate of its own, so it does not share the query's one input order).
+    fn ordered_set_aggregate(
+        &mut self,
+        name: &str,
+        f: &ast::Function,
+        scope: &Scope,
+    ) -> SqlResult<Expr> {
+        let func = match name {
+            "percentile_cont" => Func::PercentileCont,
+            "percentile_disc" => Func::PercentileDisc,
+            "mode" => Func::Mode,
+            // As PostgreSQL, which looks for an ordered-set aggregate of that name.
+            _ => {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!("function {name}(...) WITHIN GROUP (ORDER BY ...) does not exist"),
+                ))
+            }
+        };
+        let [order] = f.within_group.as_slice() else {
+            return Err(SqlError::feature_not_supported(
+                "WITHIN GROUP with more than one ORDER BY expression",
+            ));
+        };
+        if f.over.is_some() {
+            return Err(SqlError::new(
+                ErrorKind::WrongObjectType,
+                format!("OVER is not supported for ordered-set aggregate {name}"),
+            ));
+        }
+        let direct: Vec<&ast::Expr> = match &f.args {
+            ast::FunctionArguments::None => Vec::new(),
+            ast::FunctionArguments::List(list) => list
+                .args
+                .iter()
+                .map(|a| match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
+                    _ => Err(wrong_args(name)),
+                })
+                .collect::<SqlResult<_>>()?,
+            ast::FunctionArguments::Subquery(_) => return Err(wrong_args(name)),
+        };
+        let fraction = match (func, direct.as_slice()) {
+            (Func::Mode, []) => None,
+            (Func::PercentileCont | Func::PercentileDisc, [fraction]) => Some(*fraction),
+            _ => return Err(wrong_args(name)),
+        };
+        // The last step skips NULLs, so a FILTER is a CASE that leaves the others out.
+        let value = match f.filter.as_deref() {
+            Some(condition) => ast::Expr::Case {
+                case_token: ast::helpers::attached_token::AttachedToken::empty(),
+                end_token: ast::helpers::attached_token::AttachedToken::empty(),
+                operand: None,
+                conditions: vec![ast::CaseWhen {
+                    condition: condition.clone(),
+                    result: order.expr.clone(),
+                }],
+                else_result: None,
+            },
+            None => order.expr.clone(),
+        };
+        let call = CallArgs {
+            exprs: vec![value],
+            ..CallArgs::default()
+        };
+        let values = self.aggregate_call("array_agg", &call, None, scope)?;
+        let element = values.ty().element().unwrap_or(DataType::Text);
+        let ty = match func {
+            Func::PercentileCont if element.is_numeric_family() => DataType::Float8,
+            Func::PercentileCont => {
+                return Err(SqlError::new(
+                    ErrorKind::UndefinedFunction,
+                    format!(
+                        "function percentile_cont(double precision ORDER BY {}) does not exist",
+                        element.pg_name()
+                    ),
+                ))
+            }
+            _ => element,
+        };
+        let descending = Expr::literal(Value::Bool(matches!(
+            order.options.sort,
+            Some(ast::OrderBySort::Desc)
+        )));
+        let mut args = Vec::new();
+        if let Some(fraction) = fraction {
+            let bound = self.expr(fraction, scope, Some(DataType::Float8))?;
+            args.push(self.coerce(bound, DataType::Float8)?);
+        }
+        args.push(values);
+        args.push(descending);
+        Ok(Expr::Function { func, args, ty })
     }
 }
 

@@ -208,6 +208,13 @@ pub enum Func {
     /// `array_remove(array, element)`: the array without the elements equal to it (or
     /// without its NULLs).
     ArrayRemove,
+    /// `percentile_cont(fraction) WITHIN GROUP (ORDER BY x)`, finished from the group's
+    /// `array_agg(x)`: (fraction, values, descending).
+    PercentileCont,
+    /// `percentile_disc(fraction) WITHIN GROUP (ORDER BY x)`, as `PercentileCont`.
+    PercentileDisc,
+    /// `mode() WITHIN GROUP (ORDER BY x)`: (values, descending).
+    Mode,
 }
 
 impl Func {
@@ -1110,6 +1117,19 @@ fn size_pretty(bytes: i64) -> String {
     format!("{} PB", half_rounded(size))
 }
 
+/// An ordered-set aggregate's values: the group's non-NULL values in its WITHIN GROUP order.
+fn sorted_values(array: Value, descending: &Value) -> Vec<Value> {
+    let mut values: Vec<Value> = array_items(array)
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect();
+    values.sort_by(Value::sort_cmp);
+    if descending.is_true() {
+        values.reverse();
+    }
+    values
+}
+
 /// An array value's elements (none for anything else).
 fn array_items(v: Value) -> Vec<Value> {
     match v {
@@ -1352,6 +1372,46 @@ fn eval_function(
             )))
         }
         Func::Random => Value::Float(rand::random::<f64>()),
+        Func::PercentileCont | Func::PercentileDisc => {
+            let fraction = float_of(&arg(0));
+            if !(0.0..=1.0).contains(&fraction) {
+                return Err(SqlError::numeric_out_of_range(format!(
+                    "percentile value {fraction} is not between 0 and 1"
+                )));
+            }
+            let sorted = sorted_values(arg(1), &arg(2));
+            if sorted.is_empty() {
+                return Ok(Value::Null);
+            }
+            let last = (sorted.len() - 1) as f64;
+            if func == Func::PercentileDisc {
+                // The first value at or past the fraction of the rows.
+                let at = (fraction * sorted.len() as f64).ceil() as usize;
+                return Ok(sorted[at.saturating_sub(1)].clone());
+            }
+            let position = fraction * last;
+            let (low, high) = (position.floor(), position.ceil());
+            let (a, b) = (float_of(&sorted[low as usize]), float_of(&sorted[high as usize]));
+            Value::Float(a + (b - a) * (position - low))
+        }
+        Func::Mode => {
+            // The most frequent value; among equally frequent ones, the first in order.
+            let sorted = sorted_values(arg(0), &arg(1));
+            let mut best: Option<(&Value, usize)> = None;
+            let mut run: Option<(&Value, usize)> = None;
+            for v in &sorted {
+                run = match run {
+                    Some((r, n)) if r.group_eq(v) => Some((r, n + 1)),
+                    _ => Some((v, 1)),
+                };
+                if let Some((r, n)) = run {
+                    if best.is_none_or(|(_, m)| n > m) {
+                        best = Some((r, n));
+                    }
+                }
+            }
+            best.map_or(Value::Null, |(v, _)| v.clone())
+        }
         Func::ArrayContains => {
             let (container, items) = (array_items(arg(0)), array_items(arg(1)));
             Value::Bool(items.iter().all(|x| {
