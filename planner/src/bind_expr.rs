@@ -450,6 +450,9 @@ impl Binder<'_> {
                 other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
             },
             E::BinaryOp { left, op, right } => {
+                if let Some(fields) = crate::row_values::row_comparison(left, op, right) {
+                    return self.expr(&fields?, scope, expected);
+                }
                 if let Some((negated, case_insensitive)) = regex_operator(op) {
                     let expr = self.expr(left, scope, Some(DataType::Text))?;
                     let pattern = self.expr(right, scope, Some(DataType::Text))?;
@@ -648,6 +651,9 @@ impl Binder<'_> {
                 list,
                 negated,
             } => {
+                if let Some(fields) = crate::row_values::row_in_list(expr, list, *negated) {
+                    return self.expr(&fields?, scope, expected);
+                }
                 let subject = self.expr(expr, scope, None)?;
                 let ty = subject.ty();
                 let mut items = Vec::with_capacity(list.len());

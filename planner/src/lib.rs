@@ -26,6 +26,7 @@ mod foreign_key;
 mod json_functions;
 mod ledger;
 mod plan;
+mod row_values;
 mod scalar_functions;
 mod scope;
 mod sequence;
