@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use planner::{
-    Catalog, ColumnSource, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, Isolation,
-    LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
+    Catalog, ColumnSource, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, LedgerRole,
+    OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
 use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
@@ -619,31 +619,28 @@ impl Executor {
     /// SERIALIZABLE transactions and for SELECT ... FOR UPDATE in any), then its writes.
     pub(crate) fn apply_commit(
         &mut self,
-        _isolation: Isolation,
         reads: &[ReadCheck],
         ops: Vec<WriteOp>,
         now_micros: i64,
         version: u64,
     ) -> CommandResult {
-        {
-            for check in reads {
-                let unchanged = match check {
-                    ReadCheck::Row {
-                        table,
-                        key,
-                        version,
-                    } => self.current_version(*table, key)? == *version,
-                    ReadCheck::Table { table, version } => self.table_version(*table) <= *version,
-                    ReadCheck::Exists { table, key, exists } => {
-                        (self.current_version(*table, key)? > 0) == *exists
-                    }
-                };
-                if !unchanged {
-                    return Err(SqlError::serialization_failure(
-                        "could not serialize access due to a concurrent update",
-                    )
-                    .with_detail("Another transaction changed data this transaction read. Retry the transaction."));
+        for check in reads {
+            let unchanged = match check {
+                ReadCheck::Row {
+                    table,
+                    key,
+                    version,
+                } => self.current_version(*table, key)? == *version,
+                ReadCheck::Table { table, version } => self.table_version(*table) <= *version,
+                ReadCheck::Exists { table, key, exists } => {
+                    (self.current_version(*table, key)? > 0) == *exists
                 }
+            };
+            if !unchanged {
+                return Err(SqlError::serialization_failure(
+                    "could not serialize access due to a concurrent update",
+                )
+                .with_detail("Another transaction changed data this transaction read. Retry the transaction."));
             }
         }
         let env = EvalEnv::without_subqueries(&[], now_micros);

@@ -427,20 +427,22 @@ impl Executor {
             Command::AllocateSequenceValues { sequences } => {
                 self.allocate_sequence_values(&sequences)
             }
+            // The isolation level is the session's business: it decides which reads a
+            // commit carries, and the executor checks whichever it carries.
             Command::Commit {
-                isolation,
                 reads,
                 ops,
                 now_micros,
-            } => self.apply_commit(isolation, &reads, ops, now_micros, version),
+                ..
+            } => self.apply_commit(&reads, ops, now_micros, version),
             Command::Ddl { plan } => self.apply_ddl(plan, version),
             Command::CommitWithSchema {
                 schema,
-                isolation,
                 reads,
                 ops,
                 now_micros,
-            } => self.apply_commit_with_schema(schema, isolation, &reads, ops, now_micros, version),
+                ..
+            } => self.apply_commit_with_schema(schema, &reads, ops, now_micros, version),
             Command::Procedure {
                 steps,
                 params,

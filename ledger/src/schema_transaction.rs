@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use planner::{Catalog, DdlPlan, Isolation, SequenceState};
+use planner::{Catalog, DdlPlan, SequenceState};
 use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult};
 
@@ -57,7 +57,6 @@ impl Executor {
     pub(crate) fn apply_commit_with_schema(
         &mut self,
         schema: SchemaChanges,
-        isolation: Isolation,
         reads: &[ReadCheck],
         ops: Vec<WriteOp>,
         now_micros: i64,
@@ -65,11 +64,9 @@ impl Executor {
     ) -> CommandResult {
         self.begin_schema_transaction()?;
         let result = self
-            .apply_commit(isolation, reads, Vec::new(), now_micros, version)
+            .apply_commit(reads, Vec::new(), now_micros, version)
             .and_then(|_| self.apply_schema_changes(schema, now_micros, version))
-            .and_then(|()| {
-                self.apply_commit(Isolation::ReadCommitted, &[], ops, now_micros, version)
-            });
+            .and_then(|()| self.apply_commit(&[], ops, now_micros, version));
         match result {
             Ok(outcome) => {
                 self.keep_schema_transaction()?;
@@ -131,7 +128,7 @@ impl Executor {
                     self.apply_ddl(change, version)?;
                 }
                 SchemaStep::Writes(ops) => {
-                    self.apply_commit(Isolation::ReadCommitted, &[], ops, now_micros, version)?;
+                    self.apply_commit(&[], ops, now_micros, version)?;
                 }
                 SchemaStep::SequenceStates(states) => {
                     for (id, state) in states {

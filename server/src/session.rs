@@ -906,13 +906,16 @@ impl Session {
         let calls = |which| table.is_some_and(|t| planner::write_calls(plan, t, which));
         let sequences = !catalog.sequences.is_empty() && calls(Func::uses_sequences);
         let draws_random = calls(Func::draws_random);
-        // Only an INSERT ... VALUES can be prebuilt.
+        // Only an INSERT ... VALUES can be prebuilt, and not one whose ON CONFLICT DO
+        // UPDATE draws random values (those are drawn when the statement is staged).
         let values = matches!(
             plan.as_ref(),
             WritePlan::Insert(InsertPlan {
                 source: InsertSource::Values(_),
+                on_conflict,
                 ..
-            })
+            }) if !matches!(on_conflict, Some(planner::OnConflict::DoUpdate { assignments, .. })
+                if assignments.iter().any(|(_, e)| e.draws_random()))
         );
         let prebuilt = (values && !sequences)
             .then(|| ledger::prebuild_insert(plan, &catalog, params, now))
@@ -1751,8 +1754,8 @@ fn with_constants_bound(ddl: &DdlPlan) -> SqlResult<DdlPlan> {
 }
 
 impl Drop for Session {
-    /// A session's advisory locks go with it (a closed connection, a session replaced at
-    /// startup).
+    /// A session's advisory locks, channels and `pg_stat_activity` row go with it (a closed
+    /// connection, a session replaced at startup).
     fn drop(&mut self) {
         self.shared.activity.remove(self.id);
         self.shared.advisory_locks.unlock_all(self.id, None);
