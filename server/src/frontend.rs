@@ -228,7 +228,9 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             PgWireConnectionState::AwaitingStartup
                 | PgWireConnectionState::AuthenticationInProgress
         );
-        let idle = !starting && socket.transaction_status() == TransactionStatus::Idle;
+        let idle = !starting
+            && inbox.may_receive()
+            && socket.transaction_status() == TransactionStatus::Idle;
         let next = if starting {
             match tokio::time::timeout_at(startup_deadline, socket.next()).await {
                 Ok(m) => m,

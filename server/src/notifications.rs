@@ -10,6 +10,7 @@
 //! cluster does not receive them, and none outlives the process.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -33,9 +34,17 @@ pub struct Notification {
 pub struct Inbox {
     queue: Mutex<VecDeque<Notification>>,
     arrived: Notify,
+    /// Its session has listened on a channel: until then nothing can arrive, and the
+    /// connection's loop waits for its client alone.
+    listened: AtomicBool,
 }
 
 impl Inbox {
+    /// Whether a notification may arrive (the session has listened on a channel).
+    pub fn may_receive(&self) -> bool {
+        self.listened.load(Ordering::Relaxed)
+    }
+
     fn push(&self, n: Notification) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
         if queue.len() >= MAX_QUEUED {
@@ -72,6 +81,7 @@ impl Notifications {
     }
 
     pub fn listen(&self, session: u64, channel: &str, inbox: &Arc<Inbox>) {
+        inbox.listened.store(true, Ordering::Relaxed);
         self.listeners()
             .entry(channel.to_string())
             .or_default()
