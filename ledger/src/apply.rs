@@ -1424,7 +1424,7 @@ impl Executor {
                 let mut own_keys = std::collections::HashSet::new();
                 let mut own_unique = std::collections::HashSet::new();
                 let conflict_draws = matches!(&on_conflict, Some(OnConflict::DoUpdate { assignments, .. })
-                    if assignments.iter().any(|(_, e)| e.draws_random()));
+                    if assignments.iter().any(|(_, e)| e.calls(Func::draws_random)));
                 for (n, values) in sources.into_iter().enumerate() {
                     // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
                     // an UPDATE's are.
@@ -1524,7 +1524,10 @@ impl Executor {
             WritePlan::Update(p) => {
                 let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
                 let assignments = bind_all(&p.assignments, params, now_micros)?;
-                let draws = p.assignments.iter().any(|(_, e)| e.draws_random());
+                let draws = p
+                    .assignments
+                    .iter()
+                    .any(|(_, e)| e.calls(Func::draws_random));
                 let recheck = p
                     .filter
                     .as_ref()
@@ -1695,7 +1698,12 @@ pub fn prebuild_insert(
         .table_by_id(p.table.id)
         .filter(|t| t.shape_version == p.table.shape_version)?;
     let defaults = || table.columns.iter().filter_map(|c| c.default.as_ref());
-    if !defaults().all(evaluates_at_the_session)
+    // An ON CONFLICT DO UPDATE that draws random values draws them when the statement is
+    // staged (the executor applying packed rows could not).
+    let conflict_draws = matches!(&p.on_conflict, Some(OnConflict::DoUpdate { assignments, .. })
+        if assignments.iter().any(|(_, e)| e.calls(Func::draws_random)));
+    if conflict_draws
+        || !defaults().all(evaluates_at_the_session)
         || !rows.iter().flatten().all(evaluates_at_the_session)
     {
         return None;
@@ -1711,7 +1719,7 @@ pub fn prebuild_insert(
         Err(e)
             if defaults()
                 .chain(rows.iter().flatten())
-                .any(Expr::draws_random) =>
+                .any(|e| e.calls(Func::draws_random)) =>
         {
             return Some(Err(e))
         }

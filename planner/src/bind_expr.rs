@@ -44,6 +44,23 @@ pub(crate) const AGGREGATES: [&str; 14] = [
     "every",
 ];
 
+/// A call's arguments when each is a plain expression (no names, no `*`, no subquery in
+/// place of the list); None otherwise.
+pub(crate) fn unnamed_args(f: &ast::Function) -> Option<Vec<&ast::Expr>> {
+    match &f.args {
+        ast::FunctionArguments::None => Some(Vec::new()),
+        ast::FunctionArguments::List(list) => list
+            .args
+            .iter()
+            .map(|a| match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
+                _ => None,
+            })
+            .collect(),
+        ast::FunctionArguments::Subquery(_) => None,
+    }
+}
+
 pub fn function_name(name: &ast::ObjectName) -> String {
     let full = name.to_string().to_ascii_lowercase();
     full.trim_start_matches("pg_catalog.")
@@ -1888,18 +1905,7 @@ impl Binder<'_> {
                 format!("OVER is not supported for ordered-set aggregate {name}"),
             ));
         }
-        let direct: Vec<&ast::Expr> = match &f.args {
-            ast::FunctionArguments::None => Vec::new(),
-            ast::FunctionArguments::List(list) => list
-                .args
-                .iter()
-                .map(|a| match a {
-                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
-                    _ => Err(wrong_args(name)),
-                })
-                .collect::<SqlResult<_>>()?,
-            ast::FunctionArguments::Subquery(_) => return Err(wrong_args(name)),
-        };
+        let direct = unnamed_args(f).ok_or_else(|| wrong_args(name))?;
         let fraction = match (func, direct.as_slice()) {
             (Func::Mode, []) => None,
             (Func::PercentileCont | Func::PercentileDisc, [fraction]) => Some(*fraction),

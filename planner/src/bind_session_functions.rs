@@ -11,7 +11,7 @@ use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::Binder;
-use crate::bind_expr::function_name;
+use crate::bind_expr::{function_name, unnamed_args};
 use crate::expr::Expr;
 use crate::plan::{OutputColumn, Plan};
 use crate::scope::Scope;
@@ -101,9 +101,7 @@ impl Binder<'_> {
         let mut text = |e: &ast::Expr| -> SqlResult<Expr> {
             let bound = self.expr(e, &Scope::default(), Some(DataType::Text))?;
             let bound = self.coerce(bound, DataType::Text)?;
-            let mut reads = false;
-            bound.visit(&mut |e| reads |= matches!(e, Expr::Column(..) | Expr::Subquery { .. }));
-            if reads || !bound.ty().is_text_family() {
+            if !reads_nothing(&bound) || !bound.ty().is_text_family() {
                 return Err(not_alone(&name));
             }
             Ok(bound)
@@ -138,14 +136,7 @@ impl Binder<'_> {
         for a in args {
             let bound = self.expr(a, &Scope::default(), Some(key_type))?;
             let bound = self.coerce(bound, key_type)?;
-            let mut reads = false;
-            bound.visit(&mut |e| {
-                reads |= matches!(
-                    e,
-                    Expr::Column(..) | Expr::Subquery { .. } | Expr::InSubquery { .. }
-                )
-            });
-            if !bound.ty().is_integer() || reads {
+            if !bound.ty().is_integer() || !reads_nothing(&bound) {
                 return Err(no_such_function(&name, key.len() + 1));
             }
             key.push(bound);
@@ -202,18 +193,19 @@ fn sole_call(
 
 /// The arguments of a call, each a plain expression.
 fn plain_args<'f>(f: &'f ast::Function, name: &str) -> SqlResult<Vec<&'f ast::Expr>> {
-    match &f.args {
-        ast::FunctionArguments::None => Ok(Vec::new()),
-        ast::FunctionArguments::List(list) => list
-            .args
-            .iter()
-            .map(|a| match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Ok(e),
-                _ => Err(not_alone(name)),
-            })
-            .collect(),
-        ast::FunctionArguments::Subquery(_) => Err(not_alone(name)),
-    }
+    unnamed_args(f).ok_or_else(|| not_alone(name))
+}
+
+/// An argument that is a value of its own: no column, no subquery.
+fn reads_nothing(e: &Expr) -> bool {
+    let mut reads = false;
+    e.visit(&mut |x| {
+        reads |= matches!(
+            x,
+            Expr::Column(..) | Expr::Subquery { .. } | Expr::InSubquery { .. }
+        )
+    });
+    !reads
 }
 
 fn no_such_function(name: &str, args: usize) -> SqlError {

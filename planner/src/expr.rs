@@ -544,13 +544,18 @@ impl Expr {
         Ok(())
     }
 
-    /// Whether evaluating it may draw a random value (`random()`, `gen_random_uuid()`).
-    pub fn draws_random(&self) -> bool {
-        let mut draws = false;
-        self.visit(&mut |e| {
-            draws |= matches!(e, Expr::Function { func, .. } if func.draws_random())
+    /// Whether it calls a function `which` picks, in its subqueries too
+    /// (`e.calls(Func::draws_random)`).
+    pub fn calls(&self, which: fn(Func) -> bool) -> bool {
+        let mut found = false;
+        self.visit(&mut |x| match x {
+            Expr::Function { func, .. } => found |= which(*func),
+            Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => {
+                found |= crate::sequence::rel_calls(rel, which)
+            }
+            _ => {}
         });
-        draws
+        found
     }
 
     /// Moves every column reference outside subqueries to `f(position)`.
@@ -1424,16 +1429,13 @@ fn eval_function(
         }
         Func::ArrayRemove => match arg(0) {
             Value::Null => Value::Null,
+            // Removes what IS NOT DISTINCT FROM the element (NULLs for a NULL).
             array => {
                 let gone = arg(1);
                 Value::Array(
                     array_items(array)
                         .into_iter()
-                        .filter(|x| match (x.is_null(), gone.is_null()) {
-                            (true, true) => false,
-                            (false, false) => x.compare(&gone) != Some(Ordering::Equal),
-                            _ => true,
-                        })
+                        .filter(|x| !x.group_eq(&gone))
                         .collect(),
                 )
             }

@@ -847,24 +847,17 @@ fn explain_rel(rel: &Rel, depth: usize, lines: &mut Vec<String>) {
     }
 }
 
-/// True when evaluating a relation needs the executor's storage: it scans a user table, or
-/// asks for a relation's size.
 /// Whether a plan reads system table `table` (subqueries included).
 pub fn reads_system_table(rel: &Rel, table: SystemTable) -> bool {
     let mut found = false;
     visit_rel(rel, &mut |r| {
         found |= matches!(r, Rel::Scan { source: TableSource::System(s), .. } if *s == table);
-        for e in rel_parts(r).0 {
-            e.visit(&mut |x| {
-                if let Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } = x {
-                    found |= reads_system_table(rel, table);
-                }
-            });
-        }
     });
     found
 }
 
+/// True when evaluating a relation needs the executor's storage: it scans a user table, or
+/// asks for a relation's size.
 pub fn reads_storage(rel: &Rel) -> bool {
     let mut found = false;
     visit_rel(rel, &mut |r| {

@@ -383,16 +383,6 @@ impl SequenceSource for NoSequences {
 }
 
 /// Whether `e` calls a function `which` accepts, in its subqueries too.
-fn any_call(e: &Expr, which: fn(Func) -> bool) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| match x {
-        Expr::Function { func, .. } => found |= which(*func),
-        Expr::Subquery { rel, .. } | Expr::InSubquery { rel, .. } => found |= rel_calls(rel, which),
-        _ => {}
-    });
-    found
-}
-
 /// Whether a query calls a sequence function anywhere, `which` deciding which count.
 pub fn rel_calls(rel: &Rel, which: fn(Func) -> bool) -> bool {
     let mut found = false;
@@ -435,7 +425,7 @@ fn is_default_marker(e: &Expr) -> bool {
 /// Whether a write statement calls a sequence function (`which` deciding which count),
 /// the defaults it leaves to columns included.
 pub fn write_calls(plan: &WritePlan, table: &TableDef, which: fn(Func) -> bool) -> bool {
-    if plan.own_exprs().into_iter().any(|e| any_call(e, which)) {
+    if plan.own_exprs().into_iter().any(|e| e.calls(which)) {
         return true;
     }
     match plan {
@@ -443,7 +433,7 @@ pub fn write_calls(plan: &WritePlan, table: &TableDef, which: fn(Func) -> bool) 
             matches!(&p.source, InsertSource::Query(rel) if rel_calls(rel, which))
                 || defaults_used(p, table)
                     .into_iter()
-                    .any(|(e, _)| any_call(e, which))
+                    .any(|(e, _)| e.calls(which))
         }
         WritePlan::Update(_) | WritePlan::Delete(_) => false,
     }

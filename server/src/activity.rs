@@ -19,7 +19,7 @@ pub fn lock(record: &Record) -> MutexGuard<'_, SessionActivity> {
 }
 
 /// The part of a statement's text PostgreSQL keeps: its first 1,024 bytes.
-pub fn kept_text(sql: &str) -> &str {
+fn kept_text(sql: &str) -> &str {
     let mut end = sql.len().min(QUERY_BYTES);
     while !sql.is_char_boundary(end) {
         end -= 1;

@@ -124,7 +124,6 @@ impl AdvisoryLocks {
         let mine =
             |h: &Holder| h.session == session && transaction.is_none_or(|t| h.transaction == t);
         let mut held = self.held();
-        let before = held.len();
         let mut changed = false;
         held.retain(|_, holds| {
             let count = holds.exclusive.len() + holds.shared.len();
@@ -133,7 +132,6 @@ impl AdvisoryLocks {
             changed |= holds.exclusive.len() + holds.shared.len() != count;
             !holds.is_empty()
         });
-        changed |= held.len() != before;
         drop(held);
         if changed {
             self.released.notify_waiters();

@@ -484,7 +484,8 @@ where
     // Several statements in one simple query run as one implicit transaction in PostgreSQL;
     // here each runs on its own unless the text opens a transaction itself.
     for statement in statements {
-        let text = crate::activity::kept_text(&statement.text).to_owned();
+        // Active from before binding, as PostgreSQL's query_start is.
+        session.begin_statement(&statement.text);
         let (catalog, pid) = (session.catalog(), session.pid());
         let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
             off_the_runtime(move || bind_in_session(&catalog, &statement, &[], pid)).await
@@ -492,14 +493,9 @@ where
             bind_in_session(&catalog, &statement, &[], pid)
         };
         let result = match bound {
-            Ok(bound) => {
-                session.begin_statement(&text);
-                session.execute(&bound, &[]).await
-            }
+            Ok(bound) => session.execute(&bound, &[]).await,
             Err(e) => {
-                if session.in_transaction() {
-                    session.execute_failed();
-                }
+                session.execute_failed();
                 Err(e)
             }
         };

@@ -385,6 +385,7 @@ impl Session {
         if self.transaction.is_some() {
             self.failed = true;
         }
+        self.end_statement(true);
     }
 
     fn setting(&self, name: &str) -> Option<String> {
@@ -906,16 +907,13 @@ impl Session {
         let calls = |which| table.is_some_and(|t| planner::write_calls(plan, t, which));
         let sequences = !catalog.sequences.is_empty() && calls(Func::uses_sequences);
         let draws_random = calls(Func::draws_random);
-        // Only an INSERT ... VALUES can be prebuilt, and not one whose ON CONFLICT DO
-        // UPDATE draws random values (those are drawn when the statement is staged).
+        // Only an INSERT ... VALUES can be prebuilt.
         let values = matches!(
             plan.as_ref(),
             WritePlan::Insert(InsertPlan {
                 source: InsertSource::Values(_),
-                on_conflict,
                 ..
-            }) if !matches!(on_conflict, Some(planner::OnConflict::DoUpdate { assignments, .. })
-                if assignments.iter().any(|(_, e)| e.draws_random()))
+            })
         );
         let prebuilt = (values && !sequences)
             .then(|| ledger::prebuild_insert(plan, &catalog, params, now))
@@ -1622,7 +1620,10 @@ impl Session {
         // Rows whose defaults draw random values are inserted as an INSERT ... VALUES is,
         // which draws them once, before the rows are proposed or staged.
         let defaults_draw_random = copy.plan.table.columns.iter().enumerate().any(|(i, c)| {
-            !copy.plan.columns.contains(&i) && c.default.as_ref().is_some_and(Expr::draws_random)
+            !copy.plan.columns.contains(&i)
+                && c.default
+                    .as_ref()
+                    .is_some_and(|d| d.calls(Func::draws_random))
         });
         if self.transaction.is_some() || defaults_draw_random {
             let rows = copy

@@ -343,12 +343,10 @@ impl DataType {
                     scale: t & 0xFFFF,
                 }
             }
-            DataType::NumericArray { .. } if typmod >= 4 => {
-                let t = (typmod - 4) as u32;
-                DataType::NumericArray {
-                    precision: Some(t >> 16),
-                    scale: t & 0xFFFF,
-                }
+            // An array's modifier is its element's.
+            DataType::NumericArray { .. } => {
+                DataType::from_oid_and_typmod(DataType::UNCONSTRAINED_NUMERIC.oid(), typmod)?
+                    .array_of()?
             }
             other => other,
         })
