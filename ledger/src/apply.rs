@@ -976,6 +976,11 @@ impl Executor {
                 }
                 catalog.views.insert(view.name.clone(), Arc::new(view));
             }
+            DdlPlan::CreateEnum { def } => planner::create_enum(&mut catalog, def)?,
+            DdlPlan::AlterEnum { old, new } => planner::alter_enum(&mut catalog, old, new)?,
+            DdlPlan::DropEnums { names, if_exists } => {
+                planner::drop_enums(&mut catalog, &names, if_exists)?
+            }
             DdlPlan::DropViews { names, if_exists } => {
                 drop_named(&mut catalog.views, &names, if_exists, |n| {
                     SqlError::new(

@@ -18,8 +18,8 @@ use crate::command::{decode_command, encode_result, Command, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
-    ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_FOREIGN_KEYS,
-    META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_VIEWS,
+    ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_ENUMS,
+    META_FOREIGN_KEYS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -144,6 +144,11 @@ impl Coordinator {
         if let Some(bytes) = first.get(meta, META_VIEWS).map_err(kv_error)? {
             catalog.views = bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
+        }
+        if let Some(bytes) = first.get(meta, META_ENUMS).map_err(kv_error)? {
+            catalog.enums = bincode::deserialize(&bytes).map_err(|e| {
+                SqlError::internal(format!("stored enum types are unreadable: {e}"))
+            })?;
         }
         if let Some(bytes) = first.get(meta, META_FOREIGN_KEYS).map_err(kv_error)? {
             catalog.foreign_keys = bincode::deserialize(&bytes).map_err(|e| {

@@ -30,6 +30,7 @@ pub(crate) const META_TABLE: &str = "__meta";
 pub(crate) const META_CATALOG: &[u8] = b"catalog";
 /// The catalog's views (kept apart: see `Catalog::views`).
 pub(crate) const META_VIEWS: &[u8] = b"views";
+pub(crate) const META_ENUMS: &[u8] = b"enums";
 /// The catalog's foreign keys (kept apart, as views are).
 pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
@@ -321,6 +322,8 @@ impl Executor {
             .map_err(|e| SqlError::internal(e.to_string()))?;
         let foreign_keys = bincode::serialize(&catalog.foreign_keys)
             .map_err(|e| SqlError::internal(e.to_string()))?;
+        let enums =
+            bincode::serialize(&catalog.enums).map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
         engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
@@ -331,6 +334,7 @@ impl Executor {
         engine
             .put(meta, META_FOREIGN_KEYS, &foreign_keys)
             .map_err(kv_error)?;
+        engine.put(meta, META_ENUMS, &enums).map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
             *published = self.catalog.clone();

@@ -438,7 +438,7 @@ impl Binder<'_> {
                 "SERIAL or identity columns added by ALTER TABLE",
             ));
         }
-        let ty = data_type_of(&c.data_type)?;
+        let ty = self.resolve_type(&c.data_type)?;
         crate::bind_ddl::storable_column_type(ty)?;
         let mut def = ColumnDef {
             name: ident(&c.name),
@@ -501,7 +501,7 @@ impl Binder<'_> {
         data_type: &ast::DataType,
         using: Option<&ast::Expr>,
     ) -> SqlResult<()> {
-        let ty = data_type_of(data_type)?;
+        let ty = self.resolve_type(data_type)?;
         crate::bind_ddl::storable_column_type(ty)?;
         let name = change.def.columns[i].name.clone();
         let old_ty = change.def.columns[i].ty;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, Value, ValueRows};
 
-use crate::bind_expr::{ident, literal_text, AggregateContext};
+pub(crate) use crate::bind_expr::ident;
+use crate::bind_expr::{literal_text, AggregateContext};
 use crate::bind_window::WindowContext;
 use crate::catalog::{Catalog, TableDef};
 use crate::expr::Expr;
@@ -231,7 +232,7 @@ pub(crate) fn public_name(name: &ast::ObjectName) -> SqlResult<String> {
 }
 
 /// The relation names of a DROP, schema left out.
-fn object_names(names: &[ast::ObjectName]) -> SqlResult<Vec<String>> {
+pub(crate) fn object_names(names: &[ast::ObjectName]) -> SqlResult<Vec<String>> {
     names
         .iter()
         .map(|n| object_name(n).map(|(_, n)| n))
@@ -444,6 +445,18 @@ impl<'a> Binder<'a> {
                 names: object_names(names)?,
                 if_exists: *if_exists,
             }),
+            S::Drop {
+                object_type: ast::ObjectType::Type,
+                if_exists,
+                names,
+                cascade,
+                ..
+            } => self.drop_types(names, *if_exists, *cascade)?,
+            S::CreateType {
+                name,
+                representation,
+            } => self.create_type(name, representation.as_ref())?,
+            S::AlterType(alter) => self.alter_type(alter)?,
             S::Drop { object_type, .. } => {
                 return Err(SqlError::feature_not_supported(format!(
                     "DROP {object_type}"
@@ -662,14 +675,17 @@ pub(crate) fn ordinal(e: &ast::Expr) -> Option<usize> {
     }
 }
 
-pub(crate) fn sort_key(expr: Expr, o: &ast::OrderByExpr) -> SortKey {
-    let descending = matches!(o.options.sort, Some(ast::OrderBySort::Desc));
-    // PostgreSQL: NULLs sort as larger than everything, so first when descending.
-    let nulls_first = o.options.nulls_first.unwrap_or(descending);
-    SortKey {
-        expr,
-        descending,
-        nulls_first,
+impl Binder<'_> {
+    /// An ORDER BY item sorting by `expr` (an enum by its labels' order).
+    pub(crate) fn sort_key(&self, expr: Expr, o: &ast::OrderByExpr) -> SortKey {
+        let descending = matches!(o.options.sort, Some(ast::OrderBySort::Desc));
+        // PostgreSQL: NULLs sort as larger than everything, so first when descending.
+        let nulls_first = o.options.nulls_first.unwrap_or(descending);
+        SortKey {
+            expr: self.ordered(expr),
+            descending,
+            nulls_first,
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ProcedureText, SqlError, SqlResult};
 
 use crate::bind::*;
-use crate::bind_expr::{data_type_of, ident};
+use crate::bind_expr::ident;
 use crate::catalog::{Catalog, ProcedureDef, TableDef};
 use crate::ledger::{LedgerRole, TRANSFER_ARGUMENTS};
 use crate::plan::*;
@@ -214,7 +214,7 @@ impl Binder<'_> {
         let params = text
             .params
             .iter()
-            .map(|(n, t)| Ok((n.clone(), data_type_of(t)?)))
+            .map(|(n, t)| Ok((n.clone(), self.resolve_type(t)?)))
             .collect::<SqlResult<Vec<_>>>()?;
         let procedure = ProcedureDef {
             name: text.name.clone(),

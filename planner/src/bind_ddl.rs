@@ -45,7 +45,7 @@ impl Binder<'_> {
             let serial = crate::bind_sequence::serial_type(&c.data_type);
             let ty = match serial {
                 Some(ty) => ty,
-                None => data_type_of(&c.data_type)?,
+                None => self.resolve_type(&c.data_type)?,
             };
             storable_column_type(ty)?;
             let mut def = ColumnDef {
@@ -604,10 +604,15 @@ impl Binder<'_> {
         let columns = copy_columns(&table, columns)?;
         crate::ledger::check_insert(&table, &columns, false)?;
         let format = copy_format(options, legacy)?;
+        let enums = columns
+            .iter()
+            .map(|&c| self.catalog.enum_of(table.columns[c].ty).cloned())
+            .collect();
         Ok(Plan::CopyFrom(CopyPlan {
             table,
             columns,
             format,
+            enums,
         }))
     }
 }

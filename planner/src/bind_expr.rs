@@ -6,7 +6,7 @@ use sql::{
     DataType, ErrorKind, NodeId, Numeric, Operator, RowValue, SqlError, SqlResult, Value, ValueRows,
 };
 
-use crate::bind::{sort_key, Binder};
+use crate::bind::Binder;
 use crate::bind_window::NOT_ALLOWED_HERE;
 use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
 use crate::plan::{Rel, SelectPlan, SortKey};
@@ -237,12 +237,12 @@ impl Binder<'_> {
         }
         Ok(match e {
             Expr::Literal(v, DataType::Unknown) => {
-                let cast = v.cast(ty)?;
+                let cast = self.enum_constant(v.cast(ty)?, ty)?;
                 Expr::Literal(cast, ty)
             }
             Expr::Param(i, DataType::Unknown) => {
                 self.set_param_type(i, ty);
-                Expr::Param(i, ty)
+                self.enum_checked(Expr::Param(i, ty), ty)
             }
             other => other,
         })
@@ -446,9 +446,9 @@ impl Binder<'_> {
                 }
             }
             E::TypedString(ts) => {
-                let ty = data_type_of(&ts.data_type)?;
+                let ty = self.resolve_type(&ts.data_type)?;
                 let text = literal_text(&ts.value.value)?;
-                Expr::Literal(Value::parse_text(&text, ty)?, ty)
+                Expr::Literal(self.enum_constant(Value::parse_text(&text, ty)?, ty)?, ty)
             }
             E::Nested(inner) => self.expr(inner, scope, expected)?,
             E::UnaryOp { op, expr } => match op {
@@ -717,18 +717,13 @@ impl Binder<'_> {
                 let high = self.expr(high, scope, Some(ty))?;
                 let both = Expr::Binary {
                     op: BinaryOp::And,
-                    left: Box::new(Expr::Binary {
-                        op: BinaryOp::GtEq,
-                        left: Box::new(subject.clone()),
-                        right: Box::new(low),
-                        ty: DataType::Bool,
-                    }),
-                    right: Box::new(Expr::Binary {
-                        op: BinaryOp::LtEq,
-                        left: Box::new(subject),
-                        right: Box::new(high),
-                        ty: DataType::Bool,
-                    }),
+                    left: Box::new(self.bound_binary(
+                        BinaryOp::GtEq,
+                        subject.clone(),
+                        low,
+                        None,
+                    )?),
+                    right: Box::new(self.bound_binary(BinaryOp::LtEq, subject, high, None)?),
                     ty: DataType::Bool,
                 };
                 if *negated {
@@ -807,8 +802,14 @@ impl Binder<'_> {
                 if type_text == "regtype" {
                     return self.regtype(expr, scope);
                 }
-                let ty = data_type_of(data_type)?;
+                let ty = self.resolve_type(data_type)?;
                 let inner = self.expr(expr, scope, None)?;
+                if [ty, inner.ty()]
+                    .iter()
+                    .any(|t| matches!(t, DataType::Enum(_)))
+                {
+                    return self.enum_cast(inner, ty);
+                }
                 // An int2vector's text is its numbers apart by spaces.
                 if inner.ty() == DataType::Int2Vector && ty.is_text_family() {
                     return Ok(Expr::Function {
@@ -1158,6 +1159,11 @@ impl Binder<'_> {
         let (l, r) = self.unify(l, r)?;
         if op.is_comparison() {
             check_comparable(&l, &r, op)?;
+            let (l, r) = if matches!(op, BinaryOp::Eq | BinaryOp::NotEq) {
+                (l, r)
+            } else {
+                (self.ordered(l), self.ordered(r))
+            };
             return Ok(Expr::Binary {
                 op,
                 left: Box::new(l),
@@ -1464,6 +1470,9 @@ impl Binder<'_> {
         if let Some(call) = self.array_call(&name, &args, scope) {
             return call;
         }
+        if let Some(call) = self.enum_call(&name, &args, scope) {
+            return call;
+        }
         let mut bound = Vec::with_capacity(args.len());
         let fixed = |v: Value, ty: DataType| Ok(Expr::Literal(v, ty));
         match (name.as_str(), args.len()) {
@@ -1576,6 +1585,12 @@ impl Binder<'_> {
                     "greatest" => Func::Greatest,
                     _ => Func::Least,
                 };
+                // They compare values as such; an enum orders by its labels' positions.
+                if func != Func::Coalesce && matches!(ty, DataType::Enum(_)) {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "{name}() of an enum type"
+                    )));
+                }
                 (func, ty)
             }
             "date_trunc" | "date_part" => {
@@ -1737,6 +1752,9 @@ impl Binder<'_> {
                 (func, ty)
             }
         };
+        if func == Func::FormatType {
+            bound.extend(self.enum_names());
+        }
         Ok(Expr::Function {
             func,
             args: bound,
@@ -1762,6 +1780,7 @@ impl Binder<'_> {
         let input_scope = ctx.input_scope.clone();
         let json_aggregate = crate::bind_json::JsonAggregate::of(name);
         let mut json_structured = false;
+        let mut enum_extreme = None;
         let result = (|| -> SqlResult<(AggCall, Option<AggregateOrder>)> {
             let mut bound = Vec::new();
             for a in &call.exprs {
@@ -1806,6 +1825,14 @@ impl Binder<'_> {
                 }
                 _ => (name, bound, filter),
             };
+            // min and max of an enum: of its labels' positions, then the label there.
+            let bound = match (name, bound.as_slice()) {
+                ("min" | "max", [value]) if matches!(value.ty(), DataType::Enum(_)) => {
+                    enum_extreme = Some(value.ty());
+                    bound.into_iter().map(|v| self.ordered(v)).collect()
+                }
+                _ => bound,
+            };
             let (func, ty) = aggregate_signature(name, call.star, &bound)?;
             let (func, args) = match filter {
                 Some(f) => {
@@ -1818,7 +1845,8 @@ impl Binder<'_> {
             if !call.order_by.is_empty() {
                 let mut keys = Vec::new();
                 for o in &call.order_by {
-                    keys.push(sort_key(self.expr(&o.expr, &input_scope, None)?, o));
+                    let key = self.expr(&o.expr, &input_scope, None)?;
+                    keys.push(self.sort_key(key, o));
                 }
                 let text = call
                     .order_by
@@ -1865,9 +1893,10 @@ impl Binder<'_> {
         ctx.aggregates.push(call);
         self.aggregate = Some(ctx);
         let column = Expr::Column(position, ty);
-        Ok(match json_aggregate {
-            Some(j) => j.finish(column, json_structured),
-            None => column,
+        Ok(match (json_aggregate, enum_extreme) {
+            (Some(j), _) => j.finish(column, json_structured),
+            (None, Some(ty)) => self.enum_at(column, ty),
+            (None, None) => column,
         })
     }
 }
@@ -2124,6 +2153,13 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
     // `json` has no comparison operators (jsonb has).
     if a == DataType::Json || b == DataType::Json {
         return Err(no_operator(a, op, b));
+    }
+    // An enum compares with its own type only.
+    if matches!(a, DataType::Enum(_)) || matches!(b, DataType::Enum(_)) {
+        return match a == b || a == DataType::Unknown || b == DataType::Unknown {
+            true => Ok(()),
+            false => Err(no_operator(a, op, b)),
+        };
     }
     if a == DataType::Unknown || b == DataType::Unknown || family(a) == family(b) {
         return Ok(());

@@ -427,7 +427,7 @@ impl Binder<'_> {
                 }
                 None => self.expr(&o.expr, &scope, None)?,
             };
-            keys.push(sort_key(expr, o));
+            keys.push(self.sort_key(expr, o));
         }
         Ok(SelectPlan {
             rel: Rel::Sort {
@@ -1363,10 +1363,7 @@ impl Binder<'_> {
         for o in order_by {
             let at = output_position(self, &o.expr, "ORDER BY", &mut exprs)?;
             key_positions.push(at);
-            keys.push(sort_key(
-                Expr::Column(outer.columns.len() + at, exprs[at].ty()),
-                o,
-            ));
+            keys.push(self.sort_key(Expr::Column(outer.columns.len() + at, exprs[at].ty()), o));
         }
         if let Some(on) = &distinct_on {
             // Rows equal on the DISTINCT ON keys must be adjacent: the ORDER BY starts

@@ -6,7 +6,7 @@
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
-use crate::bind::{sort_key, Binder};
+use crate::bind::Binder;
 use crate::bind_expr::{aggregate_signature, filtered, ident, CallArgs, AGGREGATES};
 use crate::expr::{AggCall, Expr};
 use crate::plan::{FrameBound, WindowCall, WindowFrame, WindowFunc};
@@ -159,7 +159,8 @@ impl Binder<'_> {
         }
         let mut order_by = Vec::new();
         for o in &spec.order_by {
-            order_by.push(sort_key(self.expr(&o.expr, scope, None)?, o));
+            let key = self.expr(&o.expr, scope, None)?;
+            order_by.push(self.sort_key(key, o));
         }
         let frame = self.frame(spec.window_frame.as_ref())?;
         let mut args = Vec::new();

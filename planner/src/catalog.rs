@@ -169,6 +169,9 @@ pub struct Catalog {
     /// Stored under a key of their own (the executor's `META_FOREIGN_KEYS`), as views are.
     #[serde(skip)]
     pub foreign_keys: Vec<Arc<crate::foreign_key::ForeignKeyDef>>,
+    /// Stored under a key of their own (the executor's `META_ENUMS`), as views are.
+    #[serde(skip)]
+    pub enums: BTreeMap<String, Arc<crate::enum_type::EnumDef>>,
     /// Never stored: the node's sessions, filled in by the session that reads
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

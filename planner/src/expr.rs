@@ -215,6 +215,11 @@ pub enum Func {
     PercentileDisc,
     /// `mode() WITHIN GROUP (ORDER BY x)`: (values, descending).
     Mode,
+    /// Text becoming a value of an enum type (the call's type): (text, the type's labels);
+    /// 22P02 for a label the type does not have.
+    EnumIn,
+    /// An enum value's position among its type's labels, what orders it: (value, labels).
+    EnumPosition,
 }
 
 impl Func {
@@ -1427,6 +1432,25 @@ fn eval_function(
             let (a, b) = (array_items(arg(0)), array_items(arg(1)));
             Value::Bool(a.iter().any(|x| b.iter().any(|y| x.compare(y) == Some(Ordering::Equal))))
         }
+        Func::EnumIn => {
+            let label = arg(0);
+            if !array_items(arg(1)).iter().any(|l| l.group_eq(&label)) {
+                let name = match ty {
+                    DataType::Enum(e) => e.name,
+                    _ => "enum",
+                };
+                let text = label.to_pg_text(DataType::Text).unwrap_or_default();
+                return Err(crate::enum_type::invalid_label(name, &text));
+            }
+            label
+        }
+        Func::EnumPosition => {
+            let label = arg(0);
+            match array_items(arg(1)).iter().position(|l| l.group_eq(&label)) {
+                Some(at) => Value::Int(at as i64),
+                None => Value::Null,
+            }
+        }
         Func::ArrayRemove => match arg(0) {
             Value::Null => Value::Null,
             // Removes what IS NOT DISTINCT FROM the element (NULLs for a NULL).
@@ -1603,7 +1627,12 @@ fn eval_function(
                 };
                 match DataType::from_oid_and_typmod(oid as u32, typmod) {
                     Some(t) => Value::Text(t.pg_name()),
-                    None => Value::text("???"),
+                    // The enum types the binder listed: (OIDs, names).
+                    None => array_items(arg(2))
+                        .iter()
+                        .position(|o| matches!(o, Value::Int(o) if *o == oid))
+                        .and_then(|at| array_items(arg(3)).get(at).cloned())
+                        .unwrap_or_else(|| Value::text("???")),
                 }
             }
             _ => Value::Null,

@@ -21,6 +21,7 @@ mod bind_view;
 mod bind_window;
 mod bind_write;
 mod catalog;
+mod enum_type;
 mod expr;
 mod foreign_key;
 mod json_functions;
@@ -41,6 +42,7 @@ pub use catalog::{
     Catalog, CheckDef, ColumnDef, IndexDef, SessionActivity, TableDef, TableRef, ViewDef,
     FIRST_USER_OID,
 };
+pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};
 pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
     SubqueryKind, SubqueryRunner,

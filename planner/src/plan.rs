@@ -438,6 +438,19 @@ pub enum DdlPlan {
         name: String,
         if_exists: bool,
     },
+    /// CREATE TYPE ... AS ENUM (its id is given when it applies).
+    CreateEnum {
+        def: crate::enum_type::EnumDef,
+    },
+    /// ALTER TYPE of an enum: `new` replaces `old`, if that is still the definition.
+    AlterEnum {
+        old: crate::enum_type::EnumDef,
+        new: crate::enum_type::EnumDef,
+    },
+    DropEnums {
+        names: Vec<String>,
+        if_exists: bool,
+    },
 }
 
 impl DdlPlan {
@@ -515,6 +528,8 @@ pub struct CopyPlan {
     pub table: Arc<TableDef>,
     pub columns: Vec<usize>,
     pub format: CopyFormat,
+    /// For each of `columns`, its enum type, whose labels its values must be.
+    pub enums: Vec<Option<Arc<crate::EnumDef>>>,
 }
 
 /// How COPY writes or reads rows: PostgreSQL's text format (tab-separated, backslash

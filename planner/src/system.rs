@@ -24,6 +24,12 @@ pub fn index_oid(table_oid: u32) -> u32 {
     table_oid + 1_000_000
 }
 
+/// The OID `pg_enum` gives the n-th label of enum type `type_oid` (PostgreSQL gives each
+/// label an OID of its own; nothing refers to them here).
+fn enum_label_oid(type_oid: u32, n: usize) -> u32 {
+    4_000_000 + (type_oid - FIRST_USER_OID) * 256 + n as u32
+}
+
 /// The OID of a table's n-th CHECK constraint.
 pub fn check_oid(table_oid: u32, n: usize) -> u32 {
     3_000_000 + (table_oid - FIRST_USER_OID) * 64 + n as u32
@@ -63,10 +69,12 @@ pub enum SystemTable {
     PgSequences,
     /// Empty: foreign keys are not triggers here, and there are no others.
     PgTrigger,
-    /// Empty: there are no enum types.
+    /// The labels of the enum types, in order.
     PgEnum,
     /// The node's client sessions (`Catalog::activity`).
     PgStatActivity,
+    /// Empty: there are no range types (drivers join it when they look a type up).
+    PgRange,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -136,6 +144,7 @@ impl SystemTable {
             "pg_publication_rel" => PgPublicationRel,
             "pg_settings" => PgSettings,
             "pg_stat_activity" => PgStatActivity,
+            "pg_range" => PgRange,
             "pg_sequence" => PgSequence,
             "pg_depend" => PgDepend,
             "pg_sequences" => PgSequences,
@@ -170,6 +179,7 @@ impl SystemTable {
             PgTrigger => 2620,
             PgEnum => 3501,
             PgStatActivity => 12_222,
+            PgRange => 3541,
             other => 12_000 + other as u32,
         }
     }
@@ -209,6 +219,7 @@ impl SystemTable {
             PgTrigger => "pg_trigger",
             PgEnum => "pg_enum",
             PgStatActivity => "pg_stat_activity",
+            PgRange => "pg_range",
         }
     }
 
@@ -497,6 +508,15 @@ impl SystemTable {
                 ("query", Text),
                 ("backend_type", Text),
             ],
+            PgRange => vec![
+                ("rngtypid", Oid),
+                ("rngsubtype", Oid),
+                ("rngmultitypid", Oid),
+                ("rngcollation", Oid),
+                ("rngsubopc", Oid),
+                ("rngcanonical", Oid),
+                ("rngsubdiff", Oid),
+            ],
             PgEnum => vec![
                 ("oid", Oid),
                 ("enumtypid", Oid),
@@ -678,6 +698,28 @@ impl SystemTable {
                         int(OWNER_OID),
                         b(true),
                         b(ty.wire_size() > 0 && ty.wire_size() <= 8),
+                    ]);
+                }
+                for e in catalog.enums.values() {
+                    rows.push(vec![
+                        int(e.oid()),
+                        text(&e.name),
+                        int(PUBLIC_NAMESPACE),
+                        int(4),
+                        text("e"),
+                        text("E"),
+                        int(0),
+                        int(0),
+                        int(0),
+                        int(0),
+                        b(false),
+                        int(-1),
+                        int(0),
+                        text(","),
+                        null(),
+                        int(OWNER_OID),
+                        b(true),
+                        b(true),
                     ]);
                 }
             }
@@ -907,7 +949,19 @@ impl SystemTable {
             | PgPublicationRel
             | PgSettings
             | PgTrigger
-            | PgEnum => {}
+            | PgRange => {}
+            PgEnum => {
+                for e in catalog.enums.values() {
+                    for (i, label) in e.labels.iter().enumerate() {
+                        rows.push(vec![
+                            int(enum_label_oid(e.oid(), i)),
+                            int(e.oid()),
+                            Value::Float(i as f64 + 1.0),
+                            text(label),
+                        ]);
+                    }
+                }
+            }
             PgStatActivity => {
                 let time = |t: Option<i64>| t.map_or(Value::Null, Value::TimestampTz);
                 for a in catalog.activity.iter() {
@@ -1057,6 +1111,7 @@ impl SystemTable {
                             text(if c.nullable { "YES" } else { "NO" }),
                             match c.ty.element() {
                                 Some(_) => text("ARRAY"),
+                                None if matches!(c.ty, DataType::Enum(_)) => text("USER-DEFINED"),
                                 None => Value::Text(
                                     c.ty.pg_name()
                                         .split('(')

@@ -1394,6 +1394,9 @@ impl Session {
             DdlPlan::AlterTable { .. } => "ALTER TABLE",
             DdlPlan::CreateView { .. } => "CREATE VIEW",
             DdlPlan::DropViews { .. } => "DROP VIEW",
+            DdlPlan::CreateEnum { .. } => "CREATE TYPE",
+            DdlPlan::AlterEnum { .. } => "ALTER TYPE",
+            DdlPlan::DropEnums { .. } => "DROP TYPE",
             DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
             DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
             DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
@@ -1721,10 +1724,15 @@ fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
         ));
     }
     let mut row = Vec::with_capacity(fields.len());
-    for (f, &c) in fields.into_iter().zip(&copy.plan.columns) {
-        row.push(match f {
-            None => Value::Null,
-            Some(s) => Value::parse_text(&s, table.columns[c].ty)?,
+    for ((f, &c), labels) in fields
+        .into_iter()
+        .zip(&copy.plan.columns)
+        .zip(&copy.plan.enums)
+    {
+        row.push(match (f, labels) {
+            (None, _) => Value::Null,
+            (Some(s), Some(def)) => def.value(s)?,
+            (Some(s), None) => Value::parse_text(&s, table.columns[c].ty)?,
         });
     }
     copy.rows.push(row);

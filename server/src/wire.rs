@@ -221,7 +221,8 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         | DataType::Char(_)
         | DataType::Name
         | DataType::Unknown
-        | DataType::CatalogChar => Value::Text(
+        | DataType::CatalogChar
+        | DataType::Enum(_) => Value::Text(
             String::from_utf8(raw.to_vec())
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
         ),

@@ -1038,6 +1038,72 @@ async fn drawn_uuids_arrays_and_intervals_survive_kill9() {
     );
 }
 
+/// Enum types come back after kill -9 with their labels in order, from the checkpoint (the
+/// type, the rows using it) and from the log (a label added, a rename, a new type); a label
+/// a parameter brings is checked when the statement runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enum_types_survive_kill9() {
+    let mut server = TestServer::start_with(&["--partitions", "2"]);
+    let c = server.client().await;
+    c.batch_execute(
+        "create type mood as enum ('sad', 'ok', 'happy');
+         create table diary (day int primary key, feeling mood not null);
+         insert into diary values (1, 'happy'), (2, 'sad'), (3, 'ok');",
+    )
+    .await
+    .unwrap();
+    wait_for_checkpoint(&c).await;
+    c.batch_execute(
+        "alter type mood add value 'meh' before 'ok';
+         insert into diary values (4, 'meh');
+         alter type mood rename to humour;
+         create type colour as enum ('red', 'green');",
+    )
+    .await
+    .unwrap();
+    let e = c
+        .query("select $1::text::humour", &[&"glad"])
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22P02", "{e}");
+    drop(c);
+    server.kill9_and_restart();
+    let c = server.client().await;
+    assert_eq!(
+        scalar(
+            &c,
+            "select string_agg(feeling::text, ',' order by feeling) from diary"
+        )
+        .await
+        .as_deref(),
+        Some("sad,meh,ok,happy")
+    );
+    assert_eq!(
+        scalar(
+            &c,
+            "select string_agg(t.typname || ':' || e.enumlabel, ',' order by t.typname, e.enumsortorder)
+             from pg_enum e join pg_type t on t.oid = e.enumtypid"
+        )
+        .await
+        .as_deref(),
+        Some("colour:red,colour:green,humour:sad,humour:meh,humour:ok,humour:happy")
+    );
+    let e = c
+        .batch_execute("insert into diary values (5, 'glad')")
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "22P02", "{e}");
+    c.batch_execute("insert into diary values (5, 'ok'::humour)")
+        .await
+        .unwrap();
+    assert_eq!(
+        scalar(&c, "select count(*) from diary where feeling >= 'meh'")
+            .await
+            .as_deref(),
+        Some("4")
+    );
+}
+
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a
 /// prepared statement sees the transaction's own; a concurrent schema change makes the
 /// COMMIT fail with 40001 and leaves nothing behind; committed ones survive kill -9 (from

@@ -1,6 +1,8 @@
 //! `DataType`: the SQL types hotledger stores and sends, with their PostgreSQL OIDs and names.
 
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +77,68 @@ pub enum DataType {
     IntervalArray,
     /// `bytea[]`.
     ByteaArray,
+    /// A user-defined enum (`CREATE TYPE ... AS ENUM`): values are their labels, as text.
+    Enum(EnumType),
+}
+
+/// A user-defined enum type: its OID and name. The labels (which values are valid, and their
+/// order) are the planner catalog's; the binder checks values against them and orders
+/// comparisons and sorts by their position, so evaluation needs only the text.
+///
+/// The name is held as `&'static str` so that `DataType` stays `Copy`: one leaked copy per
+/// distinct name for the life of the process (a schema has few types, and a name once
+/// interned is reused by every catalog that mentions it). Two are the same type when their
+/// OIDs are: a renamed type is still the type its columns and constants have.
+#[derive(Clone, Copy, Debug)]
+pub struct EnumType {
+    pub oid: u32,
+    pub name: &'static str,
+}
+
+impl PartialEq for EnumType {
+    fn eq(&self, other: &EnumType) -> bool {
+        self.oid == other.oid
+    }
+}
+
+impl Eq for EnumType {}
+
+impl std::hash::Hash for EnumType {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.oid.hash(state);
+    }
+}
+
+impl EnumType {
+    pub fn new(oid: u32, name: &str) -> EnumType {
+        static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+        let mut names = NAMES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let name = match names.get(name) {
+            Some(known) => known,
+            None => {
+                let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+                names.insert(leaked);
+                leaked
+            }
+        };
+        EnumType { oid, name }
+    }
+}
+
+impl Serialize for EnumType {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (self.oid, self.name).serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for EnumType {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let (oid, name) = <(u32, String)>::deserialize(deserializer)?;
+        Ok(EnumType::new(oid, &name))
+    }
 }
 
 impl DataType {
@@ -125,6 +189,7 @@ impl DataType {
             DataType::TimestampTzArray => 1185,
             DataType::IntervalArray => 1187,
             DataType::ByteaArray => 1001,
+            DataType::Enum(e) => e.oid,
         }
     }
 
@@ -185,6 +250,8 @@ impl DataType {
             DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => 8,
             DataType::Name => 64,
             DataType::Interval | DataType::Uuid => 16,
+            // An enum's value is stored by PostgreSQL as a 4-byte OID.
+            DataType::Enum(_) => 4,
             _ => -1,
         }
     }
@@ -407,6 +474,7 @@ impl DataType {
             DataType::TimestampTzArray => "timestamp with time zone[]".into(),
             DataType::IntervalArray => "interval[]".into(),
             DataType::ByteaArray => "bytea[]".into(),
+            DataType::Enum(e) => quoted_identifier(e.name),
         }
     }
 
@@ -451,6 +519,7 @@ impl DataType {
             DataType::TimestampTzArray => "_timestamptz",
             DataType::IntervalArray => "_interval",
             DataType::ByteaArray => "_bytea",
+            DataType::Enum(e) => e.name,
         }
     }
 
@@ -498,6 +567,23 @@ impl DataType {
         DataType::IntervalArray,
         DataType::ByteaArray,
     ];
+}
+
+/// A name as `format_type` writes it: double-quoted unless it is a plain lowercase
+/// identifier.
+fn quoted_identifier(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
 }
 
 impl fmt::Display for DataType {

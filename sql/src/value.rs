@@ -169,7 +169,10 @@ impl Value {
                     None => n,
                 })
             }
-            DataType::Text | DataType::Name | DataType::Unknown => Value::Text(text.to_string()),
+            // An enum's label is checked against its type by the binder (`Binder::enum_value`).
+            DataType::Text | DataType::Name | DataType::Unknown | DataType::Enum(_) => {
+                Value::Text(text.to_string())
+            }
             DataType::Varchar(_) | DataType::Char(_) => Value::Text(text.to_string()).cast(ty)?,
             DataType::CatalogChar => Value::Text(text.chars().take(1).collect()),
             DataType::Bytea => Value::Bytes(parse_bytea(text)?),

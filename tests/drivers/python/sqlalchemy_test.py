@@ -6,12 +6,15 @@ create_all of mapped classes with SERIAL keys, a foreign key, a server default a
 delete-orphan cascades, aggregates, a foreign key violation surfacing as IntegrityError,
 rollback of a failed flush, a JSONB column with its comparators (key as text, path,
 contains, has_key) and in-place mutation, uuid keys drawn by the server's
-gen_random_uuid() and by Python, ARRAY and Interval columns, reflection (inspect, MetaData.reflect) and drop_all.
+gen_random_uuid() and by Python, ARRAY and Interval columns, a native Enum (its CREATE TYPE,
+filters and order by the labels' order), reflection (inspect, MetaData.reflect, get_enums) and
+drop_all (with DROP TYPE).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
 import datetime
 import decimal
+import enum
 import os
 import sys
 import uuid
@@ -19,6 +22,7 @@ from typing import List, Optional
 
 from sqlalchemy import (
     DateTime,
+    Enum,
     ForeignKey,
     MetaData,
     Numeric,
@@ -77,6 +81,12 @@ class Profile(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     settings: Mapped[dict] = mapped_column(MutableDict.as_mutable(JSONB), default=dict)
 
+class TicketStatus(enum.Enum):
+    open = "open"
+    held = "held"
+    sold = "sold"
+
+
 class Ticket(Base):
     __tablename__ = "sa_ticket"
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, server_default=text("gen_random_uuid()"))
@@ -84,6 +94,9 @@ class Ticket(Base):
     seat: Mapped[int]
     tags: Mapped[List[str]] = mapped_column(ARRAY(String), default=list)
     hold: Mapped[Optional[datetime.timedelta]]
+    status: Mapped[TicketStatus] = mapped_column(
+        Enum(TicketStatus, name="ticket_status"), default=TicketStatus.open
+    )
 
 engine = create_engine(url)
 Base.metadata.create_all(engine)
@@ -213,6 +226,16 @@ with Session(engine) as session:
     check(vip == [1], f"ARRAY contains: {vip}")
     held = session.scalars(select(Ticket).where(Ticket.hold > datetime.timedelta(minutes=10))).one()
     check(held.seat == 2 and held.hold == datetime.timedelta(minutes=15), f"Interval: {held.hold}")
+    tickets[2].status = TicketStatus.sold
+    tickets[3].status = TicketStatus.held
+    session.commit()
+    sold = session.scalars(select(Ticket.seat).where(Ticket.status == TicketStatus.sold)).all()
+    check(sold == [3], f"Enum equality: {sold}")
+    by_status = session.scalars(select(Ticket.status).order_by(Ticket.status.desc(), Ticket.seat)).all()
+    check(
+        by_status == [TicketStatus.sold, TicketStatus.held] + [TicketStatus.open] * 3,
+        f"Enum order is the labels' order: {by_status}",
+    )
 
 insp = inspect(engine)
 fks = insp.get_foreign_keys("sa_address")
@@ -240,6 +263,12 @@ check(isinstance(settings["type"], JSONB), f"a jsonb column reflected: {settings
 ticket = {c["name"]: c for c in insp.get_columns("sa_ticket")}
 check(str(ticket["id"]["type"]) == "UUID" and "gen_random_uuid" in ticket["id"]["default"], f"a uuid column reflected: {ticket['id']}")
 check(isinstance(ticket["tags"]["type"], ARRAY) and str(ticket["hold"]["type"]) == "INTERVAL", f"array and interval columns reflected: {ticket}")
+check(str(ticket["status"]["type"]) == "VARCHAR(4)" and ticket["status"]["type"].enums == ["open", "held", "sold"], f"an enum column reflected: {ticket['status']}")
+check(
+    {"name": "ticket_status", "schema": "public", "visible": True, "labels": ["open", "held", "sold"]}
+    in insp.get_enums(),
+    f"get_enums: {insp.get_enums()}",
+)
 reflected = MetaData()
 reflected.reflect(engine, only=["sa_user", "sa_address"])
 check(
@@ -248,4 +277,5 @@ check(
 )
 Base.metadata.drop_all(engine)
 check("sa_user" not in inspect(engine).get_table_names(), "drop_all dropped the tables")
+check(inspect(engine).get_enums() == [], "drop_all dropped the enum type")
 print("sqlalchemy: ok")
