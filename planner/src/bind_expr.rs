@@ -509,6 +509,13 @@ impl Binder<'_> {
                     )));
                 }
                 let subject = self.expr(left, scope, None)?;
+                if matches!(subject.ty(), DataType::Enum(_))
+                    && !matches!(op, BinaryOp::Eq | BinaryOp::NotEq)
+                {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "an enum compared with {compare_op} ANY/ALL"
+                    )));
+                }
                 if let E::Subquery(q) = right.as_ref() {
                     if op == BinaryOp::Eq && !all {
                         let plan = self.subquery(q, scope)?;

@@ -1,5 +1,6 @@
 // pgx v5 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
-// statement reuse (pgx caches and describes every statement). Run by server/tests/drivers.rs.
+// statement reuse (pgx caches and describes every statement), uuids, advisory locks, enum
+// labels. Run by server/tests/drivers.rs.
 package main
 
 import (
@@ -101,5 +102,24 @@ func main() {
 	var unlocked bool
 	must(conn.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", int64(1234)).Scan(&unlocked), "advisory unlock")
 	check(unlocked, "the advisory lock was not held")
+
+	// An enum type: pgx sends a Go string for the enum-typed parameter and reads the label
+	// back as a string; a label the type lacks is 22P02.
+	_, err = conn.Exec(ctx, "create type go_state as enum ('new', 'paid', 'void'); create table go_orders (id int primary key, state go_state not null)")
+	must(err, "create an enum type and a table using it")
+	_, err = conn.Exec(ctx, "insert into go_orders values ($1, $2), ($3, $4)", 1, "paid", 2, "new")
+	must(err, "insert enum labels as parameters")
+	var states []string
+	rows, err := conn.Query(ctx, "select state from go_orders where state >= $1 order by state desc", "new")
+	must(err, "query by an enum parameter")
+	for rows.Next() {
+		var s string
+		must(rows.Scan(&s), "scan an enum label")
+		states = append(states, s)
+	}
+	must(rows.Err(), "enum rows")
+	check(fmt.Sprint(states) == "[paid new]", "enum order: %v", states)
+	_, err = conn.Exec(ctx, "insert into go_orders values ($1, $2)", 3, "lost")
+	check(sqlstate(err) == "22P02", "a label the type lacks: %v", err)
 	fmt.Println("pgx: ok")
 }

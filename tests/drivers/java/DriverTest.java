@@ -1,12 +1,13 @@
 // pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
 // statement reuse (server-side after five executions), executeBatch, java.util.UUID
-// parameters and results. Run by server/tests/drivers.rs.
+// parameters and results, enum labels as untyped parameters. Run by server/tests/drivers.rs.
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.sql.Types;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Properties;
@@ -113,6 +114,35 @@ public class DriverTest {
             }
             try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("insert into java_tokens (n) values (100) returning id")) {
                 check(rs.next() && ((UUID) rs.getObject(1)).version() == 4, "a drawn uuid");
+            }
+
+            // An enum type: a label goes as setObject(i, label, Types.OTHER) (untyped), as in
+            // PostgreSQL, where setString's varchar is refused (42804); read with getString.
+            try (Statement s = conn.createStatement()) {
+                s.execute("create type java_level as enum ('low', 'mid', 'high')");
+                s.execute("create table java_alerts (id int primary key, level java_level not null)");
+            }
+            try (PreparedStatement insert = conn.prepareStatement("insert into java_alerts values (?, ?)")) {
+                String[] levels = {"high", "low", "mid"};
+                for (int i = 0; i < levels.length; i++) {
+                    insert.setInt(1, i);
+                    insert.setObject(2, levels[i], Types.OTHER);
+                    insert.executeUpdate();
+                }
+                insert.setInt(1, 9);
+                insert.setString(2, "low");
+                try {
+                    insert.executeUpdate();
+                    check(false, "a varchar parameter went into an enum column");
+                } catch (SQLException e) {
+                    check("42804".equals(e.getSQLState()), "varchar into enum: " + e.getSQLState());
+                }
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select string_agg(level::text, ',' order by level) from java_alerts")) {
+                check(rs.next() && "low,mid,high".equals(rs.getString(1)), "enum order");
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select level from java_alerts where id = 0")) {
+                check(rs.next() && "high".equals(rs.getString(1)), "an enum label read back");
             }
 
             // Advisory locks, as Flyway takes its migration lock.

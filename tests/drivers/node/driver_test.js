@@ -1,5 +1,5 @@
 // node-postgres against hotledger: connect, DDL, parameters, transactions, SQLSTATE,
-// prepared statement reuse, uuid values, LISTEN/NOTIFY. Run by server/tests/drivers.rs.
+// prepared statement reuse, uuid values, enum labels, LISTEN/NOTIFY. Run by server/tests/drivers.rs.
 const { Client } = require('pg');
 
 function check(condition, message) {
@@ -68,6 +68,19 @@ async function main() {
   check(found.rows.map((r) => r.n).join() === '1,3', `uuid = any: ${JSON.stringify(found.rows)}`);
   const back = await client.query('select id from js_tokens where n = 1');
   check(back.rows[0].id === given.toLowerCase(), `uuid text form: ${back.rows[0].id}`);
+
+  // An enum type: labels as parameters, read back as strings, ordered by the type's order.
+  await client.query("create type js_size as enum ('small', 'medium', 'large')");
+  await client.query('create table js_shirts (id int primary key, size js_size not null)');
+  await client.query('insert into js_shirts values ($1, $2), ($3, $4), ($5, $6)', [1, 'large', 2, 'small', 3, 'medium']);
+  const sizes = await client.query('select size from js_shirts where size > $1 order by size', ['small']);
+  check(sizes.rows.map((r) => r.size).join() === 'medium,large', `enum order: ${JSON.stringify(sizes.rows)}`);
+  try {
+    await client.query('insert into js_shirts values ($1, $2)', [4, 'huge']);
+    check(false, 'a label the type lacks was accepted');
+  } catch (e) {
+    check(e.code === '22P02', `a label the type lacks: ${e.code} ${e.message}`);
+  }
 
   // LISTEN/NOTIFY: another connection's notification arrives as a 'notification' event.
   const listener = new Client(config);
