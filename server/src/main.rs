@@ -72,9 +72,12 @@ struct ServeArgs {
     /// This node's id in the cluster.
     #[arg(long, default_value_t = 1)]
     node_id: u64,
-    /// Buffer pool size in MiB.
-    #[arg(long, default_value_t = 256)]
-    pool_mb: usize,
+    /// Buffer pool size in MiB; default: a quarter of the machine's memory, at least 256 and
+    /// at most 16384 (taken as pages are used, not at start). Dirty pages stay in the pool
+    /// until a checkpoint writes them, so a small pool means frequent checkpoints that write
+    /// the same index leaves over and over.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pool_mb: Option<u64>,
     /// Executor partitions for a new data directory (ledger rows spread by account and
     /// transfer id); default: one per core. An existing directory keeps its count.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -83,8 +86,9 @@ struct ServeArgs {
     /// core. The executor partitions and the log writer have threads of their own.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
     session_threads: Option<u16>,
-    /// Checkpoint at least this often while data changes, in seconds.
-    #[arg(long, default_value_t = 30)]
+    /// Checkpoint at least this often while data changes, in seconds: a restart after a
+    /// crash replays the log written since the last checkpoint.
+    #[arg(long, default_value_t = 10)]
     checkpoint_interval_s: u64,
     /// Spread each checkpoint's writes over about this many milliseconds (0: write at full
     /// speed), leaving disk and CPU to the log and the executor. Should the pool fill with
@@ -188,6 +192,21 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
+/// A quarter of the machine's memory in MiB, within [256, 16384] (256 if it cannot be read).
+fn default_pool_mb() -> u64 {
+    // SAFETY: sysconf reads system constants; no memory is shared.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages <= 0 || page_size <= 0 {
+        return 256;
+    }
+    ((pages as u64 * page_size as u64 / 4) >> 20).clamp(256, 16_384)
+}
+
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
@@ -199,7 +218,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let options = ExecutorOptions {
         data_file: args.data_dir.join("data.hl"),
-        pool_bytes: args.pool_mb << 20,
+        pool_bytes: (args.pool_mb.unwrap_or_else(default_pool_mb) as usize) << 20,
         checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),
         checkpoint_spread: Some(Duration::from_millis(args.checkpoint_spread_ms))
             .filter(|spread| !spread.is_zero()),
