@@ -7,7 +7,7 @@
 use kv::keycode::{self, KeyPart};
 use planner::TableDef;
 use sql::value_tag::{
-    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP,
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIME, TIMESTAMP,
     TIMESTAMPTZ, TRUE, UUID,
 };
 use sql::{DataType, Interval, Numeric, SqlError, SqlResult, Value};
@@ -62,6 +62,10 @@ fn encode_value(v: &Value, out: &mut Vec<u8>) {
         Value::Date(d) => {
             out.push(DATE);
             out.extend_from_slice(&d.to_le_bytes());
+        }
+        Value::Time(t) => {
+            out.push(TIME);
+            out.extend_from_slice(&t.to_le_bytes());
         }
         Value::Jsonb(j) => {
             let text = j.to_text();
@@ -161,6 +165,7 @@ fn decode_value(r: &mut Reader<'_>, out: &mut Vec<Value>, depth: u8) -> SqlResul
         TIMESTAMP => out.push(Value::Timestamp(i64::from_le_bytes(r.array()?))),
         TIMESTAMPTZ => out.push(Value::TimestampTz(i64::from_le_bytes(r.array()?))),
         DATE => out.push(Value::Date(i32::from_le_bytes(r.array()?))),
+        TIME => out.push(Value::Time(i64::from_le_bytes(r.array()?))),
         UUID => out.push(Value::Uuid(r.array()?)),
         JSONB => {
             let len = u32::from_le_bytes(r.array()?) as usize;
@@ -195,7 +200,9 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
     Ok(match v {
         Value::Null => KeyPart::Null,
         Value::Bool(b) => KeyPart::Bool(*b),
-        Value::Int(i) | Value::Timestamp(i) | Value::TimestampTz(i) => KeyPart::Int(*i),
+        Value::Int(i) | Value::Timestamp(i) | Value::TimestampTz(i) | Value::Time(i) => {
+            KeyPart::Int(*i)
+        }
         Value::Date(d) => KeyPart::Int(*d as i64),
         Value::Float(f) => KeyPart::Float(*f),
         Value::Text(s) => KeyPart::Bytes(s.as_bytes()),
@@ -271,6 +278,7 @@ mod tests {
             Value::TimestampTz(-456),
             Value::Date(19_000),
             Value::Uuid([7; 16]),
+            Value::Time(1),
             Value::Interval(Interval {
                 months: -14,
                 days: 3,

@@ -1247,6 +1247,11 @@ impl Binder<'_> {
             (a, BinaryOp::Sub, b) if (timestamp(a) || a == Date) && (timestamp(b) || b == Date) => {
                 Interval
             }
+            (Time, BinaryOp::Add | BinaryOp::Sub, Interval) | (Interval, BinaryOp::Add, Time) => {
+                Time
+            }
+            (Time, BinaryOp::Sub, Time) => Interval,
+            (Date, BinaryOp::Add, Time) | (Time, BinaryOp::Add, Date) => Timestamp,
             (Interval, BinaryOp::Add | BinaryOp::Sub, Interval) => Interval,
             (Interval, BinaryOp::Mul | BinaryOp::Div, t) if t.is_numeric_family() => Interval,
             (t, BinaryOp::Mul, Interval) if t.is_numeric_family() => Interval,
@@ -1495,6 +1500,17 @@ impl Binder<'_> {
                     func: Func::Now,
                     args: Vec::new(),
                     ty: DataType::TimestampTz,
+                })
+            }
+            // The session's time zone is UTC, so the local time of day is UTC's.
+            ("localtime", 0) => {
+                return Ok(Expr::Cast {
+                    expr: Box::new(Expr::Function {
+                        func: Func::Now,
+                        args: Vec::new(),
+                        ty: DataType::TimestampTz,
+                    }),
+                    ty: DataType::Time,
                 })
             }
             ("current_date", 0) => {
@@ -2153,6 +2169,7 @@ fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
                 DataType::Interval => 7,
                 DataType::Jsonb => 8,
                 DataType::Uuid => 9,
+                DataType::Time => 10,
                 _ => 0,
             }
         }
@@ -2190,7 +2207,11 @@ fn no_operator(a: DataType, op: BinaryOp, b: DataType) -> SqlError {
 fn is_temporal(ty: DataType) -> bool {
     matches!(
         ty,
-        DataType::Timestamp | DataType::TimestampTz | DataType::Date | DataType::Interval
+        DataType::Timestamp
+            | DataType::TimestampTz
+            | DataType::Date
+            | DataType::Interval
+            | DataType::Time
     )
 }
 

@@ -674,7 +674,10 @@ impl SystemTable {
                         DataType::Bool => "B",
                         t if t.is_numeric_family() => "N",
                         t if t.is_text_family() => "S",
-                        DataType::Timestamp | DataType::TimestampTz | DataType::Date => "D",
+                        DataType::Timestamp
+                        | DataType::TimestampTz
+                        | DataType::Date
+                        | DataType::Time => "D",
                         DataType::Interval => "T",
                         t if t.element().is_some() => "A",
                         _ => "U",

@@ -114,6 +114,7 @@ fn encode_binary(v: &Value, ty: DataType, out: &mut BytesMut) -> SqlResult<()> {
         (Value::Bytes(b), _) => out.put_slice(b),
         (Value::Timestamp(t) | Value::TimestampTz(t), _) => out.put_i64(t - PG_EPOCH_OFFSET_MICROS),
         (Value::Date(d), _) => out.put_i32(d - PG_EPOCH_OFFSET_DAYS),
+        (Value::Time(t), _) => out.put_i64(*t),
         (Value::Interval(i), _) => {
             out.put_i64(i.micros);
             out.put_i32(i.days);
@@ -227,6 +228,13 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
         ),
         DataType::Uuid => Value::Uuid(fixed(16)?.try_into().expect("16 bytes")),
+        DataType::Time => {
+            let us = i64::from_be_bytes(fixed(8)?.try_into().expect("8 bytes"));
+            if !(0..=sql::time_of_day::END_OF_DAY).contains(&us) {
+                return Err(invalid_binary(ty));
+            }
+            Value::Time(us)
+        }
         DataType::Json => Value::parse_text(
             std::str::from_utf8(raw)
                 .map_err(|_| SqlError::invalid_text("invalid UTF-8 in a parameter"))?,
@@ -259,6 +267,7 @@ pub fn decode_param(raw: Option<&[u8]>, ty: DataType, binary: bool) -> SqlResult
         | DataType::TimestampArray
         | DataType::TimestampTzArray
         | DataType::IntervalArray
+        | DataType::TimeArray
         | DataType::ByteaArray
         | DataType::Int2Vector => decode_binary_array(raw, ty)?,
     })

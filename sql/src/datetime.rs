@@ -110,6 +110,16 @@ pub fn temporal_arithmetic(op: char, l: &Value, r: &Value) -> SqlResult<Option<V
         ('-', Timestamp(a) | TimestampTz(a), Date(b)) => {
             Interval(crate::Interval::between(*a, date_micros(*b))?)
         }
+        ('+', Time(t), Interval(i)) | ('+', Interval(i), Time(t)) => {
+            Time(crate::time_of_day::add_interval(*t, i, 1))
+        }
+        ('-', Time(t), Interval(i)) => Time(crate::time_of_day::add_interval(*t, i, -1)),
+        ('-', Time(a), Time(b)) => Interval(crate::Interval {
+            months: 0,
+            days: 0,
+            micros: a - b,
+        }),
+        ('+', Date(d), Time(t)) | ('+', Time(t), Date(d)) => Timestamp(date_micros(*d) + t),
         ('+', Interval(a), Interval(b)) => Interval(a.checked_add(b)?),
         ('-', Interval(a), Interval(b)) => Interval(a.checked_sub(b)?),
         ('*', Interval(i), n) | ('*', n, Interval(i)) if factor(n).is_some() => {
@@ -122,8 +132,8 @@ pub fn temporal_arithmetic(op: char, l: &Value, r: &Value) -> SqlResult<Option<V
             }
             Interval(i.scaled(1.0 / divisor)?)
         }
-        (_, Timestamp(_) | TimestampTz(_) | Date(_) | Interval(_), _)
-        | (_, _, Timestamp(_) | TimestampTz(_) | Date(_) | Interval(_)) => {
+        (_, Timestamp(_) | TimestampTz(_) | Date(_) | Interval(_) | Time(_), _)
+        | (_, _, Timestamp(_) | TimestampTz(_) | Date(_) | Interval(_) | Time(_)) => {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
                 format!(
@@ -244,6 +254,18 @@ pub fn extract(field: &str, value: &Value) -> SqlResult<Numeric> {
                 return Ok(whole(*d as i64 * 86_400));
             }
             timestamp_field(&field, date_micros(*d), "date")
+        }
+        Value::Time(us) => {
+            let within_minute = (us % MICROS_PER_MINUTE) as i128;
+            Ok(match field.as_str() {
+                "epoch" => scaled(*us as i128, 6)?,
+                "hour" | "hours" => whole(us / MICROS_PER_HOUR),
+                "minute" | "minutes" => whole(us % MICROS_PER_HOUR / MICROS_PER_MINUTE),
+                "second" | "seconds" => scaled(within_minute, 6)?,
+                "milliseconds" | "millisecond" => scaled(within_minute, 3)?,
+                "microseconds" | "microsecond" => whole(within_minute as i64),
+                other => return Err(unknown_unit(other, "time without time zone")),
+            })
         }
         Value::Timestamp(us) => timestamp_field(&field, *us, "timestamp without time zone"),
         Value::TimestampTz(us) => timestamp_field(&field, *us, "timestamp with time zone"),

@@ -484,9 +484,11 @@ impl Jsonb {
                         .collect(),
                 )
             }
-            Value::Bytes(_) | Value::Date(_) | Value::Interval(_) | Value::Uuid(_) => {
-                Jsonb::String(text())
-            }
+            Value::Bytes(_)
+            | Value::Date(_)
+            | Value::Interval(_)
+            | Value::Uuid(_)
+            | Value::Time(_) => Jsonb::String(text()),
         }
     }
 

@@ -17,6 +17,7 @@ mod packed_rows;
 mod parse;
 mod procedure;
 mod sequence_statement;
+pub mod time_of_day;
 mod types;
 pub mod uuid;
 mod value;

@@ -13,7 +13,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_tag::{
-    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIMESTAMP,
+    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIME, TIMESTAMP,
     TIMESTAMPTZ, TRUE, UUID,
 };
 use crate::{Interval, Numeric, Value};
@@ -194,6 +194,7 @@ fn put_value(out: &mut Vec<u8>, value: &Value) {
         Value::Timestamp(t) => put_tagged_int(out, TIMESTAMP, *t),
         Value::TimestampTz(t) => put_tagged_int(out, TIMESTAMPTZ, *t),
         Value::Date(d) => put_tagged_int(out, DATE, *d as i64),
+        Value::Time(t) => put_tagged_int(out, TIME, *t),
         Value::Interval(i) => {
             out.push(INTERVAL);
             for part in [i.months as i64, i.days as i64, i.micros] {
@@ -315,6 +316,7 @@ impl Reader<'_> {
                 out.push(Value::Bytes(self.take(len)?.to_vec()))
             }
             TIMESTAMP => out.push(Value::Timestamp(self.int()?)),
+            TIME => out.push(Value::Time(self.int()?)),
             TIMESTAMPTZ => out.push(Value::TimestampTz(self.int()?)),
             DATE => out.push(Value::Date(
                 i32::try_from(self.int()?).map_err(|e| e.to_string())?,
@@ -406,6 +408,7 @@ mod tests {
                 days: 3,
                 micros: i64::MIN,
             }),
+            Value::Time(86_400_000_000),
         ]
     }
 

@@ -79,6 +79,10 @@ pub enum DataType {
     ByteaArray,
     /// A user-defined enum (`CREATE TYPE ... AS ENUM`): values are their labels, as text.
     Enum(EnumType),
+    /// `time without time zone` ([`crate::time_of_day`]).
+    Time,
+    /// `time[]`.
+    TimeArray,
 }
 
 /// A user-defined enum type: its OID and name. The labels (which values are valid, and their
@@ -190,6 +194,8 @@ impl DataType {
             DataType::IntervalArray => 1187,
             DataType::ByteaArray => 1001,
             DataType::Enum(e) => e.oid,
+            DataType::Time => 1083,
+            DataType::TimeArray => 1183,
         }
     }
 
@@ -237,6 +243,8 @@ impl DataType {
             1185 => DataType::TimestampTzArray,
             1187 => DataType::IntervalArray,
             1001 => DataType::ByteaArray,
+            1083 => DataType::Time,
+            1183 => DataType::TimeArray,
             _ => return None,
         })
     }
@@ -247,7 +255,11 @@ impl DataType {
             DataType::Bool | DataType::CatalogChar => 1,
             DataType::Int2 => 2,
             DataType::Int4 | DataType::Float4 | DataType::Oid | DataType::Date => 4,
-            DataType::Int8 | DataType::Float8 | DataType::Timestamp | DataType::TimestampTz => 8,
+            DataType::Int8
+            | DataType::Float8
+            | DataType::Timestamp
+            | DataType::TimestampTz
+            | DataType::Time => 8,
             DataType::Name => 64,
             DataType::Interval | DataType::Uuid => 16,
             // An enum's value is stored by PostgreSQL as a 4-byte OID.
@@ -351,6 +363,7 @@ impl DataType {
             "timestamp" | "timestamp without time zone" => DataType::Timestamp,
             "timestamptz" | "timestamp with time zone" => DataType::TimestampTz,
             "date" => DataType::Date,
+            "time" | "time without time zone" => DataType::Time,
             "interval" => DataType::Interval,
             "json" => DataType::Json,
             "jsonb" => DataType::Jsonb,
@@ -376,6 +389,7 @@ impl DataType {
                 DataType::TimestampTzArray
             }
             "interval[]" | "_interval" => DataType::IntervalArray,
+            "time[]" | "time without time zone[]" | "_time" => DataType::TimeArray,
             "bytea[]" | "_bytea" => DataType::ByteaArray,
             "name" => DataType::Name,
             "oid" | "regclass" | "regtype" | "regproc" | "regnamespace" | "regrole" => {
@@ -475,6 +489,8 @@ impl DataType {
             DataType::IntervalArray => "interval[]".into(),
             DataType::ByteaArray => "bytea[]".into(),
             DataType::Enum(e) => quoted_identifier(e.name),
+            DataType::Time => "time without time zone".into(),
+            DataType::TimeArray => "time without time zone[]".into(),
         }
     }
 
@@ -520,11 +536,13 @@ impl DataType {
             DataType::IntervalArray => "_interval",
             DataType::ByteaArray => "_bytea",
             DataType::Enum(e) => e.name,
+            DataType::Time => "time",
+            DataType::TimeArray => "_time",
         }
     }
 
     /// Every type `pg_type` lists.
-    pub const ALL: [DataType; 38] = [
+    pub const ALL: [DataType; 40] = [
         DataType::Bool,
         DataType::Int2,
         DataType::Int4,
@@ -566,6 +584,8 @@ impl DataType {
         DataType::TimestampTzArray,
         DataType::IntervalArray,
         DataType::ByteaArray,
+        DataType::Time,
+        DataType::TimeArray,
     ];
 }
 
@@ -611,6 +631,7 @@ impl DataType {
             DataType::TimestampArray => DataType::Timestamp,
             DataType::TimestampTzArray => DataType::TimestampTz,
             DataType::IntervalArray => DataType::Interval,
+            DataType::TimeArray => DataType::Time,
             DataType::ByteaArray => DataType::Bytea,
             _ => return None,
         })
@@ -633,6 +654,7 @@ impl DataType {
             DataType::Timestamp => DataType::TimestampArray,
             DataType::TimestampTz => DataType::TimestampTzArray,
             DataType::Interval => DataType::IntervalArray,
+            DataType::Time => DataType::TimeArray,
             DataType::Bytea => DataType::ByteaArray,
             DataType::Text | DataType::Varchar(_) | DataType::Name => DataType::TextArray,
             _ => return None,

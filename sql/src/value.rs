@@ -29,6 +29,8 @@ pub enum Value {
     Interval(Interval),
     Jsonb(Box<crate::jsonb::Jsonb>),
     Uuid([u8; 16]),
+    /// `time`: microseconds since midnight ([`crate::time_of_day`]).
+    Time(i64),
 }
 
 impl Value {
@@ -57,6 +59,7 @@ impl Value {
             Value::Interval(_) => DataType::Interval,
             Value::Jsonb(_) => DataType::Jsonb,
             Value::Uuid(_) => DataType::Uuid,
+            Value::Time(_) => DataType::Time,
         }
     }
 
@@ -91,6 +94,7 @@ impl Value {
             Value::Interval(i) => i.to_string(),
             Value::Jsonb(j) => j.to_text(),
             Value::Uuid(u) => crate::uuid::format(u),
+            Value::Time(us) => crate::time_of_day::format(*us),
             Value::Array(items) if ty == DataType::Int2Vector => items
                 .iter()
                 .map(|i| i.to_pg_text(DataType::Int2).unwrap_or_default())
@@ -186,6 +190,7 @@ impl Value {
             }
             DataType::Jsonb => Value::Jsonb(Box::new(crate::jsonb::Jsonb::parse(text)?)),
             DataType::Uuid => Value::Uuid(crate::uuid::parse(text)?),
+            DataType::Time => Value::Time(crate::time_of_day::parse(text)?),
             DataType::Int2Vector => Value::Array(
                 text.split_whitespace()
                     .map(|n| Value::parse_text(n, DataType::Int2))
@@ -206,6 +211,7 @@ impl Value {
             | DataType::TimestampArray
             | DataType::TimestampTzArray
             | DataType::IntervalArray
+            | DataType::TimeArray
             | DataType::ByteaArray => parse_array(text, ty)?,
         })
     }
@@ -274,6 +280,15 @@ impl Value {
             (Value::Bytes(b), DataType::Bytea) => Value::Bytes(b.clone()),
             (Value::Interval(i), DataType::Interval) => Value::Interval(*i),
             (Value::Uuid(u), DataType::Uuid) => Value::Uuid(*u),
+            (Value::Time(us), DataType::Time) => Value::Time(*us),
+            (Value::Timestamp(us) | Value::TimestampTz(us), DataType::Time) => {
+                Value::Time(crate::time_of_day::of_timestamp(*us))
+            }
+            (Value::Time(us), DataType::Interval) => Value::Interval(Interval {
+                months: 0,
+                days: 0,
+                micros: *us,
+            }),
             (Value::Jsonb(j), DataType::Jsonb) => Value::Jsonb(j.clone()),
             (Value::Jsonb(j), DataType::Json) => Value::Text(j.to_text()),
             (Value::Jsonb(j), t) if t.is_numeric_family() || t == DataType::Bool => {
@@ -367,6 +382,7 @@ impl Value {
             (Interval(a), Interval(b)) => a.cmp_span(b),
             (Jsonb(a), Jsonb(b)) => a.compare(b),
             (Uuid(a), Uuid(b)) => a.cmp(b),
+            (Time(a), Time(b)) => a.cmp(b),
             (Date(a), Timestamp(b) | TimestampTz(b)) => date_micros(*a).cmp(b),
             (Timestamp(a) | TimestampTz(a), Date(b)) => a.cmp(&date_micros(*b)),
             (Array(a), Array(b)) => {
@@ -415,6 +431,7 @@ impl Value {
             Value::Interval(_) => 7,
             Value::Jsonb(_) => 8,
             Value::Uuid(_) => 9,
+            Value::Time(_) => 10,
         }
     }
 

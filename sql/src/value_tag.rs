@@ -21,3 +21,5 @@ pub const INTERVAL: u8 = 12;
 pub const JSONB: u8 = 13;
 /// uuid: its 16 bytes.
 pub const UUID: u8 = 14;
+/// time: microseconds since midnight.
+pub const TIME: u8 = 15;

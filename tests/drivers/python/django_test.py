@@ -6,7 +6,8 @@ aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
 (jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
 Python's uuid4, one from the database's gen_random_uuid() default), and ArrayField
-(varchar[] and integer[]) with its lookups and a DurationField (interval).
+(varchar[] and integer[]) with its lookups, a DurationField (interval) and a TimeField
+(time, added by a later migration).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -42,7 +43,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 4, "the shop migrations are recorded")
+    check(cursor.fetchone()[0] == 5, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -141,6 +142,11 @@ scores = list(Article.objects.filter(scores__isnull=False).values_list("scores",
 check(scores == [[3, 1]], f"integer arrays: {scores}")
 check(Article.objects.filter(reading_time__gt=datetime.timedelta(minutes=10)).get().title == "b", "interval comparison")
 check(Article.objects.get(title="b").reading_time == datetime.timedelta(hours=1, seconds=30), "an interval read back")
+Article.objects.filter(title="a").update(publish_at=datetime.time(6, 30))
+Article.objects.filter(title="b").update(publish_at=datetime.time(18, 5, 15))
+check(Article.objects.get(title="b").publish_at == datetime.time(18, 5, 15), "a time read back")
+check(Article.objects.filter(publish_at__lt=datetime.time(12)).get().title == "a", "time comparison")
+check(Article.objects.filter(publish_at__hour=18).get().title == "b", "time __hour lookup")
 article = Article.objects.get(title="a")
 article.tags.append("web")
 article.save()

@@ -1,6 +1,6 @@
 """psycopg 3 against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared reuse,
 json and jsonb in text and binary form, uuid keys and lists, array columns of numbers and dates,
-LISTEN/NOTIFY between two connections.
+time values, LISTEN/NOTIFY between two connections.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -180,6 +180,23 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     check(got == want, f"arrays in binary: {got}")
     got = conn.execute("select id from py_series where ws @> %s", ([1.5],)).fetchall()
     check(got == [(1,)], f"float8[] containment: {got}")
+
+    # time: datetime.time in text and binary form, as a key, with interval arithmetic.
+    conn.execute("create table py_opening (opens time primary key, closes time not null)")
+    conn.execute("insert into py_opening values (%s, %s)", (datetime.time(9, 0), datetime.time(17, 30)))
+    with conn.cursor(binary=True) as cur:
+        cur.execute(
+            "insert into py_opening values (%s, %s)",
+            (datetime.time(7, 15, 30, 250000), datetime.time(12, 0)),
+        )
+        got = cur.execute("select opens, closes, closes - opens from py_opening order by opens").fetchall()
+    want = [
+        (datetime.time(7, 15, 30, 250000), datetime.time(12, 0), datetime.timedelta(hours=4, minutes=44, seconds=29, microseconds=750000)),
+        (datetime.time(9, 0), datetime.time(17, 30), datetime.timedelta(hours=8, minutes=30)),
+    ]
+    check(got == want, f"time in binary: {got}")
+    got = conn.execute("select opens + %s from py_opening where opens = %s", (datetime.timedelta(hours=16), datetime.time(9))).fetchone()
+    check(got == (datetime.time(1, 0),), f"time + interval wraps: {got}")
 
 # LISTEN/NOTIFY between two connections: at once outside a transaction, at COMMIT inside
 # one (once for a repeated notification, never after ROLLBACK), with the sender's pid.

@@ -33,3 +33,4 @@ class Article(models.Model):
     tags = ArrayField(models.CharField(max_length=20), default=list, blank=True)
     scores = ArrayField(models.IntegerField(), null=True)
     reading_time = models.DurationField(null=True)
+    publish_at = models.TimeField(null=True)
