@@ -802,6 +802,7 @@ impl Executor {
             sequences: None,
             working: RefCell::default(),
             random: false,
+            backends: None,
         }
     }
 

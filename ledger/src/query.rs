@@ -9,8 +9,9 @@ use std::ops::Bound;
 
 use kv::Direction;
 use planner::{
-    arithmetic, Access, AggCall, AggFunc, BinaryOp, Catalog, EvalEnv, Expr, JoinKind, NoSequences,
-    Rel, SequenceSource, SortKey, SubqueryRunner, TableDef, TableSource,
+    arithmetic, Access, AggCall, AggFunc, BackendSignals, BinaryOp, Catalog, EvalEnv, Expr,
+    JoinKind, NoBackends, NoSequences, Rel, SequenceSource, SortKey, SubqueryRunner, TableDef,
+    TableSource,
 };
 use sql::{DataType, SqlError, SqlResult, Value};
 
@@ -43,6 +44,8 @@ pub struct Reader<'a> {
     /// query's rows, rows a transaction stages for its commit), so `random()` and
     /// `gen_random_uuid()` may draw values ([`EvalEnv::random`]).
     pub(crate) random: bool,
+    /// The node's sessions, where the statement runs in one (never on the executor).
+    pub(crate) backends: Option<&'a dyn BackendSignals>,
 }
 
 /// The most rows a `WITH RECURSIVE` query may produce: reads run on the executor's
@@ -164,6 +167,7 @@ impl<'a> Reader<'a> {
             subqueries: self,
             sequences: self.sequences.as_deref().unwrap_or(&NoSequences),
             random: self.random,
+            backends: self.backends.unwrap_or(&NoBackends),
         }
     }
 
@@ -919,6 +923,7 @@ pub fn evaluate_without_storage(
     params: &[Value],
     now_micros: i64,
     sequences: &planner::SessionSequences,
+    backends: &dyn BackendSignals,
 ) -> SqlResult<Vec<Row>> {
     let reader = Reader {
         shards: None,
@@ -930,6 +935,7 @@ pub fn evaluate_without_storage(
         sequences: Some(Box::new(planner::SessionView { catalog, sequences })),
         working: RefCell::default(),
         random: true,
+        backends: Some(backends),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

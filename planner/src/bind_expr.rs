@@ -1707,6 +1707,8 @@ impl Binder<'_> {
                     "quote_ident" => (Func::QuoteIdent, DataType::Text, 1..=1),
                     "to_regtype" => (Func::ToRegType, DataType::Oid, 1..=1),
                     "random" => (Func::Random, DataType::Float8, 0..=0),
+                    "pg_cancel_backend" => (Func::CancelBackend, DataType::Bool, 1..=1),
+                    "pg_terminate_backend" => (Func::TerminateBackend, DataType::Bool, 1..=2),
                     "gen_random_uuid" | "uuid_generate_v4" => {
                         (Func::GenRandomUuid, DataType::Uuid, 0..=0)
                     }
@@ -1762,6 +1764,9 @@ impl Binder<'_> {
                         Func::RelationSize if i == 0 => DataType::Int8,
                         Func::ArrayUpper if i > 0 => DataType::Int4,
                         Func::SetVal if i == 1 => DataType::Int8,
+                        Func::CancelBackend | Func::TerminateBackend if i == 0 => DataType::Int4,
+                        // pg_terminate_backend's timeout: it returns at once here.
+                        Func::TerminateBackend => DataType::Int8,
                         Func::SetVal => DataType::Bool,
                         Func::Repeat | Func::Left | Func::Right if i > 0 => DataType::Int4,
                         Func::ArrayUpper => DataType::Unknown,

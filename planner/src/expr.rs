@@ -220,6 +220,10 @@ pub enum Func {
     EnumIn,
     /// An enum value's position among its type's labels, what orders it: (value, labels).
     EnumPosition,
+    /// `pg_cancel_backend(pid)`.
+    CancelBackend,
+    /// `pg_terminate_backend(pid[, timeout])`.
+    TerminateBackend,
 }
 
 impl Func {
@@ -407,6 +411,31 @@ pub struct EvalEnv<'a> {
     /// they give is recorded (a read's rows, rows built before they are proposed or staged
     /// for a commit), never where each replica computes the statement again.
     pub random: bool,
+    /// The node's sessions, for `pg_cancel_backend` and `pg_terminate_backend`.
+    pub backends: &'a dyn BackendSignals,
+}
+
+/// Signals to this node's client sessions, by process id (`pg_backend_pid()`).
+pub trait BackendSignals {
+    /// Cancels the statement session `pid` is running, or (`terminate`) also ends its
+    /// connection; false when no session has that process id.
+    fn signal(&self, pid: i32, terminate: bool) -> SqlResult<bool>;
+}
+
+/// Where no session can be signalled: statements that read tables run on the executor.
+pub struct NoBackends;
+
+impl BackendSignals for NoBackends {
+    fn signal(&self, _: i32, terminate: bool) -> SqlResult<bool> {
+        Err(SqlError::feature_not_supported(format!(
+            "{}() in a statement that reads tables (call it on its own or over pg_stat_activity)",
+            if terminate {
+                "pg_terminate_backend"
+            } else {
+                "pg_cancel_backend"
+            }
+        )))
+    }
 }
 
 impl<'a> EvalEnv<'a> {
@@ -418,6 +447,7 @@ impl<'a> EvalEnv<'a> {
             subqueries: &NoSubqueries,
             sequences: &NoSequences,
             random: false,
+            backends: &NoBackends,
         }
     }
 
@@ -439,6 +469,7 @@ impl<'a> EvalEnv<'a> {
             subqueries: self.subqueries,
             sequences,
             random: self.random,
+            backends: self.backends,
         }
     }
 }
@@ -1432,6 +1463,13 @@ fn eval_function(
             let (a, b) = (array_items(arg(0)), array_items(arg(1)));
             Value::Bool(a.iter().any(|x| b.iter().any(|y| x.compare(y) == Some(Ordering::Equal))))
         }
+        Func::CancelBackend | Func::TerminateBackend => {
+            let Value::Int(pid) = arg(0) else {
+                return Ok(Value::Null);
+            };
+            let pid = i32::try_from(pid).unwrap_or(0);
+            Value::Bool(env.backends.signal(pid, func == Func::TerminateBackend)?)
+        }
         Func::EnumIn => {
             let label = arg(0);
             if !array_items(arg(1)).iter().any(|l| l.group_eq(&label)) {
@@ -1938,6 +1976,7 @@ mod tests {
             subqueries: &NoSubqueries,
             sequences: &NoSequences,
             random: false,
+            backends: &NoBackends,
         }
     }
 

@@ -44,8 +44,8 @@ pub use catalog::{
 };
 pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};
 pub use expr::{
-    arithmetic, compare_values, AggCall, AggFunc, BinaryOp, EvalEnv, Expr, Func, NoSubqueries,
-    SubqueryKind, SubqueryRunner,
+    arithmetic, compare_values, AggCall, AggFunc, BackendSignals, BinaryOp, EvalEnv, Expr, Func,
+    NoBackends, NoSubqueries, SubqueryKind, SubqueryRunner,
 };
 pub use foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
 pub use ledger::{

@@ -1,12 +1,17 @@
-//! `Activity`: what each client session of this node is doing, for `pg_stat_activity`.
+//! `Activity`: what each client session of this node is doing, for `pg_stat_activity`, and
+//! how to reach its connection, for `pg_cancel_backend` and `pg_terminate_backend`.
 //! Each session owns its record and updates it around every statement (an uncontended
-//! lock); the registry's lock is taken only when a session starts or ends and when
-//! `pg_stat_activity` is read.
+//! lock); the registry's lock is taken only when a session starts or ends, when
+//! `pg_stat_activity` is read and when a session is signalled.
 
 use std::collections::BTreeMap;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use pgwire::api::ConnectionHandle;
 use planner::SessionActivity;
+use sql::SqlResult;
 
 /// PostgreSQL keeps this many bytes of a statement's text (`track_activity_query_size`).
 const QUERY_BYTES: usize = 1024;
@@ -33,19 +38,97 @@ pub fn set_query(activity: &mut SessionActivity, sql: &str) {
     activity.query.push_str(kept_text(sql));
 }
 
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What another session needs to reach a connection: its statement's cancel handle and,
+/// while the connection loop (`frontend::serve_connection`) serves it, its socket.
+#[derive(Default)]
+pub struct ConnectionControl {
+    cancel: Mutex<Option<Arc<ConnectionHandle>>>,
+    socket: Mutex<Option<RawFd>>,
+    terminated: AtomicBool,
+}
+
+impl ConnectionControl {
+    pub fn set_cancel(&self, handle: Arc<ConnectionHandle>) {
+        *locked(&self.cancel) = Some(handle);
+    }
+
+    /// Makes the connection's socket reachable until the guard drops, which must happen
+    /// before the socket closes (so a signal never reaches another connection's socket that
+    /// took over the descriptor's number).
+    pub fn attach(&self, socket: RawFd) -> Attached<'_> {
+        *locked(&self.socket) = Some(socket);
+        Attached(self)
+    }
+
+    /// `pg_terminate_backend` ended this connection: its loop says so and closes it.
+    pub fn terminated(&self) -> bool {
+        self.terminated.load(Ordering::Relaxed)
+    }
+
+    /// Cancels the statement running, if any (as a cancel request does).
+    fn cancel(&self) {
+        let Some(handle) = locked(&self.cancel).clone() else {
+            return;
+        };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                handle.cancel().await;
+            });
+        }
+    }
+
+    /// Ends the connection: its statement is cancelled, and the read side of its socket is
+    /// shut so the connection loop, however it waits, reads the end and closes.
+    fn terminate(&self) {
+        self.terminated.store(true, Ordering::Relaxed);
+        self.cancel();
+        if let Some(socket) = *locked(&self.socket) {
+            // SAFETY: the descriptor is the connection's open socket: `Attached` forgets it
+            // (under this lock) before the socket closes.
+            unsafe { libc::shutdown(socket, libc::SHUT_RD) };
+        }
+    }
+}
+
+/// A connection's socket, reachable by signals while this lives.
+pub struct Attached<'a>(&'a ConnectionControl);
+
+impl Drop for Attached<'_> {
+    fn drop(&mut self) {
+        *locked(&self.0.socket) = None;
+    }
+}
+
+struct Entry {
+    record: Record,
+    control: Option<Arc<ConnectionControl>>,
+}
+
 /// The node's client sessions, by session id.
 #[derive(Default)]
 pub struct Activity {
-    sessions: Mutex<BTreeMap<u64, Record>>,
+    sessions: Mutex<BTreeMap<u64, Entry>>,
 }
 
 impl Activity {
-    fn sessions(&self) -> MutexGuard<'_, BTreeMap<u64, Record>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    fn sessions(&self) -> MutexGuard<'_, BTreeMap<u64, Entry>> {
+        locked(&self.sessions)
     }
 
     pub fn register(&self, session: u64, record: Record) {
-        self.sessions().insert(session, record);
+        let control = None;
+        self.sessions().insert(session, Entry { record, control });
+    }
+
+    /// How to reach session `session`'s connection.
+    pub fn attach_control(&self, session: u64, control: Arc<ConnectionControl>) {
+        if let Some(entry) = self.sessions().get_mut(&session) {
+            entry.control = Some(control);
+        }
     }
 
     pub fn remove(&self, session: u64) {
@@ -54,8 +137,27 @@ impl Activity {
 
     /// Every session's record as it is now, in the order they started.
     pub fn snapshot(&self) -> Vec<SessionActivity> {
-        let records: Vec<Record> = self.sessions().values().cloned().collect();
+        let records: Vec<Record> = self.sessions().values().map(|e| e.record.clone()).collect();
         records.iter().map(|r| lock(r).clone()).collect()
+    }
+}
+
+impl planner::BackendSignals for Activity {
+    fn signal(&self, pid: i32, terminate: bool) -> SqlResult<bool> {
+        let control = self
+            .sessions()
+            .values()
+            .find(|e| lock(&e.record).pid == pid)
+            .and_then(|e| e.control.clone());
+        let Some(control) = control else {
+            return Ok(false);
+        };
+        if terminate {
+            control.terminate();
+        } else {
+            control.cancel();
+        }
+        Ok(true)
     }
 }
 

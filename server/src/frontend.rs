@@ -20,6 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 
+use crate::activity::ConnectionControl;
 use crate::notifications::Inbox;
 
 /// A client that does not finish authenticating within this long is dropped.
@@ -192,14 +193,29 @@ async fn drain<S: AsyncRead + Unpin>(io: &mut S, limit: usize) {
     }
 }
 
-/// Serves one connection until the client leaves, is refused, or fails.
+/// What the loop needs of its connection besides the protocol handlers.
+pub struct Connection {
+    /// Notifications to send while idle.
+    pub inbox: Arc<Inbox>,
+    /// Set by `pg_terminate_backend`, which also shuts the socket's read side.
+    pub control: Arc<ConnectionControl>,
+    /// The largest message accepted, in bytes.
+    pub limit: usize,
+}
+
+/// Serves one connection until the client leaves, is refused, is terminated, or fails.
 pub async fn serve_connection<H: PgWireServerHandlers>(
     tcp: TcpStream,
     tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: Arc<H>,
-    inbox: Arc<Inbox>,
-    limit: usize,
+    connection: Connection,
 ) -> io::Result<()> {
+    let Connection {
+        inbox,
+        control,
+        limit,
+    } = connection;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
     let Ok(Ok(Some(socket))) = negotiated else {
         return Ok(());
@@ -215,6 +231,8 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     limited.read_buf = parts.read_buf;
     limited.write_buf = parts.write_buf;
     let mut socket = Framed::from_parts(limited);
+    // Declared after the socket, so dropped before it.
+    let _attached = control.attach(fd);
 
     let startup_handler = handlers.startup_handler();
     let simple_query_handler = handlers.simple_query_handler();
@@ -231,7 +249,10 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         let idle = !starting
             && inbox.may_receive()
             && socket.transaction_status() == TransactionStatus::Idle;
-        let next = if starting {
+        // Terminated while a statement ran (its own, too): nothing more is read.
+        let next = if control.terminated() {
+            None
+        } else if starting {
             match tokio::time::timeout_at(startup_deadline, socket.next()).await {
                 Ok(m) => m,
                 Err(_) => return Ok(()),
@@ -256,6 +277,17 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         };
         let message = match next {
             Some(Ok(m)) => m,
+            _ if control.terminated() => {
+                let info = ErrorInfo::new(
+                    "FATAL".to_owned(),
+                    "57P01".to_owned(),
+                    "terminating connection due to administrator command".to_owned(),
+                );
+                let _ = socket
+                    .send(PgWireBackendMessage::ErrorResponse(info.into()))
+                    .await;
+                return Ok(());
+            }
             Some(Err(_)) | None => {
                 let length = refused.load(Ordering::Relaxed);
                 if length > 0 {

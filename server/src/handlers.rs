@@ -47,6 +47,7 @@ use planner::{bind_in_session, Bound, Catalog};
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
+use crate::activity::ConnectionControl;
 use crate::notifications::Inbox;
 use crate::session::{Session, Shared, StatementResult};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
@@ -223,6 +224,8 @@ pub struct Connection {
     session: Arc<Mutex<Session>>,
     /// Notifications for this connection's session, sent by `frontend::serve_connection`.
     inbox: Arc<Inbox>,
+    /// How other sessions cancel or end this connection's (`pg_terminate_backend`).
+    control: Arc<ConnectionControl>,
     parser: Arc<Parser>,
     startup_applied: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -243,6 +246,7 @@ impl Connection {
             context,
             session,
             inbox,
+            control: Arc::default(),
             parser,
             startup_applied: Arc::new(false.into()),
         }
@@ -251,6 +255,10 @@ impl Connection {
     /// Where this connection's notifications wait to be sent.
     pub fn inbox(&self) -> Arc<Inbox> {
         self.inbox.clone()
+    }
+
+    pub fn control(&self) -> Arc<ConnectionControl> {
+        self.control.clone()
     }
 
     async fn session_for<C: ClientInfo>(&self, client: &C) -> tokio::sync::MutexGuard<'_, Session> {
@@ -266,6 +274,10 @@ impl Connection {
                 self.inbox.clone(),
             );
             session.set_client(client.socket_addr());
+            if let Some(handle) = client.session_extensions().get::<Arc<ConnectionHandle>>() {
+                self.control.set_cancel(Arc::clone(&handle));
+            }
+            session.attach_control(self.control.clone());
         }
         session
     }
@@ -1034,6 +1046,7 @@ impl Connection {
             context: self.context.clone(),
             session: self.session.clone(),
             inbox: self.inbox.clone(),
+            control: self.control.clone(),
             parser: self.parser.clone(),
             startup_applied: self.startup_applied.clone(),
         }

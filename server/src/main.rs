@@ -280,10 +280,11 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let _ = socket.set_nodelay(true);
                 let handlers = Arc::new(Connection::new(context.clone()));
                 let inbox = handlers.inbox();
+                let control = handlers.control();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
-                    let _ = frontend::serve_connection(socket, tls, handlers, inbox, max_message)
-                        .await;
+                    let connection = frontend::Connection { inbox, control, limit: max_message };
+                    let _ = frontend::serve_connection(socket, tls, handlers, connection).await;
                 });
             }
             _ = terminate.recv() => break,

@@ -343,6 +343,11 @@ impl Session {
         a.client_port = Some(address.port() as i32);
     }
 
+    /// Lets other sessions cancel this one's statements and end its connection.
+    pub fn attach_control(&self, control: Arc<activity::ConnectionControl>) {
+        self.shared.activity.attach_control(self.id, control);
+    }
+
     /// A statement starts: `pg_stat_activity` shows it as the session's active query.
     pub fn begin_statement(&mut self, sql: &str) {
         let now = now_micros();
@@ -1133,6 +1138,7 @@ impl Session {
                 params,
                 self.statement_time(),
                 &self.sequences,
+                &self.shared.activity,
             );
         }
         let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());

@@ -882,6 +882,91 @@ async fn select_for_update_claims_a_row_once() {
     a.batch_execute("commit").await.unwrap();
 }
 
+/// `pg_cancel_backend` ends another session's statement (57014; the session goes on), and
+/// `pg_terminate_backend` its connection, found through `pg_stat_activity`, whether it waits
+/// idle or inside a transaction block; an unknown process id gives false.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_cancelled_and_terminated_by_pid() {
+    let server = TestServer::start();
+    let admin = server.client().await;
+    let waiting = std::sync::Arc::new(server.client().await);
+    let pid = |c: std::sync::Arc<tokio_postgres::Client>| async move {
+        let row = c.query_one("select pg_backend_pid()", &[]).await.unwrap();
+        row.get::<_, i32>(0)
+    };
+    let waiting_pid = pid(waiting.clone()).await;
+    admin
+        .query_one("select pg_advisory_lock(7)", &[])
+        .await
+        .unwrap();
+    let waiter = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move { waiting.query_one("select pg_advisory_lock(7)", &[]).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let cancelled: bool = admin
+        .query_one("select pg_cancel_backend($1)", &[&waiting_pid])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(cancelled);
+    let e = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiting statement ended")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(code(&e), "57014", "{e:?}");
+    assert_eq!(
+        scalar(&waiting, "select 1").await.as_deref(),
+        Some("1"),
+        "a cancelled session goes on"
+    );
+    let unknown: bool = admin
+        .query_one("select pg_cancel_backend(1)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!unknown);
+
+    // An idle session, through pg_stat_activity; one inside a transaction block.
+    let idle = server.client().await;
+    let idle_pid = idle
+        .query_one("select pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get::<_, i32>(0);
+    waiting.batch_execute("begin; select 1;").await.unwrap();
+    let terminated = admin
+        .query(
+            "select pg_terminate_backend(pid) from pg_stat_activity where pid in ($1, $2)",
+            &[&idle_pid, &waiting_pid],
+        )
+        .await
+        .unwrap();
+    assert_eq!(terminated.len(), 2);
+    assert!(terminated.iter().all(|r| r.get::<_, bool>(0)));
+    for client in [&idle, &*waiting] {
+        let e = client.batch_execute("select 1").await.unwrap_err();
+        assert!(
+            e.is_closed() || e.code().map(|c| c.code()) == Some("57P01"),
+            "a terminated session's next statement fails: {e:?}"
+        );
+    }
+    let mut left = None;
+    for _ in 0..50 {
+        left = scalar(
+            &admin,
+            "select count(*) from pg_stat_activity where pid <> pg_backend_pid() and application_name <> 'psql'",
+        )
+        .await;
+        if left.as_deref() == Some("0") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left.as_deref(), Some("0"), "terminated sessions go away");
+}
+
 /// pg_stat_activity shows the node's client sessions: another session idle in its
 /// transaction block with its last statement, the reader itself active with the query it
 /// runs; `pid <> pg_backend_pid()` leaves the reader out; a closed session goes away. (The
