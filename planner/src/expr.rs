@@ -224,6 +224,12 @@ pub enum Func {
     CancelBackend,
     /// `pg_terminate_backend(pid[, timeout])`.
     TerminateBackend,
+    /// `format(formatstr, args...)`: `%s`, `%I`, `%L`, `%%`, with positions and widths.
+    Format,
+    /// `quote_literal(text)`: a string literal, or NULL for NULL.
+    QuoteLiteral,
+    /// `quote_nullable(text)`: a string literal, or `NULL` for NULL.
+    QuoteNullable,
 }
 
 impl Func {
@@ -1333,22 +1339,6 @@ pub fn like(text: &str, pattern: &str) -> bool {
     go(&t, &p)
 }
 
-/// `quote_ident`: the name as is when it reads back as itself unquoted, else double-quoted.
-fn quote_ident(name: &str) -> String {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
-}
-
 /// The catalog sequence functions resolve their sequence in.
 fn sequence_catalog<'e>(env: &'e EvalEnv<'_>) -> SqlResult<&'e crate::catalog::Catalog> {
     env.sequences
@@ -1399,6 +1389,8 @@ fn eval_function(
             | Func::FormatType
             | Func::JsonBuildObject
             | Func::ArrayRemove
+            | Func::Format
+            | Func::QuoteNullable
     ) && !matches!(func, Func::Json(f) if f.takes_nulls());
     if strict && values.iter().any(Value::is_null) {
         return Ok(Value::Null);
@@ -1735,6 +1727,9 @@ fn eval_function(
         | Func::ConcatWs
         | Func::ToHex
         | Func::Md5
+        | Func::Format
+        | Func::QuoteLiteral
+        | Func::QuoteNullable
         | Func::Sqrt
         | Func::Cbrt
         | Func::Exp
@@ -1795,7 +1790,7 @@ fn eval_function(
                 ))
             }
         },
-        Func::QuoteIdent => Value::Text(quote_ident(&text_of(&arg(0)))),
+        Func::QuoteIdent => Value::Text(sql::quote_ident(&text_of(&arg(0)))),
         Func::Json(f) => {
             let types: Vec<DataType> = args.iter().map(Expr::ty).collect();
             crate::json_functions::eval(f, &values, &types, ty)?

@@ -57,6 +57,17 @@ pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signa
         }
         ("to_hex", 1) => (Func::ToHex, Text, vec![Int8]),
         ("md5", 1) => (Func::Md5, Text, vec![Text]),
+        ("format", 1..) => {
+            let mut wanted = vec![Text];
+            wanted.extend(
+                args[1..]
+                    .iter()
+                    .map(|t| if *t == Unknown { Text } else { ANY }),
+            );
+            (Func::Format, Text, wanted)
+        }
+        ("quote_literal", 1) => (Func::QuoteLiteral, Text, vec![ANY]),
+        ("quote_nullable", 1) => (Func::QuoteNullable, Text, vec![ANY]),
         ("sqrt", 1) => (Func::Sqrt, Float8, vec![Float8]),
         ("cbrt", 1) => (Func::Cbrt, Float8, vec![Float8]),
         ("exp", 1) => (Func::Exp, Float8, vec![Float8]),
@@ -105,7 +116,8 @@ pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signa
             | "chr" | "ascii" | "translate" | "concat_ws" | "to_hex" | "md5" | "sqrt" | "cbrt"
             | "exp" | "ln" | "log" | "log10" | "power" | "pow" | "pi" | "sign" | "mod" | "div"
             | "array_length" | "cardinality" | "string_to_array" | "regexp_replace"
-            | "to_timestamp" | "make_date" | "to_char",
+            | "to_timestamp" | "make_date" | "to_char" | "format" | "quote_literal"
+            | "quote_nullable",
             _,
         ) => {
             return Some(Err(SqlError::new(
@@ -194,6 +206,109 @@ fn finite(v: f64, what: &str) -> SqlResult<Value> {
         ));
     }
     Ok(Value::Float(v))
+}
+
+/// `text` as an SQL string literal: quotes doubled, and in `E'...'` form with backslashes
+/// doubled when it has any.
+fn quote_literal(text: &str) -> String {
+    let quoted = text.replace('\'', "''");
+    if quoted.contains('\\') {
+        format!("E'{}'", quoted.replace('\\', "\\\\"))
+    } else {
+        format!("'{quoted}'")
+    }
+}
+
+/// `format(formatstr, args)`: PostgreSQL's `%[position$][-][width]type` specifiers, type `s`
+/// (the value's text, NULL as nothing), `I` (an identifier, quoted as needed; NULL refused)
+/// or `L` (a literal, NULL as `NULL`), and `%%`.
+fn format_text(format: &str, args: &[Value]) -> SqlResult<String> {
+    let mut out = String::with_capacity(format.len());
+    let mut chars = format.chars().peekable();
+    let mut next_arg = 0;
+    let unterminated = || invalid("unterminated format() type specifier");
+    while let Some(c) = chars.next() {
+        if c != '%' {
+            out.push(c);
+            continue;
+        }
+        if chars.peek() == Some(&'%') {
+            chars.next();
+            out.push('%');
+            continue;
+        }
+        // Digits are a position when a `$` follows them, else a width.
+        let mut digits = String::new();
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        if !digits.is_empty() && chars.peek() == Some(&'$') {
+            chars.next();
+            let position: usize = digits
+                .parse()
+                .map_err(|_| invalid("format() position is too large"))?;
+            if position == 0 {
+                return Err(invalid(
+                    "format specifies argument 0, but arguments are numbered from 1",
+                ));
+            }
+            next_arg = position - 1;
+            digits.clear();
+        }
+        let left = digits.is_empty() && chars.peek() == Some(&'-');
+        if left {
+            chars.next();
+        }
+        while let Some(d) = chars.peek().filter(|d| d.is_ascii_digit()) {
+            digits.push(*d);
+            chars.next();
+        }
+        if chars.peek() == Some(&'*') {
+            return Err(SqlError::feature_not_supported(
+                "a width from the arguments (*) in format()",
+            ));
+        }
+        let width: usize = if digits.is_empty() {
+            0
+        } else {
+            digits
+                .parse()
+                .map_err(|_| invalid("format() width is too large"))?
+        };
+        let kind = chars.next().ok_or_else(unterminated)?;
+        if !matches!(kind, 's' | 'I' | 'L') {
+            return Err(invalid(format!(
+                "unrecognized format() type specifier \"{kind}\""
+            )));
+        }
+        let value = args
+            .get(next_arg)
+            .ok_or_else(|| invalid("too few arguments for format()"))?;
+        next_arg += 1;
+        let piece = match (kind, value) {
+            ('s', Value::Null) => String::new(),
+            ('s', v) => text(v),
+            ('I', Value::Null) => {
+                return Err(SqlError::new(
+                    ErrorKind::NullValueNotAllowed,
+                    "null values cannot be formatted as an SQL identifier",
+                ))
+            }
+            ('I', v) => sql::quote_ident(&text(v)),
+            (_, Value::Null) => "NULL".to_string(),
+            (_, v) => quote_literal(&text(v)),
+        };
+        let pad = width.saturating_sub(piece.chars().count());
+        if !left {
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+        out.push_str(&piece);
+        if left {
+            out.extend(std::iter::repeat_n(' ', pad));
+        }
+    }
+    Ok(out)
 }
 
 /// Evaluates one of this module's functions over its arguments (NULLs already handled for
@@ -315,6 +430,15 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
                 Err(_) => format!("{:x}", v as u64),
             })
         }
+        Func::Format => match arg(0) {
+            Value::Null => Value::Null,
+            format => Value::Text(format_text(&text(&format), &args[1..])?),
+        },
+        Func::QuoteLiteral => Value::Text(quote_literal(&text(&arg(0)))),
+        Func::QuoteNullable => match arg(0) {
+            Value::Null => Value::text("NULL"),
+            v => Value::Text(quote_literal(&text(&v))),
+        },
         Func::Md5 => {
             let digest = Md5::digest(text(&arg(0)).as_bytes());
             let mut out = String::with_capacity(32);

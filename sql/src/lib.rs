@@ -34,5 +34,5 @@ pub use parse::{ident, parse, split_statements, Overriding, Parsed, ParsedStatem
 pub use procedure::ProcedureText;
 pub use sequence_statement::AlterSequence;
 pub use sqlparser::ast;
-pub use types::{DataType, EnumType};
+pub use types::{quote_ident, DataType, EnumType};
 pub use value::{check_int_range, Value, PG_EPOCH_OFFSET_DAYS, PG_EPOCH_OFFSET_MICROS};

@@ -488,7 +488,7 @@ impl DataType {
             DataType::TimestampTzArray => "timestamp with time zone[]".into(),
             DataType::IntervalArray => "interval[]".into(),
             DataType::ByteaArray => "bytea[]".into(),
-            DataType::Enum(e) => quoted_identifier(e.name),
+            DataType::Enum(e) => quote_ident(e.name),
             DataType::Time => "time without time zone".into(),
             DataType::TimeArray => "time without time zone[]".into(),
         }
@@ -589,9 +589,9 @@ impl DataType {
     ];
 }
 
-/// A name as `format_type` writes it: double-quoted unless it is a plain lowercase
-/// identifier.
-fn quoted_identifier(name: &str) -> String {
+/// A name as `quote_ident` and `format_type` write it: double-quoted unless it reads back as
+/// itself unquoted (a plain lowercase identifier).
+pub fn quote_ident(name: &str) -> String {
     let plain = name
         .chars()
         .next()
