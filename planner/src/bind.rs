@@ -335,6 +335,20 @@ pub(crate) fn output_name(item: &ast::Expr) -> String {
             _ => "?column?".into(),
         },
         ast::Expr::Exists { .. } => "exists".into(),
+        // Named after its ELSE when that is a column or a call, as in PostgreSQL.
+        ast::Expr::Case {
+            else_result: Some(otherwise),
+            ..
+        } if matches!(
+            otherwise.as_ref(),
+            ast::Expr::Identifier(_)
+                | ast::Expr::CompoundIdentifier(_)
+                | ast::Expr::Function(_)
+                | ast::Expr::Case { .. }
+        ) =>
+        {
+            output_name(otherwise)
+        }
         ast::Expr::Case { .. } => "case".into(),
         ast::Expr::Interval(_) => "interval".into(),
         ast::Expr::Extract { .. } => "extract".into(),

@@ -22,12 +22,15 @@ pub struct AggregateContext {
     /// The ORDER BY inside the aggregates' arguments (its text, its keys over the input
     /// scope): the input is sorted by it before grouping.
     pub input_order: Option<AggregateOrder>,
+    /// The `GROUPING(...)` calls: each one's aggregate slot and its arguments' positions
+    /// among `groups` (`grouping_sets::aggregate_sets` gives each set's value).
+    pub grouping_calls: Vec<(usize, Vec<usize>)>,
 }
 
 /// An ORDER BY inside aggregate arguments: its text (to tell two apart) and its keys.
 pub type AggregateOrder = (String, Vec<SortKey>);
 
-pub(crate) const AGGREGATES: [&str; 14] = [
+pub(crate) const AGGREGATES: [&str; 15] = [
     "jsonb_agg",
     "json_agg",
     "jsonb_object_agg",
@@ -42,6 +45,7 @@ pub(crate) const AGGREGATES: [&str; 14] = [
     "bool_or",
     "string_agg",
     "every",
+    "grouping",
 ];
 
 /// A call's arguments when each is a plain expression (no names, no `*`, no subquery in
@@ -1803,6 +1807,11 @@ impl Binder<'_> {
                 format!("aggregate function {name}() is not allowed here"),
             ));
         };
+        if name == "grouping" {
+            let grouping = crate::grouping_sets::grouping_call(&mut ctx, call, scope);
+            self.aggregate = Some(ctx);
+            return grouping;
+        }
         // Arguments see the rows before grouping, and no window functions.
         let window = self.window.take();
         let input_scope = ctx.input_scope.clone();

@@ -1181,9 +1181,9 @@ impl Binder<'_> {
                 },
             };
         }
-        let group_exprs: Vec<ast::Expr> = match &select.group_by {
+        let (group_exprs, grouping_sets) = match &select.group_by {
             ast::GroupByExpr::Expressions(exprs, modifiers) if modifiers.is_empty() => {
-                exprs.clone()
+                crate::grouping_sets::expand(exprs)?
             }
             ast::GroupByExpr::Expressions(..) => {
                 return Err(SqlError::feature_not_supported("GROUP BY modifiers"))
@@ -1220,6 +1220,7 @@ impl Binder<'_> {
             }
         }
         let aggregating = !group_exprs.is_empty()
+            || grouping_sets.is_some()
             || items
                 .iter()
                 .any(|(e, _, _)| e.as_ref().is_some_and(contains_aggregate))
@@ -1251,12 +1252,17 @@ impl Binder<'_> {
                 let bound = self.expr(&source, &scope, None)?;
                 groups.push((source.to_string(), bound));
             }
-            groups.extend(self.functionally_dependent(&scope, &groups));
+            // With grouping sets a key's dependent columns are not grouped with it: a set
+            // without the key has them NULL.
+            if grouping_sets.is_none() {
+                groups.extend(self.functionally_dependent(&scope, &groups));
+            }
             self.aggregate = Some(AggregateContext {
                 groups,
                 aggregates: Vec::new(),
                 input_scope: scope.clone(),
                 input_order: None,
+                grouping_calls: Vec::new(),
             });
             // After aggregation the row is: group values, then aggregate values (filled in as
             // the projection binds them). The scope only needs the outer part and a width.
@@ -1402,10 +1408,20 @@ impl Binder<'_> {
                 };
             }
             let group_by = ctx.groups.into_iter().map(|(_, e)| e).collect();
-            rel = Rel::Aggregate {
-                input: Box::new(rel),
-                group_by,
-                aggregates: ctx.aggregates,
+            rel = match &grouping_sets {
+                Some(sets) => crate::grouping_sets::aggregate_sets(
+                    rel,
+                    group_by,
+                    ctx.aggregates,
+                    &ctx.grouping_calls,
+                    sets,
+                    outer.columns.len(),
+                ),
+                None => Rel::Aggregate {
+                    input: Box::new(rel),
+                    group_by,
+                    aggregates: ctx.aggregates,
+                },
             };
             if let Some(h) = having {
                 rel = Rel::Filter {

@@ -24,6 +24,7 @@ mod catalog;
 mod enum_type;
 mod expr;
 mod foreign_key;
+mod grouping_sets;
 mod json_functions;
 mod ledger;
 mod plan;
