@@ -1506,6 +1506,40 @@ impl Binder<'_> {
                     ty: DataType::TimestampTz,
                 })
             }
+            // age(ts) is age(current_date, ts): from midnight today.
+            ("age", 1 | 2) => {
+                let mut bound = Vec::with_capacity(2);
+                for a in &args {
+                    let value = self.expr(a, scope, None)?;
+                    let value = self.coerce(value, DataType::TimestampTz)?;
+                    if !matches!(
+                        value.ty(),
+                        DataType::Timestamp | DataType::TimestampTz | DataType::Date
+                    ) {
+                        return Err(SqlError::new(
+                            ErrorKind::UndefinedFunction,
+                            format!("function age({}) does not exist", value.ty().pg_name()),
+                        ));
+                    }
+                    bound.push(value);
+                }
+                if bound.len() == 1 {
+                    let today = Expr::Cast {
+                        expr: Box::new(Expr::Function {
+                            func: Func::Now,
+                            args: Vec::new(),
+                            ty: DataType::TimestampTz,
+                        }),
+                        ty: DataType::Date,
+                    };
+                    bound.insert(0, today);
+                }
+                return Ok(Expr::Function {
+                    func: Func::Age,
+                    args: bound,
+                    ty: DataType::Interval,
+                });
+            }
             // The session's time zone is UTC, so the local time of day is UTC's.
             ("localtime", 0) => {
                 return Ok(Expr::Cast {

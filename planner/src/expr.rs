@@ -230,6 +230,12 @@ pub enum Func {
     QuoteLiteral,
     /// `quote_nullable(text)`: a string literal, or `NULL` for NULL.
     QuoteNullable,
+    /// `regexp_match(text, pattern [, flags])`: the first match's groups (or the match).
+    RegexpMatch,
+    /// `regexp_split_to_array(text, pattern [, flags])`.
+    RegexpSplitToArray,
+    /// `age(a, b)`: the difference in years, months, days and time (`sql::datetime::age`).
+    Age,
 }
 
 impl Func {
@@ -1455,6 +1461,17 @@ fn eval_function(
             let (a, b) = (array_items(arg(0)), array_items(arg(1)));
             Value::Bool(a.iter().any(|x| b.iter().any(|y| x.compare(y) == Some(Ordering::Equal))))
         }
+        Func::Age => {
+            let micros = |v: Value| match v {
+                Value::Timestamp(us) | Value::TimestampTz(us) => Ok(us),
+                Value::Date(d) => Ok(sql::datetime::date_micros(d)),
+                other => Err(SqlError::mismatch(format!(
+                    "age() of {}",
+                    other.natural_type().pg_name()
+                ))),
+            };
+            Value::Interval(sql::datetime::age(micros(arg(0))?, micros(arg(1))?)?)
+        }
         Func::CancelBackend | Func::TerminateBackend => {
             let Value::Int(pid) = arg(0) else {
                 return Ok(Value::Null);
@@ -1730,6 +1747,8 @@ fn eval_function(
         | Func::Format
         | Func::QuoteLiteral
         | Func::QuoteNullable
+        | Func::RegexpMatch
+        | Func::RegexpSplitToArray
         | Func::Sqrt
         | Func::Cbrt
         | Func::Exp

@@ -100,6 +100,8 @@ pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signa
         ("cardinality", 1) => (Func::Cardinality, Int4, vec![ANY]),
         ("string_to_array", 2 | 3) => (Func::StringToArray, TextArray, vec![Text; n]),
         ("regexp_replace", 3 | 4) => (Func::RegexpReplace, Text, vec![Text; n]),
+        ("regexp_match", 2 | 3) => (Func::RegexpMatch, TextArray, vec![Text; n]),
+        ("regexp_split_to_array", 2 | 3) => (Func::RegexpSplitToArray, TextArray, vec![Text; n]),
         ("to_timestamp", 1) => (Func::ToTimestamp, TimestampTz, vec![Float8]),
         ("make_date", 3) => (Func::MakeDate, Date, vec![Int4; 3]),
         ("to_char", 2) => {
@@ -112,12 +114,43 @@ pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signa
             (Func::ToChar, Text, vec![numeric_timestamp(first), Text])
         }
         (
-            "lpad" | "rpad" | "split_part" | "strpos" | "initcap" | "reverse" | "starts_with"
-            | "chr" | "ascii" | "translate" | "concat_ws" | "to_hex" | "md5" | "sqrt" | "cbrt"
-            | "exp" | "ln" | "log" | "log10" | "power" | "pow" | "pi" | "sign" | "mod" | "div"
-            | "array_length" | "cardinality" | "string_to_array" | "regexp_replace"
-            | "to_timestamp" | "make_date" | "to_char" | "format" | "quote_literal"
-            | "quote_nullable",
+            "lpad"
+            | "rpad"
+            | "split_part"
+            | "strpos"
+            | "initcap"
+            | "reverse"
+            | "starts_with"
+            | "chr"
+            | "ascii"
+            | "translate"
+            | "concat_ws"
+            | "to_hex"
+            | "md5"
+            | "sqrt"
+            | "cbrt"
+            | "exp"
+            | "ln"
+            | "log"
+            | "log10"
+            | "power"
+            | "pow"
+            | "pi"
+            | "sign"
+            | "mod"
+            | "div"
+            | "array_length"
+            | "cardinality"
+            | "string_to_array"
+            | "regexp_replace"
+            | "to_timestamp"
+            | "make_date"
+            | "to_char"
+            | "format"
+            | "quote_literal"
+            | "quote_nullable"
+            | "regexp_match"
+            | "regexp_split_to_array",
             _,
         ) => {
             return Some(Err(SqlError::new(
@@ -206,6 +239,18 @@ fn finite(v: f64, what: &str) -> SqlResult<Value> {
         ));
     }
     Ok(Value::Float(v))
+}
+
+/// A regular-expression function's flags argument (`i`, and those in `also`); empty when
+/// absent. Other flags are refused (22023).
+fn regex_flags(flags: Option<&Value>, also: &str) -> SqlResult<String> {
+    let flags = flags.map(text).unwrap_or_default();
+    match flags.chars().find(|c| *c != 'i' && !also.contains(*c)) {
+        Some(bad) => Err(invalid(format!(
+            "invalid regular expression option: \"{bad}\""
+        ))),
+        None => Ok(flags),
+    }
 }
 
 /// `text` as an SQL string literal: quotes doubled, and in `E'...'` form with backslashes
@@ -578,17 +623,38 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
                     .collect(),
             )
         }
-        Func::RegexpReplace => {
-            let flags = if args.len() > 3 {
-                text(&arg(3))
-            } else {
-                String::new()
-            };
-            if let Some(bad) = flags.chars().find(|c| !matches!(c, 'g' | 'i')) {
+        Func::RegexpMatch | Func::RegexpSplitToArray => {
+            let flags = regex_flags(args.get(2), "g")?;
+            if flags.contains('g') {
                 return Err(invalid(format!(
-                    "invalid regular expression option: \"{bad}\""
+                    "{}() does not support the \"global\" option",
+                    if func == Func::RegexpMatch {
+                        "regexp_match"
+                    } else {
+                        "regexp_split_to_array"
+                    }
                 )));
             }
+            let re = compile_regex(&text(&arg(1)), flags.contains('i'))?;
+            let s = text(&arg(0));
+            if func == Func::RegexpSplitToArray {
+                return Ok(Value::Array(re.split(&s).map(Value::text).collect()));
+            }
+            match re.captures(&s) {
+                None => Value::Null,
+                // The groups, or the whole match when there are none.
+                Some(found) if found.len() == 1 => Value::Array(vec![Value::text(&found[0])]),
+                Some(found) => Value::Array(
+                    found
+                        .iter()
+                        .skip(1)
+                        .map(|g| g.map_or(Value::Null, |g| Value::text(g.as_str())))
+                        .collect(),
+                ),
+            }
+        }
+        Func::RegexpReplace => {
+            let flags = regex_flags(args.get(3), "g")?;
             let re = compile_regex(&text(&arg(1)), flags.contains('i'))?;
             let replacement = replacement_template(&text(&arg(2)));
             let s = text(&arg(0));

@@ -50,6 +50,63 @@ pub fn add_interval(us: i64, interval: &Interval) -> SqlResult<i64> {
         .ok_or_else(out_of_range)
 }
 
+/// `age(a, b)`: the difference in calendar fields (years and months, days, time), as
+/// PostgreSQL's `timestamp_age` forms it: each field of `a` minus `b`'s, borrowing from the
+/// next larger field where one is negative (a month lends the days of the month it comes
+/// from), the sign applied to the whole when `a` is earlier.
+pub fn age(a: i64, b: i64) -> SqlResult<Interval> {
+    let (t1, t2) = (to_datetime(a)?, to_datetime(b)?);
+    let sign: i64 = if a < b { -1 } else { 1 };
+    let field = |x: i64, y: i64| sign * (x - y);
+    let mut usec = field(
+        a.rem_euclid(MICROS_PER_SECOND),
+        b.rem_euclid(MICROS_PER_SECOND),
+    );
+    let mut sec = field(t1.second() as i64, t2.second() as i64);
+    let mut min = field(t1.minute() as i64, t2.minute() as i64);
+    let mut hour = field(t1.hour() as i64, t2.hour() as i64);
+    let mut day = field(t1.day() as i64, t2.day() as i64);
+    let mut month = field(t1.month() as i64, t2.month() as i64);
+    let mut year = field(t1.year() as i64, t2.year() as i64);
+    let borrow = |low: &mut i64, high: &mut i64, size: i64| {
+        while *low < 0 {
+            *low += size;
+            *high -= 1;
+        }
+    };
+    borrow(&mut usec, &mut sec, MICROS_PER_SECOND);
+    borrow(&mut sec, &mut min, 60);
+    borrow(&mut min, &mut hour, 60);
+    borrow(&mut hour, &mut day, 24);
+    // The days of the earlier timestamp's month.
+    let lender = if a < b { t1 } else { t2 };
+    borrow(
+        &mut day,
+        &mut month,
+        days_in_month(lender.year(), lender.month()),
+    );
+    borrow(&mut month, &mut year, 12);
+    let overflow = || SqlError::numeric_out_of_range("interval out of range");
+    Ok(Interval {
+        months: i32::try_from(sign * (year * 12 + month)).map_err(|_| overflow())?,
+        days: i32::try_from(sign * day).map_err(|_| overflow())?,
+        micros: sign * (((hour * 60 + min) * 60 + sec) * MICROS_PER_SECOND + usec),
+    })
+}
+
+fn days_in_month(year: i32, month: u32) -> i64 {
+    let first = NaiveDate::from_ymd_opt(year, month, 1);
+    let next = if month == 12 {
+        NaiveDate::from_ymd_opt(year + 1, 1, 1)
+    } else {
+        NaiveDate::from_ymd_opt(year, month + 1, 1)
+    };
+    match (first, next) {
+        (Some(first), Some(next)) => (next - first).num_days(),
+        _ => 31,
+    }
+}
+
 /// The microseconds at the start of a date.
 pub fn date_micros(days: i32) -> i64 {
     days as i64 * MICROS_PER_DAY
