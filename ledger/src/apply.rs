@@ -902,33 +902,31 @@ impl Executor {
                 unique,
                 if_not_exists,
             } => {
-                if catalog.relation_exists(&name) {
-                    if if_not_exists {
-                        return Ok(Outcome::default());
-                    }
-                    return Err(SqlError::new(
-                        ErrorKind::DuplicateTable,
-                        format!("relation \"{name}\" already exists"),
-                    ));
-                }
-                let old = self.resolve(&table)?;
-                if unique {
-                    refuse_on_ledger_table(&old, "a unique index")?;
-                }
-                let mut def = (*old).clone();
-                let id = catalog.next_table_id + 1;
-                catalog.next_table_id += 1;
-                let index = planner::IndexDef {
-                    id,
+                let index = NewIndex {
                     name,
                     columns,
                     unique,
-                    storage: format!("i{id}"),
+                    if_not_exists,
+                    predicate: None,
                 };
-                self.build_index(&old, &index)?;
-                def.indexes.push(index);
-                def.shape_version += 1;
-                catalog.tables.insert(def.name.clone(), Arc::new(def));
+                self.create_index(&mut catalog, &table, index)?;
+            }
+            DdlPlan::CreatePartialIndex {
+                table,
+                name,
+                columns,
+                unique,
+                if_not_exists,
+                predicate,
+            } => {
+                let index = NewIndex {
+                    name,
+                    columns,
+                    unique,
+                    if_not_exists,
+                    predicate: Some(predicate),
+                };
+                self.create_index(&mut catalog, &table, index)?;
             }
             DdlPlan::CreateProcedure {
                 procedure,
@@ -1103,6 +1101,14 @@ impl Executor {
                 }
             }
         }
+        // The predicates of partial indexes that went (with DROP INDEX, their table, or a
+        // column) go too.
+        let live: std::collections::HashSet<u32> = catalog
+            .tables
+            .values()
+            .flat_map(|t| t.indexes.iter().map(|i| i.id))
+            .collect();
+        catalog.index_predicates.retain(|id, _| live.contains(id));
         self.set_catalog(catalog)?;
         Ok(Outcome::default())
     }
@@ -1220,15 +1226,74 @@ impl Executor {
 
     /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
     /// On failure the storage is dropped again.
-    fn build_index(&mut self, table: &TableDef, index: &planner::IndexDef) -> SqlResult<()> {
+    /// CREATE INDEX: the index of `table` built from its rows (those `index.predicate`
+    /// accepts, for a partial one) and added to `catalog`; nothing when the name is taken and
+    /// `if_not_exists` is set.
+    fn create_index(
+        &mut self,
+        catalog: &mut Catalog,
+        table: &TableRef,
+        index: NewIndex,
+    ) -> SqlResult<()> {
+        let NewIndex {
+            name,
+            columns,
+            unique,
+            if_not_exists,
+            predicate,
+        } = index;
+        if catalog.relation_exists(&name) {
+            if if_not_exists {
+                return Ok(());
+            }
+            return Err(SqlError::new(
+                ErrorKind::DuplicateTable,
+                format!("relation \"{name}\" already exists"),
+            ));
+        }
+        let old = self.resolve(table)?;
+        if unique {
+            refuse_on_ledger_table(&old, "a unique index")?;
+        }
+        let mut def = (*old).clone();
+        let id = catalog.next_table_id + 1;
+        catalog.next_table_id += 1;
+        let index = planner::IndexDef {
+            id,
+            name,
+            columns,
+            unique,
+            storage: format!("{}{id}", if predicate.is_some() { 'p' } else { 'i' }),
+        };
+        self.build_index(&old, &index, predicate.as_ref())?;
+        if let Some(predicate) = predicate {
+            catalog.index_predicates.insert(id, Arc::new(predicate));
+        }
+        def.indexes.push(index);
+        def.shape_version += 1;
+        catalog.tables.insert(def.name.clone(), Arc::new(def));
+        Ok(())
+    }
+
+    fn build_index(
+        &mut self,
+        table: &TableDef,
+        index: &planner::IndexDef,
+        predicate: Option<&planner::IndexPredicate>,
+    ) -> SqlResult<()> {
         self.fill_new_storage(
             table,
             index.id,
             &index.storage,
             |row_key, row| {
+                if let Some(predicate) = predicate {
+                    if !predicate.accepts(row)? {
+                        return Ok(None);
+                    }
+                }
                 let mut entry = Vec::new();
                 let value = crate::executor::index_entry_into(index, row, row_key, &mut entry)?;
-                Ok((entry, value.to_vec()))
+                Ok(Some((entry, value.to_vec())))
             },
             |row| {
                 SqlError::new(
@@ -1265,7 +1330,7 @@ impl Executor {
                     new.primary_key.iter().map(|&c| row[c].clone()).collect();
                 let mut value = Vec::new();
                 crate::row::encode_row(0, row, &mut value);
-                Ok((encode_key(&key_values)?, value))
+                Ok(Some((encode_key(&key_values)?, value)))
             },
             |row| {
                 let mut e = duplicate_key(new, row);
@@ -1328,7 +1393,7 @@ impl Executor {
                 check_altered_row(new, &rebuilt, &env)?;
                 let mut bytes = Vec::new();
                 crate::row::encode_row(version, &rebuilt, &mut bytes);
-                Ok((row_key.to_vec(), bytes))
+                Ok(Some((row_key.to_vec(), bytes)))
             },
             |_| SqlError::internal("a row key repeated while a table was rebuilt"),
         )?;
@@ -1344,7 +1409,7 @@ impl Executor {
         source: &TableDef,
         id: u32,
         name: &str,
-        entry: impl Fn(&[u8], &Row) -> SqlResult<(Vec<u8>, Vec<u8>)>,
+        entry: impl Fn(&[u8], &Row) -> SqlResult<Option<(Vec<u8>, Vec<u8>)>>,
         duplicate: impl Fn(&Row) -> SqlError,
     ) -> SqlResult<()> {
         self.holds_every_shard()?;
@@ -1356,7 +1421,9 @@ impl Executor {
                 let target = shard.engine.create_table(name).map_err(kv_error)?;
                 created.push(target);
                 for (row_key, row) in &rows {
-                    let (key, value) = entry(row_key, row)?;
+                    let Some((key, value)) = entry(row_key, row)? else {
+                        continue;
+                    };
                     if !shard
                         .engine
                         .insert(target, &key, &value)
@@ -1872,13 +1939,31 @@ fn check_staged_unique(
         if values.iter().any(Value::is_null) {
             continue;
         }
-        let taken = !own.insert((n, encode_key(&values)?))
-            || !reader.rows_with(table, &index.columns, row)?.is_empty();
+        // A partial index: only rows its predicate accepts count, on either side.
+        let predicate = reader.catalog.index_predicates.get(&index.id);
+        let counts = |r: &[Value]| predicate.map_or(Ok(true), |p| p.accepts(r));
+        if !counts(row)? {
+            continue;
+        }
+        let mut others = false;
+        for other in reader.rows_with(table, &index.columns, row)? {
+            others |= counts(&other.row)?;
+        }
+        let taken = !own.insert((n, encode_key(&values)?)) || others;
         if taken {
             return Err(unique_violation(table, &index.name, &index.columns, row));
         }
     }
     Ok(())
+}
+
+/// A CREATE INDEX's definition as the binder gave it.
+struct NewIndex {
+    name: String,
+    columns: Vec<usize>,
+    unique: bool,
+    if_not_exists: bool,
+    predicate: Option<planner::IndexPredicate>,
 }
 
 /// Refuses to drop `table` while a foreign key of a table not dropped with it (`dropped`)

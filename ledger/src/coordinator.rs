@@ -19,7 +19,8 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_ENUMS,
-    META_FOREIGN_KEYS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_VIEWS,
+    META_FOREIGN_KEYS, META_INDEX_PREDICATES, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE,
+    META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -144,6 +145,11 @@ impl Coordinator {
         if let Some(bytes) = first.get(meta, META_VIEWS).map_err(kv_error)? {
             catalog.views = bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
+        }
+        if let Some(bytes) = first.get(meta, META_INDEX_PREDICATES).map_err(kv_error)? {
+            catalog.index_predicates = bincode::deserialize(&bytes).map_err(|e| {
+                SqlError::internal(format!("stored index predicates are unreadable: {e}"))
+            })?;
         }
         if let Some(bytes) = first.get(meta, META_ENUMS).map_err(kv_error)? {
             catalog.enums = bincode::deserialize(&bytes).map_err(|e| {

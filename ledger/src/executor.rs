@@ -31,6 +31,7 @@ pub(crate) const META_CATALOG: &[u8] = b"catalog";
 /// The catalog's views (kept apart: see `Catalog::views`).
 pub(crate) const META_VIEWS: &[u8] = b"views";
 pub(crate) const META_ENUMS: &[u8] = b"enums";
+pub(crate) const META_INDEX_PREDICATES: &[u8] = b"index_predicates";
 /// The catalog's foreign keys (kept apart, as views are).
 pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
@@ -324,6 +325,8 @@ impl Executor {
             .map_err(|e| SqlError::internal(e.to_string()))?;
         let enums =
             bincode::serialize(&catalog.enums).map_err(|e| SqlError::internal(e.to_string()))?;
+        let index_predicates = bincode::serialize(&catalog.index_predicates)
+            .map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
         engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
@@ -335,6 +338,9 @@ impl Executor {
             .put(meta, META_FOREIGN_KEYS, &foreign_keys)
             .map_err(kv_error)?;
         engine.put(meta, META_ENUMS, &enums).map_err(kv_error)?;
+        engine
+            .put(meta, META_INDEX_PREDICATES, &index_predicates)
+            .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
             *published = self.catalog.clone();
@@ -711,16 +717,40 @@ impl Executor {
     /// Moves a row's index entries from its old values to its new ones (either may be
     /// absent), checking unique indexes; every change is undoable. An index's entries live
     /// in the partition of their row.
-    fn update_indexes(
+    fn update_indexes<'r>(
         &mut self,
         table: &TableDef,
         shard: usize,
         row_key: &[u8],
-        old: Option<&[Value]>,
-        new: Option<&[Value]>,
+        old: Option<&'r [Value]>,
+        new: Option<&'r [Value]>,
     ) -> SqlResult<()> {
         for index in &table.indexes {
             let storage = self.shard(shard)?.handle(index.id)?;
+            // A partial index holds only the rows its predicate accepts.
+            let (old, new) = match index.is_partial() {
+                true => {
+                    let predicate = self
+                        .catalog
+                        .index_predicates
+                        .get(&index.id)
+                        .cloned()
+                        .ok_or_else(|| {
+                            SqlError::internal(format!(
+                                "index \"{}\" lost its predicate",
+                                index.name
+                            ))
+                        })?;
+                    let kept = |row: Option<&'r [Value]>| -> SqlResult<Option<&'r [Value]>> {
+                        match row {
+                            Some(r) if predicate.accepts(r)? => Ok(Some(r)),
+                            _ => Ok(None),
+                        }
+                    };
+                    (kept(old)?, kept(new)?)
+                }
+                false => (old, new),
+            };
             let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
             let mut new_entry = std::mem::take(&mut self.entry_scratch);
             let new_entry = match new {

@@ -1154,12 +1154,9 @@ fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
                 .map(|&c| Expr::literal(key[c].clone()))
                 .collect(),
         )
-    } else if let Some((n, index)) = table
-        .indexes
-        .iter()
-        .enumerate()
-        .find(|(_, i)| i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()]))
-    {
+    } else if let Some((n, index)) = table.indexes.iter().enumerate().find(|(_, i)| {
+        !i.is_partial() && i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()])
+    }) {
         Access::Index {
             index: n,
             name: index.name.clone(),

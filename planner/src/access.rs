@@ -90,11 +90,12 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
         }
     }
     // The index whose leading columns the filter fixes the most of (a unique index fixed
-    // completely first).
+    // completely first); never a partial one, which lacks the rows its predicate refuses.
     let best_index = table
         .indexes
         .iter()
         .enumerate()
+        .filter(|(_, index)| !index.is_partial())
         .map(|(i, index)| {
             let key: Vec<Expr> = index.columns.iter().map_while(|c| equal(*c)).collect();
             let complete = key.len() == index.columns.len();

@@ -233,6 +233,21 @@ impl Binder<'_> {
         operation: &ast::AlterTableOperation,
     ) -> SqlResult<()> {
         use ast::AlterTableOperation as Op;
+        // A partial index's predicate names columns by position and as written.
+        let reshapes_columns = matches!(
+            operation,
+            Op::DropColumn { .. }
+                | Op::RenameColumn { .. }
+                | Op::AlterColumn {
+                    op: ast::AlterColumnOperation::SetDataType { .. },
+                    ..
+                }
+        );
+        if reshapes_columns && change.def.indexes.iter().any(|i| i.is_partial()) {
+            return Err(SqlError::feature_not_supported(
+                "dropping, renaming or retyping a column of a table with a partial index",
+            ));
+        }
         match operation {
             Op::AddColumn {
                 if_not_exists,

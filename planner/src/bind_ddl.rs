@@ -415,9 +415,6 @@ impl Binder<'_> {
     }
 
     pub(crate) fn create_index(&mut self, index: &ast::CreateIndex) -> SqlResult<Plan> {
-        if index.predicate.is_some() {
-            return Err(SqlError::feature_not_supported("partial indexes"));
-        }
         if !index.include.is_empty() {
             return Err(SqlError::feature_not_supported("INCLUDE columns"));
         }
@@ -446,6 +443,16 @@ impl Binder<'_> {
                 )
             }
         };
+        if let Some(predicate) = &index.predicate {
+            return Ok(Plan::Ddl(DdlPlan::CreatePartialIndex {
+                table: table.reference(),
+                name,
+                columns,
+                unique: index.unique,
+                if_not_exists: index.if_not_exists,
+                predicate: self.index_predicate(&table, predicate)?,
+            }));
+        }
         Ok(Plan::Ddl(DdlPlan::CreateIndex {
             table: table.reference(),
             name,
@@ -453,6 +460,46 @@ impl Binder<'_> {
             unique: index.unique,
             if_not_exists: index.if_not_exists,
         }))
+    }
+
+    /// A partial index's WHERE: boolean, over the table's columns, and computed from them
+    /// alone (no subqueries, nothing that changes between evaluations), as PostgreSQL
+    /// requires of an index predicate.
+    fn index_predicate(&mut self, table: &TableDef, e: &ast::Expr) -> SqlResult<IndexPredicate> {
+        let scope = Scope {
+            columns: table_scope(table, &table.name),
+            outer_len: 0,
+        };
+        let expr = self.expr(e, &scope, Some(DataType::Bool))?;
+        if expr.ty() != DataType::Bool {
+            return Err(SqlError::mismatch("argument of WHERE must be type boolean"));
+        }
+        let mut reads_more = false;
+        expr.visit(&mut |e| {
+            reads_more |= matches!(e, Expr::Subquery { .. } | Expr::InSubquery { .. });
+        });
+        let volatile = expr.calls(|f| {
+            matches!(
+                f,
+                Func::Now
+                    | Func::Random
+                    | Func::GenRandomUuid
+                    | Func::NextVal
+                    | Func::CurrVal
+                    | Func::SetVal
+                    | Func::LastVal
+            )
+        });
+        if reads_more || volatile {
+            return Err(SqlError::new(
+                ErrorKind::InvalidObjectDefinition,
+                "functions in index predicate must be marked IMMUTABLE",
+            ));
+        }
+        Ok(IndexPredicate {
+            expr,
+            sql: e.to_string(),
+        })
     }
 
     pub(crate) fn key_columns(

@@ -48,6 +48,31 @@ impl IndexDef {
     pub fn oid(&self) -> u32 {
         FIRST_USER_OID + self.id
     }
+
+    /// A partial index (`CREATE INDEX ... WHERE`) holds only the rows its predicate
+    /// (`Catalog::index_predicates`) accepts, so nothing may look rows up through it. Its
+    /// storage is named `p<id>` (`i<id>` otherwise): the definition's stored layout has no
+    /// room for a flag, and the readers that must pass it by have only the table's
+    /// definition.
+    pub fn is_partial(&self) -> bool {
+        self.storage.starts_with('p')
+    }
+}
+
+/// A partial index's predicate, over its table's row.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexPredicate {
+    pub expr: Expr,
+    /// As written, for `pg_indexes` and `pg_get_indexdef`.
+    pub sql: String,
+}
+
+impl IndexPredicate {
+    /// Whether `row` belongs in the index (NULL does not).
+    pub fn accepts(&self, row: &[Value]) -> SqlResult<bool> {
+        let env = crate::expr::EvalEnv::without_subqueries(&[], 0);
+        Ok(self.expr.eval(row, &env)?.is_true())
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -172,6 +197,10 @@ pub struct Catalog {
     /// Stored under a key of their own (the executor's `META_ENUMS`), as views are.
     #[serde(skip)]
     pub enums: BTreeMap<String, Arc<crate::enum_type::EnumDef>>,
+    /// Partial indexes' predicates by index id; stored under a key of their own (the
+    /// executor's `META_INDEX_PREDICATES`), as views are.
+    #[serde(skip)]
+    pub index_predicates: BTreeMap<u32, Arc<IndexPredicate>>,
     /// Never stored: the node's sessions, filled in by the session that reads
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

@@ -127,7 +127,10 @@ pub fn unique_on(table: &TableDef, columns: &[usize]) -> bool {
     let same =
         |key: &[usize]| key.len() == columns.len() && columns.iter().all(|c| key.contains(c));
     (table.has_primary_key() && same(&table.primary_key))
-        || table.indexes.iter().any(|i| i.unique && same(&i.columns))
+        || table
+            .indexes
+            .iter()
+            .any(|i| i.unique && !i.is_partial() && same(&i.columns))
 }
 
 pub fn no_unique_key(parent: &str) -> SqlError {

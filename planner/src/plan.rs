@@ -451,6 +451,15 @@ pub enum DdlPlan {
         names: Vec<String>,
         if_exists: bool,
     },
+    /// CREATE INDEX ... WHERE: `CreateIndex`'s fields and the predicate rows must meet.
+    CreatePartialIndex {
+        table: TableRef,
+        name: String,
+        columns: Vec<usize>,
+        unique: bool,
+        if_not_exists: bool,
+        predicate: crate::catalog::IndexPredicate,
+    },
 }
 
 impl DdlPlan {

@@ -777,7 +777,11 @@ impl SystemTable {
                             int(index.columns.len() as i64),
                             Value::Array(index.columns.iter().map(|_| int(0)).collect()),
                             b(false),
-                            null(),
+                            // PostgreSQL stores the predicate's tree; its text stands in.
+                            catalog
+                                .index_predicates
+                                .get(&index.id)
+                                .map_or(Value::Null, |p| text(&p.sql)),
                             null(),
                             b(false),
                             b(true),
@@ -1390,8 +1394,13 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
                 Func::RegClassName => return Some(index.name.clone()),
                 Func::GetIndexDef => {
                     let unique = if index.unique { "UNIQUE " } else { "" };
+                    let predicate = catalog
+                        .index_predicates
+                        .get(&index.id)
+                        .map(|p| format!(" WHERE ({})", p.sql))
+                        .unwrap_or_default();
                     return Some(format!(
-                        "CREATE {unique}INDEX {} ON public.{} USING btree ({columns})",
+                        "CREATE {unique}INDEX {} ON public.{} USING btree ({columns}){predicate}",
                         index.name, t.name
                     ));
                 }

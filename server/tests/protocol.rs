@@ -1189,6 +1189,59 @@ async fn enum_types_survive_kill9() {
     );
 }
 
+/// Partial indexes come back after kill -9 with their predicates, from the checkpoint and
+/// from the log, and still hold only the rows those accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_indexes_survive_kill9() {
+    let mut server = TestServer::start_with(&["--partitions", "2"]);
+    let c = server.client().await;
+    c.batch_execute(
+        "create table accounts_live (id int primary key, handle text not null, closed bool not null default false);
+         create unique index handle_open on accounts_live (handle) where not closed;
+         insert into accounts_live values (1, 'ann', true), (2, 'ann', false);",
+    )
+    .await
+    .unwrap();
+    wait_for_checkpoint(&c).await;
+    c.batch_execute(
+        "create unique index handle_big on accounts_live (handle) where id >= 100;
+         insert into accounts_live values (100, 'bob', false), (101, 'cy', true);",
+    )
+    .await
+    .unwrap();
+    drop(c);
+    server.kill9_and_restart();
+    let c = server.client().await;
+    assert_eq!(
+        scalar(
+            &c,
+            "select string_agg(pg_get_indexdef(indexrelid), '; ' order by indexrelid) from pg_index where indpred is not null"
+        )
+        .await
+        .as_deref(),
+        Some(
+            "CREATE UNIQUE INDEX handle_open ON public.accounts_live USING btree (handle) WHERE (NOT closed); \
+             CREATE UNIQUE INDEX handle_big ON public.accounts_live USING btree (handle) WHERE (id >= 100)"
+        )
+    );
+    for (bad, why) in [
+        (
+            "insert into accounts_live values (3, 'ann', false)",
+            "an open 'ann' exists",
+        ),
+        (
+            "insert into accounts_live values (102, 'bob', true)",
+            "'bob' with an id from 100 exists",
+        ),
+    ] {
+        let e = c.batch_execute(bad).await.unwrap_err();
+        assert_eq!(code(&e), "23505", "{why}: {e}");
+    }
+    c.batch_execute("insert into accounts_live values (12, 'ann', true), (5, 'bob', true)")
+        .await
+        .unwrap();
+}
+
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a
 /// prepared statement sees the transaction's own; a concurrent schema change makes the
 /// COMMIT fail with 40001 and leaves nothing behind; committed ones survive kill -9 (from

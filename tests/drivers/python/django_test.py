@@ -6,8 +6,9 @@ aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
 (jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
 Python's uuid4, one from the database's gen_random_uuid() default), and ArrayField
-(varchar[] and integer[]) with its lookups, a DurationField (interval) and a TimeField
-(time, added by a later migration).
+(varchar[] and integer[]) with its lookups, a DurationField (interval), a TimeField
+(time, added by a later migration) and a conditional UniqueConstraint (a partial unique
+index).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -43,7 +44,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 5, "the shop migrations are recorded")
+    check(cursor.fetchone()[0] == 6, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -147,6 +148,15 @@ Article.objects.filter(title="b").update(publish_at=datetime.time(18, 5, 15))
 check(Article.objects.get(title="b").publish_at == datetime.time(18, 5, 15), "a time read back")
 check(Article.objects.filter(publish_at__lt=datetime.time(12)).get().title == "a", "time comparison")
 check(Article.objects.filter(publish_at__hour=18).get().title == "b", "time __hour lookup")
+# The conditional UniqueConstraint (a partial unique index): unpublished titles may repeat.
+Article.objects.create(title="b")
+try:
+    with transaction.atomic():
+        Article.objects.create(title="b", publish_at=datetime.time(9))
+    check(False, "a second published title was accepted")
+except IntegrityError:
+    pass
+check(Article.objects.filter(title="b").count() == 2, "a conditional unique constraint")
 article = Article.objects.get(title="a")
 article.tags.append("web")
 article.save()

@@ -34,3 +34,13 @@ class Article(models.Model):
     scores = ArrayField(models.IntegerField(), null=True)
     reading_time = models.DurationField(null=True)
     publish_at = models.TimeField(null=True)
+
+    class Meta:
+        constraints = [
+            # A conditional unique constraint: a partial unique index.
+            models.UniqueConstraint(
+                fields=["title"],
+                condition=models.Q(publish_at__isnull=False),
+                name="article_title_published",
+            )
+        ]
