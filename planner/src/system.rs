@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::catalog::{Catalog, TableDef, FIRST_USER_OID};
-use crate::expr::Func;
+use crate::expr::{Expr, Func};
 use crate::sequence::Identity;
 
 pub const PG_CATALOG_NAMESPACE: i64 = 11;
@@ -75,6 +75,8 @@ pub enum SystemTable {
     PgStatActivity,
     /// Empty: there are no range types (drivers join it when they look a type up).
     PgRange,
+    /// Every index (primary keys' too) with its definition.
+    PgIndexes,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -145,6 +147,7 @@ impl SystemTable {
             "pg_settings" => PgSettings,
             "pg_stat_activity" => PgStatActivity,
             "pg_range" => PgRange,
+            "pg_indexes" => PgIndexes,
             "pg_sequence" => PgSequence,
             "pg_depend" => PgDepend,
             "pg_sequences" => PgSequences,
@@ -180,6 +183,7 @@ impl SystemTable {
             PgEnum => 3501,
             PgStatActivity => 12_222,
             PgRange => 3541,
+            PgIndexes => 12_045,
             other => 12_000 + other as u32,
         }
     }
@@ -220,6 +224,7 @@ impl SystemTable {
             PgEnum => "pg_enum",
             PgStatActivity => "pg_stat_activity",
             PgRange => "pg_range",
+            PgIndexes => "pg_indexes",
         }
     }
 
@@ -507,6 +512,13 @@ impl SystemTable {
                 ("query_id", DataType::Int8),
                 ("query", Text),
                 ("backend_type", Text),
+            ],
+            PgIndexes => vec![
+                ("schemaname", Name),
+                ("tablename", Name),
+                ("indexname", Name),
+                ("tablespace", Name),
+                ("indexdef", Text),
             ],
             PgRange => vec![
                 ("rngtypid", Oid),
@@ -957,6 +969,24 @@ impl SystemTable {
             | PgSettings
             | PgTrigger
             | PgRange => {}
+            PgIndexes => {
+                for t in catalog.tables.values() {
+                    let keys = t
+                        .has_primary_key()
+                        .then(|| (index_oid(t.oid()), pkey_name(t)));
+                    let indexes = t.indexes.iter().map(|i| (i.oid(), i.name.clone()));
+                    for (oid, name) in keys.into_iter().chain(indexes) {
+                        rows.push(vec![
+                            text("public"),
+                            text(&t.name),
+                            text(&name),
+                            null(),
+                            describe_oid(catalog, Func::GetIndexDef, oid)
+                                .map_or(Value::Null, Value::Text),
+                        ]);
+                    }
+                }
+            }
             PgEnum => {
                 for e in catalog.enums.values() {
                     for (i, label) in e.labels.iter().enumerate() {
@@ -1394,10 +1424,14 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
                 Func::RegClassName => return Some(index.name.clone()),
                 Func::GetIndexDef => {
                     let unique = if index.unique { "UNIQUE " } else { "" };
+                    // PostgreSQL parenthesizes a predicate unless it is a column or a call.
                     let predicate = catalog
                         .index_predicates
                         .get(&index.id)
-                        .map(|p| format!(" WHERE ({})", p.sql))
+                        .map(|p| match p.expr {
+                            Expr::Column(..) | Expr::Function { .. } => format!(" WHERE {}", p.sql),
+                            _ => format!(" WHERE ({})", p.sql),
+                        })
                         .unwrap_or_default();
                     return Some(format!(
                         "CREATE {unique}INDEX {} ON public.{} USING btree ({columns}){predicate}",
