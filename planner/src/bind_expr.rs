@@ -1524,15 +1524,7 @@ impl Binder<'_> {
                     bound.push(value);
                 }
                 if bound.len() == 1 {
-                    let today = Expr::Cast {
-                        expr: Box::new(Expr::Function {
-                            func: Func::Now,
-                            args: Vec::new(),
-                            ty: DataType::TimestampTz,
-                        }),
-                        ty: DataType::Date,
-                    };
-                    bound.insert(0, today);
+                    bound.insert(0, now_as(DataType::Date));
                 }
                 return Ok(Expr::Function {
                     func: Func::Age,
@@ -1541,26 +1533,8 @@ impl Binder<'_> {
                 });
             }
             // The session's time zone is UTC, so the local time of day is UTC's.
-            ("localtime", 0) => {
-                return Ok(Expr::Cast {
-                    expr: Box::new(Expr::Function {
-                        func: Func::Now,
-                        args: Vec::new(),
-                        ty: DataType::TimestampTz,
-                    }),
-                    ty: DataType::Time,
-                })
-            }
-            ("current_date", 0) => {
-                return Ok(Expr::Cast {
-                    expr: Box::new(Expr::Function {
-                        func: Func::Now,
-                        args: Vec::new(),
-                        ty: DataType::TimestampTz,
-                    }),
-                    ty: DataType::Date,
-                })
-            }
+            ("localtime", 0) => return Ok(now_as(DataType::Time)),
+            ("current_date", 0) => return Ok(now_as(DataType::Date)),
             ("current_database" | "current_catalog", 0) => {
                 return fixed(Value::text("ledger"), DataType::Name)
             }
@@ -2261,6 +2235,18 @@ fn is_temporal(ty: DataType) -> bool {
             | DataType::Interval
             | DataType::Time
     )
+}
+
+/// The statement's time as `ty` (today's date, the time of day).
+fn now_as(ty: DataType) -> Expr {
+    Expr::Cast {
+        expr: Box::new(Expr::Function {
+            func: Func::Now,
+            args: Vec::new(),
+            ty: DataType::TimestampTz,
+        }),
+        ty,
+    }
 }
 
 /// A type to expect, if it is known yet.
