@@ -204,14 +204,16 @@ pub(crate) fn unique_violation(
     columns: &[usize],
     row: &[Value],
 ) -> SqlError {
+    unique_violation_described(name, key_description(table, columns, row))
+}
+
+/// `unique_violation` with the key already described (`Key (...)=(...)`).
+pub(crate) fn unique_violation_described(name: &str, key: String) -> SqlError {
     SqlError::new(
         ErrorKind::UniqueViolation,
         format!("duplicate key value violates unique constraint \"{name}\""),
     )
-    .with_detail(format!(
-        "{} already exists.",
-        key_description(table, columns, row)
-    ))
+    .with_detail(format!("{key} already exists."))
 }
 
 fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
@@ -907,24 +909,24 @@ impl Executor {
                     columns,
                     unique,
                     if_not_exists,
-                    predicate: None,
+                    derivation: None,
                 };
                 self.create_index(&mut catalog, &table, index)?;
             }
-            DdlPlan::CreatePartialIndex {
+            DdlPlan::CreateDerivedIndex {
                 table,
                 name,
                 columns,
                 unique,
                 if_not_exists,
-                predicate,
+                derivation,
             } => {
                 let index = NewIndex {
                     name,
                     columns,
                     unique,
                     if_not_exists,
-                    predicate: Some(predicate),
+                    derivation: Some(*derivation),
                 };
                 self.create_index(&mut catalog, &table, index)?;
             }
@@ -1108,7 +1110,7 @@ impl Executor {
             .values()
             .flat_map(|t| t.indexes.iter().map(|i| i.id))
             .collect();
-        catalog.index_predicates.retain(|id, _| live.contains(id));
+        catalog.index_derivations.retain(|id, _| live.contains(id));
         self.set_catalog(catalog)?;
         Ok(Outcome::default())
     }
@@ -1226,9 +1228,9 @@ impl Executor {
 
     /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
     /// On failure the storage is dropped again.
-    /// CREATE INDEX: the index of `table` built from its rows (those `index.predicate`
-    /// accepts, for a partial one) and added to `catalog`; nothing when the name is taken and
-    /// `if_not_exists` is set.
+    /// CREATE INDEX: the index of `table` built from its rows (as `index.derivation` derives
+    /// them, for a partial or expression index) and added to `catalog`; nothing when the
+    /// name is taken and `if_not_exists` is set.
     fn create_index(
         &mut self,
         catalog: &mut Catalog,
@@ -1240,7 +1242,7 @@ impl Executor {
             columns,
             unique,
             if_not_exists,
-            predicate,
+            derivation,
         } = index;
         if catalog.relation_exists(&name) {
             if if_not_exists {
@@ -1263,11 +1265,11 @@ impl Executor {
             name,
             columns,
             unique,
-            storage: format!("{}{id}", if predicate.is_some() { 'p' } else { 'i' }),
+            storage: format!("{}{id}", if derivation.is_some() { 'd' } else { 'i' }),
         };
-        self.build_index(&old, &index, predicate.as_ref())?;
-        if let Some(predicate) = predicate {
-            catalog.index_predicates.insert(id, Arc::new(predicate));
+        self.build_index(&old, &index, derivation.as_ref())?;
+        if let Some(derivation) = derivation {
+            catalog.index_derivations.insert(id, Arc::new(derivation));
         }
         def.indexes.push(index);
         def.shape_version += 1;
@@ -1279,20 +1281,26 @@ impl Executor {
         &mut self,
         table: &TableDef,
         index: &planner::IndexDef,
-        predicate: Option<&planner::IndexPredicate>,
+        derivation: Option<&planner::IndexDerivation>,
     ) -> SqlResult<()> {
         self.fill_new_storage(
             table,
             index.id,
             &index.storage,
             |row_key, row| {
-                if let Some(predicate) = predicate {
-                    if !predicate.accepts(row)? {
-                        return Ok(None);
-                    }
-                }
                 let mut entry = Vec::new();
-                let value = crate::executor::index_entry_into(index, row, row_key, &mut entry)?;
+                let value = match derivation {
+                    None => crate::executor::index_entry_into(index, row, row_key, &mut entry)?,
+                    Some(d) => match d.key_of(row, &index.columns)? {
+                        None => return Ok(None),
+                        Some(key) => crate::executor::entry_of_values(
+                            key.iter(),
+                            index.unique,
+                            row_key,
+                            &mut entry,
+                        )?,
+                    },
+                };
                 Ok(Some((entry, value.to_vec())))
             },
             |row| {
@@ -1939,9 +1947,17 @@ fn check_staged_unique(
         if values.iter().any(Value::is_null) {
             continue;
         }
-        // A partial index: only rows its predicate accepts count, on either side.
-        let predicate = reader.catalog.index_predicates.get(&index.id);
-        let counts = |r: &[Value]| predicate.map_or(Ok(true), |p| p.accepts(r));
+        // A partial index: only rows its predicate accepts count, on either side. An
+        // expression index is left to the COMMIT (finding equal keys takes a scan).
+        let derivation = reader.catalog.index_derivations.get(&index.id);
+        if derivation.is_some_and(|d| !d.keys.is_empty()) {
+            continue;
+        }
+        let counts = |r: &[Value]| {
+            derivation.map_or(Ok(true), |d| {
+                d.key_of(r, &index.columns).map(|key| key.is_some())
+            })
+        };
         if !counts(row)? {
             continue;
         }
@@ -1963,7 +1979,7 @@ struct NewIndex {
     columns: Vec<usize>,
     unique: bool,
     if_not_exists: bool,
-    predicate: Option<planner::IndexPredicate>,
+    derivation: Option<planner::IndexDerivation>,
 }
 
 /// Refuses to drop `table` while a foreign key of a table not dropped with it (`dropped`)

@@ -19,7 +19,7 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_ENUMS,
-    META_FOREIGN_KEYS, META_INDEX_PREDICATES, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE,
+    META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE,
     META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
@@ -146,8 +146,8 @@ impl Coordinator {
             catalog.views = bincode::deserialize(&bytes)
                 .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
         }
-        if let Some(bytes) = first.get(meta, META_INDEX_PREDICATES).map_err(kv_error)? {
-            catalog.index_predicates = bincode::deserialize(&bytes).map_err(|e| {
+        if let Some(bytes) = first.get(meta, META_INDEX_DERIVATIONS).map_err(kv_error)? {
+            catalog.index_derivations = bincode::deserialize(&bytes).map_err(|e| {
                 SqlError::internal(format!("stored index predicates are unreadable: {e}"))
             })?;
         }

@@ -31,7 +31,7 @@ pub(crate) const META_CATALOG: &[u8] = b"catalog";
 /// The catalog's views (kept apart: see `Catalog::views`).
 pub(crate) const META_VIEWS: &[u8] = b"views";
 pub(crate) const META_ENUMS: &[u8] = b"enums";
-pub(crate) const META_INDEX_PREDICATES: &[u8] = b"index_predicates";
+pub(crate) const META_INDEX_DERIVATIONS: &[u8] = b"index_derivations";
 /// The catalog's foreign keys (kept apart, as views are).
 pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
@@ -325,7 +325,7 @@ impl Executor {
             .map_err(|e| SqlError::internal(e.to_string()))?;
         let enums =
             bincode::serialize(&catalog.enums).map_err(|e| SqlError::internal(e.to_string()))?;
-        let index_predicates = bincode::serialize(&catalog.index_predicates)
+        let index_derivations = bincode::serialize(&catalog.index_derivations)
             .map_err(|e| SqlError::internal(e.to_string()))?;
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
@@ -339,7 +339,7 @@ impl Executor {
             .map_err(kv_error)?;
         engine.put(meta, META_ENUMS, &enums).map_err(kv_error)?;
         engine
-            .put(meta, META_INDEX_PREDICATES, &index_predicates)
+            .put(meta, META_INDEX_DERIVATIONS, &index_derivations)
             .map_err(kv_error)?;
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
@@ -717,48 +717,70 @@ impl Executor {
     /// Moves a row's index entries from its old values to its new ones (either may be
     /// absent), checking unique indexes; every change is undoable. An index's entries live
     /// in the partition of their row.
-    fn update_indexes<'r>(
+    fn update_indexes(
         &mut self,
         table: &TableDef,
         shard: usize,
         row_key: &[u8],
-        old: Option<&'r [Value]>,
-        new: Option<&'r [Value]>,
+        old: Option<&[Value]>,
+        new: Option<&[Value]>,
     ) -> SqlResult<()> {
         for index in &table.indexes {
             let storage = self.shard(shard)?.handle(index.id)?;
-            // A partial index holds only the rows its predicate accepts.
-            let (old, new) = match index.is_partial() {
-                true => {
-                    let predicate = self
-                        .catalog
-                        .index_predicates
+            let derivation = match index.is_derived() {
+                true => Some(
+                    self.catalog
+                        .index_derivations
                         .get(&index.id)
                         .cloned()
                         .ok_or_else(|| {
                             SqlError::internal(format!(
-                                "index \"{}\" lost its predicate",
+                                "index \"{}\" lost its definition",
                                 index.name
                             ))
-                        })?;
-                    let kept = |row: Option<&'r [Value]>| -> SqlResult<Option<&'r [Value]>> {
-                        match row {
-                            Some(r) if predicate.accepts(r)? => Ok(Some(r)),
-                            _ => Ok(None),
-                        }
-                    };
-                    (kept(old)?, kept(new)?)
-                }
-                false => (old, new),
+                        })?,
+                ),
+                false => None,
             };
-            let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
             let mut new_entry = std::mem::take(&mut self.entry_scratch);
-            let new_entry = match new {
-                Some(row) => {
-                    let value = index_entry_into(index, row, row_key, &mut new_entry)?;
-                    Some((new_entry, value))
+            // A derived index: the keys its derivation gives the rows it accepts.
+            let (old_entry, new_entry, new_key) = match &derivation {
+                None => {
+                    let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
+                    let new_entry = match new {
+                        Some(row) => {
+                            let value = index_entry_into(index, row, row_key, &mut new_entry)?;
+                            Some((new_entry, value))
+                        }
+                        None => None,
+                    };
+                    (old_entry, new_entry, None)
                 }
-                None => None,
+                Some(d) => {
+                    let key = |row: Option<&[Value]>| {
+                        row.map(|r| d.key_of(r, &index.columns))
+                            .transpose()
+                            .map(Option::flatten)
+                    };
+                    let (old_key, new_key) = (key(old)?, key(new)?);
+                    let old_entry = match &old_key {
+                        Some(k) => {
+                            let mut entry = Vec::new();
+                            entry_of_values(k.iter(), index.unique, row_key, &mut entry)?;
+                            Some(entry)
+                        }
+                        None => None,
+                    };
+                    let new_entry = match &new_key {
+                        Some(k) => {
+                            let value =
+                                entry_of_values(k.iter(), index.unique, row_key, &mut new_entry)?;
+                            Some((new_entry, value))
+                        }
+                        None => None,
+                    };
+                    (old_entry, new_entry, new_key)
+                }
             };
             if old_entry.as_ref() == new_entry.as_ref().map(|(entry, _)| entry) {
                 self.entry_scratch = new_entry.map(|(entry, _)| entry).unwrap_or_default();
@@ -780,12 +802,20 @@ impl Executor {
                 if let Some(existing) = existing {
                     if existing != row_key {
                         let row = new.unwrap_or_default();
-                        return Err(crate::apply::unique_violation(
-                            table,
-                            &index.name,
-                            &index.columns,
-                            row,
-                        ));
+                        return Err(match (&derivation, &new_key) {
+                            (Some(d), Some(key)) if !d.keys.is_empty() => {
+                                crate::apply::unique_violation_described(
+                                    &index.name,
+                                    d.key_description(key),
+                                )
+                            }
+                            _ => crate::apply::unique_violation(
+                                table,
+                                &index.name,
+                                &index.columns,
+                                row,
+                            ),
+                        });
                     }
                 }
                 engine.put(storage, &entry, value).map_err(kv_error)?;
@@ -917,10 +947,25 @@ pub(crate) fn index_entry_into<'k>(
     row_key: &'k [u8],
     out: &mut Vec<u8>,
 ) -> SqlResult<&'k [u8]> {
+    entry_of_values(
+        index.columns.iter().map(|&c| &row[c]),
+        index.unique,
+        row_key,
+        out,
+    )
+}
+
+/// An index entry for key values `values` (an index's columns' or a derived index's), as
+/// `index_entry_into` describes it.
+pub(crate) fn entry_of_values<'v, 'k>(
+    values: impl Iterator<Item = &'v Value> + Clone,
+    unique: bool,
+    row_key: &'k [u8],
+    out: &mut Vec<u8>,
+) -> SqlResult<&'k [u8]> {
     out.clear();
-    let values = index.columns.iter().map(|&c| &row[c]);
     crate::row::encode_key_into(values.clone(), out)?;
-    if !index.unique || values.into_iter().any(Value::is_null) {
+    if !unique || values.into_iter().any(Value::is_null) {
         out.extend_from_slice(row_key);
         return Ok(&[]);
     }

@@ -1155,7 +1155,7 @@ fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
                 .collect(),
         )
     } else if let Some((n, index)) = table.indexes.iter().enumerate().find(|(_, i)| {
-        !i.is_partial() && i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()])
+        !i.is_derived() && i.columns.len() >= columns.len() && covers(&i.columns[..columns.len()])
     }) {
         Access::Index {
             index: n,

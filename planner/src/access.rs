@@ -95,7 +95,7 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
         .indexes
         .iter()
         .enumerate()
-        .filter(|(_, index)| !index.is_partial())
+        .filter(|(_, index)| !index.is_derived())
         .map(|(i, index)| {
             let key: Vec<Expr> = index.columns.iter().map_while(|c| equal(*c)).collect();
             let complete = key.len() == index.columns.len();

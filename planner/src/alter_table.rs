@@ -243,7 +243,7 @@ impl Binder<'_> {
                     ..
                 }
         );
-        if reshapes_columns && change.def.indexes.iter().any(|i| i.is_partial()) {
+        if reshapes_columns && change.def.indexes.iter().any(|i| i.is_derived()) {
             return Err(SqlError::feature_not_supported(
                 "dropping, renaming or retyping a column of a table with a partial index",
             ));

@@ -427,30 +427,75 @@ impl Binder<'_> {
         }
         let (_, table_name) = object_name(&index.table_name)?;
         let table = self.user_table(&table_name)?;
-        let columns = self.key_columns(&table.columns, &index.columns)?;
+        let plain = index
+            .columns
+            .iter()
+            .all(|c| matches!(c.column.expr, ast::Expr::Identifier(_)));
+        // An expression index keys by its expressions; its columns are those they read.
+        let (columns, keys) = if plain {
+            (
+                self.key_columns(&table.columns, &index.columns)?,
+                Vec::new(),
+            )
+        } else {
+            let mut columns = Vec::new();
+            let mut keys = Vec::new();
+            for c in &index.columns {
+                let key = self.derived_expr(&table, &c.column.expr, None, "index expression")?;
+                if !indexable(key.expr.ty()) {
+                    return Err(SqlError::feature_not_supported(format!(
+                        "an index key of type {}",
+                        key.expr.ty().pg_name()
+                    )));
+                }
+                key.expr.visit(&mut |e| {
+                    if let Expr::Column(i, _) = e {
+                        if !columns.contains(i) {
+                            columns.push(*i);
+                        }
+                    }
+                });
+                keys.push(key);
+            }
+            (columns, keys)
+        };
         let name = match &index.name {
             Some(n) => object_name(n)?.1,
             None => {
-                let cols = columns
-                    .iter()
-                    .map(|&c| table.columns[c].name.as_str())
-                    .collect::<Vec<_>>()
-                    .join("_");
+                let parts: Vec<String> = if plain {
+                    columns
+                        .iter()
+                        .map(|&c| table.columns[c].name.clone())
+                        .collect()
+                } else {
+                    index
+                        .columns
+                        .iter()
+                        .map(|c| key_name(&c.column.expr))
+                        .collect()
+                };
                 format!(
-                    "{}_{cols}_{}",
+                    "{}_{}_{}",
                     table.name,
+                    parts.join("_"),
                     if index.unique { "key" } else { "idx" }
                 )
             }
         };
-        if let Some(predicate) = &index.predicate {
-            return Ok(Plan::Ddl(DdlPlan::CreatePartialIndex {
+        let predicate = match &index.predicate {
+            Some(p) => {
+                Some(self.derived_expr(&table, p, Some(DataType::Bool), "index predicate")?)
+            }
+            None => None,
+        };
+        if predicate.is_some() || !keys.is_empty() {
+            return Ok(Plan::Ddl(DdlPlan::CreateDerivedIndex {
                 table: table.reference(),
                 name,
                 columns,
                 unique: index.unique,
                 if_not_exists: index.if_not_exists,
-                predicate: self.index_predicate(&table, predicate)?,
+                derivation: Box::new(IndexDerivation { predicate, keys }),
             }));
         }
         Ok(Plan::Ddl(DdlPlan::CreateIndex {
@@ -462,16 +507,26 @@ impl Binder<'_> {
         }))
     }
 
-    /// A partial index's WHERE: boolean, over the table's columns, and computed from them
-    /// alone (no subqueries, nothing that changes between evaluations), as PostgreSQL
-    /// requires of an index predicate.
-    fn index_predicate(&mut self, table: &TableDef, e: &ast::Expr) -> SqlResult<IndexPredicate> {
+    /// An index's key expression or (`expected` boolean) its WHERE: over the table's
+    /// columns, and computed from them alone (no subqueries, nothing that changes between
+    /// evaluations), as PostgreSQL requires of both.
+    fn derived_expr(
+        &mut self,
+        table: &TableDef,
+        e: &ast::Expr,
+        expected: Option<DataType>,
+        what: &str,
+    ) -> SqlResult<IndexExpr> {
         let scope = Scope {
             columns: table_scope(table, &table.name),
             outer_len: 0,
         };
-        let expr = self.expr(e, &scope, Some(DataType::Bool))?;
-        if expr.ty() != DataType::Bool {
+        let e = match e {
+            ast::Expr::Nested(inner) => inner.as_ref(),
+            other => other,
+        };
+        let expr = self.expr(e, &scope, expected)?;
+        if expected == Some(DataType::Bool) && expr.ty() != DataType::Bool {
             return Err(SqlError::mismatch("argument of WHERE must be type boolean"));
         }
         let mut reads_more = false;
@@ -493,10 +548,10 @@ impl Binder<'_> {
         if reads_more || volatile {
             return Err(SqlError::new(
                 ErrorKind::InvalidObjectDefinition,
-                "functions in index predicate must be marked IMMUTABLE",
+                format!("functions in {what} must be marked IMMUTABLE"),
             ));
         }
-        Ok(IndexPredicate {
+        Ok(IndexExpr {
             expr,
             sql: e.to_string(),
         })
@@ -801,6 +856,17 @@ pub(crate) fn storable_column_type(ty: DataType) -> SqlResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The part an expression index's key gives its default name, as PostgreSQL names it: a
+/// call's function, a column's name, else `expr`.
+fn key_name(e: &ast::Expr) -> String {
+    match e {
+        ast::Expr::Nested(inner) => key_name(inner),
+        ast::Expr::Function(f) => crate::bind_expr::function_name(&f.name),
+        ast::Expr::Identifier(i) => ident(i),
+        _ => "expr".into(),
+    }
 }
 
 /// Whether a column of this type may be in a key or an index: its values have an

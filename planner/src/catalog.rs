@@ -49,29 +49,63 @@ impl IndexDef {
         FIRST_USER_OID + self.id
     }
 
-    /// A partial index (`CREATE INDEX ... WHERE`) holds only the rows its predicate
-    /// (`Catalog::index_predicates`) accepts, so nothing may look rows up through it. Its
-    /// storage is named `p<id>` (`i<id>` otherwise): the definition's stored layout has no
-    /// room for a flag, and the readers that must pass it by have only the table's
-    /// definition.
-    pub fn is_partial(&self) -> bool {
-        self.storage.starts_with('p')
+    /// A partial index (`CREATE INDEX ... WHERE`) or an expression index (`ON t
+    /// (lower(email))`) is derived from its rows by `Catalog::index_derivations`: it holds
+    /// only the rows a predicate accepts, or keys its columns do not hold as such, so nothing
+    /// may look rows up through it by column values. Its storage is named `d<id>` (`i<id>`
+    /// otherwise): the definition's stored layout has no room for a flag, and the readers
+    /// that must pass it by have only the table's definition.
+    pub fn is_derived(&self) -> bool {
+        self.storage.starts_with('d')
     }
 }
 
-/// A partial index's predicate, over its table's row.
+/// An expression over a table's row in an index definition, with its text as written (for
+/// `pg_indexes` and `pg_get_indexdef`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct IndexPredicate {
+pub struct IndexExpr {
     pub expr: Expr,
-    /// As written, for `pg_indexes` and `pg_get_indexdef`.
     pub sql: String,
 }
 
-impl IndexPredicate {
-    /// Whether `row` belongs in the index (NULL does not).
-    pub fn accepts(&self, row: &[Value]) -> SqlResult<bool> {
+/// How a derived index is made from its table's rows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IndexDerivation {
+    /// The rows it holds: those this accepts (`WHERE`); every row when None.
+    pub predicate: Option<IndexExpr>,
+    /// Its key: these expressions' values; the index's columns' when empty.
+    pub keys: Vec<IndexExpr>,
+}
+
+impl IndexDerivation {
+    /// `row`'s key values in the index, or None when the predicate leaves it out (NULL
+    /// leaves it out too).
+    pub fn key_of(&self, row: &[Value], columns: &[usize]) -> SqlResult<Option<Vec<Value>>> {
         let env = crate::expr::EvalEnv::without_subqueries(&[], 0);
-        Ok(self.expr.eval(row, &env)?.is_true())
+        if let Some(predicate) = &self.predicate {
+            if !predicate.expr.eval(row, &env)?.is_true() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(if self.keys.is_empty() {
+            columns.iter().map(|&c| row[c].clone()).collect()
+        } else {
+            self.keys
+                .iter()
+                .map(|k| k.expr.eval(row, &env))
+                .collect::<SqlResult<_>>()?
+        }))
+    }
+
+    /// `Key (...)=(...)` for a unique violation, naming the key expressions.
+    pub fn key_description(&self, values: &[Value]) -> String {
+        let names: Vec<&str> = self.keys.iter().map(|k| k.sql.as_str()).collect();
+        let shown: Vec<String> = values
+            .iter()
+            .zip(&self.keys)
+            .map(|(v, k)| v.to_pg_text(k.expr.ty()).unwrap_or_default())
+            .collect();
+        format!("Key ({})=({})", names.join(", "), shown.join(", "))
     }
 }
 
@@ -198,9 +232,9 @@ pub struct Catalog {
     #[serde(skip)]
     pub enums: BTreeMap<String, Arc<crate::enum_type::EnumDef>>,
     /// Partial indexes' predicates by index id; stored under a key of their own (the
-    /// executor's `META_INDEX_PREDICATES`), as views are.
+    /// executor's `META_INDEX_DERIVATIONS`), as views are.
     #[serde(skip)]
-    pub index_predicates: BTreeMap<u32, Arc<IndexPredicate>>,
+    pub index_derivations: BTreeMap<u32, Arc<IndexDerivation>>,
     /// Never stored: the node's sessions, filled in by the session that reads
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

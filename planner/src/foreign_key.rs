@@ -130,7 +130,7 @@ pub fn unique_on(table: &TableDef, columns: &[usize]) -> bool {
         || table
             .indexes
             .iter()
-            .any(|i| i.unique && !i.is_partial() && same(&i.columns))
+            .any(|i| i.unique && !i.is_derived() && same(&i.columns))
 }
 
 pub fn no_unique_key(parent: &str) -> SqlError {

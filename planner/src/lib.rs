@@ -40,8 +40,8 @@ pub use bind_session_functions::{
     advisory_function, is_session_function, AdvisoryAction, AdvisoryLockCall, NotifyCall,
 };
 pub use catalog::{
-    Catalog, CheckDef, ColumnDef, IndexDef, IndexPredicate, SessionActivity, TableDef, TableRef,
-    ViewDef, FIRST_USER_OID,
+    Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, SessionActivity, TableDef,
+    TableRef, ViewDef, FIRST_USER_OID,
 };
 pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};
 pub use expr::{

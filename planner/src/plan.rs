@@ -451,14 +451,15 @@ pub enum DdlPlan {
         names: Vec<String>,
         if_exists: bool,
     },
-    /// CREATE INDEX ... WHERE: `CreateIndex`'s fields and the predicate rows must meet.
-    CreatePartialIndex {
+    /// CREATE INDEX ... WHERE, or on expressions: `CreateIndex`'s fields and how the index
+    /// is derived from the rows.
+    CreateDerivedIndex {
         table: TableRef,
         name: String,
         columns: Vec<usize>,
         unique: bool,
         if_not_exists: bool,
-        predicate: crate::catalog::IndexPredicate,
+        derivation: Box<crate::catalog::IndexDerivation>,
     },
 }
 

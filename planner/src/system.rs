@@ -774,6 +774,7 @@ impl SystemTable {
                 }
                 for t in catalog.tables.values() {
                     for index in &t.indexes {
+                        let derivation = catalog.index_derivations.get(&index.id);
                         rows.push(vec![
                             int(index.oid()),
                             int(t.oid()),
@@ -789,12 +790,18 @@ impl SystemTable {
                             int(index.columns.len() as i64),
                             Value::Array(index.columns.iter().map(|_| int(0)).collect()),
                             b(false),
-                            // PostgreSQL stores the predicate's tree; its text stands in.
-                            catalog
-                                .index_predicates
-                                .get(&index.id)
+                            // PostgreSQL stores the predicate's and the expressions' trees;
+                            // their text stands in.
+                            derivation
+                                .and_then(|d| d.predicate.as_ref())
                                 .map_or(Value::Null, |p| text(&p.sql)),
-                            null(),
+                            derivation
+                                .filter(|d| !d.keys.is_empty())
+                                .map_or(Value::Null, |d| {
+                                    let keys: Vec<&str> =
+                                        d.keys.iter().map(|k| k.sql.as_str()).collect();
+                                    Value::Text(keys.join(", "))
+                                }),
                             b(false),
                             b(true),
                         ]);
@@ -1414,24 +1421,33 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
     }
     for t in catalog.tables.values() {
         for index in t.indexes.iter().filter(|i| i.oid() == oid) {
-            let columns = index
-                .columns
-                .iter()
-                .map(|&c| t.columns[c].name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ");
+            let derivation = catalog.index_derivations.get(&index.id);
+            // PostgreSQL parenthesizes an expression unless it is a column or a call, and a
+            // key expression once more.
+            let shown = |k: &crate::IndexExpr| match k.expr {
+                Expr::Column(..) | Expr::Function { .. } => k.sql.clone(),
+                _ => format!("({})", k.sql),
+            };
+            let key_shown = |k: &crate::IndexExpr| match k.expr {
+                Expr::Column(..) | Expr::Function { .. } => k.sql.clone(),
+                _ => format!("(({}))", k.sql),
+            };
+            let columns = match derivation.filter(|d| !d.keys.is_empty()) {
+                Some(d) => d.keys.iter().map(key_shown).collect::<Vec<_>>().join(", "),
+                None => index
+                    .columns
+                    .iter()
+                    .map(|&c| t.columns[c].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
             match func {
                 Func::RegClassName => return Some(index.name.clone()),
                 Func::GetIndexDef => {
                     let unique = if index.unique { "UNIQUE " } else { "" };
-                    // PostgreSQL parenthesizes a predicate unless it is a column or a call.
-                    let predicate = catalog
-                        .index_predicates
-                        .get(&index.id)
-                        .map(|p| match p.expr {
-                            Expr::Column(..) | Expr::Function { .. } => format!(" WHERE {}", p.sql),
-                            _ => format!(" WHERE ({})", p.sql),
-                        })
+                    let predicate = derivation
+                        .and_then(|d| d.predicate.as_ref())
+                        .map(|p| format!(" WHERE {}", shown(p)))
                         .unwrap_or_default();
                     return Some(format!(
                         "CREATE {unique}INDEX {} ON public.{} USING btree ({columns}){predicate}",

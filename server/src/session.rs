@@ -1393,7 +1393,7 @@ impl Session {
             DdlPlan::DropTables { .. } => "DROP TABLE",
             DdlPlan::Truncate { .. } => "TRUNCATE TABLE",
             DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
-            DdlPlan::CreateIndex { .. } | DdlPlan::CreatePartialIndex { .. } => "CREATE INDEX",
+            DdlPlan::CreateIndex { .. } | DdlPlan::CreateDerivedIndex { .. } => "CREATE INDEX",
             DdlPlan::DropIndexes { .. } => "DROP INDEX",
             DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
             DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",

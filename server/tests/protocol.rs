@@ -1189,8 +1189,8 @@ async fn enum_types_survive_kill9() {
     );
 }
 
-/// Partial indexes come back after kill -9 with their predicates, from the checkpoint and
-/// from the log, and still hold only the rows those accept.
+/// Partial and expression indexes come back after kill -9 with their definitions, from the
+/// checkpoint and from the log, and still hold only the rows and keys those give.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partial_indexes_survive_kill9() {
     let mut server = TestServer::start_with(&["--partitions", "2"]);
@@ -1205,6 +1205,7 @@ async fn partial_indexes_survive_kill9() {
     wait_for_checkpoint(&c).await;
     c.batch_execute(
         "create unique index handle_big on accounts_live (handle) where id >= 100;
+         create unique index handle_lower on accounts_live (lower(handle)) where id >= 100;
          insert into accounts_live values (100, 'bob', false), (101, 'cy', true);",
     )
     .await
@@ -1221,7 +1222,8 @@ async fn partial_indexes_survive_kill9() {
         .as_deref(),
         Some(
             "CREATE UNIQUE INDEX handle_open ON public.accounts_live USING btree (handle) WHERE (NOT closed); \
-             CREATE UNIQUE INDEX handle_big ON public.accounts_live USING btree (handle) WHERE (id >= 100)"
+             CREATE UNIQUE INDEX handle_big ON public.accounts_live USING btree (handle) WHERE (id >= 100); \
+             CREATE UNIQUE INDEX handle_lower ON public.accounts_live USING btree (lower(handle)) WHERE (id >= 100)"
         )
     );
     for (bad, why) in [
@@ -1232,6 +1234,10 @@ async fn partial_indexes_survive_kill9() {
         (
             "insert into accounts_live values (102, 'bob', true)",
             "'bob' with an id from 100 exists",
+        ),
+        (
+            "insert into accounts_live values (103, 'CY', true)",
+            "'cy' in any case, with an id from 100, exists",
         ),
     ] {
         let e = c.batch_execute(bad).await.unwrap_err();
