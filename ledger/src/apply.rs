@@ -1103,8 +1103,8 @@ impl Executor {
                 }
             }
         }
-        // The predicates of partial indexes that went (with DROP INDEX, their table, or a
-        // column) go too.
+        // The derivations of partial and expression indexes that went (with DROP INDEX or
+        // their table) go too.
         let live: std::collections::HashSet<u32> = catalog
             .tables
             .values()

@@ -194,7 +194,7 @@ async fn drain<S: AsyncRead + Unpin>(io: &mut S, limit: usize) {
 }
 
 /// What the loop needs of its connection besides the protocol handlers.
-pub struct Connection {
+pub struct ConnectionContext {
     /// Notifications to send while idle.
     pub inbox: Arc<Inbox>,
     /// Set by `pg_terminate_backend`, which also shuts the socket's read side.
@@ -208,9 +208,9 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     tcp: TcpStream,
     tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: Arc<H>,
-    connection: Connection,
+    connection: ConnectionContext,
 ) -> io::Result<()> {
-    let Connection {
+    let ConnectionContext {
         inbox,
         control,
         limit,

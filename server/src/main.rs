@@ -283,7 +283,11 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let control = handlers.control();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
-                    let connection = frontend::Connection { inbox, control, limit: max_message };
+                    let connection = frontend::ConnectionContext {
+                        inbox,
+                        control,
+                        limit: max_message,
+                    };
                     let _ = frontend::serve_connection(socket, tls, handlers, connection).await;
                 });
             }
