@@ -276,7 +276,8 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             socket.next().await
         };
         let message = match next {
-            Some(Ok(m)) => m,
+            // Terminated while it waited: what the client sent since is not served (the
+            // socket's read side, shut, may still hand over data that was in flight).
             _ if control.terminated() => {
                 let info = ErrorInfo::new(
                     "FATAL".to_owned(),
@@ -288,6 +289,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     .await;
                 return Ok(());
             }
+            Some(Ok(m)) => m,
             Some(Err(_)) | None => {
                 let length = refused.load(Ordering::Relaxed);
                 if length > 0 {
