@@ -1289,19 +1289,9 @@ impl Executor {
             &index.storage,
             |row_key, row| {
                 let mut entry = Vec::new();
-                let value = match derivation {
-                    None => crate::executor::index_entry_into(index, row, row_key, &mut entry)?,
-                    Some(d) => match d.key_of(row, &index.columns)? {
-                        None => return Ok(None),
-                        Some(key) => crate::executor::entry_of_values(
-                            key.iter(),
-                            index.unique,
-                            row_key,
-                            &mut entry,
-                        )?,
-                    },
-                };
-                Ok(Some((entry, value.to_vec())))
+                let value =
+                    crate::executor::row_entry_into(index, derivation, row, row_key, &mut entry)?;
+                Ok(value.map(|value| (entry, value.to_vec())))
             },
             |row| {
                 SqlError::new(

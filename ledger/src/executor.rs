@@ -742,45 +742,19 @@ impl Executor {
                 ),
                 false => None,
             };
+            let derivation = derivation.as_deref();
+            let old_entry = match old {
+                Some(row) => {
+                    let mut entry = Vec::new();
+                    row_entry_into(index, derivation, row, row_key, &mut entry)?.map(|_| entry)
+                }
+                None => None,
+            };
             let mut new_entry = std::mem::take(&mut self.entry_scratch);
-            // A derived index: the keys its derivation gives the rows it accepts.
-            let (old_entry, new_entry, new_key) = match &derivation {
-                None => {
-                    let old_entry = old.map(|r| index_entry(index, r, row_key)).transpose()?;
-                    let new_entry = match new {
-                        Some(row) => {
-                            let value = index_entry_into(index, row, row_key, &mut new_entry)?;
-                            Some((new_entry, value))
-                        }
-                        None => None,
-                    };
-                    (old_entry, new_entry, None)
-                }
-                Some(d) => {
-                    let key = |row: Option<&[Value]>| {
-                        row.map(|r| d.key_of(r, &index.columns))
-                            .transpose()
-                            .map(Option::flatten)
-                    };
-                    let (old_key, new_key) = (key(old)?, key(new)?);
-                    let old_entry = match &old_key {
-                        Some(k) => {
-                            let mut entry = Vec::new();
-                            entry_of_values(k.iter(), index.unique, row_key, &mut entry)?;
-                            Some(entry)
-                        }
-                        None => None,
-                    };
-                    let new_entry = match &new_key {
-                        Some(k) => {
-                            let value =
-                                entry_of_values(k.iter(), index.unique, row_key, &mut new_entry)?;
-                            Some((new_entry, value))
-                        }
-                        None => None,
-                    };
-                    (old_entry, new_entry, new_key)
-                }
+            let new_entry = match new {
+                Some(row) => row_entry_into(index, derivation, row, row_key, &mut new_entry)?
+                    .map(|value| (new_entry, value)),
+                None => None,
             };
             if old_entry.as_ref() == new_entry.as_ref().map(|(entry, _)| entry) {
                 self.entry_scratch = new_entry.map(|(entry, _)| entry).unwrap_or_default();
@@ -802,14 +776,14 @@ impl Executor {
                 if let Some(existing) = existing {
                     if existing != row_key {
                         let row = new.unwrap_or_default();
-                        return Err(match (&derivation, &new_key) {
-                            (Some(d), Some(key)) if !d.keys.is_empty() => {
-                                crate::apply::unique_violation_described(
-                                    &index.name,
-                                    d.key_description(key),
-                                )
-                            }
-                            _ => crate::apply::unique_violation(
+                        return Err(match derivation.filter(|d| !d.keys.is_empty()) {
+                            Some(d) => crate::apply::unique_violation_described(
+                                &index.name,
+                                d.key_description(
+                                    &d.key_of(row, &index.columns)?.unwrap_or_default(),
+                                ),
+                            ),
+                            None => crate::apply::unique_violation(
                                 table,
                                 &index.name,
                                 &index.columns,
@@ -925,22 +899,11 @@ impl Executor {
     }
 }
 
-/// The key of a row's entry in an index: the indexed values, then (unless the index is
-/// unique and the values have no NULL, which never collide) the row's own key.
-pub(crate) fn index_entry(
-    index: &planner::IndexDef,
-    row: &[Value],
-    row_key: &[u8],
-) -> SqlResult<Vec<u8>> {
-    let mut entry = Vec::new();
-    index_entry_into(index, row, row_key, &mut entry)?;
-    Ok(entry)
-}
-
-/// `index_entry`, written into `out` (emptied first); returns the value to store under it:
-/// the row key, or nothing when the entry already ends with it (a fifth of a history-index
-/// entry, stored twice before). An entry with an empty value cannot collide with another
-/// row's.
+/// The key of a row's entry in an index, written into `out` (emptied first): the indexed
+/// values, then (unless the index is unique and the values have no NULL, which never
+/// collide) the row's own key. Returns the value to store under it: the row key, or nothing
+/// when the entry already ends with it (a fifth of a history-index entry, stored twice
+/// before). An entry with an empty value cannot collide with another row's.
 pub(crate) fn index_entry_into<'k>(
     index: &planner::IndexDef,
     row: &[Value],
@@ -955,9 +918,27 @@ pub(crate) fn index_entry_into<'k>(
     )
 }
 
+/// `index_entry_into` for any index: a derived one's entry is made of the keys its
+/// `derivation` gives; None when it leaves the row out.
+pub(crate) fn row_entry_into<'k>(
+    index: &planner::IndexDef,
+    derivation: Option<&planner::IndexDerivation>,
+    row: &[Value],
+    row_key: &'k [u8],
+    out: &mut Vec<u8>,
+) -> SqlResult<Option<&'k [u8]>> {
+    match derivation {
+        None => index_entry_into(index, row, row_key, out).map(Some),
+        Some(d) => match d.key_of(row, &index.columns)? {
+            None => Ok(None),
+            Some(key) => entry_of_values(key.iter(), index.unique, row_key, out).map(Some),
+        },
+    }
+}
+
 /// An index entry for key values `values` (an index's columns' or a derived index's), as
 /// `index_entry_into` describes it.
-pub(crate) fn entry_of_values<'v, 'k>(
+fn entry_of_values<'v, 'k>(
     values: impl Iterator<Item = &'v Value> + Clone,
     unique: bool,
     row_key: &'k [u8],

@@ -533,18 +533,7 @@ impl Binder<'_> {
         expr.visit(&mut |e| {
             reads_more |= matches!(e, Expr::Subquery { .. } | Expr::InSubquery { .. });
         });
-        let volatile = expr.calls(|f| {
-            matches!(
-                f,
-                Func::Now
-                    | Func::Random
-                    | Func::GenRandomUuid
-                    | Func::NextVal
-                    | Func::CurrVal
-                    | Func::SetVal
-                    | Func::LastVal
-            )
-        });
+        let volatile = expr.calls(Func::is_volatile);
         if reads_more || volatile {
             return Err(SqlError::new(
                 ErrorKind::InvalidObjectDefinition,

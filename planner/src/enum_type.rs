@@ -12,6 +12,8 @@
 //! column serves equality, never a range or an order), or change labels stored rows hold
 //! (RENAME VALUE is refused).
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use sql::{ast, DataType, EnumType, ErrorKind, SqlError, SqlResult, Value};
 
@@ -69,36 +71,33 @@ pub fn invalid_label(ty: &str, label: &str) -> SqlError {
 }
 
 impl Catalog {
-    pub fn enum_by_oid(&self, oid: u32) -> Option<&std::sync::Arc<EnumDef>> {
+    pub fn enum_by_oid(&self, oid: u32) -> Option<&Arc<EnumDef>> {
         self.enums.values().find(|e| e.oid() == oid)
     }
 
     /// The definition of enum type `ty`, if it is one.
-    pub fn enum_of(&self, ty: DataType) -> Option<&std::sync::Arc<EnumDef>> {
+    pub fn enum_of(&self, ty: DataType) -> Option<&Arc<EnumDef>> {
         match ty {
             DataType::Enum(e) => self.enum_by_oid(e.oid),
             _ => None,
         }
     }
 
-    /// The columns (as "column c of table t") whose type is enum `oid`.
-    pub fn enum_dependents(&self, oid: u32) -> Vec<String> {
-        self.tables
-            .values()
-            .flat_map(|t| {
-                t.columns
-                    .iter()
-                    .filter(move |c| c.ty.oid() == oid)
-                    .map(move |c| format!("column {} of table {}", c.name, t.name))
-            })
-            .collect()
+    /// A column (as "column c of table t") whose type is enum `oid`, if any.
+    pub fn enum_dependent(&self, oid: u32) -> Option<String> {
+        self.tables.values().find_map(|t| {
+            t.columns
+                .iter()
+                .find(|c| c.ty.oid() == oid)
+                .map(|c| format!("column {} of table {}", c.name, t.name))
+        })
     }
 
     /// Renames enum type `oid` in every column that has it (its values are unchanged).
     pub fn retype_enum_columns(&mut self, oid: u32, ty: DataType) {
         for table in self.tables.values_mut() {
             if table.columns.iter().any(|c| c.ty.oid() == oid) {
-                let table = std::sync::Arc::make_mut(table);
+                let table = Arc::make_mut(table);
                 for column in table.columns.iter_mut().filter(|c| c.ty.oid() == oid) {
                     column.ty = ty;
                 }
@@ -106,7 +105,7 @@ impl Catalog {
         }
         for view in self.views.values_mut() {
             if view.columns.iter().any(|(_, t)| t.oid() == oid) {
-                let view = std::sync::Arc::make_mut(view);
+                let view = Arc::make_mut(view);
                 for (_, t) in view.columns.iter_mut().filter(|(_, t)| t.oid() == oid) {
                     *t = ty;
                 }
@@ -411,19 +410,23 @@ pub fn undefined_type(name: &str) -> SqlError {
     )
 }
 
-/// Applies CREATE TYPE ... AS ENUM to `catalog`: 42710 when a type or relation has the name.
-pub fn create_enum(catalog: &mut Catalog, mut def: EnumDef) -> SqlResult<()> {
-    if catalog.enums.contains_key(&def.name) || catalog.relation_exists(&def.name) {
+/// 42710 when a type or a relation (whose row type PostgreSQL names so) has `name`.
+fn check_type_name_free(catalog: &Catalog, name: &str) -> SqlResult<()> {
+    if catalog.enums.contains_key(name) || catalog.relation_exists(name) {
         return Err(SqlError::new(
             ErrorKind::DuplicateObject,
-            format!("type \"{}\" already exists", def.name),
+            format!("type \"{name}\" already exists"),
         ));
     }
+    Ok(())
+}
+
+/// Applies CREATE TYPE ... AS ENUM to `catalog`.
+pub fn create_enum(catalog: &mut Catalog, mut def: EnumDef) -> SqlResult<()> {
+    check_type_name_free(catalog, &def.name)?;
     catalog.next_table_id += 1;
     def.id = catalog.next_table_id;
-    catalog
-        .enums
-        .insert(def.name.clone(), std::sync::Arc::new(def));
+    catalog.enums.insert(def.name.clone(), Arc::new(def));
     Ok(())
 }
 
@@ -435,18 +438,11 @@ pub fn alter_enum(catalog: &mut Catalog, old: EnumDef, new: EnumDef) -> SqlResul
         ));
     }
     if new.name != old.name {
-        if catalog.enums.contains_key(&new.name) || catalog.relation_exists(&new.name) {
-            return Err(SqlError::new(
-                ErrorKind::DuplicateObject,
-                format!("type \"{}\" already exists", new.name),
-            ));
-        }
+        check_type_name_free(catalog, &new.name)?;
         catalog.retype_enum_columns(new.oid(), new.data_type());
     }
     catalog.enums.remove(&old.name);
-    catalog
-        .enums
-        .insert(new.name.clone(), std::sync::Arc::new(new));
+    catalog.enums.insert(new.name.clone(), Arc::new(new));
     Ok(())
 }
 
@@ -459,7 +455,7 @@ pub fn drop_enums(catalog: &mut Catalog, names: &[String], if_exists: bool) -> S
             }
             return Err(undefined_type(name));
         };
-        if let Some(dependent) = catalog.enum_dependents(def.oid()).first() {
+        if let Some(dependent) = catalog.enum_dependent(def.oid()) {
             return Err(SqlError::new(
                 ErrorKind::DependentObjectsStillExist,
                 format!("cannot drop type {name} because other objects depend on it"),

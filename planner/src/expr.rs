@@ -267,6 +267,16 @@ impl Func {
     pub fn advances_sequences(self) -> bool {
         matches!(self, Func::NextVal | Func::SetVal)
     }
+
+    /// Whether two calls with the same arguments may answer differently (PostgreSQL's
+    /// functions not marked IMMUTABLE that matter here): the time, random values,
+    /// sequences, signals to sessions.
+    pub fn is_volatile(self) -> bool {
+        self == Func::Now
+            || self.draws_random()
+            || self.uses_sequences()
+            || matches!(self, Func::CancelBackend | Func::TerminateBackend)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

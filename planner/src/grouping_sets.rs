@@ -28,6 +28,7 @@ pub(crate) type GroupingSets = Vec<Vec<usize>>;
 /// from all to none by subsets).
 pub(crate) fn expand(items: &[ast::Expr]) -> SqlResult<(Vec<ast::Expr>, Option<GroupingSets>)> {
     let mut distinct: Vec<ast::Expr> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
     let mut position = |e: &ast::Expr| -> SqlResult<usize> {
         if matches!(
             e,
@@ -38,9 +39,10 @@ pub(crate) fn expand(items: &[ast::Expr]) -> SqlResult<(Vec<ast::Expr>, Option<G
             ));
         }
         let text = e.to_string();
-        Ok(match distinct.iter().position(|d| d.to_string() == text) {
+        Ok(match texts.iter().position(|t| *t == text) {
             Some(at) => at,
             None => {
+                texts.push(text);
                 distinct.push(e.clone());
                 distinct.len() - 1
             }

@@ -1424,16 +1424,22 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
             let derivation = catalog.index_derivations.get(&index.id);
             // PostgreSQL parenthesizes an expression unless it is a column or a call, and a
             // key expression once more.
-            let shown = |k: &crate::IndexExpr| match k.expr {
+            let shown = |k: &crate::IndexExpr, parentheses: usize| match k.expr {
                 Expr::Column(..) | Expr::Function { .. } => k.sql.clone(),
-                _ => format!("({})", k.sql),
-            };
-            let key_shown = |k: &crate::IndexExpr| match k.expr {
-                Expr::Column(..) | Expr::Function { .. } => k.sql.clone(),
-                _ => format!("(({}))", k.sql),
+                _ => format!(
+                    "{}{}{}",
+                    "(".repeat(parentheses),
+                    k.sql,
+                    ")".repeat(parentheses)
+                ),
             };
             let columns = match derivation.filter(|d| !d.keys.is_empty()) {
-                Some(d) => d.keys.iter().map(key_shown).collect::<Vec<_>>().join(", "),
+                Some(d) => d
+                    .keys
+                    .iter()
+                    .map(|k| shown(k, 2))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 None => index
                     .columns
                     .iter()
@@ -1447,7 +1453,7 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
                     let unique = if index.unique { "UNIQUE " } else { "" };
                     let predicate = derivation
                         .and_then(|d| d.predicate.as_ref())
-                        .map(|p| format!(" WHERE {}", shown(p)))
+                        .map(|p| format!(" WHERE {}", shown(p, 1)))
                         .unwrap_or_default();
                     return Some(format!(
                         "CREATE {unique}INDEX {} ON public.{} USING btree ({columns}){predicate}",
