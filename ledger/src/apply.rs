@@ -6,14 +6,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use planner::{
-    Catalog, ColumnSource, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource, LedgerRole,
-    OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
+    Catalog, ColumnSource, ConflictArbiter, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource,
+    LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
 use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
-use crate::executor::{Executor, StatementValues};
+use crate::executor::{Executor, StatementValues, StoredRow};
 use crate::partition::Shard;
 use crate::row::{encode_key, row_key, Row};
 
@@ -216,6 +216,16 @@ pub(crate) fn unique_violation_described(name: &str, key: String) -> SqlError {
     .with_detail(format!("{key} already exists."))
 }
 
+/// The unique index an ON CONFLICT clause arbitrates on.
+fn unique_arbiter(table: &TableDef, id: u32) -> SqlResult<&planner::IndexDef> {
+    table.indexes.iter().find(|i| i.id == id).ok_or_else(|| {
+        SqlError::serialization_failure(format!(
+            "the unique index ON CONFLICT names on \"{}\" was dropped; retry",
+            table.name
+        ))
+    })
+}
+
 fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
     let name = table
         .primary_key_name
@@ -371,41 +381,90 @@ impl Executor {
         };
         let key = row_key(table, &row, rowid)?;
         let storage = self.storage_of(table)?;
-        match self.get_row(storage, &key)? {
-            None => {
-                self.put_row(table, &key, None, &row, version)?;
-                self.check_parents(table, &row, None)?;
-                Ok(Some(row))
+        let arbiter = on_conflict.map_or(ConflictArbiter::PrimaryKey, OnConflict::arbiter);
+        let conflict = match arbiter {
+            ConflictArbiter::PrimaryKey => self.get_row(storage, &key)?.map(|s| (key.clone(), s)),
+            ConflictArbiter::Index(id) => {
+                let index = unique_arbiter(table, id)?;
+                self.conflict_through(table, &index.columns, &row)?
             }
-            Some((old_bytes, _, existing)) => match on_conflict {
-                None => Err(duplicate_key(table, &row)),
-                Some(OnConflict::DoNothing) => Ok(None),
-                Some(OnConflict::DoUpdate {
-                    assignments,
-                    filter,
-                }) => {
-                    let mut context = existing.clone();
-                    context.extend(row.iter().cloned());
-                    if let Some(f) = filter {
-                        if !f.eval(&context, env)?.is_true() {
-                            return Ok(None);
+            ConflictArbiter::Any => match self.get_row(storage, &key)? {
+                Some(stored) => Some((key.clone(), stored)),
+                None => {
+                    let mut found = None;
+                    for index in table.indexes.iter().filter(|i| i.unique && !i.is_derived()) {
+                        found = self.conflict_through(table, &index.columns, &row)?;
+                        if found.is_some() {
+                            break;
                         }
                     }
-                    let new = assign(table, &existing, assignments, &context, env)?;
-                    check_row(table, &new, env)?;
-                    let new_key = row_key(table, &new, rowid)?;
-                    if new_key != key {
-                        return Err(SqlError::feature_not_supported(
-                            "ON CONFLICT DO UPDATE that changes the primary key",
-                        ));
-                    }
-                    self.put_row(table, &key, Some(old_bytes), &new, version)?;
-                    self.check_parents(table, &new, Some(&existing))?;
-                    self.act_on_children(table, &existing, Some(&new), env, version)?;
-                    Ok(Some(new))
+                    found
                 }
             },
+        };
+        let Some((existing_key, (old_bytes, _, existing))) = conflict else {
+            if matches!(arbiter, ConflictArbiter::Index(_))
+                && self.get_row(storage, &key)?.is_some()
+            {
+                return Err(duplicate_key(table, &row));
+            }
+            let mark = self.undo_len();
+            match self.put_row(table, &key, None, &row, version) {
+                // Every unique constraint arbitrates: one found only on writing (an
+                // expression or partial index's) skips the row too.
+                Err(e)
+                    if arbiter == ConflictArbiter::Any && e.kind == ErrorKind::UniqueViolation =>
+                {
+                    self.rollback_to(mark);
+                    return Ok(None);
+                }
+                written => written?,
+            }
+            self.check_parents(table, &row, None)?;
+            return Ok(Some(row));
+        };
+        let Some((assignments, filter)) = on_conflict.and_then(OnConflict::update) else {
+            return match on_conflict {
+                None => Err(duplicate_key(table, &row)),
+                Some(_) => Ok(None),
+            };
+        };
+        let mut context = existing.clone();
+        context.extend(row.iter().cloned());
+        if let Some(f) = filter {
+            if !f.eval(&context, env)?.is_true() {
+                return Ok(None);
+            }
         }
+        let new = assign(table, &existing, assignments, &context, env)?;
+        check_row(table, &new, env)?;
+        if table.has_primary_key() && row_key(table, &new, 0)? != existing_key {
+            return Err(SqlError::feature_not_supported(
+                "ON CONFLICT DO UPDATE that changes the primary key",
+            ));
+        }
+        self.put_row(table, &existing_key, Some(old_bytes), &new, version)?;
+        self.check_parents(table, &new, Some(&existing))?;
+        self.act_on_children(table, &existing, Some(&new), env, version)?;
+        Ok(Some(new))
+    }
+
+    /// The stored row (key, bytes and values) whose `columns` hold `row`'s values there,
+    /// none NULL: the row a unique index's entry for `row` would collide with.
+    fn conflict_through(
+        &mut self,
+        table: &TableDef,
+        columns: &[usize],
+        row: &[Value],
+    ) -> SqlResult<Option<(Vec<u8>, StoredRow)>> {
+        if columns.iter().any(|&c| row[c].is_null()) {
+            return Ok(None);
+        }
+        let Some(found) = self.command_reader().rows_with(table, columns, row)?.pop() else {
+            return Ok(None);
+        };
+        let storage = self.storage_of(table)?;
+        Ok(self.get_row(storage, &found.key)?.map(|s| (found.key, s)))
     }
 
     /// Replaces a stored row with `new`, moving it when its primary key changed; then its
@@ -482,6 +541,14 @@ impl Executor {
         let count = sources.len();
         let prebuilt = matches!(p.source, InsertSource::Rows(_) | InsertSource::Packed(_));
         let mut affected = 0;
+        // The keys of the rows a DO UPDATE statement stored: changing one twice is an error.
+        let updates = p
+            .on_conflict
+            .as_ref()
+            .and_then(OnConflict::update)
+            .is_some();
+        let mut touched =
+            (updates && table.has_primary_key()).then(std::collections::HashSet::<Vec<u8>>::new);
         for (n, values) in sources.enumerate() {
             let row = values.and_then(|values| {
                 if prebuilt {
@@ -509,6 +576,11 @@ impl Executor {
                     out.push(vec![id, Value::Text(status.into())]);
                 }
                 (None, Some(stored)) => {
+                    if let Some(touched) = &mut touched {
+                        if !touched.insert(row_key(table, &stored, 0)?) {
+                            return Err(in_row(table, affected_twice(), n, count));
+                        }
+                    }
                     affected += 1;
                     returning(p.returning.as_ref(), &stored, env, out)?;
                 }
@@ -1477,37 +1549,42 @@ impl Executor {
             WritePlan::Insert(p) => {
                 let sources = insert_sources(&reader, &p.source, &env)?;
                 let on_conflict = match &p.on_conflict {
-                    Some(OnConflict::DoUpdate {
-                        assignments,
-                        filter,
-                    }) => Some(OnConflict::DoUpdate {
-                        assignments: bind_all(assignments, params, now_micros)?,
-                        filter: filter
-                            .as_ref()
-                            .map(|f| f.bind_constants(params, now_micros))
-                            .transpose()?,
-                    }),
-                    other => other.clone(),
+                    Some(clause) => match clause.update() {
+                        Some((assignments, filter)) => Some(
+                            clause.with_action(OnConflict::DoUpdate {
+                                assignments: bind_all(assignments, params, now_micros)?,
+                                filter: filter
+                                    .map(|f| f.bind_constants(params, now_micros))
+                                    .transpose()?,
+                            }),
+                        ),
+                        None => Some(clause.clone()),
+                    },
+                    None => None,
                 };
                 let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
-                // Keys this statement staged: its own rows collide as stored ones do.
-                let mut own_keys = std::collections::HashSet::new();
+                let mut conflicts = StagedConflicts::new(&table, on_conflict.as_ref())?;
                 let mut own_unique = std::collections::HashSet::new();
-                let conflict_draws = matches!(&on_conflict, Some(OnConflict::DoUpdate { assignments, .. })
-                    if assignments.iter().any(|(_, e)| e.calls(Func::draws_random)));
+                let conflict_draws = on_conflict
+                    .as_ref()
+                    .and_then(OnConflict::update)
+                    .is_some_and(|(assignments, _)| {
+                        assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
+                    });
                 for (n, values) in sources.into_iter().enumerate() {
                     // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
                     // an UPDATE's are.
-                    let on_conflict = match &on_conflict {
-                        Some(OnConflict::DoUpdate {
-                            assignments,
-                            filter,
-                        }) if conflict_draws => Cow::Owned(Some(OnConflict::DoUpdate {
-                            assignments: draw_all(assignments)?,
-                            filter: filter.clone(),
-                        })),
-                        other => Cow::Borrowed(other),
-                    };
+                    let on_conflict =
+                        match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
+                            Some((clause, (assignments, filter))) if conflict_draws => {
+                                Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
+                                    assignments: draw_all(assignments)?,
+                                    filter: filter.cloned(),
+                                })))
+                            }
+                            _ => Cow::Borrowed(&on_conflict),
+                        };
+                    let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
                     let row = build_row(&table, &p.target_columns, values, &env)?;
                     check_row(&table, &row, &env)?;
                     crate::foreign_keys::check_staged_parents(&reader, &table, &row)?;
@@ -1518,43 +1595,31 @@ impl Executor {
                     } else {
                         encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
                     };
-                    let checks_key =
-                        table.has_primary_key() && table.ledger != Some(LedgerRole::Transfers);
-                    if checks_key && !own_keys.insert(key.clone()) {
-                        match on_conflict.as_ref() {
+                    let existing = match conflicts.find(&reader, &table, &row, &key)? {
+                        StagedConflict::Own => match action {
                             None => return Err(duplicate_key(&table, &row)),
-                            Some(OnConflict::DoNothing) => continue,
-                            Some(OnConflict::DoUpdate { .. }) => {
-                                return Err(SqlError::new(
-                                    ErrorKind::CardinalityViolation,
-                                    "ON CONFLICT DO UPDATE command cannot affect row a second time",
-                                ))
+                            Some(OnConflict::DoUpdate { .. }) => return Err(affected_twice()),
+                            Some(_) => continue,
+                        },
+                        StagedConflict::Stored(existing) => Some(existing),
+                        StagedConflict::New(claims) => {
+                            match check_staged_unique(&reader, &table, &row, &mut own_unique) {
+                                // Every unique constraint arbitrates: skip the row.
+                                Err(e)
+                                    if conflicts.arbiter == ConflictArbiter::Any
+                                        && e.kind == ErrorKind::UniqueViolation =>
+                                {
+                                    continue
+                                }
+                                checked => checked?,
                             }
-                        }
-                    }
-                    // A transfer's id is checked when the commit applies: a retry with the
-                    // same fields is not an error there.
-                    let existing =
-                        if table.has_primary_key() && table.ledger != Some(LedgerRole::Transfers) {
-                            let pk: Vec<Expr> = table
-                                .primary_key
-                                .iter()
-                                .map(|&c| Expr::literal(row[c].clone()))
-                                .collect();
-                            reader
-                                .scan(&table, &planner::Access::Point(pk), None, &[], &env)?
-                                .pop()
-                                .map(|(_, r)| r)
-                        } else {
+                            conflicts.claim(claims);
                             None
-                        };
-                    if existing.is_none() {
-                        check_staged_unique(&reader, &table, &row, &mut own_unique)?;
-                    }
-                    let stored = match (existing, on_conflict.as_ref()) {
-                        (None, _) => Some(row.clone()),
+                        }
+                    };
+                    let stored = match (existing, action) {
+                        (None, _) => Some((key, row.clone())),
                         (Some(_), None) => return Err(duplicate_key(&table, &row)),
-                        (Some(_), Some(OnConflict::DoNothing)) => None,
                         (
                             Some(old),
                             Some(OnConflict::DoUpdate {
@@ -1562,25 +1627,36 @@ impl Executor {
                                 filter,
                             }),
                         ) => {
-                            let mut context = old.clone();
+                            if !conflicts.updated.insert(old.key.clone()) {
+                                return Err(affected_twice());
+                            }
+                            let mut context = old.row.clone();
                             context.extend(row.iter().cloned());
                             let pass = match filter {
                                 Some(f) => f.eval(&context, &commit_env)?.is_true(),
                                 None => true,
                             };
                             if pass {
-                                Some(assign(&table, &old, assignments, &context, &commit_env)?)
+                                let new =
+                                    assign(&table, &old.row, assignments, &context, &commit_env)?;
+                                if table.has_primary_key() && row_key(&table, &new, 0)? != old.key {
+                                    return Err(SqlError::feature_not_supported(
+                                        "ON CONFLICT DO UPDATE that changes the primary key",
+                                    ));
+                                }
+                                Some((old.key, new))
                             } else {
                                 None
                             }
                         }
+                        (Some(_), Some(_)) => None,
                     };
                     staged.ops.push(WriteOp::Insert {
                         table: table_ref.clone(),
                         row,
                         on_conflict: on_conflict.into_owned(),
                     });
-                    if let Some(stored) = stored {
+                    if let Some((key, stored)) = stored {
                         staged.rows_affected += 1;
                         if p.call {
                             let id = call_id(&table, &stored);
@@ -1770,8 +1846,13 @@ pub fn prebuild_insert(
     let defaults = || table.columns.iter().filter_map(|c| c.default.as_ref());
     // An ON CONFLICT DO UPDATE that draws random values draws them when the statement is
     // staged (the executor applying packed rows could not).
-    let conflict_draws = matches!(&p.on_conflict, Some(OnConflict::DoUpdate { assignments, .. })
-        if assignments.iter().any(|(_, e)| e.calls(Func::draws_random)));
+    let conflict_draws = p
+        .on_conflict
+        .as_ref()
+        .and_then(OnConflict::update)
+        .is_some_and(|(assignments, _)| {
+            assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
+        });
     if conflict_draws
         || !defaults().all(evaluates_at_the_session)
         || !rows.iter().flatten().all(evaluates_at_the_session)
@@ -1961,6 +2042,109 @@ fn check_staged_unique(
         }
     }
     Ok(())
+}
+
+fn affected_twice() -> SqlError {
+    SqlError::new(
+        ErrorKind::CardinalityViolation,
+        "ON CONFLICT DO UPDATE command cannot affect row a second time",
+    )
+    .with_detail("Ensure that no rows proposed for insertion within the same command have duplicate constrained values.")
+}
+
+/// What a row an INSERT stages conflicts with on its ON CONFLICT arbiter.
+enum StagedConflict {
+    /// None: the row is new; it claims these (arbiter, values) once it is staged.
+    New(Vec<(usize, Vec<u8>)>),
+    /// A row the same statement staged before it.
+    Own,
+    /// A row the transaction sees (stored or staged by an earlier statement).
+    Stored(crate::query::ScannedRow),
+}
+
+/// The conflicts an INSERT staged in a transaction looks for: the column sets its ON
+/// CONFLICT arbitrates on (the primary key's without one), and what its own rows took.
+struct StagedConflicts<'t> {
+    arbiter: ConflictArbiter,
+    arbiters: Vec<&'t [usize]>,
+    /// (arbiter, its values) of the rows this statement staged.
+    own: std::collections::HashSet<(usize, Vec<u8>)>,
+    /// The primary keys of this statement's rows, when the primary key does not arbitrate.
+    own_keys: Option<std::collections::HashSet<Vec<u8>>>,
+    /// Rows a DO UPDATE changed: a second change is an error.
+    updated: std::collections::HashSet<Vec<u8>>,
+}
+
+impl<'t> StagedConflicts<'t> {
+    fn new(table: &'t TableDef, on_conflict: Option<&OnConflict>) -> SqlResult<Self> {
+        let arbiter = on_conflict.map_or(ConflictArbiter::PrimaryKey, OnConflict::arbiter);
+        let primary_key = table.has_primary_key().then_some(&table.primary_key[..]);
+        let arbiters: Vec<&[usize]> = match arbiter {
+            // A transfer's id is checked when the commit applies: a retry with the same
+            // fields is not an error there.
+            _ if table.ledger == Some(LedgerRole::Transfers) => Vec::new(),
+            ConflictArbiter::PrimaryKey => primary_key.into_iter().collect(),
+            ConflictArbiter::Index(id) => vec![&unique_arbiter(table, id)?.columns],
+            ConflictArbiter::Any => primary_key
+                .into_iter()
+                .chain(
+                    table
+                        .indexes
+                        .iter()
+                        .filter(|i| i.unique && !i.is_derived())
+                        .map(|i| &i.columns[..]),
+                )
+                .collect(),
+        };
+        let own_keys = matches!(arbiter, ConflictArbiter::Index(_) if table.has_primary_key())
+            .then(Default::default);
+        Ok(StagedConflicts {
+            arbiter,
+            arbiters,
+            own: Default::default(),
+            own_keys,
+            updated: Default::default(),
+        })
+    }
+
+    /// The conflict of `row` (stored under `key`) on the arbiter. A primary key that does
+    /// not arbitrate is a duplicate error when taken.
+    fn find(
+        &mut self,
+        reader: &crate::query::Reader<'_>,
+        table: &TableDef,
+        row: &[Value],
+        key: &[u8],
+    ) -> SqlResult<StagedConflict> {
+        let mut claims = Vec::new();
+        for (n, columns) in self.arbiters.iter().enumerate() {
+            if columns.iter().any(|&c| row[c].is_null()) {
+                continue;
+            }
+            let values: Vec<Value> = columns.iter().map(|&c| row[c].clone()).collect();
+            let values = encode_key(&values)?;
+            if self.own.contains(&(n, values.clone())) {
+                return Ok(StagedConflict::Own);
+            }
+            if let Some(found) = reader.rows_with(table, columns, row)?.pop() {
+                return Ok(StagedConflict::Stored(found));
+            }
+            claims.push((n, values));
+        }
+        if let Some(own_keys) = &mut self.own_keys {
+            if !own_keys.insert(key.to_vec())
+                || !reader.rows_with(table, &table.primary_key, row)?.is_empty()
+            {
+                return Err(duplicate_key(table, row));
+            }
+        }
+        Ok(StagedConflict::New(claims))
+    }
+
+    /// A new row is staged: later rows of the statement collide with its values.
+    fn claim(&mut self, claims: Vec<(usize, Vec<u8>)>) {
+        self.own.extend(claims);
+    }
 }
 
 /// A CREATE INDEX's definition as the binder gave it.

@@ -269,7 +269,7 @@ impl Executor {
             if let Some((_, _, existing)) = self.get_row(storage, &key)? {
                 return match differing_field(table, t.created_at, &row, &existing) {
                     None => Ok(None),
-                    Some(_) if matches!(on_conflict, Some(OnConflict::DoNothing)) => Ok(None),
+                    Some(_) if matches!(on_conflict.map(OnConflict::action), Some(OnConflict::DoNothing)) => Ok(None),
                     Some((column, mine, theirs)) => Err(rule(
                         ErrorKind::UniqueViolation,
                         id,

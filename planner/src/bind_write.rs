@@ -176,27 +176,7 @@ impl Binder<'_> {
         let on_conflict = match &insert.on {
             None => None,
             Some(ast::OnInsert::OnConflict(c)) => {
-                if let Some(ast::ConflictTarget::Columns(cols)) = &c.conflict_target {
-                    let named: Vec<usize> = cols
-                        .iter()
-                        .map(|c| {
-                            table
-                                .column_index(&ident(c))
-                                .ok_or_else(|| SqlError::undefined_column(&ident(c)))
-                        })
-                        .collect::<SqlResult<_>>()?;
-                    let mut sorted = named.clone();
-                    sorted.sort_unstable();
-                    let mut pk = table.primary_key.clone();
-                    pk.sort_unstable();
-                    if sorted != pk {
-                        return Err(SqlError::new(
-                            ErrorKind::InvalidColumnReference,
-                            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
-                        ));
-                    }
-                }
-                Some(match &c.action {
+                let action = match &c.action {
                     ast::OnConflictAction::DoNothing => OnConflict::DoNothing,
                     ast::OnConflictAction::DoUpdate(update) => {
                         let mut both = scope.clone();
@@ -212,20 +192,16 @@ impl Binder<'_> {
                             filter,
                         }
                     }
-                })
+                };
+                let arbiter = conflict_arbiter(&table, c.conflict_target.as_ref(), &action)?;
+                Some(OnConflict::new(arbiter, action))
             }
             Some(_) => return Err(SqlError::feature_not_supported("ON DUPLICATE KEY")),
         };
-        if on_conflict.is_some() && !table.has_primary_key() {
-            return Err(SqlError::new(
-                ErrorKind::InvalidColumnReference,
-                "there is no unique or exclusion constraint matching the ON CONFLICT specification",
-            ));
-        }
         crate::ledger::check_insert(
             &table,
             &target_columns,
-            matches!(on_conflict, Some(OnConflict::DoUpdate { .. })),
+            on_conflict.as_ref().and_then(OnConflict::update).is_some(),
         )?;
         let source = self.apply_overriding(&table, &target_columns, source)?;
         let (returning, columns) = self.returning(&insert.returning, &scope)?;
@@ -586,6 +562,101 @@ fn generated_always(column: &str, message: String) -> SqlError {
     SqlError::new(ErrorKind::GeneratedAlways, message).with_detail(format!(
         "Column \"{column}\" is an identity column defined as GENERATED ALWAYS."
     ))
+}
+
+/// The arbiter of an ON CONFLICT clause, as PostgreSQL infers it: the primary key or the
+/// unique index whose columns are the target's (in any order), or the constraint named; with
+/// no target, DO NOTHING arbitrates on every unique constraint and DO UPDATE is refused.
+fn conflict_arbiter(
+    table: &TableDef,
+    target: Option<&ast::ConflictTarget>,
+    action: &OnConflict,
+) -> SqlResult<ConflictArbiter> {
+    let plain_unique = |index: &&IndexDef| index.unique && !index.is_derived();
+    let no_match = || {
+        SqlError::new(
+            ErrorKind::InvalidColumnReference,
+            "there is no unique or exclusion constraint matching the ON CONFLICT specification",
+        )
+    };
+    let arbiter = match target {
+        None if matches!(action, OnConflict::DoUpdate { .. }) => {
+            return Err(SqlError::syntax(
+                "ON CONFLICT DO UPDATE requires inference specification or constraint name",
+            ))
+        }
+        // Without a unique index, "every unique constraint" is the primary key alone.
+        None if table.indexes.iter().any(|i| i.unique) => ConflictArbiter::Any,
+        None => ConflictArbiter::PrimaryKey,
+        Some(ast::ConflictTarget::Columns(columns)) => {
+            let mut named: Vec<usize> = columns
+                .iter()
+                .map(|c| {
+                    let name = ident(c);
+                    table
+                        .column_index(&name)
+                        .ok_or_else(|| SqlError::undefined_column(&name))
+                })
+                .collect::<SqlResult<_>>()?;
+            named.sort_unstable();
+            named.dedup();
+            let same = |columns: &[usize]| {
+                let mut sorted = columns.to_vec();
+                sorted.sort_unstable();
+                sorted == named
+            };
+            if table.has_primary_key() && same(&table.primary_key) {
+                ConflictArbiter::PrimaryKey
+            } else if let Some(index) = table
+                .indexes
+                .iter()
+                .filter(plain_unique)
+                .find(|i| same(&i.columns))
+            {
+                ConflictArbiter::Index(index.id)
+            } else if table.indexes.iter().any(|i| i.unique && same(&i.columns)) {
+                return Err(SqlError::feature_not_supported(
+                    "ON CONFLICT on a partial or expression unique index",
+                ));
+            } else {
+                return Err(no_match());
+            }
+        }
+        Some(ast::ConflictTarget::OnConstraint(name)) => {
+            let (_, name) = object_name(name)?;
+            let primary_key_name = table
+                .primary_key_name
+                .clone()
+                .unwrap_or_else(|| format!("{}_pkey", table.name));
+            match table.indexes.iter().find(|i| i.name == name) {
+                _ if table.has_primary_key() && name == primary_key_name => {
+                    ConflictArbiter::PrimaryKey
+                }
+                Some(index) if plain_unique(&index) => ConflictArbiter::Index(index.id),
+                Some(index) if index.unique => {
+                    return Err(SqlError::feature_not_supported(
+                        "ON CONFLICT on a partial or expression unique index",
+                    ))
+                }
+                _ => {
+                    return Err(SqlError::new(
+                        ErrorKind::UndefinedObject,
+                        format!(
+                            "constraint \"{name}\" for table \"{}\" does not exist",
+                            table.name
+                        ),
+                    ))
+                }
+            }
+        }
+    };
+    if table.ledger.is_some() && arbiter != ConflictArbiter::PrimaryKey {
+        return Err(SqlError::feature_not_supported(format!(
+            "ON CONFLICT on another constraint than the primary key of \"{}\"",
+            table.name
+        )));
+    }
+    Ok(arbiter)
 }
 
 #[cfg(test)]

@@ -273,6 +273,9 @@ pub enum InsertSource {
     Packed(PackedRows),
 }
 
+/// What an INSERT does with a row that conflicts with a stored one. A bare action
+/// arbitrates on the primary key; `Arbitrated` names another arbiter (a variant of its own,
+/// added last, so plans already in the log keep their meaning).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum OnConflict {
     DoNothing,
@@ -281,6 +284,68 @@ pub enum OnConflict {
         assignments: Vec<(usize, Expr)>,
         filter: Option<Expr>,
     },
+    Arbitrated {
+        arbiter: ConflictArbiter,
+        /// `DoNothing` or `DoUpdate`.
+        action: Box<OnConflict>,
+    },
+}
+
+/// A SET item: the column given and its new value.
+pub type Assignment = (usize, Expr);
+
+/// Which stored rows an ON CONFLICT clause arbitrates on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConflictArbiter {
+    PrimaryKey,
+    /// The unique index with this id (its columns plain, no predicate).
+    Index(u32),
+    /// Every unique constraint: `ON CONFLICT DO NOTHING` without a target.
+    Any,
+}
+
+impl OnConflict {
+    /// `DoNothing` or `DoUpdate`, whatever the arbiter.
+    pub fn action(&self) -> &OnConflict {
+        match self {
+            OnConflict::Arbitrated { action, .. } => action.action(),
+            action => action,
+        }
+    }
+
+    pub fn arbiter(&self) -> ConflictArbiter {
+        match self {
+            OnConflict::Arbitrated { arbiter, .. } => *arbiter,
+            _ => ConflictArbiter::PrimaryKey,
+        }
+    }
+
+    /// `action` (`DoNothing` or `DoUpdate`) on `arbiter`.
+    pub fn new(arbiter: ConflictArbiter, action: OnConflict) -> OnConflict {
+        match arbiter {
+            ConflictArbiter::PrimaryKey => action,
+            arbiter => OnConflict::Arbitrated {
+                arbiter,
+                action: Box::new(action),
+            },
+        }
+    }
+
+    /// `action` with this clause's arbiter.
+    pub fn with_action(&self, action: OnConflict) -> OnConflict {
+        OnConflict::new(self.arbiter(), action)
+    }
+
+    /// The DO UPDATE's assignments and filter, if this is one.
+    pub fn update(&self) -> Option<(&[Assignment], Option<&Expr>)> {
+        match self.action() {
+            OnConflict::DoUpdate {
+                assignments,
+                filter,
+            } => Some((assignments, filter.as_ref())),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -965,15 +1030,11 @@ impl WritePlan {
                 if let InsertSource::Values(rows) = &p.source {
                     rows.iter().for_each(|r| exprs.extend(r));
                 }
-                match &p.on_conflict {
-                    Some(OnConflict::DoUpdate {
-                        assignments,
-                        filter,
-                    }) => {
-                        exprs.extend(assignments.iter().map(|(_, e)| e));
-                        exprs.extend(filter);
-                    }
-                    Some(OnConflict::DoNothing) | None => {}
+                if let Some((assignments, filter)) =
+                    p.on_conflict.as_ref().and_then(OnConflict::update)
+                {
+                    exprs.extend(assignments.iter().map(|(_, e)| e));
+                    exprs.extend(filter);
                 }
             }
             WritePlan::Update(p) => {

@@ -1,7 +1,7 @@
 """Django 5 (over psycopg 3) against hotledger: `migrate` of the contrib apps every project
 starts with (auth, contenttypes, sessions, admin) and of a small app with a foreign key,
 each migration in its transaction, and the introspection its schema editor uses; then the
-ORM: create, bulk_create, annotate with
+ORM: create, bulk_create (also as upserts: update_conflicts, ignore_conflicts), annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
 (jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
@@ -85,6 +85,22 @@ with transaction.atomic():
         pass
 totals = list(Order.objects.filter(customer__name="bob").values_list("total", flat=True))
 check(totals == [decimal.Decimal("5.00")], f"the atomic block committed: {totals}")
+# Upserts on the unique name: bulk_create with update_conflicts (ON CONFLICT (name) DO
+# UPDATE) and with ignore_conflicts (ON CONFLICT DO NOTHING).
+Customer.objects.bulk_create(
+    [Customer(name="bob", email="bob@new.example.org"), Customer(name="cy", email="cy@example.org")],
+    update_conflicts=True,
+    unique_fields=["name"],
+    update_fields=["email"],
+)
+emails = dict(Customer.objects.filter(name__in=["bob", "cy"]).values_list("name", "email"))
+check(emails == {"bob": "bob@new.example.org", "cy": "cy@example.org"}, f"update_conflicts: {emails}")
+Customer.objects.bulk_create(
+    [Customer(name="cy", email="other@example.org"), Customer(name="dee", email="dee@example.org")],
+    ignore_conflicts=True,
+)
+emails = dict(Customer.objects.filter(name__in=["cy", "dee"]).values_list("name", "email"))
+check(emails == {"cy": "cy@example.org", "dee": "dee@example.org"}, f"ignore_conflicts: {emails}")
 
 Customer.objects.filter(name="ada").delete()
 check(Order.objects.count() == 1, "the delete cascaded to the orders")

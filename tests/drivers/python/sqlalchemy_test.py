@@ -8,7 +8,7 @@ rollback of a failed flush, a JSONB column with its comparators (key as text, pa
 contains, has_key) and in-place mutation, uuid keys drawn by the server's
 gen_random_uuid() and by Python, ARRAY and Interval columns, a native Enum (its CREATE TYPE,
 filters and order by the labels' order), reflection (inspect, MetaData.reflect, get_enums) and
-drop_all (with DROP TYPE).
+drop_all (with DROP TYPE), and upserts on a unique column (ON CONFLICT (ref)).
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -34,6 +34,7 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.mutable import MutableDict
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
@@ -236,6 +237,13 @@ with Session(engine) as session:
         by_status == [TicketStatus.sold, TicketStatus.held] + [TicketStatus.open] * 3,
         f"Enum order is the labels' order: {by_status}",
     )
+    # An upsert on the unique ref column: ON CONFLICT (ref) DO UPDATE / DO NOTHING.
+    upsert = pg_insert(Ticket).values(ref=tickets[1].ref, seat=99)
+    session.execute(upsert.on_conflict_do_update(index_elements=[Ticket.ref], set_={"seat": upsert.excluded.seat}))
+    session.execute(pg_insert(Ticket).values(ref=tickets[0].ref, seat=77).on_conflict_do_nothing())
+    session.commit()
+    seats = session.scalars(select(Ticket.seat).order_by(Ticket.seat)).all()
+    check(seats == [1, 3, 4, 5, 99], f"upserts on a unique column: {seats}")
 
 insp = inspect(engine)
 fks = insp.get_foreign_keys("sa_address")
