@@ -301,13 +301,20 @@ impl<'a> Reader<'a> {
                     .indexes
                     .get(*index)
                     .ok_or_else(|| SqlError::internal("index position out of range"))?;
+                // The key's types: the key expressions' of an expression index, the
+                // columns' otherwise.
+                let key_exprs = def.key_exprs(&self.catalog.index_derivations);
                 let mut values = Vec::with_capacity(key.len());
-                for (e, &column) in key.iter().zip(&def.columns) {
+                for (n, e) in key.iter().enumerate() {
                     let v = e.eval(outer, env)?;
                     if v.is_null() {
                         return Ok(Vec::new());
                     }
-                    values.push(v.cast(table.columns[column].ty)?);
+                    let ty = match key_exprs {
+                        Some(keys) => keys[n].expr.ty(),
+                        None => table.columns[def.columns[n]].ty,
+                    };
+                    values.push(v.cast(ty)?);
                 }
                 let prefix = encode_key(&values)?;
                 let upper = match successor(&prefix) {

@@ -2,7 +2,10 @@
 //! The filter is always re-checked on the rows an access path returns, so an access path
 //! only narrows the search.
 
-use crate::catalog::TableDef;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::catalog::{IndexDerivation, TableDef};
 use crate::expr::{BinaryOp, Expr};
 use crate::plan::Access;
 
@@ -46,7 +49,14 @@ pub fn filter_is_key_equality(table: &TableDef, filter: Option<&Expr>) -> bool {
 
 /// Picks the primary-key access path a filter allows. The filter stays whole: it is
 /// re-checked on every row the access path returns, so the key only narrows the search.
-pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) -> Access {
+/// A derived index (`derivations`) serves when the filter compares its key expressions
+/// with known values and, for a partial one, holds its predicate as one of its parts.
+pub fn choose_access(
+    table: &TableDef,
+    derivations: &BTreeMap<u32, Arc<IndexDerivation>>,
+    filter: Option<&Expr>,
+    own_start: usize,
+) -> Access {
     let Some(filter) = filter else {
         return Access::Full;
     };
@@ -89,19 +99,39 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
             return Access::Point(key);
         }
     }
-    // The index whose leading columns the filter fixes the most of (a unique index fixed
-    // completely first); never a partial one, which lacks the rows its predicate refuses.
+    // The index whose leading columns (or key expressions) the filter fixes the most of (a
+    // unique index fixed completely first). A partial index only when the filter holds its
+    // predicate: otherwise it lacks rows the filter may accept.
     let best_index = table
         .indexes
         .iter()
         .enumerate()
-        .filter(|(_, index)| !index.is_derived())
-        .map(|(i, index)| {
-            let key: Vec<Expr> = index.columns.iter().map_while(|c| equal(*c)).collect();
-            let complete = key.len() == index.columns.len();
-            (i, key, complete && index.unique)
+        .filter_map(|(i, index)| {
+            let key: Vec<Expr> = match index.is_derived() {
+                false => index.columns.iter().map_while(|c| equal(*c)).collect(),
+                true => {
+                    let derivation = derivations.get(&index.id)?;
+                    if own_start != 0
+                        || derivation
+                            .predicate
+                            .as_ref()
+                            .is_some_and(|p| !parts.iter().any(|part| same_tree(part, &p.expr)))
+                    {
+                        return None;
+                    }
+                    match derivation.keys.is_empty() {
+                        true => index.columns.iter().map_while(|c| equal(*c)).collect(),
+                        false => derivation
+                            .keys
+                            .iter()
+                            .map_while(|k| equal_to(&parts, &k.expr))
+                            .collect(),
+                    }
+                }
+            };
+            let complete = key.len() == index.key_len(derivations);
+            (!key.is_empty()).then_some((i, key, complete && index.unique))
         })
-        .filter(|(_, key, _)| !key.is_empty())
         .max_by_key(|(_, key, unique)| (*unique, key.len()));
     if let Some((index, key, unique)) = &best_index {
         if *unique || table.primary_key.is_empty() || equal(table.primary_key[0]).is_none() {
@@ -143,4 +173,33 @@ pub fn choose_access(table: &TableDef, filter: Option<&Expr>, own_start: usize) 
     } else {
         Access::Full
     }
+}
+
+/// The value a part of a filter fixes `expr` (an index key expression over the scanned
+/// table's own columns, at offset 0) to: `expr = e` or `e = expr` with `e` independent of
+/// the row.
+fn equal_to(parts: &[Expr], expr: &Expr) -> Option<Expr> {
+    parts.iter().find_map(|part| match part {
+        Expr::Binary {
+            op: BinaryOp::Eq,
+            left,
+            right,
+            ..
+        } => {
+            if same_tree(left, expr) && right.is_independent_of(0) {
+                Some((**right).clone())
+            } else if same_tree(right, expr) && left.is_independent_of(0) {
+                Some((**left).clone())
+            } else {
+                None
+            }
+        }
+        _ => None,
+    })
+}
+
+/// Whether two bound expressions are the same tree (the same operators, functions, columns,
+/// constants and types): their debug forms print every field.
+fn same_tree(a: &Expr, b: &Expr) -> bool {
+    format!("{a:?}") == format!("{b:?}")
 }

@@ -1159,7 +1159,12 @@ impl Binder<'_> {
                     filter: None,
                     ..
                 } => {
-                    let access = choose_access(&table, Some(&predicate), scope.outer_len);
+                    let access = choose_access(
+                        &table,
+                        &self.catalog.index_derivations,
+                        Some(&predicate),
+                        scope.outer_len,
+                    );
                     Rel::Scan {
                         source: TableSource::User(table),
                         access,

@@ -432,7 +432,7 @@ impl Binder<'_> {
             Some(w) => Some(self.expr(w, scope, Some(DataType::Bool))?),
             None => None,
         };
-        let access = choose_access(table, filter.as_ref(), 0);
+        let access = choose_access(table, &self.catalog.index_derivations, filter.as_ref(), 0);
         Ok((filter, access))
     }
 

@@ -51,12 +51,30 @@ impl IndexDef {
 
     /// A partial index (`CREATE INDEX ... WHERE`) or an expression index (`ON t
     /// (lower(email))`) is derived from its rows by `Catalog::index_derivations`: it holds
-    /// only the rows a predicate accepts, or keys its columns do not hold as such, so nothing
-    /// may look rows up through it by column values. Its storage is named `d<id>` (`i<id>`
-    /// otherwise): the definition's stored layout has no room for a flag, and the readers
-    /// that must pass it by have only the table's definition.
+    /// only the rows a predicate accepts, or keys its columns do not hold as such, so only
+    /// an access path chosen knowing the derivation (`choose_access`) may look rows up
+    /// through it. Its storage is named `d<id>` (`i<id>` otherwise): the definition's
+    /// stored layout has no room for a flag, and the readers that must pass it by have only
+    /// the table's definition.
     pub fn is_derived(&self) -> bool {
         self.storage.starts_with('d')
+    }
+
+    /// The key expressions of an expression index; None for one keyed by its columns.
+    pub fn key_exprs<'d>(
+        &self,
+        derivations: &'d BTreeMap<u32, Arc<IndexDerivation>>,
+    ) -> Option<&'d [IndexExpr]> {
+        derivations
+            .get(&self.id)
+            .map(|d| d.keys.as_slice())
+            .filter(|keys| !keys.is_empty())
+    }
+
+    /// How many values its entries are keyed by.
+    pub fn key_len(&self, derivations: &BTreeMap<u32, Arc<IndexDerivation>>) -> usize {
+        self.key_exprs(derivations)
+            .map_or(self.columns.len(), <[IndexExpr]>::len)
     }
 }
 
