@@ -1002,6 +1002,21 @@ impl Executor {
                 };
                 self.create_index(&mut catalog, &table, index)?;
             }
+            DdlPlan::AddUniqueConstraint {
+                table,
+                name,
+                columns,
+            } => {
+                let index = NewIndex {
+                    name,
+                    columns,
+                    unique: true,
+                    if_not_exists: false,
+                    derivation: None,
+                };
+                let id = self.create_index(&mut catalog, &table, index)?;
+                catalog.unique_constraints.extend(id);
+            }
             DdlPlan::CreateProcedure {
                 procedure,
                 or_replace,
@@ -1151,7 +1166,20 @@ impl Executor {
                     match catalog.index(n) {
                         Some((table, position)) => {
                             let mut def = (**table).clone();
-                            def.indexes.remove(position);
+                            let index = def.indexes.remove(position);
+                            if catalog.unique_constraints.contains(&index.id) {
+                                return Err(SqlError::new(
+                                    ErrorKind::DependentObjectsStillExist,
+                                    format!(
+                                        "cannot drop index {n} because constraint {n} on table {} requires it",
+                                        table.name
+                                    ),
+                                )
+                                .with_detail(format!(
+                                    "You can drop constraint {n} on table {} instead.",
+                                    table.name
+                                )));
+                            }
                             foreign_keys_hold(&catalog, &def, &format!("drop index {n}"))?;
                         }
                         None if !if_exists => {
@@ -1183,6 +1211,7 @@ impl Executor {
             .flat_map(|t| t.indexes.iter().map(|i| i.id))
             .collect();
         catalog.index_derivations.retain(|id, _| live.contains(id));
+        catalog.unique_constraints.retain(|id| live.contains(id));
         self.set_catalog(catalog)?;
         Ok(Outcome::default())
     }
@@ -1212,6 +1241,35 @@ impl Executor {
         }
         foreign_keys_hold(catalog, &def, &format!("alter table {}", old.name))?;
         let env = EvalEnv::without_subqueries(&[], 0);
+        // A UNIQUE constraint of an added column (id 0 until now): every row takes the
+        // column's one fill value, so two rows and a value that is not NULL are a duplicate.
+        // Decided before the rows change, which cannot be taken back.
+        let added: Vec<usize> = (0..def.indexes.len())
+            .filter(|&n| def.indexes[n].id == 0)
+            .collect();
+        for &n in &added {
+            let index = &def.indexes[n];
+            let RowChange::Rebuild(sources) = &rows else {
+                return Err(SqlError::internal("a new index without new columns"));
+            };
+            for &c in &index.columns {
+                let ColumnSource::Value(fill) = &sources[c] else {
+                    return Err(SqlError::internal("a new index on an existing column"));
+                };
+                if !fill.eval(&[], &env)?.is_null() && self.every_row(&old)?.len() > 1 {
+                    return Err(SqlError::new(
+                        ErrorKind::UniqueViolation,
+                        format!("could not create unique index \"{}\"", index.name),
+                    )
+                    .with_detail("Every row takes the column's default."));
+                }
+            }
+        }
+        for &n in &added {
+            let id = catalog.new_relation_id(&def.indexes[n].name)?;
+            def.indexes[n].id = id;
+            def.indexes[n].storage = format!("i{id}");
+        }
         match rows {
             RowChange::None => {}
             RowChange::Validate => {
@@ -1228,6 +1286,10 @@ impl Executor {
             if !def.indexes.iter().any(|i| i.id == index.id) {
                 self.drop_storage(index.id, &index.storage)?;
             }
+        }
+        for &n in &added {
+            self.build_index(&def, &def.indexes[n], None)?;
+            catalog.unique_constraints.insert(def.indexes[n].id);
         }
         for shard in self.every_shard()? {
             shard.table_versions.insert(def.id, version);
@@ -1263,6 +1325,10 @@ impl Executor {
             index.id = catalog.new_relation_id(&index.name)?;
             index.storage = format!("i{}", index.id);
             self.create_storage(index.id, &index.storage)?;
+            // CREATE TABLE makes unique indexes only for its UNIQUE constraints.
+            if index.unique {
+                catalog.unique_constraints.insert(index.id);
+            }
         }
         let id = table.id;
         catalog.tables.insert(table.name.clone(), Arc::new(table));
@@ -1298,17 +1364,15 @@ impl Executor {
         self.drop_kv_table_everywhere(name, Some(id))
     }
 
-    /// Creates an index's storage and fills it from the table's rows, checking uniqueness.
-    /// On failure the storage is dropped again.
     /// CREATE INDEX: the index of `table` built from its rows (as `index.derivation` derives
-    /// them, for a partial or expression index) and added to `catalog`; nothing when the
-    /// name is taken and `if_not_exists` is set.
+    /// them, for a partial or expression index) and added to `catalog`; returns its id, or
+    /// None (nothing done) when the name is taken and `if_not_exists` is set.
     fn create_index(
         &mut self,
         catalog: &mut Catalog,
         table: &TableRef,
         index: NewIndex,
-    ) -> SqlResult<()> {
+    ) -> SqlResult<Option<u32>> {
         let NewIndex {
             name,
             columns,
@@ -1318,7 +1382,7 @@ impl Executor {
         } = index;
         if catalog.relation_exists(&name) {
             if if_not_exists {
-                return Ok(());
+                return Ok(None);
             }
             return Err(SqlError::new(
                 ErrorKind::DuplicateTable,
@@ -1346,7 +1410,7 @@ impl Executor {
         def.indexes.push(index);
         def.shape_version += 1;
         catalog.tables.insert(def.name.clone(), Arc::new(def));
-        Ok(())
+        Ok(Some(id))
     }
 
     fn build_index(

@@ -20,7 +20,7 @@ use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_ENUMS,
     META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE,
-    META_VIEWS,
+    META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -137,33 +137,34 @@ impl Coordinator {
         if committed.is_none() {
             commit_record.write(recovery.log_position)?;
         }
-        let mut catalog: Catalog = match first.get(meta, META_CATALOG).map_err(kv_error)? {
-            Some(bytes) => bincode::deserialize(&bytes)
-                .map_err(|e| SqlError::internal(format!("stored catalog is unreadable: {e}")))?,
-            None => Catalog::default(),
-        };
-        if let Some(bytes) = first.get(meta, META_VIEWS).map_err(kv_error)? {
-            catalog.views = bincode::deserialize(&bytes)
-                .map_err(|e| SqlError::internal(format!("stored views are unreadable: {e}")))?;
+        let mut catalog: Catalog =
+            load_part(&mut first, meta, META_CATALOG, "catalog")?.unwrap_or_default();
+        // The parts kept under keys of their own (see `Executor::publish_catalog`).
+        if let Some(views) = load_part(&mut first, meta, META_VIEWS, "views")? {
+            catalog.views = views;
         }
-        if let Some(bytes) = first.get(meta, META_INDEX_DERIVATIONS).map_err(kv_error)? {
-            catalog.index_derivations = bincode::deserialize(&bytes).map_err(|e| {
-                SqlError::internal(format!("stored index predicates are unreadable: {e}"))
-            })?;
+        let derivations = load_part(&mut first, meta, META_INDEX_DERIVATIONS, "index predicates")?;
+        if let Some(derivations) = derivations {
+            catalog.index_derivations = derivations;
         }
-        if let Some(bytes) = first.get(meta, META_ENUMS).map_err(kv_error)? {
-            catalog.enums = bincode::deserialize(&bytes).map_err(|e| {
-                SqlError::internal(format!("stored enum types are unreadable: {e}"))
-            })?;
+        let constraints = load_part(
+            &mut first,
+            meta,
+            META_UNIQUE_CONSTRAINTS,
+            "unique constraints",
+        )?;
+        if let Some(constraints) = constraints {
+            catalog.unique_constraints = constraints;
         }
-        if let Some(bytes) = first.get(meta, META_FOREIGN_KEYS).map_err(kv_error)? {
-            catalog.foreign_keys = bincode::deserialize(&bytes).map_err(|e| {
-                SqlError::internal(format!("stored foreign keys are unreadable: {e}"))
-            })?;
+        if let Some(enums) = load_part(&mut first, meta, META_ENUMS, "enum types")? {
+            catalog.enums = enums;
         }
-        if let Some(bytes) = first.get(meta, META_SEQUENCES).map_err(kv_error)? {
-            catalog.sequences = bincode::deserialize(&bytes)
-                .map_err(|e| SqlError::internal(format!("stored sequences are unreadable: {e}")))?;
+        if let Some(foreign_keys) = load_part(&mut first, meta, META_FOREIGN_KEYS, "foreign keys")?
+        {
+            catalog.foreign_keys = foreign_keys;
+        }
+        if let Some(sequences) = load_part(&mut first, meta, META_SEQUENCES, "sequences")? {
+            catalog.sequences = sequences;
         }
         let mut sequence_states = BTreeMap::new();
         for sequence in catalog.sequences.values() {
@@ -797,6 +798,21 @@ struct Dispatch<'a> {
     /// Partition p was taken back in this entry and is not lent again until the next.
     taken_back: Vec<bool>,
     reports: (Sender<Report>, Receiver<Report>),
+}
+
+/// A part of the catalog stored under `key` of the meta table, if there is one.
+fn load_part<T: serde::de::DeserializeOwned>(
+    engine: &mut Engine,
+    meta: kv::Table,
+    key: &[u8],
+    what: &str,
+) -> SqlResult<Option<T>> {
+    match engine.get(meta, key).map_err(kv_error)? {
+        Some(bytes) => bincode::deserialize(&bytes)
+            .map(Some)
+            .map_err(|e| SqlError::internal(format!("stored {what} are unreadable: {e}"))),
+        None => Ok(None),
+    }
 }
 
 #[cfg(test)]

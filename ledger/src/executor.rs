@@ -32,6 +32,7 @@ pub(crate) const META_CATALOG: &[u8] = b"catalog";
 pub(crate) const META_VIEWS: &[u8] = b"views";
 pub(crate) const META_ENUMS: &[u8] = b"enums";
 pub(crate) const META_INDEX_DERIVATIONS: &[u8] = b"index_derivations";
+pub(crate) const META_UNIQUE_CONSTRAINTS: &[u8] = b"unique_constraints";
 /// The catalog's foreign keys (kept apart, as views are).
 pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
@@ -316,31 +317,28 @@ impl Executor {
     }
 
     fn publish_catalog(&mut self, catalog: Catalog) -> SqlResult<()> {
-        let bytes = bincode::serialize(&catalog).map_err(|e| SqlError::internal(e.to_string()))?;
-        let views =
-            bincode::serialize(&catalog.views).map_err(|e| SqlError::internal(e.to_string()))?;
-        let sequences = bincode::serialize(&catalog.sequences)
-            .map_err(|e| SqlError::internal(e.to_string()))?;
-        let foreign_keys = bincode::serialize(&catalog.foreign_keys)
-            .map_err(|e| SqlError::internal(e.to_string()))?;
-        let enums =
-            bincode::serialize(&catalog.enums).map_err(|e| SqlError::internal(e.to_string()))?;
-        let index_derivations = bincode::serialize(&catalog.index_derivations)
-            .map_err(|e| SqlError::internal(e.to_string()))?;
+        fn encode<T: serde::Serialize>(value: &T) -> SqlResult<Vec<u8>> {
+            bincode::serialize(value).map_err(|e| SqlError::internal(e.to_string()))
+        }
+        // The catalog, and the parts kept under keys of their own so that its stored layout
+        // stays what earlier builds wrote.
+        let parts = [
+            (META_CATALOG, encode(&catalog)?),
+            (META_VIEWS, encode(&catalog.views)?),
+            (META_SEQUENCES, encode(&catalog.sequences)?),
+            (META_FOREIGN_KEYS, encode(&catalog.foreign_keys)?),
+            (META_ENUMS, encode(&catalog.enums)?),
+            (META_INDEX_DERIVATIONS, encode(&catalog.index_derivations)?),
+            (
+                META_UNIQUE_CONSTRAINTS,
+                encode(&catalog.unique_constraints)?,
+            ),
+        ];
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;
-        engine.put(meta, META_CATALOG, &bytes).map_err(kv_error)?;
-        engine.put(meta, META_VIEWS, &views).map_err(kv_error)?;
-        engine
-            .put(meta, META_SEQUENCES, &sequences)
-            .map_err(kv_error)?;
-        engine
-            .put(meta, META_FOREIGN_KEYS, &foreign_keys)
-            .map_err(kv_error)?;
-        engine.put(meta, META_ENUMS, &enums).map_err(kv_error)?;
-        engine
-            .put(meta, META_INDEX_DERIVATIONS, &index_derivations)
-            .map_err(kv_error)?;
+        for (key, bytes) in parts {
+            engine.put(meta, key, &bytes).map_err(kv_error)?;
+        }
         self.catalog = Arc::new(catalog);
         if let Ok(mut published) = self.published.write() {
             *published = self.catalog.clone();

@@ -92,6 +92,44 @@ impl TableChange {
     }
 }
 
+/// DROP CONSTRAINT of a CHECK or a UNIQUE constraint (with its index); a unique index made
+/// by CREATE UNIQUE INDEX on plain columns is taken too (PostgreSQL refuses it: an index is
+/// not a constraint there; databases from builds that did not tell them apart have such).
+fn drop_constraint(change: &mut TableChange, name: &str, if_exists: bool) -> SqlResult<()> {
+    let table = &mut change.def;
+    if let Some(n) = table.checks.iter().position(|c| c.name == name) {
+        table.checks.remove(n);
+        return Ok(());
+    }
+    let unique = table
+        .indexes
+        .iter()
+        .position(|i| i.name == name && i.unique && !i.is_derived());
+    if let Some(n) = unique {
+        table.indexes.remove(n);
+        return Ok(());
+    }
+    let primary_key_name = table
+        .primary_key_name
+        .clone()
+        .unwrap_or_else(|| format!("{}_pkey", table.name));
+    if table.has_primary_key() && name == primary_key_name {
+        return Err(SqlError::feature_not_supported(
+            "dropping a primary key (the rows are stored by it)",
+        ));
+    }
+    if if_exists {
+        return Ok(());
+    }
+    Err(SqlError::new(
+        ErrorKind::UndefinedObject,
+        format!(
+            "constraint \"{name}\" of relation \"{}\" does not exist",
+            table.name
+        ),
+    ))
+}
+
 fn uses_column(expr: &Expr, column: usize) -> bool {
     let mut found = false;
     expr.visit(&mut |e| found |= matches!(e, Expr::Column(c, _) if *c == column));
@@ -434,6 +472,10 @@ impl Binder<'_> {
                 let name = check.name.as_ref().map(ident);
                 self.add_check(change, name, &check.expr)
             }
+            // A foreign key's is its own plan (`alter_foreign_keys`).
+            Op::DropConstraint {
+                name, if_exists, ..
+            } => drop_constraint(change, &ident(name), *if_exists),
             other => Err(SqlError::feature_not_supported(format!(
                 "ALTER TABLE {}",
                 other.to_string().chars().take(50).collect::<String>()
@@ -463,6 +505,7 @@ impl Binder<'_> {
             default_sql: None,
         };
         let mut checks = Vec::new();
+        let mut unique = None;
         for option in &c.options {
             if self.nullability_or_default(&mut def, &option.option)? {
                 continue;
@@ -470,6 +513,13 @@ impl Binder<'_> {
             match &option.option {
                 ast::ColumnOption::Check(check) => {
                     checks.push((option.name.as_ref().map(ident), (*check.expr).clone()))
+                }
+                // Its index is made when the change applies (id 0 until then).
+                ast::ColumnOption::Unique(_) => {
+                    let name = option.name.as_ref().map(ident);
+                    unique = Some(
+                        name.unwrap_or_else(|| format!("{}_{}_key", change.def.name, def.name)),
+                    );
                 }
                 other => {
                     return Err(SqlError::feature_not_supported(format!(
@@ -500,6 +550,15 @@ impl Binder<'_> {
             .unwrap_or(Expr::Literal(Value::Null, ty));
         change.def.columns.push(def);
         change.sources.push(ColumnSource::Value(fill));
+        if let Some(name) = unique {
+            change.def.indexes.push(IndexDef {
+                id: 0,
+                name,
+                columns: vec![change.def.columns.len() - 1],
+                unique: true,
+                storage: String::new(),
+            });
+        }
         for (name, e) in checks {
             self.add_check(change, name, &e)?;
         }

@@ -598,12 +598,10 @@ impl Binder<'_> {
                         .join("_");
                     format!("{}_{cols}_key", table.name)
                 });
-                Ok(Plan::Ddl(DdlPlan::CreateIndex {
+                Ok(Plan::Ddl(DdlPlan::AddUniqueConstraint {
                     table: table.reference(),
                     name,
                     columns,
-                    unique: true,
-                    if_not_exists: false,
                 }))
             }
             [ast::AlterTableOperation::AddConstraint {

@@ -253,6 +253,12 @@ pub struct Catalog {
     /// executor's `META_INDEX_DERIVATIONS`), as views are.
     #[serde(skip)]
     pub index_derivations: BTreeMap<u32, Arc<IndexDerivation>>,
+    /// The unique indexes that are UNIQUE constraints (declared by CREATE TABLE or added by
+    /// ALTER TABLE ... ADD CONSTRAINT ... UNIQUE) rather than CREATE UNIQUE INDEX, by index
+    /// id; stored under a key of their own (the executor's `META_UNIQUE_CONSTRAINTS`), as
+    /// views are.
+    #[serde(skip)]
+    pub unique_constraints: std::collections::BTreeSet<u32>,
     /// Never stored: the node's sessions, filled in by the session that reads
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

@@ -526,6 +526,12 @@ pub enum DdlPlan {
         if_not_exists: bool,
         derivation: Box<crate::catalog::IndexDerivation>,
     },
+    /// ALTER TABLE ... ADD CONSTRAINT ... UNIQUE: a unique index that is a constraint.
+    AddUniqueConstraint {
+        table: TableRef,
+        name: String,
+        columns: Vec<usize>,
+    },
 }
 
 impl DdlPlan {

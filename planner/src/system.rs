@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use sql::{DataType, SqlError, SqlResult, Value};
 
-use crate::catalog::{Catalog, TableDef, FIRST_USER_OID};
+use crate::catalog::{Catalog, IndexDef, TableDef, FIRST_USER_OID};
 use crate::expr::{Expr, Func};
 use crate::sequence::Identity;
 
@@ -33,6 +33,11 @@ fn enum_label_oid(type_oid: u32, n: usize) -> u32 {
 /// The OID of a table's n-th CHECK constraint.
 pub fn check_oid(table_oid: u32, n: usize) -> u32 {
     3_000_000 + (table_oid - FIRST_USER_OID) * 64 + n as u32
+}
+
+/// The OID `pg_constraint` gives a UNIQUE constraint (its index has its own).
+pub fn unique_constraint_oid(index: &IndexDef) -> u32 {
+    2_000_000 + index.oid()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -897,6 +902,30 @@ impl SystemTable {
                         row.extend(plain());
                         rows.push(row);
                     }
+                    let constraints = t
+                        .indexes
+                        .iter()
+                        .filter(|i| catalog.unique_constraints.contains(&i.id));
+                    for index in constraints {
+                        let mut row = vec![
+                            int(unique_constraint_oid(index)),
+                            text(&index.name),
+                            int(PUBLIC_NAMESPACE),
+                            text("u"),
+                            b(false),
+                            b(false),
+                            b(true),
+                            int(t.oid()),
+                            int(index.oid()),
+                            int(0),
+                            Value::Array(
+                                index.columns.iter().map(|c| int(*c as i64 + 1)).collect(),
+                            ),
+                            null(),
+                        ];
+                        row.extend(plain());
+                        rows.push(row);
+                    }
                     for (n, c) in t.checks.iter().enumerate() {
                         let mut row = vec![
                             int(check_oid(t.oid(), n)),
@@ -1414,6 +1443,14 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
                     if check_oid(t.oid(), n) == oid {
                         return Some(format!("CHECK ({})", c.sql));
                     }
+                }
+                if let Some(index) = t.indexes.iter().find(|i| unique_constraint_oid(i) == oid) {
+                    let columns: Vec<&str> = index
+                        .columns
+                        .iter()
+                        .map(|&c| t.columns[c].name.as_str())
+                        .collect();
+                    return Some(format!("UNIQUE ({})", columns.join(", ")));
                 }
             }
             _ => {}

@@ -1411,7 +1411,9 @@ impl Session {
                 _ => "ALTER TABLE",
             },
             DdlPlan::WithForeignKeys { .. } => "CREATE TABLE",
-            DdlPlan::AddForeignKey { .. } | DdlPlan::DropForeignKey { .. } => "ALTER TABLE",
+            DdlPlan::AddForeignKey { .. }
+            | DdlPlan::DropForeignKey { .. }
+            | DdlPlan::AddUniqueConstraint { .. } => "ALTER TABLE",
         };
         if let Some(t) = &self.transaction {
             if t.read_only {

@@ -1190,7 +1190,8 @@ async fn enum_types_survive_kill9() {
 }
 
 /// Partial and expression indexes come back after kill -9 with their definitions, from the
-/// checkpoint and from the log, and still hold only the rows and keys those give.
+/// checkpoint and from the log, and still hold only the rows and keys those give; UNIQUE
+/// constraints (of an added column too) come back as constraints.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partial_indexes_survive_kill9() {
     let mut server = TestServer::start_with(&["--partitions", "2"]);
@@ -1206,13 +1207,25 @@ async fn partial_indexes_survive_kill9() {
     c.batch_execute(
         "create unique index handle_big on accounts_live (handle) where id >= 100;
          create unique index handle_lower on accounts_live (lower(handle)) where id >= 100;
-         insert into accounts_live values (100, 'bob', false), (101, 'cy', true);",
+         insert into accounts_live values (100, 'bob', false), (101, 'cy', true);
+         alter table accounts_live add column badge int unique;
+         alter table accounts_live add constraint accounts_live_handle_id unique (handle, id);",
     )
     .await
     .unwrap();
     drop(c);
     server.kill9_and_restart();
     let c = server.client().await;
+    // UNIQUE constraints stay constraints (the unique indexes above do not become any).
+    assert_eq!(
+        scalar(
+            &c,
+            "select string_agg(conname || ' ' || pg_get_constraintdef(oid), '; ' order by conname) from pg_constraint where contype = 'u'"
+        )
+        .await
+        .as_deref(),
+        Some("accounts_live_badge_key UNIQUE (badge); accounts_live_handle_id UNIQUE (handle, id)")
+    );
     assert_eq!(
         scalar(
             &c,
@@ -1243,9 +1256,16 @@ async fn partial_indexes_survive_kill9() {
         let e = c.batch_execute(bad).await.unwrap_err();
         assert_eq!(code(&e), "23505", "{why}: {e}");
     }
-    c.batch_execute("insert into accounts_live values (12, 'ann', true), (5, 'bob', true)")
+    c.batch_execute(
+        "insert into accounts_live values (12, 'ann', true, 7), (5, 'bob', true, null)",
+    )
+    .await
+    .unwrap();
+    let e = c
+        .batch_execute("insert into accounts_live values (13, 'dee', true, 7)")
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(code(&e), "23505", "badge 7 is taken: {e}");
 }
 
 /// Schema changes in transaction blocks: another session sees them only at COMMIT; a

@@ -7,8 +7,8 @@ IntegrityError inside a savepoint, auth's password hashing round trip, a JSONFie
 (jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
 Python's uuid4, one from the database's gen_random_uuid() default), and ArrayField
 (varchar[] and integer[]) with its lookups, a DurationField (interval), a TimeField
-(time, added by a later migration) and a conditional UniqueConstraint (a partial unique
-index).
+(time, added by a later migration), a conditional UniqueConstraint (a partial unique
+index), and a unique field added and made not unique again by migrations.
 
 Run by server/tests/drivers.rs with HOTLEDGER_PORT and HOTLEDGER_PASSWORD set.
 """
@@ -44,7 +44,7 @@ for table in ["auth_user", "django_content_type", "django_session", "shop_order"
     check(table in tables, f"migrate made {table}: {sorted(tables)}")
 with connection.cursor() as cursor:
     cursor.execute("select count(*) from django_migrations where app = 'shop'")
-    check(cursor.fetchone()[0] == 6, "the shop migrations are recorded")
+    check(cursor.fetchone()[0] == 8, "the shop migrations are recorded")
     # The introspection Django's schema editor runs before altering or dropping a field.
     constraints = connection.introspection.get_constraints(cursor, "shop_order")
     foreign = [c for c in constraints.values() if c["foreign_key"]]
@@ -113,6 +113,17 @@ Event.objects.create(kind="login", data={"user": "ada", "tags": ["web", "2fa"], 
 Event.objects.create(kind="login", data={"user": "bob", "tags": ["app"], "n": 1, "geo": {"c": "NO"}})
 Event.objects.create(kind="logout", data={"user": "ada", "n": 2, "note": None})
 check(Event.objects.filter(data__user="ada").count() == 2, "key lookup")
+# Migration 0007 added `code` with unique=True (ADD COLUMN ... UNIQUE), 0008 took the
+# constraint away again (ALTER TABLE ... DROP CONSTRAINT, found by introspection).
+with connection.cursor() as cursor:
+    constraints = connection.introspection.get_constraints(cursor, "shop_event")
+check(
+    not any(c["unique"] and c["columns"] == ["code"] for c in constraints.values()),
+    f"the unique constraint on code was dropped: {constraints}",
+)
+Event.objects.create(kind="tag", code="c1")
+Event.objects.create(kind="tag", code="c1")
+Event.objects.filter(kind="tag").delete()
 check(Event.objects.filter(data__n__gte=2).count() == 2, "key lookup with a comparison")
 check(Event.objects.filter(data__tags__0="app").count() == 1, "array index lookup")
 check(Event.objects.filter(data__geo__c="NO").count() == 1, "path lookup")

@@ -266,6 +266,13 @@ check(
     [(i["name"], i["column_names"]) for i in indexes] == [("ix_sa_user_name", ["name"])],
     f"indexes reflected: {indexes}",
 )
+uniques = insp.get_unique_constraints("sa_ticket")
+check(
+    [(u["name"], u["column_names"]) for u in uniques] == [("sa_ticket_ref_key", ["ref"])],
+    f"unique constraints reflected: {uniques}",
+)
+ticket_indexes = insp.get_indexes("sa_ticket")
+check(ticket_indexes == [] or all(i.get("duplicates_constraint") for i in ticket_indexes), f"a unique constraint is not an extra index: {ticket_indexes}")
 settings = {c["name"]: c for c in insp.get_columns("sa_profile")}["settings"]
 check(isinstance(settings["type"], JSONB), f"a jsonb column reflected: {settings}")
 ticket = {c["name"]: c for c in insp.get_columns("sa_ticket")}

@@ -20,6 +20,7 @@ class Order(models.Model):
 class Event(models.Model):
     kind = models.CharField(max_length=50)
     data = models.JSONField(default=dict)
+    code = models.CharField(max_length=20, null=True)
 
 
 class Voucher(models.Model):
