@@ -338,6 +338,16 @@ fn draw_all(exprs: &[(usize, Expr)]) -> SqlResult<Vec<(usize, Expr)>> {
         .collect()
 }
 
+fn bind_filter(
+    filter: Option<&Expr>,
+    params: &[Value],
+    now_micros: i64,
+) -> SqlResult<Option<Expr>> {
+    filter
+        .map(|f| f.bind_constants(params, now_micros))
+        .transpose()
+}
+
 fn bind_all(
     exprs: &[(usize, Expr)],
     params: &[Value],
@@ -1733,20 +1743,44 @@ impl Executor {
             }
             WritePlan::Update(p) => {
                 let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
-                let assignments = bind_all(&p.assignments, params, now_micros)?;
+                let subqueries = p.assignments.iter().any(|(_, e)| e.has_subquery())
+                    || p.filter.as_ref().is_some_and(Expr::has_subquery);
+                let (assignments, recheck) = match subqueries {
+                    true => (Vec::new(), None),
+                    false => (
+                        bind_all(&p.assignments, params, now_micros)?,
+                        bind_filter(p.filter.as_ref(), params, now_micros)?,
+                    ),
+                };
                 let draws = p
                     .assignments
                     .iter()
                     .any(|(_, e)| e.calls(Func::draws_random));
-                let recheck = p
-                    .filter
-                    .as_ref()
-                    .map(|f| f.bind_constants(params, now_micros))
-                    .transpose()?;
                 for (key, old) in targets {
                     if !table.has_primary_key() && is_temporary_key(&key) {
                         return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
                     }
+                    // Subqueries are evaluated here, once per row, and travel as their
+                    // values; the commit evaluates the rest again on the row as it is then.
+                    let (assignments, recheck) = match subqueries {
+                        true => {
+                            let evaluated = p
+                                .assignments
+                                .iter()
+                                .map(|(c, e)| Ok((*c, e.with_subqueries_evaluated(&old, &env)?)))
+                                .collect::<SqlResult<Vec<_>>>()?;
+                            let filter = p
+                                .filter
+                                .as_ref()
+                                .map(|f| f.with_subqueries_evaluated(&old, &env))
+                                .transpose()?;
+                            (
+                                Cow::Owned(bind_all(&evaluated, params, now_micros)?),
+                                Cow::Owned(bind_filter(filter.as_ref(), params, now_micros)?),
+                            )
+                        }
+                        false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
+                    };
                     // Random values are drawn here, once per row; the commit evaluates the
                     // assignments again with them.
                     let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
@@ -1769,19 +1803,27 @@ impl Executor {
                     staged.ops.push(WriteOp::Update {
                         table: table_ref.clone(),
                         key,
-                        assignments: drawn.unwrap_or_else(|| assignments.clone()),
-                        recheck: recheck.clone(),
+                        assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
+                        recheck: recheck.into_owned(),
                     });
                 }
             }
             WritePlan::Delete(p) => {
                 let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
-                let recheck = p
-                    .filter
-                    .as_ref()
-                    .map(|f| f.bind_constants(params, now_micros))
-                    .transpose()?;
+                let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
+                let recheck = match subqueries {
+                    true => None,
+                    false => bind_filter(p.filter.as_ref(), params, now_micros)?,
+                };
                 for (key, old) in targets {
+                    // As an UPDATE's: subqueries travel as their values on this row.
+                    let recheck = match (subqueries, &p.filter) {
+                        (true, Some(f)) => {
+                            let evaluated = f.with_subqueries_evaluated(&old, &env)?;
+                            bind_filter(Some(&evaluated), params, now_micros)?
+                        }
+                        _ => recheck.clone(),
+                    };
                     if !table.has_primary_key() && is_temporary_key(&key) {
                         return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
                     }
@@ -1791,7 +1833,7 @@ impl Executor {
                     staged.ops.push(WriteOp::Delete {
                         table: table_ref.clone(),
                         key,
-                        recheck: recheck.clone(),
+                        recheck,
                     });
                 }
             }

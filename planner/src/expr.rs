@@ -602,6 +602,33 @@ impl Expr {
         Ok(())
     }
 
+    /// Whether a subquery appears in it.
+    pub fn has_subquery(&self) -> bool {
+        let mut found = false;
+        self.visit(&mut |x| found |= matches!(x, Expr::Subquery { .. } | Expr::InSubquery { .. }));
+        found
+    }
+
+    /// A copy with each subquery (an `IN (SELECT ...)` with its left side) replaced by its
+    /// value on `row`, the row the expression is evaluated on: what a write staged in a
+    /// transaction carries to the commit, which runs no subqueries.
+    pub fn with_subqueries_evaluated(&self, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<Expr> {
+        let mut evaluated = self.clone();
+        evaluated.evaluate_subqueries(row, env)?;
+        Ok(evaluated)
+    }
+
+    fn evaluate_subqueries(&mut self, row: &[Value], env: &EvalEnv<'_>) -> SqlResult<()> {
+        if matches!(self, Expr::Subquery { .. } | Expr::InSubquery { .. }) {
+            *self = Expr::Literal(self.eval(row, env)?, self.ty());
+            return Ok(());
+        }
+        for child in self.children_mut() {
+            child.evaluate_subqueries(row, env)?;
+        }
+        Ok(())
+    }
+
     /// Whether it calls a function `which` picks, in its subqueries too
     /// (`e.calls(Func::draws_random)`).
     pub fn calls(&self, which: fn(Func) -> bool) -> bool {

@@ -1,7 +1,8 @@
 """Django 5 (over psycopg 3) against hotledger: `migrate` of the contrib apps every project
 starts with (auth, contenttypes, sessions, admin) and of a small app with a foreign key,
 each migration in its transaction, and the introspection its schema editor uses; then the
-ORM: create, bulk_create (also as upserts: update_conflicts, ignore_conflicts), annotate with
+ORM: create, bulk_create (also as upserts: update_conflicts, ignore_conflicts), an update
+across a relation inside atomic() (a subquery in a transaction block), annotate with
 aggregates over a join, atomic blocks, cascading delete, a unique violation as
 IntegrityError inside a savepoint, auth's password hashing round trip, a JSONField
 (jsonb) with key, path, containment and has-key lookups, UUIDField keys (one from
@@ -85,6 +86,12 @@ with transaction.atomic():
         pass
 totals = list(Order.objects.filter(customer__name="bob").values_list("total", flat=True))
 check(totals == [decimal.Decimal("5.00")], f"the atomic block committed: {totals}")
+# An update across a relation inside atomic(): UPDATE ... WHERE id IN (SELECT ... JOIN ...)
+# staged in the transaction.
+with transaction.atomic():
+    updated = Order.objects.filter(customer__name="bob").update(note="vip")
+    check(Order.objects.get(customer__name="bob").note == "vip", "the transaction sees its update")
+check(updated == 1 and Order.objects.get(customer__name="bob").note == "vip", f"an update across a relation in atomic(): {updated}")
 # Upserts on the unique name: bulk_create with update_conflicts (ON CONFLICT (name) DO
 # UPDATE) and with ignore_conflicts (ON CONFLICT DO NOTHING).
 Customer.objects.bulk_create(
