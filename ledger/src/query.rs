@@ -63,6 +63,19 @@ pub struct ScannedRow {
     pub row: Row,
 }
 
+/// The most values a join's rows may hold: joins materialize their rows, and one of tables
+/// unrelated by its conditions grows as their product — the server must not run out of
+/// memory for it (about a gigabyte of rows).
+const MAX_JOIN_VALUES: usize = 16 << 20;
+
+fn join_too_large() -> SqlError {
+    SqlError::new(
+        sql::ErrorKind::ProgramLimitExceeded,
+        format!("a join would hold more than {MAX_JOIN_VALUES} values"),
+    )
+    .with_detail("Joins are materialized: not supported yet for results this large; add conditions that relate the joined tables.")
+}
+
 /// Orders rows for grouping and DISTINCT.
 #[derive(Clone, Debug)]
 pub struct RowKey(pub Vec<Value>);
@@ -540,7 +553,11 @@ impl<'a> Reader<'a> {
                             }
                         }
                         matched = true;
-                        out.push(full.split_off(outer.len()));
+                        let row = full.split_off(outer.len());
+                        if out.len().saturating_mul(row.len()) > MAX_JOIN_VALUES {
+                            return Err(join_too_large());
+                        }
+                        out.push(row);
                     }
                     if !matched && *kind == JoinKind::Left {
                         let mut row = l.clone();

@@ -1180,6 +1180,13 @@ impl Binder<'_> {
                     access,
                     filter: Some(predicate),
                 },
+                join @ Rel::Join { .. } => crate::filter_pushdown::push_filter(
+                    join,
+                    scope.columns.len() - scope.outer_len,
+                    predicate,
+                    scope.outer_len,
+                    &self.catalog.index_derivations,
+                ),
                 other => Rel::Filter {
                     input: Box::new(other),
                     predicate,

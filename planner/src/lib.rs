@@ -23,6 +23,7 @@ mod bind_write;
 mod catalog;
 mod enum_type;
 mod expr;
+mod filter_pushdown;
 mod foreign_key;
 mod grouping_sets;
 mod json_functions;
@@ -58,4 +59,4 @@ pub use sequence::{
     Identity, NoSequences, SequenceDef, SequenceOptions, SequenceOwner, SequenceSource,
     SequenceState, SessionSequences, SessionView,
 };
-pub use system::{relation_storage, SystemTable};
+pub use system::{relation_storage, SystemTable, SERVER_SETTINGS};

@@ -40,6 +40,46 @@ pub fn unique_constraint_oid(index: &IndexDef) -> u32 {
     2_000_000 + index.oid()
 }
 
+/// The index holding a foreign key's referenced columns (its `conindid`): the parent's
+/// primary key, or its unique index on exactly those columns; 0 when there is none.
+fn referenced_index_oid(parent: &TableDef, columns: &[String]) -> u32 {
+    let mut named: Vec<usize> = columns
+        .iter()
+        .filter_map(|n| parent.column_index(n))
+        .collect();
+    named.sort_unstable();
+    let same = |key: &[usize]| {
+        let mut key = key.to_vec();
+        key.sort_unstable();
+        key == named
+    };
+    if parent.has_primary_key() && same(&parent.primary_key) {
+        return index_oid(parent.oid());
+    }
+    parent
+        .indexes
+        .iter()
+        .find(|i| i.unique && !i.is_derived() && same(&i.columns))
+        .map_or(0, IndexDef::oid)
+}
+
+/// The server's settings: what `pg_settings` lists and SHOW shows, and no session may SET
+/// (the sessions' own settings are the server's business, not the catalog's).
+pub const SERVER_SETTINGS: &[(&str, &str)] = &[
+    ("server_version", "15.0"),
+    ("server_version_num", "150000"),
+    ("server_encoding", "UTF8"),
+    ("integer_datetimes", "on"),
+    ("max_identifier_length", "63"),
+    ("max_index_keys", "32"),
+    ("max_function_args", "100"),
+    ("block_size", "8192"),
+    ("is_superuser", "on"),
+    ("lc_collate", "C.UTF-8"),
+    ("lc_ctype", "C.UTF-8"),
+];
+
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SystemTable {
     PgClass,
@@ -970,7 +1010,7 @@ impl SystemTable {
                         b(fk.initially_deferred),
                         b(true),
                         int(child.oid()),
-                        int(0),
+                        int(referenced_index_oid(parent, &fk.parent_columns)),
                         int(parent.oid()),
                         numbers(child, &fk.columns),
                         null(),
@@ -1002,9 +1042,13 @@ impl SystemTable {
             | PgPublication
             | PgPublicationNamespace
             | PgPublicationRel
-            | PgSettings
             | PgTrigger
             | PgRange => {}
+            PgSettings => {
+                for (name, setting) in SERVER_SETTINGS {
+                    rows.push(vec![text(name), text(setting)]);
+                }
+            }
             PgIndexes => {
                 for t in catalog.tables.values() {
                     let keys = t

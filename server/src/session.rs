@@ -215,14 +215,6 @@ const SETTINGS: &[(&str, &str)] = &[
     ("synchronous_commit", "on"),
     ("bytea_output", "hex"),
     ("read_consistency", "strong"),
-    ("server_version", "15.0"),
-    ("server_version_num", "150000"),
-    ("server_encoding", "UTF8"),
-    ("integer_datetimes", "on"),
-    ("max_identifier_length", "63"),
-    ("is_superuser", "on"),
-    ("lc_collate", "C.UTF-8"),
-    ("lc_ctype", "C.UTF-8"),
     ("work_mem", "4MB"),
     ("jit", "off"),
     ("row_security", "on"),
@@ -235,16 +227,15 @@ const SETTINGS: &[(&str, &str)] = &[
     ("default_table_access_method", "heap"),
 ];
 
-const READ_ONLY_SETTINGS: &[&str] = &[
-    "server_version",
-    "server_version_num",
-    "server_encoding",
-    "integer_datetimes",
-    "max_identifier_length",
-    "is_superuser",
-    "lc_collate",
-    "lc_ctype",
-];
+/// The server's own settings (`planner::SERVER_SETTINGS`): shown, never changed.
+fn read_only(key: &str) -> bool {
+    planner::SERVER_SETTINGS.iter().any(|(n, _)| *n == key)
+}
+
+/// Every setting SHOW knows, with its default: the session's, then the server's.
+fn known_settings() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SETTINGS.iter().chain(planner::SERVER_SETTINGS)
+}
 
 fn setting_key(name: &str) -> String {
     name.to_ascii_lowercase()
@@ -287,9 +278,7 @@ impl Session {
         let mut settings = BTreeMap::new();
         for (k, v) in startup {
             let key = setting_key(k);
-            if SETTINGS.iter().any(|(n, _)| *n == key)
-                && !READ_ONLY_SETTINGS.contains(&key.as_str())
-            {
+            if SETTINGS.iter().any(|(n, _)| *n == key) {
                 settings.insert(key, v.clone());
             }
         }
@@ -404,8 +393,7 @@ impl Session {
             });
         }
         self.settings.get(&key).cloned().or_else(|| {
-            SETTINGS
-                .iter()
+            known_settings()
                 .find(|(n, _)| *n == key)
                 .map(|(_, v)| v.to_string())
         })
@@ -614,8 +602,7 @@ impl Session {
             Plan::Show { name } => {
                 let key = setting_key(name);
                 if key == "all" {
-                    let rows = SETTINGS
-                        .iter()
+                    let rows = known_settings()
                         .map(|(n, _)| {
                             vec![
                                 Value::text(*n),
@@ -820,7 +807,7 @@ impl Session {
             }
             return Ok(());
         }
-        if READ_ONLY_SETTINGS.contains(&key.as_str()) {
+        if read_only(&key) {
             return Err(SqlError::new(
                 ErrorKind::CannotConnectNow,
                 format!("parameter \"{key}\" cannot be changed"),
