@@ -110,8 +110,8 @@ impl Pushdown<'_> {
                 access,
                 filter,
             } => {
-                let filter = all_of(filter.into_iter().chain(parts).collect())
-                    .expect("parts were given");
+                let filter =
+                    all_of(filter.into_iter().chain(parts).collect()).expect("parts were given");
                 let access = match (&source, access) {
                     (TableSource::User(table), Access::Full) => {
                         choose_access(table, self.derivations, Some(&filter), self.outer_len)

@@ -79,7 +79,6 @@ pub const SERVER_SETTINGS: &[(&str, &str)] = &[
     ("lc_ctype", "C.UTF-8"),
 ];
 
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SystemTable {
     PgClass,

@@ -1,7 +1,9 @@
 // pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
 // statement reuse (server-side after five executions), executeBatch, java.util.UUID
-// parameters and results, enum labels as untyped parameters. Run by server/tests/drivers.rs.
+// parameters and results, enum labels as untyped parameters, DatabaseMetaData (tables, columns,
+// imported and exported keys). Run by server/tests/drivers.rs.
 import java.sql.Connection;
+import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
@@ -154,6 +156,35 @@ public class DriverTest {
             }
             try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select pg_advisory_unlock(77)")) {
                 check(rs.next() && rs.getBoolean(1), "advisory lock not given back");
+            }
+
+            // DatabaseMetaData, as Hibernate's schema tools and IDEs read a schema: tables,
+            // columns and foreign keys from either end (a nine-catalog join each).
+            try (Statement s = conn.createStatement()) {
+                s.execute("create table java_parent (id int primary key, code text unique)");
+                s.execute("create table java_child (id int primary key, parent_id int references java_parent (id))");
+            }
+            DatabaseMetaData meta = conn.getMetaData();
+            try (ResultSet rs = meta.getTables(null, "public", "java_%", new String[] {"TABLE"})) {
+                int tables = 0;
+                while (rs.next()) {
+                    tables++;
+                }
+                check(tables >= 2, "getTables found " + tables);
+            }
+            try (ResultSet rs = meta.getColumns(null, "public", "java_child", "%")) {
+                check(rs.next() && "id".equals(rs.getString("COLUMN_NAME")), "getColumns");
+                check(rs.next() && "parent_id".equals(rs.getString("COLUMN_NAME")) && rs.getInt("DATA_TYPE") == Types.INTEGER, "getColumns type");
+            }
+            try (ResultSet rs = meta.getImportedKeys(null, "public", "java_child")) {
+                check(rs.next(), "getImportedKeys found nothing");
+                check("java_parent".equals(rs.getString("PKTABLE_NAME")) && "id".equals(rs.getString("PKCOLUMN_NAME"))
+                        && "parent_id".equals(rs.getString("FKCOLUMN_NAME")) && "java_parent_pkey".equals(rs.getString("PK_NAME")),
+                        "getImportedKeys: " + rs.getString("PKTABLE_NAME") + "." + rs.getString("PKCOLUMN_NAME") + " " + rs.getString("PK_NAME"));
+                check(!rs.next(), "one imported key");
+            }
+            try (ResultSet rs = meta.getExportedKeys(null, "public", "java_parent")) {
+                check(rs.next() && "java_child".equals(rs.getString("FKTABLE_NAME")), "getExportedKeys");
             }
         }
         System.out.println("pgJDBC: ok");
