@@ -325,14 +325,18 @@ pub(crate) fn output_name(item: &ast::Expr) -> String {
                 .to_string(),
         },
         ast::Expr::Nested(inner) => output_name(inner),
-        // `a[1]`, `(f(x))[1]`: named after what is subscripted.
-        ast::Expr::CompoundFieldAccess { root, access_chain }
-            if access_chain
-                .iter()
-                .all(|a| matches!(a, ast::AccessExpr::Subscript(_))) =>
-        {
-            output_name(root)
-        }
+        // `(r).x` is named after the field; `a[1]`, `(f(x))[1]` after what is subscripted.
+        ast::Expr::CompoundFieldAccess { root, access_chain } => match access_chain.as_slice() {
+            [ast::AccessExpr::Dot(ast::Expr::Identifier(field))] => ident(field),
+            chain
+                if chain
+                    .iter()
+                    .all(|a| matches!(a, ast::AccessExpr::Subscript(_))) =>
+            {
+                output_name(root)
+            }
+            _ => "?column?".into(),
+        },
         // A scalar subquery is named after its one column, as in PostgreSQL.
         ast::Expr::Subquery(q) => match q.body.as_ref() {
             ast::SetExpr::Select(s) => match s.projection.as_slice() {

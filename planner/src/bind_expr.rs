@@ -565,7 +565,7 @@ impl Binder<'_> {
                         matches!(s, ast::AccessExpr::Subscript(ast::Subscript::Index { .. }))
                     });
                 if !plain {
-                    return Err(SqlError::feature_not_supported(format!("field access {e}")));
+                    return self.record_field(root, access_chain, scope, e);
                 }
                 let mut value = if dots.is_empty() {
                     self.expr(root, scope, None)?
@@ -2297,3 +2297,38 @@ pub fn identifier_parts(e: &ast::Expr) -> SqlResult<(Option<String>, String)> {
 }
 
 pub use sql::ident;
+
+impl Binder<'_> {
+    /// `(r).x` or `(r).n` of a record `information_schema._pg_expandarray` gave (carried as
+    /// the integer array [x, n], see `Binder::select_list_sets`); other field access is not
+    /// supported yet.
+    fn record_field(
+        &mut self,
+        root: &ast::Expr,
+        access_chain: &[ast::AccessExpr],
+        scope: &Scope,
+        e: &ast::Expr,
+    ) -> SqlResult<Expr> {
+        let unsupported = || SqlError::feature_not_supported(format!("field access {e}"));
+        let [ast::AccessExpr::Dot(ast::Expr::Identifier(field))] = access_chain else {
+            return Err(unsupported());
+        };
+        let position = match field.value.to_ascii_lowercase().as_str() {
+            "x" => 1,
+            "n" => 2,
+            _ => return Err(unsupported()),
+        };
+        let record = self.expr(root, scope, None)?;
+        if record.ty() != DataType::Int8Array {
+            return Err(unsupported());
+        }
+        Ok(Expr::Function {
+            func: Func::ArraySubscript,
+            args: vec![
+                record,
+                Expr::Literal(sql::Value::Int(position), DataType::Int4),
+            ],
+            ty: DataType::Int8,
+        })
+    }
+}

@@ -964,13 +964,25 @@ impl Binder<'_> {
     ) -> SqlResult<(Vec<(usize, Expr)>, Scope)> {
         let mut calls = Vec::new();
         for (n, (e, _, _)) in items.iter().enumerate() {
+            // `(information_schema._pg_expandarray(a)).n`: one field of each row's record.
+            let (e, field) = match e.as_ref().map(expanded_field) {
+                Some(Some((call, field))) => (Some(call), Some(field)),
+                _ => (e.as_ref(), None),
+            };
             let Some(ast::Expr::Function(f)) = e else {
                 continue;
             };
             let name = object_name(&f.name)?.1;
             let json_set = crate::bind_json::json_set_function(&name)
                 .is_some_and(|(_, rest)| crate::bind_json::single_column(rest));
-            if !matches!(name.as_str(), "unnest" | "generate_subscripts") && !json_set {
+            let name = match (name.as_str(), field) {
+                (EXPAND_ARRAY, Some(field)) => format!("{EXPAND_ARRAY}.{field}"),
+                _ => name,
+            };
+            if !matches!(name.as_str(), "unnest" | "generate_subscripts")
+                && !name.starts_with(EXPAND_ARRAY)
+                && !json_set
+            {
                 continue;
             }
             let ast::FunctionArguments::List(list) = &f.args else {
@@ -1054,7 +1066,34 @@ impl Binder<'_> {
             .iter()
             .zip(arrays.into_iter().zip(lengths))
             .map(|((n, name, _), (array, rows))| {
-                let e = if name != "generate_subscripts" {
+                let numbered = || Expr::Case {
+                    operand: None,
+                    whens: vec![(
+                        Expr::Binary {
+                            op: BinaryOp::LtEq,
+                            left: Box::new(ordinal.clone()),
+                            right: Box::new(rows.clone()),
+                            ty: DataType::Bool,
+                        },
+                        ordinal.clone(),
+                    )],
+                    otherwise: None,
+                    ty: DataType::Int8,
+                };
+                // `_pg_expandarray`'s record (x, n) is carried as the array [x, n]: its
+                // elements are integers (`indkey`), and `(r).x`/`(r).n` read it back.
+                let e = if name == EXPAND_ARRAY {
+                    let x = element_at(array, &ordinal);
+                    Expr::Function {
+                        func: Func::MakeArray,
+                        args: vec![x.cast_to(DataType::Int8), numbered()],
+                        ty: DataType::Int8Array,
+                    }
+                } else if name == &format!("{EXPAND_ARRAY}.x") {
+                    element_at(array, &ordinal)
+                } else if name == &format!("{EXPAND_ARRAY}.n") {
+                    numbered()
+                } else if name != "generate_subscripts" {
                     element_at(array, &ordinal)
                 } else {
                     Expr::Case {
@@ -1610,6 +1649,42 @@ fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResul
 }
 
 /// `cardinality(array)`.
+/// PostgreSQL's `information_schema._pg_expandarray(a)`: the rows (x, n) of a's elements and
+/// their positions (pgJDBC's DatabaseMetaData expands `pg_index.indkey` with it).
+const EXPAND_ARRAY: &str = "_pg_expandarray";
+
+/// `(_pg_expandarray(a)).x` or `.n`: the call and the field.
+fn expanded_field(e: &ast::Expr) -> Option<(&ast::Expr, &'static str)> {
+    let ast::Expr::CompoundFieldAccess { root, access_chain } = e else {
+        return None;
+    };
+    let mut call = root.as_ref();
+    while let ast::Expr::Nested(inner) = call {
+        call = inner;
+    }
+    let ast::Expr::Function(f) = call else {
+        return None;
+    };
+    if !f
+        .name
+        .0
+        .last()
+        .is_some_and(|p| p.to_string() == EXPAND_ARRAY)
+    {
+        return None;
+    }
+    match access_chain.as_slice() {
+        [ast::AccessExpr::Dot(ast::Expr::Identifier(field))] => {
+            match field.value.to_ascii_lowercase().as_str() {
+                "x" => Some((call, "x")),
+                "n" => Some((call, "n")),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 fn cardinality(array: &Expr) -> Expr {
     Expr::Function {
         func: Func::Cardinality,

@@ -1907,6 +1907,12 @@ fn eval_function(
             let Some(catalog) = env.subqueries.catalog() else {
                 return Ok(Value::Text(oid.to_string()));
             };
+            // `pg_get_indexdef(oid, n, pretty)`: the index's n-th key only.
+            if let (Func::GetIndexDef, Value::Int(n @ 1..)) = (func, arg(1)) {
+                return Ok(crate::system::index_key_def(catalog, oid as u32, n as usize)
+                    .map(Value::Text)
+                    .unwrap_or(Value::Null));
+            }
             crate::system::describe_oid(catalog, func, oid as u32)
                 .map(Value::Text)
                 .unwrap_or(Value::Null)

@@ -300,6 +300,7 @@ impl SystemTable {
                 ("relpartbound", Text),
                 ("relreplident", CatalogChar),
                 ("relacl", TEXT_ARRAY),
+                ("relpages", Int4),
             ],
             PgNamespace => vec![
                 ("oid", Oid),
@@ -662,6 +663,7 @@ impl SystemTable {
                         null(),
                         text("d"),
                         null(),
+                        int(0),
                     ]);
                     if t.has_primary_key() {
                         rows.push(class_row(
@@ -1298,6 +1300,7 @@ fn class_row(oid: u32, name: &str, kind: &str, columns: usize) -> Vec<Value> {
         Value::Null,
         text("n"),
         Value::Null,
+        int(0),
     ]
 }
 
@@ -1432,6 +1435,29 @@ pub fn serial_sequence(catalog: &Catalog, table: &str, column: &str) -> SqlResul
     Ok(catalog
         .sequence_of_column(def.id, column)
         .map(|s| format!("public.{}", s.name)))
+}
+
+/// `pg_get_indexdef(oid, n, ...)`: index `oid`'s n-th key (a column's name or a key
+/// expression); empty past its last key, as PostgreSQL gives it; None for no such index.
+pub fn index_key_def(catalog: &Catalog, oid: u32, n: usize) -> Option<String> {
+    for t in catalog.tables.values() {
+        let names = |columns: &[usize]| {
+            columns
+                .get(n - 1)
+                .map(|&c| t.columns[c].name.clone())
+                .unwrap_or_default()
+        };
+        if t.has_primary_key() && oid == index_oid(t.oid()) {
+            return Some(names(&t.primary_key));
+        }
+        if let Some(index) = t.indexes.iter().find(|i| i.oid() == oid) {
+            return Some(match index.key_exprs(&catalog.index_derivations) {
+                Some(keys) => keys.get(n - 1).map(|k| k.sql.clone()).unwrap_or_default(),
+                None => names(&index.columns),
+            });
+        }
+    }
+    None
 }
 
 pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {

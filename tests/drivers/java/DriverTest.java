@@ -1,7 +1,7 @@
 // pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
 // statement reuse (server-side after five executions), executeBatch, java.util.UUID
 // parameters and results, enum labels as untyped parameters, DatabaseMetaData (tables, columns,
-// imported and exported keys). Run by server/tests/drivers.rs.
+// primary keys, indexes, imported and exported keys). Run by server/tests/drivers.rs.
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
@@ -186,6 +186,26 @@ public class DriverTest {
             try (ResultSet rs = meta.getExportedKeys(null, "public", "java_parent")) {
                 check(rs.next() && "java_child".equals(rs.getString("FKTABLE_NAME")), "getExportedKeys");
             }
+            // The primary key and indexes, through information_schema._pg_expandarray.
+            try (Statement s = conn.createStatement()) {
+                s.execute("create table java_pair (b text, a int, c int, primary key (b, a))");
+                s.execute("create index java_pair_c_b on java_pair (c, b)");
+            }
+            try (ResultSet rs = meta.getPrimaryKeys(null, "public", "java_pair")) {
+                check(rs.next() && "b".equals(rs.getString("COLUMN_NAME")) && rs.getInt("KEY_SEQ") == 1
+                        && "java_pair_pkey".equals(rs.getString("PK_NAME")), "getPrimaryKeys first");
+                check(rs.next() && "a".equals(rs.getString("COLUMN_NAME")) && rs.getInt("KEY_SEQ") == 2, "getPrimaryKeys second");
+                check(!rs.next(), "two key columns");
+            }
+            List<String> indexColumns = new ArrayList<>();
+            try (ResultSet rs = meta.getIndexInfo(null, "public", "java_pair", false, false)) {
+                while (rs.next()) {
+                    indexColumns.add(rs.getString("INDEX_NAME") + ":" + rs.getShort("ORDINAL_POSITION") + ":"
+                            + rs.getString("COLUMN_NAME") + ":" + rs.getBoolean("NON_UNIQUE"));
+                }
+            }
+            check(indexColumns.equals(List.of("java_pair_pkey:1:b:false", "java_pair_pkey:2:a:false",
+                    "java_pair_c_b:1:c:true", "java_pair_c_b:2:b:true")), "getIndexInfo: " + indexColumns);
         }
         System.out.println("pgJDBC: ok");
     }
