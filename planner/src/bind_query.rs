@@ -1665,12 +1665,7 @@ fn expanded_field(e: &ast::Expr) -> Option<(&ast::Expr, &'static str)> {
     let ast::Expr::Function(f) = call else {
         return None;
     };
-    if !f
-        .name
-        .0
-        .last()
-        .is_some_and(|p| p.to_string() == EXPAND_ARRAY)
-    {
+    if f.name.0.last()?.to_string() != EXPAND_ARRAY {
         return None;
     }
     match access_chain.as_slice() {
