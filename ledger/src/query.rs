@@ -76,6 +76,70 @@ fn join_too_large() -> SqlError {
     .with_detail("Joins are materialized: not supported yet for results this large; add conditions that relate the joined tables.")
 }
 
+/// A join's right rows by the values of its equi-join keys (`planner::equi_keys`).
+struct KeyedRows {
+    /// (left side's key expression, right side's).
+    keys: Vec<(Expr, Expr)>,
+    /// Positions of the right rows with each key (none with a NULL in it), in order.
+    by_key: BTreeMap<RowKey, Vec<usize>>,
+}
+
+impl KeyedRows {
+    /// None when the ON equates nothing between the sides (every pair must be tried).
+    fn build(
+        on: &Expr,
+        outer: &[Value],
+        left_width: usize,
+        right_rows: &[Row],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Option<KeyedRows>> {
+        let split = outer.len() + left_width;
+        let keys = planner::equi_keys(on, outer.len(), split);
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        // The right side's expressions read the outer row and the right row: the left
+        // row's place is left NULL.
+        let mut probe: Vec<Value> = outer.to_vec();
+        probe.resize(split, Value::Null);
+        let mut by_key: BTreeMap<RowKey, Vec<usize>> = BTreeMap::new();
+        for (i, r) in right_rows.iter().enumerate() {
+            probe.truncate(split);
+            probe.extend_from_slice(r);
+            let key = keys
+                .iter()
+                .map(|(_, right)| right.eval(&probe, env))
+                .collect::<SqlResult<Vec<Value>>>()?;
+            if !key.iter().any(Value::is_null) {
+                by_key.entry(RowKey(key)).or_default().push(i);
+            }
+        }
+        Ok(Some(KeyedRows { keys, by_key }))
+    }
+
+    /// The right rows whose keys equal the left row's (`prefix`: the outer row, then it).
+    fn matches<'r>(
+        &self,
+        prefix: &[Value],
+        right_rows: &'r [Row],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<&'r Row>> {
+        let key = self
+            .keys
+            .iter()
+            .map(|(left, _)| left.eval(prefix, env))
+            .collect::<SqlResult<Vec<Value>>>()?;
+        if key.iter().any(Value::is_null) {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .by_key
+            .get(&RowKey(key))
+            .map(|positions| positions.iter().map(|&i| &right_rows[i]).collect())
+            .unwrap_or_default())
+    }
+}
+
 /// Orders rows for grouping and DISTINCT.
 #[derive(Clone, Debug)]
 pub struct RowKey(pub Vec<Value>);
@@ -448,6 +512,78 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// A nested-loop join. When its ON equates expressions of the two sides (and the right
+    /// side does not depend on the left row), the right rows are looked up by those keys
+    /// instead of each being tried; the ON is still evaluated on every pair, and the rows
+    /// come out in the same order.
+    fn join(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
+        let Rel::Join {
+            left,
+            right,
+            kind,
+            on,
+            lateral,
+            right_width,
+        } = rel
+        else {
+            return Err(SqlError::internal("a join expected"));
+        };
+        let left_rows = self.rows(left, outer, env)?;
+        let fixed_right = if *lateral {
+            None
+        } else {
+            Some(self.rows(right, outer, env)?)
+        };
+        let keyed = match (&fixed_right, on, left_rows.first()) {
+            (Some(right_rows), Some(on), Some(first)) => {
+                KeyedRows::build(on, outer, first.len(), right_rows, env)?
+            }
+            _ => None,
+        };
+        let mut out = Vec::new();
+        for l in left_rows {
+            let prefix: Vec<Value> = outer.iter().chain(l.iter()).cloned().collect();
+            let lateral_rows;
+            let right_rows = match &fixed_right {
+                Some(r) => r,
+                None => {
+                    lateral_rows = self.rows(right, &prefix, env)?;
+                    &lateral_rows
+                }
+            };
+            let keyed_matches;
+            let candidates: &mut dyn Iterator<Item = &Row> = match &keyed {
+                Some(keyed) => {
+                    keyed_matches = keyed.matches(&prefix, right_rows, env)?;
+                    &mut keyed_matches.into_iter()
+                }
+                None => &mut right_rows.iter(),
+            };
+            let mut matched = false;
+            for r in candidates {
+                let mut full = prefix.clone();
+                full.extend_from_slice(r);
+                if let Some(on) = on {
+                    if !on.eval(&full, env)?.is_true() {
+                        continue;
+                    }
+                }
+                matched = true;
+                let row = full.split_off(outer.len());
+                if out.len().saturating_mul(row.len()) > MAX_JOIN_VALUES {
+                    return Err(join_too_large());
+                }
+                out.push(row);
+            }
+            if !matched && *kind == JoinKind::Left {
+                let mut row = l.clone();
+                row.extend(std::iter::repeat_n(Value::Null, *right_width));
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
     /// Runs a relation with `outer` as the enclosing row.
     pub fn rows(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
         Ok(match rel {
@@ -518,55 +654,7 @@ impl<'a> Reader<'a> {
                 }
                 out
             }
-            Rel::Join {
-                left,
-                right,
-                kind,
-                on,
-                lateral,
-                right_width,
-            } => {
-                let left_rows = self.rows(left, outer, env)?;
-                let fixed_right = if *lateral {
-                    None
-                } else {
-                    Some(self.rows(right, outer, env)?)
-                };
-                let mut out = Vec::new();
-                for l in left_rows {
-                    let prefix: Vec<Value> = outer.iter().chain(l.iter()).cloned().collect();
-                    let lateral_rows;
-                    let right_rows = match &fixed_right {
-                        Some(r) => r,
-                        None => {
-                            lateral_rows = self.rows(right, &prefix, env)?;
-                            &lateral_rows
-                        }
-                    };
-                    let mut matched = false;
-                    for r in right_rows {
-                        let mut full = prefix.clone();
-                        full.extend_from_slice(r);
-                        if let Some(on) = on {
-                            if !on.eval(&full, env)?.is_true() {
-                                continue;
-                            }
-                        }
-                        matched = true;
-                        let row = full.split_off(outer.len());
-                        if out.len().saturating_mul(row.len()) > MAX_JOIN_VALUES {
-                            return Err(join_too_large());
-                        }
-                        out.push(row);
-                    }
-                    if !matched && *kind == JoinKind::Left {
-                        let mut row = l.clone();
-                        row.extend(std::iter::repeat_n(Value::Null, *right_width));
-                        out.push(row);
-                    }
-                }
-                out
-            }
+            Rel::Join { .. } => self.join(rel, outer, env)?,
             Rel::Aggregate {
                 input,
                 group_by,

@@ -1219,7 +1219,7 @@ impl Binder<'_> {
                     access,
                     filter: Some(predicate),
                 },
-                join @ Rel::Join { .. } => crate::filter_pushdown::push_filter(
+                join @ Rel::Join { .. } => crate::joins::push_filter(
                     join,
                     scope.columns.len() - scope.outer_len,
                     predicate,

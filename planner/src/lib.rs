@@ -23,9 +23,9 @@ mod bind_write;
 mod catalog;
 mod enum_type;
 mod expr;
-mod filter_pushdown;
 mod foreign_key;
 mod grouping_sets;
+mod joins;
 mod json_functions;
 mod ledger;
 mod plan;
@@ -50,6 +50,7 @@ pub use expr::{
     NoBackends, NoSubqueries, SubqueryKind, SubqueryRunner,
 };
 pub use foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
+pub use joins::equi_keys;
 pub use ledger::{
     check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
 };

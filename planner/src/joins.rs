@@ -1,10 +1,11 @@
-//! Moving a WHERE down a FROM list's joins. Joins are nested loops over materialized rows,
-//! so a filter left above `FROM a, b, c` would first build every combination (a catalog
-//! query of pgJDBC's joining nine catalogs ran the server out of memory). Each AND-ed part
-//! goes instead to the lowest join that has every column it reads: into a scan's filter
-//! when it reads one table (where the scan may then use a key or an index), into an inner
-//! join's ON when it reads both sides. The rows that come out are the same; fewer are built
-//! on the way.
+//! Join planning. Joins run over materialized rows, so a filter left above `FROM a, b, c`
+//! would first build every combination (a catalog query of pgJDBC's joining nine catalogs
+//! ran the server out of memory): `push_filter` moves each AND-ed part of a WHERE to the
+//! lowest join that has every column it reads — into a scan's filter when it reads one
+//! table (where the scan may then use a key or an index), into an inner join's ON when it
+//! reads both sides. The rows that come out are the same; fewer are built on the way.
+//! `equi_keys` finds the equalities of a join's ON between its sides, which let the
+//! executor match rows by key instead of trying every pair.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -150,6 +151,58 @@ fn side(part: &Expr, outer_len: usize, split: usize) -> Side {
         (false, true) => Side::Right,
         (true, true) => Side::Both,
     }
+}
+
+/// The equalities `left = right` among the AND-ed parts of a join's ON (which sees the outer
+/// row's `outer_len` columns, then the left side's up to `split`, then the right side's):
+/// each as (left side's expression, right side's), for types whose equal values are equal
+/// keys. The ON is still checked on every pair they match.
+pub fn equi_keys(on: &Expr, outer_len: usize, split: usize) -> Vec<(Expr, Expr)> {
+    let mut parts = Vec::new();
+    conjuncts(on.clone(), &mut parts);
+    let mut keys = Vec::new();
+    for part in parts {
+        let Expr::Binary {
+            op: BinaryOp::Eq,
+            left,
+            right,
+            ..
+        } = part
+        else {
+            continue;
+        };
+        if left.ty() != right.ty() || !keyed_by_value(left.ty()) {
+            continue;
+        }
+        match (
+            side(&left, outer_len, split),
+            side(&right, outer_len, split),
+        ) {
+            (Side::Left, Side::Right) => keys.push((*left, *right)),
+            (Side::Right, Side::Left) => keys.push((*right, *left)),
+            _ => {}
+        }
+    }
+    keys
+}
+
+/// Types whose values are equal exactly when they sort equal.
+fn keyed_by_value(ty: DataType) -> bool {
+    matches!(
+        ty,
+        DataType::Int2
+            | DataType::Int4
+            | DataType::Int8
+            | DataType::Oid
+            | DataType::Bool
+            | DataType::Text
+            | DataType::Varchar(_)
+            | DataType::Name
+            | DataType::Uuid
+            | DataType::Date
+            | DataType::Timestamp
+            | DataType::TimestampTz
+    )
 }
 
 /// The parts AND-ed together; None for none.
