@@ -227,11 +227,7 @@ fn unique_arbiter(table: &TableDef, id: u32) -> SqlResult<&planner::IndexDef> {
 }
 
 fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
-    let name = table
-        .primary_key_name
-        .clone()
-        .unwrap_or_else(|| format!("{}_pkey", table.name));
-    unique_violation(table, &name, &table.primary_key, row)
+    unique_violation(table, &table.key_name(), &table.primary_key, row)
 }
 
 /// Casts every value to its column's type.
@@ -392,26 +388,7 @@ impl Executor {
         let key = row_key(table, &row, rowid)?;
         let storage = self.storage_of(table)?;
         let arbiter = on_conflict.map_or(ConflictArbiter::PrimaryKey, OnConflict::arbiter);
-        let conflict = match arbiter {
-            ConflictArbiter::PrimaryKey => self.get_row(storage, &key)?.map(|s| (key.clone(), s)),
-            ConflictArbiter::Index(id) => {
-                let index = unique_arbiter(table, id)?;
-                self.conflict_through(table, &index.columns, &row)?
-            }
-            ConflictArbiter::Any => match self.get_row(storage, &key)? {
-                Some(stored) => Some((key.clone(), stored)),
-                None => {
-                    let mut found = None;
-                    for index in table.indexes.iter().filter(|i| i.unique && !i.is_derived()) {
-                        found = self.conflict_through(table, &index.columns, &row)?;
-                        if found.is_some() {
-                            break;
-                        }
-                    }
-                    found
-                }
-            },
-        };
+        let conflict = self.conflict_on(table, arbiter, &key, &row)?;
         let Some((existing_key, (old_bytes, _, existing))) = conflict else {
             if matches!(arbiter, ConflictArbiter::Index(_))
                 && self.get_row(storage, &key)?.is_some()
@@ -457,6 +434,37 @@ impl Executor {
         self.check_parents(table, &new, Some(&existing))?;
         self.act_on_children(table, &existing, Some(&new), env, version)?;
         Ok(Some(new))
+    }
+
+    /// The stored row (its key, bytes and values) that `row`, stored under `key`, conflicts
+    /// with on `arbiter`, if any.
+    fn conflict_on(
+        &mut self,
+        table: &TableDef,
+        arbiter: ConflictArbiter,
+        key: &[u8],
+        row: &[Value],
+    ) -> SqlResult<Option<(Vec<u8>, StoredRow)>> {
+        let storage = self.storage_of(table)?;
+        let by_key = |stored: Option<StoredRow>| stored.map(|s| (key.to_vec(), s));
+        match arbiter {
+            ConflictArbiter::PrimaryKey => Ok(by_key(self.get_row(storage, key)?)),
+            ConflictArbiter::Index(id) => {
+                let index = unique_arbiter(table, id)?;
+                self.conflict_through(table, &index.columns, row)
+            }
+            ConflictArbiter::Any => {
+                if let Some(found) = by_key(self.get_row(storage, key)?) {
+                    return Ok(Some(found));
+                }
+                for index in table.indexes.iter().filter(|i| i.unique && !i.is_derived()) {
+                    if let Some(found) = self.conflict_through(table, &index.columns, row)? {
+                        return Ok(Some(found));
+                    }
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// The stored row (key, bytes and values) whose `columns` hold `row`'s values there,

@@ -109,11 +109,7 @@ fn drop_constraint(change: &mut TableChange, name: &str, if_exists: bool) -> Sql
         table.indexes.remove(n);
         return Ok(());
     }
-    let primary_key_name = table
-        .primary_key_name
-        .clone()
-        .unwrap_or_else(|| format!("{}_pkey", table.name));
-    if table.has_primary_key() && name == primary_key_name {
+    if table.has_primary_key() && name == table.key_name() {
         return Err(SqlError::feature_not_supported(
             "dropping a primary key (the rows are stored by it)",
         ));
@@ -193,8 +189,7 @@ impl Binder<'_> {
                 let name = ident(name);
                 let other = table.checks.iter().any(|c| c.name == name)
                     || table.indexes.iter().any(|i| i.name == name)
-                    || table.primary_key_name.as_deref() == Some(name.as_str())
-                    || (table.has_primary_key() && format!("{}_pkey", table.name) == name);
+                    || (table.has_primary_key() && table.key_name() == name);
                 !other
             }
             _ => false,

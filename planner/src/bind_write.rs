@@ -10,6 +10,7 @@ use crate::bind::*;
 use crate::bind_expr::*;
 use crate::catalog::*;
 use crate::expr::*;
+use crate::foreign_key::UniqueKey;
 use crate::plan::*;
 use crate::scope::Scope;
 use crate::sequence::Identity;
@@ -600,36 +601,26 @@ fn conflict_arbiter(
                 .collect::<SqlResult<_>>()?;
             named.sort_unstable();
             named.dedup();
-            let same = |columns: &[usize]| {
-                let mut sorted = columns.to_vec();
-                sorted.sort_unstable();
-                sorted == named
-            };
-            if table.has_primary_key() && same(&table.primary_key) {
-                ConflictArbiter::PrimaryKey
-            } else if let Some(index) = table
-                .indexes
-                .iter()
-                .filter(plain_unique)
-                .find(|i| same(&i.columns))
-            {
-                ConflictArbiter::Index(index.id)
-            } else if table.indexes.iter().any(|i| i.unique && same(&i.columns)) {
-                return Err(SqlError::feature_not_supported(
-                    "ON CONFLICT on a partial or expression unique index",
-                ));
-            } else {
-                return Err(no_match());
+            match crate::foreign_key::unique_key_on(table, &named) {
+                Some(UniqueKey::PrimaryKey) => ConflictArbiter::PrimaryKey,
+                Some(UniqueKey::Index(index)) => ConflictArbiter::Index(index.id),
+                None if table.indexes.iter().any(|i| {
+                    i.unique
+                        && i.columns.len() == named.len()
+                        && named.iter().all(|c| i.columns.contains(c))
+                }) =>
+                {
+                    return Err(SqlError::feature_not_supported(
+                        "ON CONFLICT on a partial or expression unique index",
+                    ))
+                }
+                None => return Err(no_match()),
             }
         }
         Some(ast::ConflictTarget::OnConstraint(name)) => {
             let (_, name) = object_name(name)?;
-            let primary_key_name = table
-                .primary_key_name
-                .clone()
-                .unwrap_or_else(|| format!("{}_pkey", table.name));
             match table.indexes.iter().find(|i| i.name == name) {
-                _ if table.has_primary_key() && name == primary_key_name => {
+                _ if table.has_primary_key() && name == table.key_name() => {
                     ConflictArbiter::PrimaryKey
                 }
                 Some(index) if plain_unique(&index) => ConflictArbiter::Index(index.id),

@@ -147,6 +147,13 @@ pub struct TableDef {
 }
 
 impl TableDef {
+    /// Its primary key's constraint name: as declared, or PostgreSQL's `<table>_pkey`.
+    pub fn key_name(&self) -> String {
+        self.primary_key_name
+            .clone()
+            .unwrap_or_else(|| format!("{}_pkey", self.name))
+    }
+
     pub fn oid(&self) -> u32 {
         FIRST_USER_OID + self.id
     }

@@ -124,13 +124,28 @@ impl ForeignKeyDef {
 
 /// Whether `table`'s primary key or one of its unique indexes covers exactly `columns`.
 pub fn unique_on(table: &TableDef, columns: &[usize]) -> bool {
+    unique_key_on(table, columns).is_some()
+}
+
+/// A key that holds each combination of values once.
+pub enum UniqueKey<'t> {
+    PrimaryKey,
+    /// A unique index on plain columns (not partial, no expressions).
+    Index(&'t crate::catalog::IndexDef),
+}
+
+/// `table`'s primary key or unique index on exactly `columns` (in any order).
+pub fn unique_key_on<'t>(table: &'t TableDef, columns: &[usize]) -> Option<UniqueKey<'t>> {
     let same =
         |key: &[usize]| key.len() == columns.len() && columns.iter().all(|c| key.contains(c));
-    (table.has_primary_key() && same(&table.primary_key))
-        || table
-            .indexes
-            .iter()
-            .any(|i| i.unique && !i.is_derived() && same(&i.columns))
+    if table.has_primary_key() && same(&table.primary_key) {
+        return Some(UniqueKey::PrimaryKey);
+    }
+    table
+        .indexes
+        .iter()
+        .find(|i| i.unique && !i.is_derived() && same(&i.columns))
+        .map(UniqueKey::Index)
 }
 
 pub fn no_unique_key(parent: &str) -> SqlError {

@@ -8,6 +8,7 @@ use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::catalog::{Catalog, IndexDef, TableDef, FIRST_USER_OID};
 use crate::expr::{Expr, Func};
+use crate::foreign_key::UniqueKey;
 use crate::sequence::Identity;
 
 pub const PG_CATALOG_NAMESPACE: i64 = 11;
@@ -43,24 +44,15 @@ pub fn unique_constraint_oid(index: &IndexDef) -> u32 {
 /// The index holding a foreign key's referenced columns (its `conindid`): the parent's
 /// primary key, or its unique index on exactly those columns; 0 when there is none.
 fn referenced_index_oid(parent: &TableDef, columns: &[String]) -> u32 {
-    let mut named: Vec<usize> = columns
+    let named: Vec<usize> = columns
         .iter()
         .filter_map(|n| parent.column_index(n))
         .collect();
-    named.sort_unstable();
-    let same = |key: &[usize]| {
-        let mut key = key.to_vec();
-        key.sort_unstable();
-        key == named
-    };
-    if parent.has_primary_key() && same(&parent.primary_key) {
-        return index_oid(parent.oid());
+    match crate::foreign_key::unique_key_on(parent, &named) {
+        Some(UniqueKey::PrimaryKey) => index_oid(parent.oid()),
+        Some(UniqueKey::Index(index)) => index.oid(),
+        None => 0,
     }
-    parent
-        .indexes
-        .iter()
-        .find(|i| i.unique && !i.is_derived() && same(&i.columns))
-        .map_or(0, IndexDef::oid)
 }
 
 /// The server's settings: what `pg_settings` lists and SHOW shows, and no session may SET
@@ -134,12 +126,6 @@ fn int(v: impl Into<i64>) -> Value {
 
 fn text(s: &str) -> Value {
     Value::Text(s.to_string())
-}
-
-fn pkey_name(t: &TableDef) -> String {
-    t.primary_key_name
-        .clone()
-        .unwrap_or_else(|| format!("{}_pkey", t.name))
 }
 
 fn key_columns(t: &TableDef) -> String {
@@ -668,7 +654,7 @@ impl SystemTable {
                     if t.has_primary_key() {
                         rows.push(class_row(
                             index_oid(t.oid()),
-                            &pkey_name(t),
+                            &t.key_name(),
                             "i",
                             t.primary_key.len(),
                         ));
@@ -926,7 +912,7 @@ impl SystemTable {
                     if t.has_primary_key() {
                         let mut row = vec![
                             int(index_oid(t.oid())),
-                            Value::Text(pkey_name(t)),
+                            Value::Text(t.key_name()),
                             int(PUBLIC_NAMESPACE),
                             text("p"),
                             b(false),
@@ -1054,7 +1040,7 @@ impl SystemTable {
                 for t in catalog.tables.values() {
                     let keys = t
                         .has_primary_key()
-                        .then(|| (index_oid(t.oid()), pkey_name(t)));
+                        .then(|| (index_oid(t.oid()), t.key_name()));
                     let indexes = t.indexes.iter().map(|i| (i.oid(), i.name.clone()));
                     for (oid, name) in keys.into_iter().chain(indexes) {
                         rows.push(vec![
@@ -1336,7 +1322,7 @@ pub fn relation_oid(catalog: &Catalog, name: &str) -> Option<u32> {
         return Some(s.oid());
     }
     catalog.tables.values().find_map(|t| {
-        if t.has_primary_key() && pkey_name(t) == name {
+        if t.has_primary_key() && t.key_name() == name {
             return Some(index_oid(t.oid()));
         }
         t.indexes.iter().find(|i| i.name == name).map(|i| i.oid())
@@ -1495,11 +1481,11 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
         let idx = index_oid(t.oid());
         match func {
             Func::RegClassName if oid == t.oid() => return Some(t.name.clone()),
-            Func::RegClassName if oid == idx && t.has_primary_key() => return Some(pkey_name(t)),
+            Func::RegClassName if oid == idx && t.has_primary_key() => return Some(t.key_name()),
             Func::GetIndexDef if oid == idx && t.has_primary_key() => {
                 return Some(format!(
                     "CREATE UNIQUE INDEX {} ON public.{} USING btree ({})",
-                    pkey_name(t),
+                    t.key_name(),
                     t.name,
                     key_columns(t)
                 ))
