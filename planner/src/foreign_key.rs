@@ -29,7 +29,8 @@ impl ReferentialAction {
         }
     }
 
-    fn sql(self) -> &'static str {
+    /// As SQL writes it (`information_schema.referential_constraints` too).
+    pub fn sql(self) -> &'static str {
         match self {
             ReferentialAction::NoAction => "NO ACTION",
             ReferentialAction::Restrict => "RESTRICT",

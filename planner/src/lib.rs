@@ -25,6 +25,7 @@ mod enum_type;
 mod expr;
 mod foreign_key;
 mod grouping_sets;
+mod information_schema;
 mod joins;
 mod json_functions;
 mod ledger;

@@ -55,6 +55,15 @@ fn referenced_index_oid(parent: &TableDef, columns: &[String]) -> u32 {
     }
 }
 
+/// `sql` (the text of `expr`) as PostgreSQL deparses it inside another clause: a column or
+/// a call as it is, anything else in `times` pairs of parentheses.
+pub(crate) fn parenthesized(sql: &str, expr: &Expr, times: usize) -> String {
+    match expr {
+        Expr::Column(..) | Expr::Function { .. } => sql.to_string(),
+        _ => format!("{}{sql}{}", "(".repeat(times), ")".repeat(times)),
+    }
+}
+
 /// The server's settings: what `pg_settings` lists and SHOW shows, and no session may SET
 /// (the sessions' own settings are the server's business, not the catalog's).
 pub const SERVER_SETTINGS: &[(&str, &str)] = &[
@@ -113,6 +122,13 @@ pub enum SystemTable {
     PgRange,
     /// Every index (primary keys' too) with its definition.
     PgIndexes,
+    // information_schema's constraint views and schemata (`crate::information_schema`).
+    InfoTableConstraints,
+    InfoKeyColumnUsage,
+    InfoReferentialConstraints,
+    InfoConstraintColumnUsage,
+    InfoCheckConstraints,
+    InfoSchemata,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -145,6 +161,12 @@ impl SystemTable {
                 "tables" => Some(InfoTables),
                 "columns" => Some(InfoColumns),
                 "sequences" => Some(InfoSequences),
+                "table_constraints" => Some(InfoTableConstraints),
+                "key_column_usage" => Some(InfoKeyColumnUsage),
+                "referential_constraints" => Some(InfoReferentialConstraints),
+                "constraint_column_usage" => Some(InfoConstraintColumnUsage),
+                "check_constraints" => Some(InfoCheckConstraints),
+                "schemata" => Some(InfoSchemata),
                 _ => None,
             };
         }
@@ -255,12 +277,24 @@ impl SystemTable {
             PgStatActivity => "pg_stat_activity",
             PgRange => "pg_range",
             PgIndexes => "pg_indexes",
+            InfoTableConstraints => "table_constraints",
+            InfoKeyColumnUsage => "key_column_usage",
+            InfoReferentialConstraints => "referential_constraints",
+            InfoConstraintColumnUsage => "constraint_column_usage",
+            InfoCheckConstraints => "check_constraints",
+            InfoSchemata => "schemata",
         }
     }
 
     pub fn columns(self) -> Vec<(&'static str, DataType)> {
         use SystemTable::*;
         match self {
+            InfoTableConstraints
+            | InfoKeyColumnUsage
+            | InfoReferentialConstraints
+            | InfoConstraintColumnUsage
+            | InfoCheckConstraints
+            | InfoSchemata => crate::information_schema::columns(self),
             PgClass => vec![
                 ("oid", Oid),
                 ("relname", Name),
@@ -614,10 +648,17 @@ impl SystemTable {
     /// The table's rows for the given catalog.
     pub fn rows(self, catalog: &Catalog) -> Vec<Vec<Value>> {
         use SystemTable::*;
+
         let b = Value::Bool;
         let null = || Value::Null;
         let mut rows = Vec::new();
         match self {
+            InfoTableConstraints
+            | InfoKeyColumnUsage
+            | InfoReferentialConstraints
+            | InfoConstraintColumnUsage
+            | InfoCheckConstraints
+            | InfoSchemata => return crate::information_schema::rows(self, catalog),
             PgClass => {
                 for t in catalog.tables.values() {
                     rows.push(vec![
@@ -1496,7 +1537,7 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
             Func::GetConstraintDef => {
                 for (n, c) in t.checks.iter().enumerate() {
                     if check_oid(t.oid(), n) == oid {
-                        return Some(format!("CHECK ({})", c.sql));
+                        return Some(format!("CHECK ({})", parenthesized(&c.sql, &c.expr, 1)));
                     }
                 }
                 if let Some(index) = t.indexes.iter().find(|i| unique_constraint_oid(i) == oid) {
@@ -1516,15 +1557,7 @@ pub fn describe_oid(catalog: &Catalog, func: Func, oid: u32) -> Option<String> {
             let derivation = catalog.index_derivations.get(&index.id);
             // PostgreSQL parenthesizes an expression unless it is a column or a call, and a
             // key expression once more.
-            let shown = |k: &crate::IndexExpr, parentheses: usize| match k.expr {
-                Expr::Column(..) | Expr::Function { .. } => k.sql.clone(),
-                _ => format!(
-                    "{}{}{}",
-                    "(".repeat(parentheses),
-                    k.sql,
-                    ")".repeat(parentheses)
-                ),
-            };
+            let shown = |k: &crate::IndexExpr, times: usize| parenthesized(&k.sql, &k.expr, times);
             let columns = match derivation.filter(|d| !d.keys.is_empty()) {
                 Some(d) => d
                     .keys

@@ -46,7 +46,7 @@ fn psql_creates_queries_and_describes() {
         out.contains("\"accounts_demo_pkey\" PRIMARY KEY, btree (id)"),
         "{out}"
     );
-    assert!(out.contains("CHECK (balance >= 0)"), "{out}");
+    assert!(out.contains("CHECK ((balance >= 0))"), "{out}");
     assert!(
         out.contains("\"accounts_demo_owner_idx\" btree (owner)"),
         "{out}"
