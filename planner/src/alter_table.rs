@@ -226,6 +226,44 @@ impl Binder<'_> {
         })))
     }
 
+    /// A partial or expression index keeps its predicate and keys as bound positions and as
+    /// written: a column they read keeps its name, type and place, and no column before one
+    /// of them may go (it would move them). Others change freely.
+    fn refuse_if_derived_index_uses(
+        &self,
+        table: &TableDef,
+        column: usize,
+        doing: &str,
+    ) -> SqlResult<()> {
+        for index in table.indexes.iter().filter(|i| i.is_derived()) {
+            let mut used = index.columns.clone();
+            if let Some(d) = self.catalog.index_derivations.get(&index.id) {
+                for e in d.predicate.iter().chain(&d.keys) {
+                    e.expr.visit(&mut |x| {
+                        if let Expr::Column(c, _) = x {
+                            used.push(*c);
+                        }
+                    });
+                }
+            }
+            // Dropping a column moves the ones after it.
+            let dropping = doing == "dropping";
+            let blocked = match dropping {
+                true => used.iter().any(|&c| c >= column),
+                false => used.contains(&column),
+            };
+            if blocked {
+                return Err(SqlError::feature_not_supported(format!(
+                    "{doing} column \"{}\", which partial or expression index \"{}\" reads{}",
+                    table.columns[column].name,
+                    index.name,
+                    if dropping { " (or one after it)" } else { "" }
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// A column a sequence belongs to (SERIAL, identity, OWNED BY) keeps its name: the
     /// sequence names its owner by it; so does a column of a foreign key, on either side.
     fn refuse_if_owns_sequence(
@@ -266,21 +304,6 @@ impl Binder<'_> {
         operation: &ast::AlterTableOperation,
     ) -> SqlResult<()> {
         use ast::AlterTableOperation as Op;
-        // A partial index's predicate names columns by position and as written.
-        let reshapes_columns = matches!(
-            operation,
-            Op::DropColumn { .. }
-                | Op::RenameColumn { .. }
-                | Op::AlterColumn {
-                    op: ast::AlterColumnOperation::SetDataType { .. },
-                    ..
-                }
-        );
-        if reshapes_columns && change.def.indexes.iter().any(|i| i.is_derived()) {
-            return Err(SqlError::feature_not_supported(
-                "dropping, renaming or retyping a column of a table with a partial index",
-            ));
-        }
         match operation {
             Op::AddColumn {
                 if_not_exists,
@@ -312,6 +335,7 @@ impl Binder<'_> {
                     match change.column(&ident(n)) {
                         Ok(i) => {
                             self.refuse_if_owns_sequence(&change.def, i, "dropping")?;
+                            self.refuse_if_derived_index_uses(&change.def, i, "dropping")?;
                             change.drop_column(i)?
                         }
                         Err(_) if *if_exists => {}
@@ -326,6 +350,7 @@ impl Binder<'_> {
             } => {
                 let i = change.column(&ident(old_column_name))?;
                 self.refuse_if_owns_sequence(&change.def, i, "renaming")?;
+                self.refuse_if_derived_index_uses(&change.def, i, "renaming")?;
                 let new_name = ident(new_column_name);
                 if change.def.column_index(&new_name).is_some() {
                     return Err(SqlError::new(
@@ -455,6 +480,7 @@ impl Binder<'_> {
                                 fk.name
                             )));
                         }
+                        self.refuse_if_derived_index_uses(&change.def, i, "changing the type of")?;
                         self.set_data_type(change, i, data_type, using.as_ref())?
                     }
                 }
