@@ -813,6 +813,14 @@ impl Binder<'_> {
                 if type_text == "regtype" {
                     return self.regtype(expr, scope);
                 }
+                if type_text == "regproc" {
+                    if let ast::Expr::Value(v) = expr.as_ref() {
+                        if let ast::Value::SingleQuotedString(name) = &v.value {
+                            return crate::system::regproc_oid(name)
+                                .map(|oid| Expr::Literal(Value::Int(oid as i64), DataType::Oid));
+                        }
+                    }
+                }
                 let ty = self.resolve_type(data_type)?;
                 let inner = self.expr(expr, scope, None)?;
                 if [ty, inner.ty()]

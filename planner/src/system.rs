@@ -64,6 +64,25 @@ pub(crate) fn parenthesized(sql: &str, expr: &Expr, times: usize) -> String {
     }
 }
 
+/// `array_in`'s oid: the input function of every array type (`pg_type.typinput`; pgJDBC
+/// tells arrays apart by it).
+const ARRAY_IN_OID: u32 = 750;
+
+/// `'name'::regproc`: the functions a catalog query names that way (only `array_in`; any
+/// other name is 42883, a number is an oid).
+pub fn regproc_oid(name: &str) -> SqlResult<u32> {
+    if let Ok(oid) = name.trim().parse::<u32>() {
+        return Ok(oid);
+    }
+    match name.trim().trim_start_matches("pg_catalog.") {
+        "array_in" => Ok(ARRAY_IN_OID),
+        other => Err(SqlError::new(
+            sql::ErrorKind::UndefinedFunction,
+            format!("function \"{other}\" does not exist"),
+        )),
+    }
+}
+
 /// The server's settings: what `pg_settings` lists and SHOW shows, and no session may SET
 /// (the sessions' own settings are the server's business, not the catalog's).
 pub const SERVER_SETTINGS: &[(&str, &str)] = &[
@@ -366,6 +385,7 @@ impl SystemTable {
                 ("typowner", Oid),
                 ("typisdefined", Bool),
                 ("typbyval", Bool),
+                ("typinput", Oid),
             ],
             PgInherits => vec![
                 ("inhrelid", Oid),
@@ -786,6 +806,11 @@ impl SystemTable {
                         int(OWNER_OID),
                         b(true),
                         b(ty.wire_size() > 0 && ty.wire_size() <= 8),
+                        int(if ty.element().is_some() {
+                            ARRAY_IN_OID
+                        } else {
+                            0
+                        }),
                     ]);
                 }
                 for e in catalog.enums.values() {
@@ -808,6 +833,7 @@ impl SystemTable {
                         int(OWNER_OID),
                         b(true),
                         b(true),
+                        int(0),
                     ]);
                 }
             }

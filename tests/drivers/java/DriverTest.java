@@ -1,7 +1,7 @@
 // pgJDBC against hotledger: connect, DDL, parameters, transactions, SQLSTATE, prepared
 // statement reuse (server-side after five executions), executeBatch, java.util.UUID
 // parameters and results, enum labels as untyped parameters, DatabaseMetaData (tables, columns,
-// primary keys, indexes, imported and exported keys). Run by server/tests/drivers.rs.
+// primary keys, indexes, imported and exported keys, types). Run by server/tests/drivers.rs.
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
 import java.sql.DriverManager;
@@ -206,6 +206,14 @@ public class DriverTest {
             }
             check(indexColumns.equals(List.of("java_pair_pkey:1:b:false", "java_pair_pkey:2:a:false",
                     "java_pair_c_b:1:c:true", "java_pair_c_b:2:b:true")), "getIndexInfo: " + indexColumns);
+            List<String> types = new ArrayList<>();
+            try (ResultSet rs = meta.getTypeInfo()) {
+                while (rs.next()) {
+                    types.add(rs.getString("TYPE_NAME") + ":" + rs.getInt("DATA_TYPE"));
+                }
+            }
+            check(types.contains("int4:" + Types.INTEGER) && types.contains("text:" + Types.VARCHAR)
+                    && types.contains("_int4:" + Types.ARRAY), "getTypeInfo: " + types);
         }
         System.out.println("pgJDBC: ok");
     }
