@@ -925,9 +925,8 @@ impl<'a> Reader<'a> {
         outer: &[Value],
         env: &EvalEnv<'_>,
     ) -> SqlResult<Vec<Row>> {
-        let rows = self.rows(input, outer, env)?;
         let mut groups: BTreeMap<RowKey, Vec<Accumulator>> = BTreeMap::new();
-        for row in rows {
+        let mut add = |row: Row| -> SqlResult<()> {
             let full = joined(outer, &row);
             let key = RowKey(
                 group_by
@@ -946,6 +945,23 @@ impl<'a> Reader<'a> {
                     .collect::<SqlResult<_>>()?;
                 acc.add(call, args)?;
             }
+            Ok(())
+        };
+        // A whole table aggregated goes through the accumulators row by row instead of
+        // being held first (a count over a large table would hold all of it). Expressions
+        // with subqueries cannot run while the table is being read.
+        let plain = !group_by
+            .iter()
+            .chain(aggregates.iter().flat_map(|a| &a.args))
+            .any(Expr::has_subquery);
+        // string_agg and array_agg keep the rows' order: the key order of one partition.
+        let order_free = aggregates
+            .iter()
+            .all(|a| !matches!(a.func, AggFunc::StringAgg | AggFunc::ArrayAgg));
+        if !(plain && self.stream_full_scan(input, outer, env, order_free, &mut add)?) {
+            for row in self.rows(input, outer, env)? {
+                add(row)?;
+            }
         }
         // An aggregate without GROUP BY over no rows still yields one row.
         if groups.is_empty() && group_by.is_empty() {
@@ -963,6 +979,81 @@ impl<'a> Reader<'a> {
             out.push(row);
         }
         Ok(out)
+    }
+}
+
+impl Reader<'_> {
+    /// Hands every row of a full scan of a table (`input`, when it is one) that passes its
+    /// filter to `each`, one at a time, reading the table as `scan_stored` would but one
+    /// partition after another (in key order only within each: `order_free` says that will
+    /// do); false (nothing done) for any other input, or when the scan's filter has
+    /// subqueries or a transaction's own writes to the table must be merged in.
+    fn stream_full_scan(
+        &self,
+        input: &Rel,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+        order_free: bool,
+        each: &mut dyn FnMut(Row) -> SqlResult<()>,
+    ) -> SqlResult<bool> {
+        let Rel::Scan {
+            source: TableSource::User(planned),
+            access: Access::Full,
+            filter,
+        } = input
+        else {
+            return Ok(false);
+        };
+        let overlaid = self.overlay.is_some_and(|o| {
+            o.range((planned.id, Vec::new())..)
+                .next()
+                .is_some_and(|((t, _), _)| *t == planned.id)
+        });
+        if overlaid || filter.as_ref().is_some_and(Expr::has_subquery) {
+            return Ok(false);
+        }
+        let Some(table) = self
+            .catalog
+            .table_by_id(planned.id)
+            .filter(|t| t.shape_version == planned.shape_version)
+        else {
+            return Ok(false);
+        };
+        let partitions = self.shards_of(table)?;
+        if partitions.len() > 1 && !order_free {
+            return Ok(false);
+        }
+        if self.record_reads {
+            self.record(ReadCheck::Table {
+                table: table.id,
+                version: self.table_version(table)?,
+            });
+        }
+        let mut shards = self.shards()?.borrow_mut();
+        for index in partitions {
+            let shard = held(&mut shards, index)?;
+            let storage = shard.table(table)?;
+            let range = shard
+                .engine
+                .range(
+                    storage,
+                    Bound::Unbounded,
+                    Bound::Unbounded,
+                    Direction::Forward,
+                )
+                .map_err(kv_error)?;
+            for item in range {
+                let (_, bytes) = item.map_err(kv_error)?;
+                let (_, row) = decode_row(&bytes)?;
+                if let Some(f) = filter {
+                    if !f.eval(&joined(outer, &row), env)?.is_true() {
+                        continue;
+                    }
+                }
+                each(row)?;
+            }
+        }
+        Ok(true)
     }
 }
 
