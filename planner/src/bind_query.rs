@@ -979,10 +979,8 @@ impl Binder<'_> {
                 (EXPAND_ARRAY, Some(field)) => format!("{EXPAND_ARRAY}.{field}"),
                 _ => name,
             };
-            if !matches!(name.as_str(), "unnest" | "generate_subscripts")
-                && !name.starts_with(EXPAND_ARRAY)
-                && !json_set
-            {
+            let expands = name == EXPAND_ARRAY || field.is_some();
+            if !matches!(name.as_str(), "unnest" | "generate_subscripts") && !expands && !json_set {
                 continue;
             }
             let ast::FunctionArguments::List(list) = &f.args else {
@@ -1648,7 +1646,6 @@ fn lateral_function(item: SqlResult<FromItem>, left: Option<&Scope>) -> SqlResul
     Ok((rel, cols, reads, left.is_some()))
 }
 
-/// `cardinality(array)`.
 /// PostgreSQL's `information_schema._pg_expandarray(a)`: the rows (x, n) of a's elements and
 /// their positions (pgJDBC's DatabaseMetaData expands `pg_index.indkey` with it).
 const EXPAND_ARRAY: &str = "_pg_expandarray";
@@ -1680,6 +1677,7 @@ fn expanded_field(e: &ast::Expr) -> Option<(&ast::Expr, &'static str)> {
     }
 }
 
+/// `cardinality(array)`.
 fn cardinality(array: &Expr) -> Expr {
     Expr::Function {
         func: Func::Cardinality,
