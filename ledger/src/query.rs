@@ -435,35 +435,14 @@ impl<'a> Reader<'a> {
             }
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
         };
-        if self.record_reads {
-            self.record(ReadCheck::Table {
-                table: table.id,
-                version: self.table_version(table)?,
-            });
-        }
+        self.record_table_read(table)?;
         if !prefetched {
-            let partitions = self.shards_of(table)?;
-            let several = partitions.len() > 1;
-            let mut shards = self.shards()?.borrow_mut();
-            for index in partitions {
-                let shard = held(&mut shards, index)?;
-                let storage = shard.table(table)?;
-                let range = shard
-                    .engine
-                    .range(
-                        storage,
-                        as_ref_bound(&lower),
-                        as_ref_bound(&upper),
-                        Direction::Forward,
-                    )
-                    .map_err(kv_error)?;
-                for item in range {
-                    let (key, bytes) = item.map_err(kv_error)?;
-                    raw.push((key, Some(decode_row(&bytes)?)));
-                }
-            }
+            self.each_stored(table, &lower, &upper, &mut |key, row| {
+                raw.push((key, Some(row)));
+                Ok(())
+            })?;
             // Each partition's rows come in key order; the scan's contract is one order.
-            if several {
+            if self.shards_of(table)?.len() > 1 {
                 raw.sort_by(|a, b| a.0.cmp(&b.0));
             }
         }
@@ -1023,12 +1002,45 @@ impl Reader<'_> {
         if partitions.len() > 1 && !order_free {
             return Ok(false);
         }
+        self.record_table_read(table)?;
+        self.each_stored(
+            table,
+            &Bound::Unbounded,
+            &Bound::Unbounded,
+            &mut |_, (_, row)| {
+                if let Some(f) = filter {
+                    if !f.eval(&joined(outer, &row), env)?.is_true() {
+                        return Ok(());
+                    }
+                }
+                each(row)
+            },
+        )?;
+        Ok(true)
+    }
+
+    /// Notes that a scan read `table` as a whole, for a serializable transaction's check.
+    fn record_table_read(&self, table: &TableDef) -> SqlResult<()> {
         if self.record_reads {
             self.record(ReadCheck::Table {
                 table: table.id,
                 version: self.table_version(table)?,
             });
         }
+        Ok(())
+    }
+
+    /// Hands `each` every stored row of `table` (its key, version and values) with a key
+    /// between `lower` and `upper`: partition after partition, each in key order. `each`
+    /// runs while the partitions are borrowed: it may not read tables.
+    fn each_stored(
+        &self,
+        table: &TableDef,
+        lower: &Bound<Vec<u8>>,
+        upper: &Bound<Vec<u8>>,
+        each: &mut dyn FnMut(Vec<u8>, (u64, Row)) -> SqlResult<()>,
+    ) -> SqlResult<()> {
+        let partitions = self.shards_of(table)?;
         let mut shards = self.shards()?.borrow_mut();
         for index in partitions {
             let shard = held(&mut shards, index)?;
@@ -1037,23 +1049,17 @@ impl Reader<'_> {
                 .engine
                 .range(
                     storage,
-                    Bound::Unbounded,
-                    Bound::Unbounded,
+                    as_ref_bound(lower),
+                    as_ref_bound(upper),
                     Direction::Forward,
                 )
                 .map_err(kv_error)?;
             for item in range {
-                let (_, bytes) = item.map_err(kv_error)?;
-                let (_, row) = decode_row(&bytes)?;
-                if let Some(f) = filter {
-                    if !f.eval(&joined(outer, &row), env)?.is_true() {
-                        continue;
-                    }
-                }
-                each(row)?;
+                let (key, bytes) = item.map_err(kv_error)?;
+                each(key, decode_row(&bytes)?)?;
             }
         }
-        Ok(true)
+        Ok(())
     }
 }
 
