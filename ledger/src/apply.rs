@@ -418,12 +418,28 @@ impl Executor {
         };
         let mut context = existing.clone();
         context.extend(row.iter().cloned());
-        if let Some(f) = filter {
-            if !f.eval(&context, env)?.is_true() {
-                return Ok(None);
+        // Subqueries in the DO UPDATE read the tables as they are now, the statement's
+        // earlier rows included.
+        let subqueries = assignments.iter().any(|(_, e)| e.has_subquery())
+            || filter.is_some_and(Expr::has_subquery);
+        let updated = |env: &EvalEnv<'_>| -> SqlResult<Option<Row>> {
+            if let Some(f) = filter {
+                if !f.eval(&context, env)?.is_true() {
+                    return Ok(None);
+                }
             }
-        }
-        let new = assign(table, &existing, assignments, &context, env)?;
+            assign(table, &existing, assignments, &context, env).map(Some)
+        };
+        let new = match subqueries {
+            true => {
+                let reader = self.command_reader();
+                updated(&reader.env(env.params, env.now_micros))?
+            }
+            false => updated(env)?,
+        };
+        let Some(new) = new else {
+            return Ok(None);
+        };
         check_row(table, &new, env)?;
         if table.has_primary_key() && row_key(table, &new, 0)? != existing_key {
             return Err(SqlError::feature_not_supported(
@@ -1630,9 +1646,19 @@ impl Executor {
         match plan {
             WritePlan::Insert(p) => {
                 let sources = insert_sources(&reader, &p.source, &env)?;
+                // A DO UPDATE with subqueries is evaluated for each row it changes, and
+                // travels with their values (as a staged UPDATE's do).
+                let conflict_subqueries = p
+                    .on_conflict
+                    .as_ref()
+                    .and_then(OnConflict::update)
+                    .is_some_and(|(assignments, filter)| {
+                        assignments.iter().any(|(_, e)| e.has_subquery())
+                            || filter.is_some_and(Expr::has_subquery)
+                    });
                 let on_conflict = match &p.on_conflict {
                     Some(clause) => match clause.update() {
-                        Some((assignments, filter)) => Some(
+                        Some((assignments, filter)) if !conflict_subqueries => Some(
                             clause.with_action(OnConflict::DoUpdate {
                                 assignments: bind_all(assignments, params, now_micros)?,
                                 filter: filter
@@ -1640,7 +1666,7 @@ impl Executor {
                                     .transpose()?,
                             }),
                         ),
-                        None => Some(clause.clone()),
+                        _ => Some(clause.clone()),
                     },
                     None => None,
                 };
@@ -1699,6 +1725,7 @@ impl Executor {
                             None
                         }
                     };
+                    let mut evaluated_conflict = None;
                     let stored = match (existing, action) {
                         (None, _) => Some((key, row.clone())),
                         (Some(_), None) => return Err(duplicate_key(&table, &row)),
@@ -1714,6 +1741,21 @@ impl Executor {
                             }
                             let mut context = old.row.clone();
                             context.extend(row.iter().cloned());
+                            if conflict_subqueries {
+                                let evaluate = |e: &Expr| {
+                                    e.with_subqueries_evaluated(&context, &commit_env)?
+                                        .bind_constants(params, now_micros)
+                                };
+                                let clause = OnConflict::DoUpdate {
+                                    assignments: assignments
+                                        .iter()
+                                        .map(|(c, e)| Ok((*c, evaluate(e)?)))
+                                        .collect::<SqlResult<_>>()?,
+                                    filter: filter.as_ref().map(evaluate).transpose()?,
+                                };
+                                evaluated_conflict =
+                                    on_conflict.as_ref().as_ref().map(|c| c.with_action(clause));
+                            }
                             let pass = match filter {
                                 Some(f) => f.eval(&context, &commit_env)?.is_true(),
                                 None => true,
@@ -1736,7 +1778,10 @@ impl Executor {
                     staged.ops.push(WriteOp::Insert {
                         table: table_ref.clone(),
                         row,
-                        on_conflict: on_conflict.into_owned(),
+                        on_conflict: match evaluated_conflict {
+                            Some(clause) => Some(clause),
+                            None => on_conflict.into_owned(),
+                        },
                     });
                     if let Some((key, stored)) = stored {
                         staged.rows_affected += 1;
