@@ -6,14 +6,15 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use planner::{
-    Catalog, ColumnSource, ConflictArbiter, DdlPlan, EvalEnv, Expr, Func, InsertPlan, InsertSource,
-    LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
+    Assignment, Catalog, ColumnSource, ConflictArbiter, DdlPlan, EvalEnv, Expr, Func, InsertPlan,
+    InsertSource, LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan,
+    DEFAULT_MARKER,
 };
 use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
-use crate::executor::{Executor, StatementValues, StoredRow};
+use crate::executor::{Executor, StatementValues, Store, StoredRow};
 use crate::partition::Shard;
 use crate::row::{encode_key, row_key, Row};
 
@@ -334,6 +335,30 @@ fn draw_all(exprs: &[(usize, Expr)]) -> SqlResult<Vec<(usize, Expr)>> {
         .collect()
 }
 
+/// Whether a SET list or its WHERE has subqueries (they read tables when evaluated).
+fn reads_tables(assignments: &[Assignment], filter: Option<&Expr>) -> bool {
+    assignments.iter().any(|(_, e)| e.has_subquery()) || filter.is_some_and(Expr::has_subquery)
+}
+
+/// A staged write's SET list and WHERE as the commit will evaluate them on `row` (the row
+/// they see): subqueries replaced by their values there, parameters and `now()` fixed.
+fn fixed_on_row(
+    assignments: &[Assignment],
+    filter: Option<&Expr>,
+    row: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<(Vec<Assignment>, Option<Expr>)> {
+    let fixed = |e: &Expr| {
+        e.with_subqueries_evaluated(row, env)?
+            .bind_constants(env.params, env.now_micros)
+    };
+    let assignments = assignments
+        .iter()
+        .map(|(c, e)| Ok((*c, fixed(e)?)))
+        .collect::<SqlResult<_>>()?;
+    Ok((assignments, filter.map(fixed).transpose()?))
+}
+
 fn bind_filter(
     filter: Option<&Expr>,
     params: &[Value],
@@ -388,7 +413,7 @@ impl Executor {
         let key = row_key(table, &row, rowid)?;
         let storage = self.storage_of(table)?;
         let arbiter = on_conflict.map_or(ConflictArbiter::PrimaryKey, OnConflict::arbiter);
-        let conflict = self.conflict_on(table, arbiter, &key, &row)?;
+        let conflict = self.conflict_on(table, storage, arbiter, &key, &row)?;
         let Some((existing_key, (old_bytes, _, existing))) = conflict else {
             if matches!(arbiter, ConflictArbiter::Index(_))
                 && self.get_row(storage, &key)?.is_some()
@@ -420,8 +445,7 @@ impl Executor {
         context.extend(row.iter().cloned());
         // Subqueries in the DO UPDATE read the tables as they are now, the statement's
         // earlier rows included.
-        let subqueries = assignments.iter().any(|(_, e)| e.has_subquery())
-            || filter.is_some_and(Expr::has_subquery);
+        let subqueries = reads_tables(assignments, filter);
         let updated = |env: &EvalEnv<'_>| -> SqlResult<Option<Row>> {
             if let Some(f) = filter {
                 if !f.eval(&context, env)?.is_true() {
@@ -457,11 +481,11 @@ impl Executor {
     fn conflict_on(
         &mut self,
         table: &TableDef,
+        storage: Store,
         arbiter: ConflictArbiter,
         key: &[u8],
         row: &[Value],
     ) -> SqlResult<Option<(Vec<u8>, StoredRow)>> {
-        let storage = self.storage_of(table)?;
         let by_key = |stored: Option<StoredRow>| stored.map(|s| (key.to_vec(), s));
         match arbiter {
             ConflictArbiter::PrimaryKey => Ok(by_key(self.get_row(storage, key)?)),
@@ -494,11 +518,11 @@ impl Executor {
         if columns.iter().any(|&c| row[c].is_null()) {
             return Ok(None);
         }
-        let Some(found) = self.command_reader().rows_with(table, columns, row)?.pop() else {
-            return Ok(None);
-        };
-        let storage = self.storage_of(table)?;
-        Ok(self.get_row(storage, &found.key)?.map(|s| (found.key, s)))
+        let found = self.command_reader().rows_with(table, columns, row)?.pop();
+        Ok(found.map(|f| {
+            let bytes = stored_bytes(f.version, &f.row);
+            (f.key, (bytes, f.version, f.row))
+        }))
     }
 
     /// Replaces a stored row with `new`, moving it when its primary key changed; then its
@@ -1652,20 +1676,15 @@ impl Executor {
                     .on_conflict
                     .as_ref()
                     .and_then(OnConflict::update)
-                    .is_some_and(|(assignments, filter)| {
-                        assignments.iter().any(|(_, e)| e.has_subquery())
-                            || filter.is_some_and(Expr::has_subquery)
-                    });
+                    .is_some_and(|(assignments, filter)| reads_tables(assignments, filter));
                 let on_conflict = match &p.on_conflict {
                     Some(clause) => match clause.update() {
-                        Some((assignments, filter)) if !conflict_subqueries => Some(
-                            clause.with_action(OnConflict::DoUpdate {
+                        Some((assignments, filter)) if !conflict_subqueries => {
+                            Some(clause.with_action(OnConflict::DoUpdate {
                                 assignments: bind_all(assignments, params, now_micros)?,
-                                filter: filter
-                                    .map(|f| f.bind_constants(params, now_micros))
-                                    .transpose()?,
-                            }),
-                        ),
+                                filter: bind_filter(filter, params, now_micros)?,
+                            }))
+                        }
                         _ => Some(clause.clone()),
                     },
                     None => None,
@@ -1742,16 +1761,15 @@ impl Executor {
                             let mut context = old.row.clone();
                             context.extend(row.iter().cloned());
                             if conflict_subqueries {
-                                let evaluate = |e: &Expr| {
-                                    e.with_subqueries_evaluated(&context, &commit_env)?
-                                        .bind_constants(params, now_micros)
-                                };
+                                let (assignments, filter) = fixed_on_row(
+                                    assignments,
+                                    filter.as_ref(),
+                                    &context,
+                                    &commit_env,
+                                )?;
                                 let clause = OnConflict::DoUpdate {
-                                    assignments: assignments
-                                        .iter()
-                                        .map(|(c, e)| Ok((*c, evaluate(e)?)))
-                                        .collect::<SqlResult<_>>()?,
-                                    filter: filter.as_ref().map(evaluate).transpose()?,
+                                    assignments,
+                                    filter,
                                 };
                                 evaluated_conflict =
                                     on_conflict.as_ref().as_ref().map(|c| c.with_action(clause));
@@ -1796,8 +1814,7 @@ impl Executor {
             }
             WritePlan::Update(p) => {
                 let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
-                let subqueries = p.assignments.iter().any(|(_, e)| e.has_subquery())
-                    || p.filter.as_ref().is_some_and(Expr::has_subquery);
+                let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
                 let (assignments, recheck) = match subqueries {
                     true => (Vec::new(), None),
                     false => (
@@ -1817,20 +1834,9 @@ impl Executor {
                     // values; the commit evaluates the rest again on the row as it is then.
                     let (assignments, recheck) = match subqueries {
                         true => {
-                            let evaluated = p
-                                .assignments
-                                .iter()
-                                .map(|(c, e)| Ok((*c, e.with_subqueries_evaluated(&old, &env)?)))
-                                .collect::<SqlResult<Vec<_>>>()?;
-                            let filter = p
-                                .filter
-                                .as_ref()
-                                .map(|f| f.with_subqueries_evaluated(&old, &env))
-                                .transpose()?;
-                            (
-                                Cow::Owned(bind_all(&evaluated, params, now_micros)?),
-                                Cow::Owned(bind_filter(filter.as_ref(), params, now_micros)?),
-                            )
+                            let (assignments, recheck) =
+                                fixed_on_row(&p.assignments, p.filter.as_ref(), &old, &env)?;
+                            (Cow::Owned(assignments), Cow::Owned(recheck))
                         }
                         false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
                     };
@@ -1870,12 +1876,9 @@ impl Executor {
                 };
                 for (key, old) in targets {
                     // As an UPDATE's: subqueries travel as their values on this row.
-                    let recheck = match (subqueries, &p.filter) {
-                        (true, Some(f)) => {
-                            let evaluated = f.with_subqueries_evaluated(&old, &env)?;
-                            bind_filter(Some(&evaluated), params, now_micros)?
-                        }
-                        _ => recheck.clone(),
+                    let recheck = match subqueries {
+                        true => fixed_on_row(&[], p.filter.as_ref(), &old, &env)?.1,
+                        false => recheck.clone(),
                     };
                     if !table.has_primary_key() && is_temporary_key(&key) {
                         return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
@@ -2070,13 +2073,12 @@ pub fn stage_insert_locally(
     let InsertSource::Values(rows) = &p.source else {
         return None;
     };
-    let mut has_subquery = false;
-    for e in rows.iter().flatten().chain(p.returning.iter().flatten()) {
-        e.visit(&mut |x| {
-            has_subquery |= matches!(x, Expr::Subquery { .. } | Expr::InSubquery { .. })
-        });
-    }
-    if has_subquery {
+    if rows
+        .iter()
+        .flatten()
+        .chain(p.returning.iter().flatten())
+        .any(Expr::has_subquery)
+    {
         return None;
     }
     // The rows go into the commit as built here, so they may draw random values.

@@ -1353,8 +1353,7 @@ impl Reader<'_> {
 /// How to find the rows of `table` whose `columns` hold `key`'s values there: through the
 /// primary key or an index leading with those columns when there is one.
 fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
-    let covers =
-        |lead: &[usize]| lead.len() == columns.len() && columns.iter().all(|c| lead.contains(c));
+    let covers = |lead: &[usize]| planner::same_columns(lead, columns);
     if table.has_primary_key() && covers(&table.primary_key) {
         Access::Point(
             table

@@ -529,12 +529,7 @@ impl Binder<'_> {
         if expected == Some(DataType::Bool) && expr.ty() != DataType::Bool {
             return Err(SqlError::mismatch("argument of WHERE must be type boolean"));
         }
-        let mut reads_more = false;
-        expr.visit(&mut |e| {
-            reads_more |= matches!(e, Expr::Subquery { .. } | Expr::InSubquery { .. });
-        });
-        let volatile = expr.calls(Func::is_volatile);
-        if reads_more || volatile {
+        if expr.has_subquery() || expr.calls(Func::is_volatile) {
             return Err(SqlError::new(
                 ErrorKind::InvalidObjectDefinition,
                 format!("functions in {what} must be marked IMMUTABLE"),

@@ -604,11 +604,10 @@ fn conflict_arbiter(
             match crate::foreign_key::unique_key_on(table, &named) {
                 Some(UniqueKey::PrimaryKey) => ConflictArbiter::PrimaryKey,
                 Some(UniqueKey::Index(index)) => ConflictArbiter::Index(index.id),
-                None if table.indexes.iter().any(|i| {
-                    i.unique
-                        && i.columns.len() == named.len()
-                        && named.iter().all(|c| i.columns.contains(c))
-                }) =>
+                None if table
+                    .indexes
+                    .iter()
+                    .any(|i| i.unique && crate::foreign_key::same_columns(&i.columns, &named)) =>
                 {
                     return Err(SqlError::feature_not_supported(
                         "ON CONFLICT on a partial or expression unique index",

@@ -135,10 +135,14 @@ pub enum UniqueKey<'t> {
     Index(&'t crate::catalog::IndexDef),
 }
 
+/// Whether `key` is made of exactly `columns`, in any order (neither repeats one).
+pub fn same_columns(key: &[usize], columns: &[usize]) -> bool {
+    key.len() == columns.len() && columns.iter().all(|c| key.contains(c))
+}
+
 /// `table`'s primary key or unique index on exactly `columns` (in any order).
 pub fn unique_key_on<'t>(table: &'t TableDef, columns: &[usize]) -> Option<UniqueKey<'t>> {
-    let same =
-        |key: &[usize]| key.len() == columns.len() && columns.iter().all(|c| key.contains(c));
+    let same = |key: &[usize]| same_columns(key, columns);
     if table.has_primary_key() && same(&table.primary_key) {
         return Some(UniqueKey::PrimaryKey);
     }

@@ -50,7 +50,7 @@ pub use expr::{
     arithmetic, compare_values, AggCall, AggFunc, BackendSignals, BinaryOp, EvalEnv, Expr, Func,
     NoBackends, NoSubqueries, SubqueryKind, SubqueryRunner,
 };
-pub use foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
+pub use foreign_key::{same_columns, unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
 pub use joins::equi_keys;
 pub use ledger::{
     check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
