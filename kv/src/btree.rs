@@ -123,11 +123,95 @@ fn count_below(pager: &mut Pager, page: u64, depth: u32) -> KvResult<u64> {
 /// that covers `key` gives the leaf with an empty path (false); otherwise `descend` (true).
 /// Read it with `read_leaf`.
 fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<(u64, bool)> {
-    let Some(leaf) = pager.leaf_hints.find(root, key) else {
+    let hinted = match pager.leaf_hints.find(root, key) {
+        Some(leaf) => Some(leaf),
+        None => looked_ahead(pager, root, key)?,
+    };
+    let Some(leaf) = hinted else {
         return Ok((descend(pager, root, key, path)?, true));
     };
     path.clear();
     Ok((leaf, false))
+}
+
+/// The leaf `look_ahead` found for `key`, if it provably still holds it (see `lookahead`).
+fn looked_ahead(pager: &mut Pager, root: u64, key: &[u8]) -> KvResult<Option<u64>> {
+    let Some(leaf) = pager.lookahead.leaf(root, key, pager.frees) else {
+        return Ok(None);
+    };
+    let Some(node) = Node::new_checked(pager.read(leaf)?).filter(Node::is_leaf) else {
+        return Ok(None);
+    };
+    let holds = match node.search(key) {
+        Ok(_) => true,
+        Err(position) => position > 0 && position < node.len(),
+    };
+    if holds {
+        pager.lookahead.count_use();
+    }
+    Ok(holds.then_some(leaf))
+}
+
+/// The most keys one `look_ahead` walks at once.
+pub const LOOK_AHEAD_KEYS: usize = 64;
+
+/// Walks the descents of `keys` in tree `root` side by side, a level at a time — every
+/// key's page asked of the CPU, then every key's node searched — so that their cache misses
+/// overlap, and remembers the leaf each reaches for the operation on it that follows
+/// (`lookahead`). Keys a leaf hint already covers are skipped, and a key whose path leaves
+/// the buffer pool is dropped: this reads nothing from disk. Keys beyond
+/// `LOOK_AHEAD_KEYS` are ignored.
+pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
+    pager.lookahead.start(pager.frees);
+    let page_size = pager.page_size();
+    let head_bytes = page::LOOK_AHEAD_HEAD_BYTES.min(page_size);
+    let mut pages = [root; LOOK_AHEAD_KEYS];
+    let mut bytes = [std::ptr::null::<u8>(); LOOK_AHEAD_KEYS];
+    let mut live = [0usize; LOOK_AHEAD_KEYS];
+    let mut live_len = 0;
+    for (i, key) in keys.iter().enumerate().take(LOOK_AHEAD_KEYS) {
+        if !pager.leaf_hints.covers(root, key) {
+            live[live_len] = i;
+            live_len += 1;
+        }
+    }
+    // A tree is far shallower than this; a deeper walk means a cycle in page links, which
+    // the operations' own descents report.
+    let mut depth = 0;
+    while live_len > 0 && depth < 64 {
+        depth += 1;
+        let mut kept = 0;
+        for j in 0..live_len {
+            let i = live[j];
+            if let Some(page) = pager.pool.peek(pages[i]) {
+                page::prefetch_bytes(page, head_bytes);
+                bytes[i] = page;
+                live[kept] = i;
+                kept += 1;
+            }
+        }
+        live_len = kept;
+        kept = 0;
+        for j in 0..live_len {
+            let i = live[j];
+            // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
+            // nothing has changed the pool since: this function only reads.
+            let page = unsafe { std::slice::from_raw_parts(bytes[i], page_size) };
+            let Some(node) = Node::new_checked(page) else {
+                continue;
+            };
+            if node.is_leaf() {
+                pager.lookahead.remember(root, keys[i], pages[i]);
+                // The rest of the leaf too: the cells its search compares lie anywhere in it.
+                page::prefetch_bytes(page[head_bytes..].as_ptr(), page_size - head_bytes);
+                continue;
+            }
+            pages[i] = node.child(node.child_slot(keys[i]));
+            live[kept] = i;
+            kept += 1;
+        }
+        live_len = kept;
+    }
 }
 
 /// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).

@@ -124,6 +124,10 @@ pub struct EngineStats {
     /// from the root (since open).
     pub leaf_hint_hits: u64,
     pub leaf_hint_misses: u64,
+    /// Keys `look_ahead` walked to their leaves, and operations that then started at the
+    /// leaf it found (counted among the hint misses).
+    pub lookahead_keys: u64,
+    pub lookahead_used: u64,
 }
 
 struct Inflight {
@@ -466,6 +470,20 @@ impl Engine {
         )
     }
 
+    /// Finds the leaves of `keys` (up to `LOOK_AHEAD_KEYS`) side by side, ahead of the
+    /// operations on them (`btree::look_ahead`). Only a hint: it reads no page from disk and
+    /// changes nothing an operation could observe but its speed.
+    pub fn look_ahead(&mut self, table: Table, keys: &[&[u8]]) {
+        if self.check_usable().is_ok() {
+            btree::look_ahead(&mut self.pager, table.root, keys);
+        }
+    }
+
+    /// Forgets the leaves `look_ahead` found (before finding the next group's).
+    pub fn forget_look_ahead(&mut self) {
+        self.pager.lookahead.clear();
+    }
+
     pub fn get(&mut self, table: Table, key: &[u8]) -> KvResult<Option<Vec<u8>>> {
         let mut out = Vec::new();
         Ok(self.get_into(table, key, &mut out)?.then_some(out))
@@ -578,6 +596,8 @@ impl Engine {
             uses_uring: self.uses_uring,
             leaf_hint_hits: self.pager.leaf_hints.counts().0,
             leaf_hint_misses: self.pager.leaf_hints.counts().1,
+            lookahead_keys: self.pager.lookahead.counts().1,
+            lookahead_used: self.pager.lookahead.counts().0,
         }
     }
 

@@ -125,6 +125,11 @@ impl LeafHints {
         }
     }
 
+    /// Whether a hint covers `key` in tree `root` (without counting a hit or a miss).
+    pub fn covers(&self, root: u64, key: &[u8]) -> bool {
+        self.entries.iter().any(|hint| hint.covers(root, key))
+    }
+
     /// Remembers that `leaf` of tree `root` holds the keys between the fences of the descent
     /// that just reached it, replacing the least recently used hint.
     pub fn record(&mut self, root: u64, leaf: u64) {

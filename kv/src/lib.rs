@@ -28,12 +28,13 @@ pub mod keycode;
 mod leaf_hints;
 mod log_spares;
 mod log_store;
+mod lookahead;
 mod page;
 mod pager;
 mod pool;
 mod superblock;
 
-pub use btree::{max_inline_value_len, max_key_len};
+pub use btree::{max_inline_value_len, max_key_len, LOOK_AHEAD_KEYS};
 pub use check::TreeShape;
 pub use cursor::{Direction, Range};
 pub use engine::{

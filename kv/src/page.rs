@@ -157,24 +157,31 @@ const SEARCH_HEAD_BYTES: usize = 256;
 /// for before the slot count is known (it is in the header's line); the rest of the array
 /// once it is.
 pub fn prefetch_search_head(page: &[u8]) {
+    let head = SEARCH_HEAD_BYTES.min(page.len());
+    let first = 64.min(head);
+    prefetch_bytes(page[first..].as_ptr(), head - first);
+    let slots_end = (HEADER_SIZE + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
+    prefetch_bytes(page[head..].as_ptr(), slots_end.saturating_sub(head));
+}
+
+/// Bytes a look-ahead asks for at the start of a node: the header and the slots of a node of
+/// ~120 cells.
+pub const LOOK_AHEAD_HEAD_BYTES: usize = 512;
+
+/// Asks the CPU to start loading the `bytes` bytes at `start` (a cache line at a time) without
+/// reading them, so nothing waits for them to arrive. Callers pass a range inside one page.
+pub fn prefetch_bytes(start: *const u8, bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    {
-        let prefetch = |offset: usize| {
-            // SAFETY: a prefetch is a hint with no architectural effect; callers pass an
-            // offset inside `page`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    page.as_ptr().add(offset).cast(),
-                );
-            }
-        };
-        let head = SEARCH_HEAD_BYTES.min(page.len());
-        (64..head).step_by(64).for_each(prefetch);
-        let slots_end = (HEADER_SIZE + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
-        (head..slots_end).step_by(64).for_each(prefetch);
+    for offset in (0..bytes).step_by(64) {
+        // SAFETY: a prefetch is a hint with no architectural effect.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                start.wrapping_add(offset).cast(),
+            );
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = page;
+    let _ = (start, bytes);
 }
 
 /// Read access to a leaf or internal node.
@@ -187,6 +194,11 @@ impl<'a> Node<'a> {
     pub fn new(buf: &'a [u8]) -> Node<'a> {
         debug_assert!(matches!(buf[4], 2 | 3), "not a node page: kind {}", buf[4]);
         Node { buf }
+    }
+
+    /// A node view of `buf` when it is a leaf or internal page.
+    pub fn new_checked(buf: &'a [u8]) -> Option<Node<'a>> {
+        matches!(buf[4], 2 | 3).then_some(Node { buf })
     }
 
     pub fn is_leaf(&self) -> bool {

@@ -7,6 +7,7 @@
 
 use crate::error::{KvError, KvResult};
 use crate::leaf_hints::LeafHints;
+use crate::lookahead::Lookahead;
 use crate::page::{self, PageKind, HEADER_SIZE};
 use crate::pool::BufferPool;
 
@@ -26,6 +27,10 @@ pub struct Pager {
     pub leaf_hints: LeafHints,
     /// Where recent inserts into leaves put their cells (`LeafInserts`).
     pub leaf_inserts: LeafInserts,
+    /// Leaves found ahead of the operations on their keys (`btree::look_ahead`).
+    pub lookahead: Lookahead,
+    /// Pages freed so far: a leaf found ahead is used only while no page was freed since.
+    pub frees: u64,
     page_size: usize,
 }
 
@@ -67,6 +72,8 @@ impl Pager {
             alloc,
             leaf_hints: LeafHints::default(),
             leaf_inserts: LeafInserts::default(),
+            lookahead: Lookahead::default(),
+            frees: 0,
             page_size,
         }
     }
@@ -128,6 +135,7 @@ impl Pager {
     /// Returns a page to the free list.
     pub fn free(&mut self, page_id: u64) -> KvResult<()> {
         assert!(page_id != 0, "the superblock is never freed");
+        self.frees += 1;
         let head = self.alloc.freelist_head;
         let buffer = self.pool.write(page_id)?;
         buffer.fill(0);

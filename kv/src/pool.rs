@@ -264,6 +264,12 @@ impl BufferPool {
         (self.epoch % u64::from(u16::MAX)) as u16 + 1
     }
 
+    /// The bytes of a resident page, without counting a hit or loading anything.
+    pub fn peek(&self, page_id: u64) -> Option<*const u8> {
+        let mapping = self.page_table.get(page_id as usize)?;
+        (mapping.frame != NOT_RESIDENT).then_some(mapping.bytes as *const u8)
+    }
+
     /// The mapping of a resident page, counting the hit.
     fn hit(&mut self, page_id: u64) -> Option<Mapping> {
         let mapping = self.page_table.get_mut(page_id as usize)?;

@@ -1,4 +1,4 @@
-//! Leaf hints against a model: several trees in one engine, operated on in the interleaved,
+//! Leaf hints and look-aheads against a model: several trees in one engine, operated on in the interleaved,
 //! partly ascending, partly repeated patterns that make hints hit (a hot key, runs of
 //! ascending keys, a read then a write of the same key), mixed with everything that changes a
 //! tree's shape or frees its pages for another tree (splits, merges, truncation, drop and
@@ -29,6 +29,10 @@ enum Op {
     Truncate(usize),
     /// Drops the tree and creates it again: its pages go to the free list and come back.
     Recreate(usize),
+    /// Finds the leaves of these keys ahead; the operations after start there while they
+    /// provably still hold the keys.
+    LookAhead(usize, Vec<u16>),
+    ForgetLookAhead,
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -51,9 +55,11 @@ fn op() -> impl Strategy<Value = Op> {
         15 => (tree.clone(), k.clone()).prop_map(|(t, k)| Op::Get(t, k)),
         15 => (tree.clone(), k.clone(), size).prop_map(|(t, k, s)| Op::ReadThenWrite(t, k, s)),
         6 => (tree.clone(), k.clone(), 1u16..120).prop_map(|(t, k, n)| Op::Ascending(t, k, n)),
-        3 => (tree.clone(), k, 1u16..300).prop_map(|(t, k, n)| Op::DeleteRun(t, k, n)),
+        3 => (tree.clone(), k.clone(), 1u16..300).prop_map(|(t, k, n)| Op::DeleteRun(t, k, n)),
         1 => tree.clone().prop_map(Op::Truncate),
-        1 => tree.prop_map(Op::Recreate),
+        1 => tree.clone().prop_map(Op::Recreate),
+        4 => (tree, proptest::collection::vec(k, 1..80)).prop_map(|(t, ks)| Op::LookAhead(t, ks)),
+        1 => Just(Op::ForgetLookAhead),
     ]
 }
 
@@ -61,7 +67,9 @@ fn name(tree: usize) -> String {
     format!("t{tree}")
 }
 
-fn run(ops: Vec<Op>) -> (u64, u64) {
+/// Runs `ops`; returns (operations that found their leaf from a hint, operations that
+/// descended, operations that started at a leaf found ahead).
+fn run(ops: Vec<Op>) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let options = EngineOptions {
         page_size: 512,
@@ -123,13 +131,23 @@ fn run(ops: Vec<Op>) -> (u64, u64) {
                 tables[t] = engine.create_table(&name(t)).unwrap();
                 models[t].clear();
             }
+            Op::LookAhead(t, ks) => {
+                let keys: Vec<Vec<u8>> = ks.into_iter().map(key).collect();
+                let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+                engine.look_ahead(tables[t], &keys);
+            }
+            Op::ForgetLookAhead => engine.forget_look_ahead(),
         }
     }
     for (table, model) in tables.into_iter().zip(models) {
         common::assert_table_holds(&mut engine, table, model);
     }
     let stats = engine.stats();
-    (stats.leaf_hint_hits, stats.leaf_hint_misses)
+    (
+        stats.leaf_hint_hits,
+        stats.leaf_hint_misses,
+        stats.lookahead_used,
+    )
 }
 
 proptest! {
@@ -153,9 +171,30 @@ fn the_transfer_pattern_mostly_skips_the_descent() {
         ops.push(Op::ReadThenWrite(1, step.wrapping_mul(7_919) % 800, 0));
         ops.push(Op::Put(2, 1_000 + step, 0));
     }
-    let (hits, misses) = run(ops);
+    let (hits, misses, _) = run(ops);
     assert!(
         hits > 2 * misses,
         "{hits} operations found their leaf from a hint, {misses} descended"
+    );
+}
+
+#[test]
+fn operations_start_at_the_leaves_found_ahead() {
+    // A tree of 800 keys, then groups of 16 scattered keys: each group looked ahead at, then
+    // read and written (the account pattern of a multi-row transfer statement), with
+    // ascending inserts into the same tree in between, which split leaves.
+    let mut ops = vec![Op::Ascending(1, 0, 800)];
+    for group in 0..60u16 {
+        let keys: Vec<u16> = (0..16u16)
+            .map(|i| (group * 16 + i).wrapping_mul(7_919) % 800)
+            .collect();
+        ops.push(Op::LookAhead(1, keys.clone()));
+        ops.extend(keys.into_iter().map(|k| Op::ReadThenWrite(1, k, 0)));
+        ops.push(Op::Ascending(1, 800 + group * 4, 4));
+    }
+    let (_, _, used) = run(ops);
+    assert!(
+        used > 60 * 8,
+        "{used} operations started at a leaf found ahead"
     );
 }

@@ -9,9 +9,8 @@
 //! one statement (or chain) that opened it; an error discards the set (the statement's undo
 //! removes what it wrote).
 
-use std::collections::HashMap;
-
 use planner::{LedgerRole, TableDef};
+use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 
 use crate::executor::Executor;
@@ -32,7 +31,8 @@ pub(crate) struct Account {
 #[derive(Default)]
 pub(crate) struct AccountSet {
     slots: Vec<Slot>,
-    by_id: HashMap<i64, usize>,
+    /// Looked up for every transfer of the statement: a fast hash of the account id.
+    by_id: FxHashMap<i64, usize>,
 }
 
 struct Slot {
@@ -55,6 +55,11 @@ impl AccountSet {
                 "account {id} taken from the statement's working set twice"
             ))),
         }
+    }
+
+    /// Whether the statement has touched account `id` already.
+    pub fn contains(&self, id: i64) -> bool {
+        self.by_id.contains_key(&id)
     }
 
     /// Puts an account back; `dirty` when storage does not have its values yet.
@@ -121,6 +126,7 @@ impl Executor {
         }
         self.account_set = Some(std::mem::take(&mut self.spare_account_set));
         let outcome = statement(self);
+        self.forget_look_ahead();
         let mut set = self.account_set.take().unwrap_or_default();
         let dirty = set.drain_dirty();
         self.spare_account_set = set;

@@ -607,14 +607,28 @@ impl Executor {
             .is_some();
         let mut touched =
             (updates && table.has_primary_key()).then(std::collections::HashSet::<Vec<u8>>::new);
-        for (n, values) in sources.enumerate() {
-            let row = values.and_then(|values| {
+        let mut rows = sources.map(|values| {
+            values.and_then(|values| {
                 if prebuilt {
                     prebuilt_row(table, values)
                 } else {
                     build_row(table, &p.target_columns, values, env)
                 }
-            });
+            })
+        });
+        // A multi-row transfer statement (its account working set is open) reads its rows a
+        // group ahead and finds the leaves they will touch before applying them.
+        let look_ahead =
+            table.ledger == Some(LedgerRole::Transfers) && self.account_set.is_some() && count > 1;
+        let mut ahead = std::collections::VecDeque::new();
+        for n in 0..count {
+            if look_ahead && ahead.is_empty() {
+                ahead.extend(rows.by_ref().take(crate::lookahead::LOOKAHEAD_ROWS));
+                self.look_ahead(table, ahead.iter().filter_map(|row| row.as_ref().ok()));
+            }
+            let Some(row) = ahead.pop_front().or_else(|| rows.next()) else {
+                break;
+            };
             let inserted = row
                 .and_then(|row| {
                     let id = p.call.then(|| call_id(table, &row));

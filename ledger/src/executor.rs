@@ -205,6 +205,8 @@ pub struct Executor {
     pub(crate) scratch: Vec<u8>,
     /// An index entry being written (kept for its capacity).
     entry_scratch: Vec<u8>,
+    /// The keys of the group of rows a multi-row transfer statement looks ahead at.
+    pub(crate) lookahead_keys: crate::lookahead::LookaheadKeys,
     /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
     pub(crate) ledger_clock: i64,
     pub(crate) expiry: kv::Table,
@@ -248,6 +250,7 @@ impl Executor {
             failed: None,
             scratch: Vec::new(),
             entry_scratch: Vec::new(),
+            lookahead_keys: Default::default(),
             ledger_clock,
             expiry,
             // Unknown after a start: the first sweep looks.
@@ -936,7 +939,7 @@ pub(crate) fn row_entry_into<'k>(
 
 /// An index entry for key values `values` (an index's columns' or a derived index's), as
 /// `index_entry_into` describes it.
-fn entry_of_values<'v, 'k>(
+pub(crate) fn entry_of_values<'v, 'k>(
     values: impl Iterator<Item = &'v Value> + Clone,
     unique: bool,
     row_key: &'k [u8],

@@ -20,6 +20,7 @@ mod coordinator;
 mod error;
 mod executor;
 mod foreign_keys;
+mod lookahead;
 mod partition;
 mod query;
 mod route;

@@ -240,6 +240,8 @@ pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) ->
         total.last_checkpoint_pages += s.last_checkpoint_pages;
         total.leaf_hint_hits += s.leaf_hint_hits;
         total.leaf_hint_misses += s.leaf_hint_misses;
+        total.lookahead_keys += s.lookahead_keys;
+        total.lookahead_used += s.lookahead_used;
         total.last_checkpoint_elapsed =
             total.last_checkpoint_elapsed.max(s.last_checkpoint_elapsed);
     }

@@ -417,13 +417,13 @@ impl Session {
     /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
     /// the pool and its capacity, page buffers in memory, the page size, pages in the data
     /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
-    /// point operations found their leaf from a leaf hint or descended from the root, and
-    /// how often and how long entries waited for a checkpoint to make room in the pool.
+    /// point operations found their leaf from a leaf hint or descended from the root (or
+    /// started at a leaf a multi-row statement's lookahead found), and how often and how long entries waited for a checkpoint to make room in the pool.
     async fn storage_stats(&self) -> SqlResult<String> {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} leaf_hint_hits={} leaf_hint_misses={} pool_waits={} pool_wait_ms={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -442,6 +442,8 @@ impl Session {
             all.handovers,
             stats.leaf_hint_hits,
             stats.leaf_hint_misses,
+            stats.lookahead_keys,
+            stats.lookahead_used,
             all.pool_waits,
             all.pool_wait.as_millis()
         ))

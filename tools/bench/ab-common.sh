@@ -15,7 +15,7 @@ start_server() {
     local binary=$1
     shift
     rm -rf "$work/data"
-    HOTLEDGER_PASSWORD=bench "$binary" serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
+    HOTLEDGER_PASSWORD=bench ${SERVER_ENV:-} "$binary" serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
         "$@" > "$work/server.log" 2>&1 &
     pid=$!
     for _ in $(seq 150); do psql_hl -c "select 1" > /dev/null 2>&1 && break; sleep 0.2; done

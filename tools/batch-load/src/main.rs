@@ -48,6 +48,10 @@ struct Args {
     /// Debit accounts are 2..=accounts+1; every transfer credits account 1 (the hot one).
     #[arg(long, default_value_t = 100_000)]
     accounts: i64,
+    /// Sends the statement prepared once per connection, its values as binary parameters
+    /// (`$1`…, six per row), through the extended protocol, instead of as literals.
+    #[arg(long)]
+    prepared: bool,
 }
 
 /// What one connection did.
@@ -138,14 +142,40 @@ async fn load(
         latencies_us: Histogram::new(3).expect("3 significant figures is valid"),
     };
     let mut sql = String::new();
+    let prepared = match args.prepared {
+        true => Some(
+            client
+                .prepare(&parameterized_statement(args.rows))
+                .await
+                .map_err(|e| format!("PREPARE failed: {e}"))?,
+        ),
+        false => None,
+    };
+    let mut values = Vec::new();
     while Instant::now() < deadline {
         let base = rand::thread_rng().gen_range(2_147_483_648i64..9_000_000_000_000);
-        statement(&mut sql, base, args.rows, args.accounts);
         let sent = Instant::now();
-        client
-            .simple_query(&sql)
-            .await
-            .map_err(|e| format!("INSERT failed: {e}"))?;
+        match &prepared {
+            Some(prepared) => {
+                parameters(&mut values, base, args.rows, args.accounts);
+                // ledger and code are int columns: their parameters are i32.
+                const ONE: i32 = 1;
+                let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = values
+                    .chunks(4)
+                    .flat_map(|row| {
+                        row.iter()
+                            .map(|v| v as &(dyn tokio_postgres::types::ToSql + Sync))
+                            .chain([&ONE as _, &ONE as _])
+                    })
+                    .collect();
+                client.execute(prepared, &params).await.map(|_| ())
+            }
+            None => {
+                statement(&mut sql, base, args.rows, args.accounts);
+                client.simple_query(&sql).await.map(|_| ())
+            }
+        }
+        .map_err(|e| format!("INSERT failed: {e}"))?;
         let took = sent.elapsed().as_micros() as u64;
         outcome
             .latencies_us
@@ -170,6 +200,37 @@ fn statement(sql: &mut String, base: i64, rows: usize, accounts: i64) {
         let debit = 2 + (base * 7919 + k * 104_729) % accounts;
         let separator = if k + 1 == rows as i64 { ";" } else { ",\n" };
         write!(sql, "({id}, {debit}, 1, 1, 1, 1){separator}").expect("writing to a String");
+    }
+}
+
+/// The statement `--prepared` sends: `statement`'s rows as parameters, six per row.
+fn parameterized_statement(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n",
+    );
+    let rows = (0..rows).map(|k| {
+        let p = k * 6;
+        format!(
+            "(${}, ${}, ${}, ${}, ${}, ${})",
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        )
+    });
+    sql.push_str(&rows.collect::<Vec<_>>().join(",\n"));
+    sql
+}
+
+/// `statement`'s bigint values for `base`, row after row: id, debit and credit account,
+/// amount (ledger and code, both 1, are added as the parameters are sent).
+fn parameters(values: &mut Vec<i64>, base: i64, rows: usize, accounts: i64) {
+    values.clear();
+    for k in 0..rows as i64 {
+        let debit = 2 + (base * 7919 + k * 104_729) % accounts;
+        values.extend([base * 1000 + k, debit, 1, 1]);
     }
 }
 

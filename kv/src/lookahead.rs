@@ -1,0 +1,143 @@
+//! Lookahead: the leaves of keys that operations are about to touch, found before them.
+//!
+//! A point operation on a random key of a large tree waits for a chain of cache misses on
+//! the way down: each level's page-table entry, node head and cells, one after the other.
+//! Alone, nothing overlaps them. A caller that knows its next keys (a multi-row statement
+//! knows its next rows) asks `btree::look_ahead` to walk their descents side by side, a level
+//! at a time, so the misses of all of them are in flight at once, and the leaves it reaches
+//! are remembered here; the operations that follow start at those leaves.
+//!
+//! A remembered leaf is a claim checked on use, not trusted: the leaf must still be a leaf,
+//! no page may have been freed since it was found (so the page cannot have been reused
+//! elsewhere), and the key must be in it or strictly between two of its keys. A B+tree leaf
+//! holds every key of a contiguous range, so a key strictly inside a leaf's keys belongs in
+//! that leaf whatever splits happened meanwhile; a key at either edge may belong to a
+//! neighbour, and the operation descends as usual.
+//!
+//! What this must not do: hold page references (leaves are named by id and read through the
+//! pool), or decide anything without that check.
+
+/// Remembered leaves; direct-mapped by key hash, a collision replaces the older entry.
+const SLOTS: usize = 128;
+
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// The tree's root; 0 marks an empty slot (page 0 is the superblock, never a root).
+    root: u64,
+    hash: u64,
+    leaf: u64,
+}
+
+pub struct Lookahead {
+    slots: Box<[Slot; SLOTS]>,
+    /// `Pager::frees` when the entries were found; any other value voids them all.
+    frees_at: u64,
+    /// Entries remembered since the last `clear`.
+    len: usize,
+    /// Operations that started at a remembered leaf, and walks' keys.
+    used: u64,
+    walked: u64,
+}
+
+impl Default for Lookahead {
+    fn default() -> Lookahead {
+        Lookahead {
+            slots: Box::new([Slot::default(); SLOTS]),
+            frees_at: 0,
+            len: 0,
+            used: 0,
+            walked: 0,
+        }
+    }
+}
+
+impl Lookahead {
+    /// Forgets every remembered leaf.
+    pub fn clear(&mut self) {
+        if self.len > 0 {
+            self.slots.fill(Slot::default());
+            self.len = 0;
+        }
+    }
+
+    /// Starts remembering leaves found while `frees` pages have been freed.
+    pub fn start(&mut self, frees: u64) {
+        if self.frees_at != frees {
+            self.clear();
+            self.frees_at = frees;
+        }
+    }
+
+    pub fn remember(&mut self, root: u64, key: &[u8], leaf: u64) {
+        let hash = key_hash(key);
+        self.slots[slot_of(root, hash)] = Slot { root, hash, leaf };
+        self.len += 1;
+        self.walked += 1;
+    }
+
+    /// The leaf remembered for `key` in tree `root`, unless a page was freed since (`frees`
+    /// is `Pager::frees` now). The caller still checks that the leaf holds the key.
+    pub fn leaf(&self, root: u64, key: &[u8], frees: u64) -> Option<u64> {
+        if self.len == 0 || self.frees_at != frees {
+            return None;
+        }
+        let hash = key_hash(key);
+        let slot = self.slots[slot_of(root, hash)];
+        (slot.root == root && slot.hash == hash).then_some(slot.leaf)
+    }
+
+    pub fn count_use(&mut self) {
+        self.used += 1;
+    }
+
+    /// (operations that started at a remembered leaf, keys walked ahead).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.used, self.walked)
+    }
+}
+
+/// The slot of a key's hash in tree `root` (the hash's top bits, mixed with the root's).
+fn slot_of(root: u64, hash: u64) -> usize {
+    ((hash ^ root.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> (64 - SLOTS.trailing_zeros())) as usize
+}
+
+/// A 64-bit hash of a key (FxHash's mixing over 8-byte words).
+fn key_hash(key: &[u8]) -> u64 {
+    let mut hash = key.len() as u64;
+    for chunk in key.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Lookahead;
+
+    #[test]
+    fn remembers_by_tree_and_key_until_a_page_is_freed() {
+        let mut lookahead = Lookahead::default();
+        lookahead.start(3);
+        lookahead.remember(7, b"alpha", 40);
+        lookahead.remember(9, b"alpha", 41);
+        assert_eq!(lookahead.leaf(7, b"alpha", 3), Some(40));
+        assert_eq!(lookahead.leaf(9, b"alpha", 3), Some(41));
+        assert_eq!(lookahead.leaf(7, b"beta", 3), None);
+        assert_eq!(
+            lookahead.leaf(7, b"alpha", 4),
+            None,
+            "a page was freed since"
+        );
+        lookahead.start(4);
+        assert_eq!(
+            lookahead.leaf(7, b"alpha", 4),
+            None,
+            "voided by the new count"
+        );
+        lookahead.remember(7, b"alpha", 50);
+        lookahead.clear();
+        assert_eq!(lookahead.leaf(7, b"alpha", 4), None);
+    }
+}

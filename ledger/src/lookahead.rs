@@ -1,0 +1,132 @@
+//! The lookahead of a multi-row transfer statement. Applying a transfer waits mostly on
+//! memory: the debit account's leaf and the leaf its entry goes into in the debit index are
+//! random pages of large trees, and each descent to them is a chain of cache misses that
+//! nothing overlaps. Before applying each group of `LOOKAHEAD_ROWS` rows, the executor hands
+//! the keys those rows will touch at random — their accounts not in the statement's working
+//! set yet, their entries in the transfers' plain indexes — to `kv::Engine::look_ahead`,
+//! which walks all their descents side by side so the misses are in flight together, and
+//! the rows' own operations then start at the leaves it found.
+//!
+//! Only a hint: it writes nothing, reads nothing from disk, and a row it cannot read a key
+//! from is skipped; the operations check every leaf they are handed (`kv::lookahead`).
+
+use planner::TableDef;
+use sql::Value;
+
+use crate::executor::{entry_of_values, Executor};
+use crate::row::{encode_key_into, Row};
+
+/// Rows whose leaves are found at once (three or four keys each).
+pub(crate) const LOOKAHEAD_ROWS: usize = 16;
+
+/// The keys of one group, end to end in one buffer, kept between groups.
+#[derive(Default)]
+pub(crate) struct LookaheadKeys {
+    bytes: Vec<u8>,
+    keys: Vec<KeySpan>,
+}
+
+/// A key in `LookaheadKeys::bytes`: its partition, its relation (table or index) and where
+/// it lies.
+#[derive(Clone, Copy)]
+struct KeySpan {
+    shard: usize,
+    relation: u32,
+    start: usize,
+    end: usize,
+}
+
+impl LookaheadKeys {
+    fn push(&mut self, shard: usize, relation: u32, key: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        self.keys.push(KeySpan {
+            shard,
+            relation,
+            start,
+            end: self.bytes.len(),
+        });
+    }
+}
+
+impl Executor {
+    /// Finds the leaves `rows` (the next rows of a multi-row INSERT INTO transfers) will
+    /// touch at random, ahead of applying them.
+    pub(crate) fn look_ahead<'r>(&mut self, table: &TableDef, rows: impl Iterator<Item = &'r Row>) {
+        let Ok(schema) = self.ledger_schema() else {
+            return;
+        };
+        let (Ok(accounts), Ok(transfers)) =
+            (self.storage_of(&schema.accounts), self.storage_of(table))
+        else {
+            return;
+        };
+        let t = &schema.transfer;
+        let created_at = Value::TimestampTz(self.ledger_clock);
+        let mut found = std::mem::take(&mut self.lookahead_keys);
+        found.bytes.clear();
+        found.keys.clear();
+        let (mut key, mut entry) = (Vec::new(), Vec::new());
+        for row in rows {
+            for column in [t.debit_account_id, t.credit_account_id] {
+                let account = &row[column];
+                let Value::Int(id) = account else { continue };
+                if self
+                    .account_set
+                    .as_ref()
+                    .is_some_and(|set| set.contains(*id))
+                {
+                    continue;
+                }
+                key.clear();
+                if encode_key_into([account].into_iter(), &mut key).is_ok() {
+                    found.push(self.shard_of(accounts, &key), schema.accounts.id, &key);
+                }
+            }
+            key.clear();
+            if encode_key_into([&row[t.id]].into_iter(), &mut key).is_err() {
+                continue;
+            }
+            let shard = self.shard_of(transfers, &key);
+            for index in table.indexes.iter().filter(|index| !index.is_derived()) {
+                // The entry as the row will be stored: `created_at` is the ledger clock.
+                let values = index
+                    .columns
+                    .iter()
+                    .map(|&column| match column == t.created_at {
+                        true => &created_at,
+                        false => &row[column],
+                    });
+                if entry_of_values(values, index.unique, &key, &mut entry).is_ok() {
+                    found.push(shard, index.id, &entry);
+                }
+            }
+        }
+        found
+            .keys
+            .sort_unstable_by_key(|key| (key.shard, key.relation));
+        let mut slices = Vec::with_capacity(found.keys.len());
+        for group in found
+            .keys
+            .chunk_by(|a, b| (a.shard, a.relation) == (b.shard, b.relation))
+        {
+            let Ok(shard) = self.shard(group[0].shard) else {
+                continue;
+            };
+            let Ok(handle) = shard.handle(group[0].relation) else {
+                continue;
+            };
+            slices.clear();
+            slices.extend(group.iter().map(|key| &found.bytes[key.start..key.end]));
+            shard.engine.look_ahead(handle, &slices);
+        }
+        self.lookahead_keys = found;
+    }
+
+    /// Forgets the leaves found ahead (at the end of the statement that found them).
+    pub(crate) fn forget_look_ahead(&mut self) {
+        for shard in self.shards.iter_mut().flatten() {
+            shard.engine.forget_look_ahead();
+        }
+    }
+}
