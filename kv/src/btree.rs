@@ -119,37 +119,68 @@ fn count_below(pager: &mut Pager, page: u64, depth: u32) -> KvResult<u64> {
     Ok(pages)
 }
 
-/// The leaf that holds (or would hold) `key`, and whether `path` leads to it: a leaf hint
-/// that covers `key` gives the leaf with an empty path (false); otherwise `descend` (true).
-/// Read it with `read_leaf`.
-fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<(u64, bool)> {
-    let hinted = match pager.leaf_hints.find(root, key) {
-        Some(leaf) => Some(leaf),
-        None => looked_ahead(pager, root, key)?,
-    };
-    let Some(leaf) = hinted else {
-        return Ok((descend(pager, root, key, path)?, true));
-    };
-    path.clear();
-    Ok((leaf, false))
+/// Where `locate` found a key's leaf.
+struct Located {
+    leaf: u64,
+    /// Whether `path` leads to the leaf (it does after a descent, not from a hint).
+    path_known: bool,
+    /// The key's place in the leaf (`Node::search`), when finding the leaf told it already.
+    position: Option<Result<usize, usize>>,
 }
 
-/// The leaf `look_ahead` found for `key`, if it provably still holds it (see `lookahead`).
-fn looked_ahead(pager: &mut Pager, root: u64, key: &[u8]) -> KvResult<Option<u64>> {
+impl Located {
+    /// The key's place in `node`, the located leaf.
+    fn position(&self, node: &Node<'_>, key: &[u8]) -> Result<usize, usize> {
+        self.position.unwrap_or_else(|| node.search(key))
+    }
+}
+
+/// The leaf that holds (or would hold) `key`: a leaf hint that covers `key` or a leaf found
+/// ahead that provably holds it gives the leaf with an empty path; otherwise `descend`.
+/// Read it with `read_leaf`.
+fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<Located> {
+    let found = match pager.leaf_hints.find(root, key) {
+        Some(leaf) => Some((leaf, None)),
+        None => looked_ahead(pager, root, key)?.map(|(leaf, position)| (leaf, Some(position))),
+    };
+    let Some((leaf, position)) = found else {
+        let leaf = descend(pager, root, key, path)?;
+        return Ok(Located {
+            leaf,
+            path_known: true,
+            position: None,
+        });
+    };
+    path.clear();
+    Ok(Located {
+        leaf,
+        path_known: false,
+        position,
+    })
+}
+
+/// The leaf `look_ahead` found for `key` and the key's place in it, if that leaf provably
+/// still holds the key (see `lookahead`).
+fn looked_ahead(
+    pager: &mut Pager,
+    root: u64,
+    key: &[u8],
+) -> KvResult<Option<(u64, Result<usize, usize>)>> {
     let Some(leaf) = pager.lookahead.leaf(root, key, pager.frees) else {
         return Ok(None);
     };
     let Some(node) = Node::new_checked(pager.read(leaf)?).filter(Node::is_leaf) else {
         return Ok(None);
     };
-    let holds = match node.search(key) {
+    let position = node.search(key);
+    let holds = match position {
         Ok(_) => true,
         Err(position) => position > 0 && position < node.len(),
     };
     if holds {
         pager.lookahead.count_use();
     }
-    Ok(holds.then_some(leaf))
+    Ok(holds.then_some((leaf, position)))
 }
 
 /// The most keys one `look_ahead` walks at once.
@@ -233,9 +264,9 @@ pub fn get(
     path: &mut Path,
     out: &mut Vec<u8>,
 ) -> KvResult<bool> {
-    let (leaf, _) = locate(pager, root, key, path)?;
-    let node = read_leaf(pager, root, leaf)?;
-    let Ok(index) = node.search(key) else {
+    let located = locate(pager, root, key, path)?;
+    let node = read_leaf(pager, root, located.leaf)?;
+    let Ok(index) = located.position(&node, key) else {
         return Ok(false);
     };
     match node.value(index) {
@@ -328,9 +359,10 @@ pub fn put(
 ) -> KvResult<bool> {
     check_sizes(pager, key, value)?;
     let fits_inline = value.len() <= max_inline_value_len(pager.page_size());
-    let (leaf, path_known) = locate(pager, root, key, path)?;
+    let located = locate(pager, root, key, path)?;
+    let (leaf, path_known) = (located.leaf, located.path_known);
     let node = read_leaf(pager, root, leaf)?;
-    let position = node.search(key);
+    let position = located.position(&node, key);
     match (position, mode) {
         (Ok(_), PutMode::InsertOnly) => return Ok(true),
         (Err(_), PutMode::UpdateOnly) => return Ok(false),
