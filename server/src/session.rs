@@ -915,8 +915,16 @@ impl Session {
             .transpose()?;
         let command = match prebuilt {
             Some(prebuilt) => Command::Write {
+                // Built rows hold their values: only ON CONFLICT and RETURNING could still
+                // read a parameter (a 1,000-row INSERT's 6,000 parameters would otherwise
+                // travel in the log and be decoded by the executor for nothing).
+                params: match &prebuilt {
+                    WritePlan::Insert(p) if p.on_conflict.is_none() && p.returning.is_none() => {
+                        Vec::new()
+                    }
+                    _ => params.to_vec(),
+                },
                 plan: Arc::new(prebuilt),
-                params: params.to_vec(),
                 now_micros: now,
             },
             None if draws_random => return self.write_in_own_transaction(plan, params).await,
