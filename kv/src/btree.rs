@@ -139,6 +139,14 @@ impl Located {
 /// ahead that provably holds it gives the leaf with an empty path; otherwise `descend`.
 /// Read it with `read_leaf`.
 fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult<Located> {
+    if let Some((leaf, index)) = last_found(pager, root, key)? {
+        path.clear();
+        return Ok(Located {
+            leaf,
+            path_known: false,
+            position: Some(Ok(index)),
+        });
+    }
     let found = match pager.leaf_hints.find(root, key) {
         Some(leaf) => Some((leaf, None)),
         None => looked_ahead(pager, root, key)?.map(|(leaf, position)| (leaf, Some(position))),
@@ -157,6 +165,23 @@ fn locate(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvResult
         path_known: false,
         position,
     })
+}
+
+/// The cell a get just read, when `key` is its key still: a write after a read of the same
+/// key (an account's balance, a counter's row) goes straight to it. The cell is checked, not
+/// trusted: no page freed since, a leaf of tree `root`, and the very key at that index.
+fn last_found(pager: &mut Pager, root: u64, key: &[u8]) -> KvResult<Option<(u64, usize)>> {
+    let Some(found) = pager.last_found else {
+        return Ok(None);
+    };
+    if found.root != root || found.frees != pager.frees {
+        return Ok(None);
+    }
+    let Some(node) = Node::new_checked(pager.read(found.leaf)?).filter(Node::is_leaf) else {
+        return Ok(None);
+    };
+    let holds = found.index < node.len() && node.key(found.index) == key;
+    Ok(holds.then_some((found.leaf, found.index)))
 }
 
 /// The leaf `look_ahead` found for `key` and the key's place in it, if that leaf provably
@@ -278,6 +303,12 @@ pub fn get(
             pager.read_overflow(first_page, len as usize, out)?;
         }
     }
+    pager.last_found = Some(crate::pager::Found {
+        root,
+        leaf: located.leaf,
+        index,
+        frees: pager.frees,
+    });
     Ok(true)
 }
 

@@ -31,7 +31,18 @@ pub struct Pager {
     pub lookahead: Lookahead,
     /// Pages freed so far: a leaf found ahead is used only while no page was freed since.
     pub frees: u64,
+    /// Where the last get found its key (`btree::last_found`).
+    pub last_found: Option<Found>,
     page_size: usize,
+}
+
+/// A key's cell as a get found it: tree, leaf, index in the leaf, and `Pager::frees` then.
+#[derive(Clone, Copy)]
+pub struct Found {
+    pub root: u64,
+    pub leaf: u64,
+    pub index: usize,
+    pub frees: u64,
 }
 
 /// Leaves remembered by `LeafInserts` (direct-mapped by page id).
@@ -74,6 +85,7 @@ impl Pager {
             leaf_inserts: LeafInserts::default(),
             lookahead: Lookahead::default(),
             frees: 0,
+            last_found: None,
             page_size,
         }
     }
