@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use sql::ast;
-use sql::{DataType, ErrorKind, NodeId, SqlError, SqlResult, Value, ValueRows};
+use sql::{DataType, ErrorKind, NodeId, RowValue, SqlError, SqlResult, Value, ValueRows};
 
 use crate::access::*;
 use crate::bind::*;
@@ -299,6 +299,10 @@ impl Binder<'_> {
         let mut bound = Vec::with_capacity(values.len());
         for (id, col) in values.iter().zip(target_columns) {
             let ty = table.columns[*col].ty;
+            if let Some(literal) = integer_literal(rows, *id, ty) {
+                bound.push(literal);
+                continue;
+            }
             let b = self.row_value(rows, *id, Some(ty))?;
             bound.push(self.row_column(b, ty)?);
         }
@@ -649,6 +653,39 @@ fn conflict_arbiter(
     Ok(arbiter)
 }
 
+/// An integer literal (`42`, `-7`) for an integer column, bound at once to what binding
+/// it as an expression, assigning it to the column and folding would give: the bulk-load
+/// form's commonest value without an expression tree built and evaluated for it. None for
+/// anything else, or a value outside the column's range (binding reports those).
+fn integer_literal(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Expr> {
+    let (min, max) = match ty {
+        DataType::Int2 => (i16::MIN as i64, i16::MAX as i64),
+        DataType::Int4 => (i32::MIN as i64, i32::MAX as i64),
+        DataType::Int8 => (i64::MIN, i64::MAX),
+        _ => return None,
+    };
+    let value = match rows.value(id) {
+        RowValue::Number(digits) => digits.parse::<i64>().ok()?,
+        RowValue::Minus(inner) => match rows.value(inner) {
+            RowValue::Number(digits) => negative(digits)?,
+            _ => return None,
+        },
+        _ => return None,
+    };
+    (min..=max)
+        .contains(&value)
+        .then_some(Expr::Literal(Value::Int(value), ty))
+}
+
+/// `-digits` as an i64 (i64::MIN included).
+fn negative(digits: &str) -> Option<i64> {
+    if !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let magnitude: u64 = digits.parse().ok()?;
+    0i64.checked_sub_unsigned(magnitude)
+}
+
 #[cfg(test)]
 mod tests {
     use sql::{Parsed, ParsedStatement};
@@ -683,6 +720,8 @@ mod tests {
             "INSERT INTO t (i, b) VALUES (-(2147483648), 9223372036854775808)",
             "INSERT INTO t (i, b) VALUES (2147483648, 1)",
             "INSERT INTO t (i, s) VALUES (1, 32768)",
+            "INSERT INTO t (i, s, b) VALUES (-0, -32768, 007), (1, -32769, -9223372036854775809)",
+            "INSERT INTO t (i, n, f) VALUES (1, 12, -3), (2, -0, 4)",
             "INSERT INTO t (i, b, n, m, f) VALUES (1, 4000000000 * 1000 + 7, 1.5 * 3, 2.345, 1 / 3)",
             "INSERT INTO t (i, b) VALUES (1 + 2 * 3 - 4 / 5 % 6, 2 + (4000000000 * 7919 + 1) % 100000)",
             "INSERT INTO t (i, b) VALUES (1 / 0, 1), (2147483647 + 1, 2)",
