@@ -1,6 +1,7 @@
-# Sourced by the A/B scripts (partitions-ab, mixed-ab, pool-ab, tpcb-ab) after they set `port`
-# and `work` (a scratch directory): a hotledger on a fresh data directory, loaded with the
-# benchmarks' 100,001 accounts when asked, and the helpers around it.
+# Sourced by the A/B scripts (partitions-ab, mixed-ab, pool-ab, tpcb-ab, batch-cpu) after they
+# set `port` and `work` (a scratch directory): a hotledger on a fresh data directory, loaded
+# with the benchmarks' 100,001 accounts when asked, and the helpers around it. SERVER_ENV
+# (e.g. "env MIMALLOC_VERBOSE=1") prefixes the server's command line.
 
 export PGPASSWORD=bench
 
