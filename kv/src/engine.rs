@@ -479,7 +479,7 @@ impl Engine {
         }
     }
 
-    /// Forgets the leaves `look_ahead` found (before finding the next group's).
+    /// Forgets the leaves `look_ahead` found (when the statement that asked is done).
     pub fn forget_look_ahead(&mut self) {
         self.pager.lookahead.clear();
     }

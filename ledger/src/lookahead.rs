@@ -90,13 +90,13 @@ impl Executor {
             let shard = self.shard_of(transfers, &key);
             for index in table.indexes.iter().filter(|index| !index.is_derived()) {
                 // The entry as the row will be stored: `created_at` is the ledger clock.
-                let values = index
-                    .columns
-                    .iter()
-                    .map(|&column| match column == t.created_at {
-                        true => &created_at,
-                        false => &row[column],
-                    });
+                let values = index.columns.iter().map(|&column| {
+                    if column == t.created_at {
+                        &created_at
+                    } else {
+                        &row[column]
+                    }
+                });
                 if entry_of_values(values, index.unique, &key, &mut entry).is_ok() {
                     found.push(shard, index.id, &entry);
                 }

@@ -418,7 +418,8 @@ impl Session {
     /// the pool and its capacity, page buffers in memory, the page size, pages in the data
     /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
     /// point operations found their leaf from a leaf hint or descended from the root (or
-    /// started at a leaf a multi-row statement's lookahead found), and how often and how long entries waited for a checkpoint to make room in the pool.
+    /// started at a leaf a multi-row statement's lookahead found), and how often and how
+    /// long entries waited for a checkpoint to make room in the pool.
     async fn storage_stats(&self) -> SqlResult<String> {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;

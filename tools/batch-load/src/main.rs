@@ -142,14 +142,12 @@ async fn load(
         latencies_us: Histogram::new(3).expect("3 significant figures is valid"),
     };
     let mut sql = String::new();
-    let prepared = match args.prepared {
-        true => Some(
-            client
-                .prepare(&parameterized_statement(args.rows))
-                .await
-                .map_err(|e| format!("PREPARE failed: {e}"))?,
-        ),
-        false => None,
+    let prepared = if args.prepared {
+        let text = parameterized_statement(args.rows);
+        let statement = client.prepare(&text).await;
+        Some(statement.map_err(|e| format!("PREPARE failed: {e}"))?)
+    } else {
+        None
     };
     let mut values = Vec::new();
     while Instant::now() < deadline {
@@ -196,8 +194,7 @@ fn statement(sql: &mut String, base: i64, rows: usize, accounts: i64) {
         "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n",
     );
     for k in 0..rows as i64 {
-        let id = base * 1000 + k;
-        let debit = 2 + (base * 7919 + k * 104_729) % accounts;
+        let (id, debit) = transfer(base, k, accounts);
         let separator = if k + 1 == rows as i64 { ";" } else { ",\n" };
         write!(sql, "({id}, {debit}, 1, 1, 1, 1){separator}").expect("writing to a String");
     }
@@ -229,14 +226,19 @@ fn parameterized_statement(rows: usize) -> String {
 fn parameters(values: &mut Vec<i64>, base: i64, rows: usize, accounts: i64) {
     values.clear();
     for k in 0..rows as i64 {
-        let debit = 2 + (base * 7919 + k * 104_729) % accounts;
-        values.extend([base * 1000 + k, debit, 1, 1]);
+        let (id, debit) = transfer(base, k, accounts);
+        values.extend([id, debit, 1, 1]);
     }
+}
+
+/// Row `k`'s transfer id and debit account for `base`.
+fn transfer(base: i64, k: i64, accounts: i64) -> (i64, i64) {
+    (base * 1000 + k, 2 + (base * 7919 + k * 104_729) % accounts)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::statement;
+    use super::{parameterized_statement, parameters, statement};
 
     #[test]
     fn rows_are_the_pgbench_scripts_rows() {
@@ -247,6 +249,22 @@ mod tests {
             "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n\
              (4000000000000, 2, 1, 1, 1, 1),\n\
              (4000000000001, 4731, 1, 1, 1, 1);"
+        );
+    }
+
+    #[test]
+    fn prepared_rows_are_the_same_rows() {
+        assert_eq!(
+            parameterized_statement(2),
+            "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES\n\
+             ($1, $2, $3, $4, $5, $6),\n\
+             ($7, $8, $9, $10, $11, $12)"
+        );
+        let mut values = Vec::new();
+        parameters(&mut values, 4_000_000_000, 2, 100_000);
+        assert_eq!(
+            values,
+            [4_000_000_000_000, 2, 1, 1, 4_000_000_000_001, 4731, 1, 1]
         );
     }
 }
