@@ -5,7 +5,8 @@
 //! broken, every acknowledged transfer is present exactly once and nothing else is, and
 //! every balance equals the sum of the transfers that moved it. A stored procedure survives
 //! the kill -9 too. And one scripted session run on 1 and on 4 partitions gives identical
-//! results, statement by statement and table by table.
+//! results, statement by statement and table by table; multi-row transfer statements over
+//! large trees find their leaves ahead and stay exact.
 
 mod common;
 
@@ -716,4 +717,80 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
         .await
         .expect("hot account");
     assert_eq!(hot.get::<_, i64>(0), STATEMENTS * ROWS);
+}
+
+/// Multi-row transfer statements over trees too large for the leaf hints find their random
+/// leaves ahead (`SHOW storage_stats`: `lookahead_used`), on one partition and on two (the
+/// keys grouped by partition), and give the balances applying the rows one by one gives; a
+/// statement with a failing row still applies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_row_transfers_look_ahead_and_stay_exact() {
+    const MANY: i64 = 20_000;
+    for partitions in ["1", "2"] {
+        let server = TestServer::start_with(&["--partitions", partitions]);
+        let client = connect(&server).await;
+        let accounts: Vec<String> = (1..=MANY).map(|id| format!("({id}, 1, 1)")).collect();
+        client
+            .simple_query(&format!(
+                "INSERT INTO accounts (id, ledger, code) VALUES {}",
+                accounts.join(", ")
+            ))
+            .await
+            .expect("accounts");
+        let mut rng = StdRng::seed_from_u64(33);
+        let mut expected = vec![0i64; MANY as usize + 1];
+        for statement in 0..4i64 {
+            let rows: Vec<String> = (0..1_000i64)
+                .map(|k| {
+                    let (debit, credit) = (rng.gen_range(2..=MANY), 1);
+                    let amount = rng.gen_range(1..=9i64);
+                    expected[debit as usize] -= amount;
+                    expected[credit as usize] += amount;
+                    let id = 1 + statement * 1_000 + k;
+                    format!("({id}, {debit}, {credit}, {amount}, 1, 1)")
+                })
+                .collect();
+            client
+                .simple_query(&format!(
+                    "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+                    rows.join(", ")
+                ))
+                .await
+                .expect("transfers");
+        }
+        // Row 500 names an account that does not exist: nothing of the statement applies.
+        let failing: Vec<String> = (0..1_000i64)
+            .map(|k| {
+                let debit = if k == 500 { MANY + 1 } else { 2 + k };
+                format!("({}, {debit}, 1, 5, 1, 1)", 10_000 + k)
+            })
+            .collect();
+        let error = client
+            .simple_query(&format!(
+                "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+                failing.join(", ")
+            ))
+            .await
+            .expect_err("a missing account fails the statement");
+        assert_eq!(error.code().map(|c| c.code()), Some("23503"), "{error}");
+        let stats = routing_stats(&client).await;
+        assert!(stats["lookahead_used"] > 1_000, "{stats:?}");
+        assert!(
+            stats["lookahead_keys"] >= stats["lookahead_used"] / 2,
+            "{stats:?}"
+        );
+        let rows = client
+            .query(
+                "SELECT id, credits_posted - debits_posted FROM accounts ORDER BY id",
+                &[],
+            )
+            .await
+            .expect("balances");
+        let balances: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
+        assert_eq!(balances, expected[1..], "on {partitions} partitions");
+        assert_eq!(
+            scalar(&client, "SELECT count(*) FROM transfers").await,
+            4_000
+        );
+    }
 }
