@@ -116,6 +116,16 @@ fn check_sequence_names(
 
 /// Every row a partition holds of relation `id`, with its storage key.
 fn stored_rows(shard: &mut Shard, id: u32) -> SqlResult<Vec<(Vec<u8>, Row)>> {
+    every_entry(shard, id)?
+        .map(|item| {
+            let (key, bytes) = item.map_err(kv_error)?;
+            Ok((key, crate::row::decode_row(&bytes)?.1))
+        })
+        .collect()
+}
+
+/// Every kv entry of relation `id` in a partition, in key order.
+fn every_entry(shard: &mut Shard, id: u32) -> SqlResult<kv::Range<'_>> {
     let handle = shard.handle(id)?;
     shard
         .engine
@@ -125,12 +135,7 @@ fn stored_rows(shard: &mut Shard, id: u32) -> SqlResult<Vec<(Vec<u8>, Row)>> {
             std::ops::Bound::Unbounded,
             kv::Direction::Forward,
         )
-        .map_err(kv_error)?
-        .map(|item| {
-            let (key, bytes) = item.map_err(kv_error)?;
-            Ok((key, crate::row::decode_row(&bytes)?.1))
-        })
-        .collect()
+        .map_err(kv_error)
 }
 
 /// A table a view reads can be neither dropped nor altered (PostgreSQL would need CASCADE,
@@ -454,12 +459,11 @@ impl Executor {
             }
             assign(table, &existing, assignments, &context, env).map(Some)
         };
-        let new = match subqueries {
-            true => {
-                let reader = self.command_reader();
-                updated(&reader.env(env.params, env.now_micros))?
-            }
-            false => updated(env)?,
+        let new = if subqueries {
+            let reader = self.command_reader();
+            updated(&reader.env(env.params, env.now_micros))?
+        } else {
+            updated(env)?
         };
         let Some(new) = new else {
             return Ok(None);
@@ -1319,6 +1323,7 @@ impl Executor {
         let added: Vec<usize> = (0..def.indexes.len())
             .filter(|&n| def.indexes[n].id == 0)
             .collect();
+        let mut rows_beyond_one = None;
         for &n in &added {
             let index = &def.indexes[n];
             let RowChange::Rebuild(sources) = &rows else {
@@ -1328,7 +1333,14 @@ impl Executor {
                 let ColumnSource::Value(fill) = &sources[c] else {
                     return Err(SqlError::internal("a new index on an existing column"));
                 };
-                if !fill.eval(&[], &env)?.is_null() && self.every_row(&old)?.len() > 1 {
+                if fill.eval(&[], &env)?.is_null() {
+                    continue;
+                }
+                let beyond_one = match rows_beyond_one {
+                    Some(known) => known,
+                    None => *rows_beyond_one.insert(self.stored_rows_beyond(&old, 1)?),
+                };
+                if beyond_one {
                     return Err(SqlError::new(
                         ErrorKind::UniqueViolation,
                         format!("could not create unique index \"{}\"", index.name),
@@ -1548,6 +1560,23 @@ impl Executor {
             },
         )?;
         self.drop_kv_table_everywhere(&old.storage, None)
+    }
+
+    /// Whether `table` holds more than `count` rows (over all partitions), reading keys only
+    /// until it knows.
+    fn stored_rows_beyond(&mut self, table: &TableDef, count: usize) -> SqlResult<bool> {
+        self.holds_every_shard()?;
+        let mut seen = 0;
+        for index in 0..self.partitions() {
+            for item in every_entry(self.shard(index)?, table.id)? {
+                item.map_err(kv_error)?;
+                seen += 1;
+                if seen > count {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
     }
 
     /// Every row of a table in every partition, with its storage key.

@@ -107,27 +107,26 @@ pub fn choose_access(
         .iter()
         .enumerate()
         .filter_map(|(i, index)| {
-            let key: Vec<Expr> = match index.is_derived() {
-                false => index.columns.iter().map_while(|c| equal(*c)).collect(),
-                true => {
-                    let derivation = derivations.get(&index.id)?;
-                    if own_start != 0
-                        || derivation
-                            .predicate
-                            .as_ref()
-                            .is_some_and(|p| !parts.iter().any(|part| same_tree(part, &p.expr)))
-                    {
-                        return None;
-                    }
-                    match derivation.keys.is_empty() {
-                        true => index.columns.iter().map_while(|c| equal(*c)).collect(),
-                        false => derivation
-                            .keys
-                            .iter()
-                            .map_while(|k| equal_to(&parts, &k.expr))
-                            .collect(),
-                    }
+            let derivation = if index.is_derived() {
+                let derivation = derivations.get(&index.id)?;
+                let holds_predicate = derivation
+                    .predicate
+                    .as_ref()
+                    .is_none_or(|p| parts.iter().any(|part| same_tree(part, &p.expr)));
+                if own_start != 0 || !holds_predicate {
+                    return None;
                 }
+                Some(derivation)
+            } else {
+                None
+            };
+            let key: Vec<Expr> = match derivation.filter(|d| !d.keys.is_empty()) {
+                Some(d) => d
+                    .keys
+                    .iter()
+                    .map_while(|k| equal_to(&parts, &k.expr))
+                    .collect(),
+                None => index.columns.iter().map_while(|c| equal(*c)).collect(),
             };
             let complete = key.len() == index.key_len(derivations);
             (!key.is_empty()).then_some((i, key, complete && index.unique))

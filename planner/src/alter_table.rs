@@ -248,9 +248,10 @@ impl Binder<'_> {
             }
             // Dropping a column moves the ones after it.
             let dropping = doing == "dropping";
-            let blocked = match dropping {
-                true => used.iter().any(|&c| c >= column),
-                false => used.contains(&column),
+            let blocked = if dropping {
+                used.iter().any(|&c| c >= column)
+            } else {
+                used.contains(&column)
             };
             if blocked {
                 return Err(SqlError::feature_not_supported(format!(

@@ -51,13 +51,34 @@ async fn create_accounts(client: &Client) {
         .filter(|id| id % 2 == 0)
         .map(|id| format!("({}, {BANK}, {id}, 100, 1, 1)", 900_000_000 + id))
         .collect();
+    insert_transfers(client, &funding)
+        .await
+        .expect("fund accounts");
+}
+
+/// Accounts `ids` on ledger 1 with code 1 and no limits, in one statement.
+async fn insert_accounts(client: &Client, ids: impl Iterator<Item = i64>) {
+    let rows: Vec<String> = ids.map(|id| format!("({id}, 1, 1)")).collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO accounts (id, ledger, code) VALUES {}",
+            rows.join(", ")
+        ))
+        .await
+        .expect("accounts");
+}
+
+/// One multi-row INSERT of transfers, each row `(id, debit, credit, amount, ledger, code)`.
+async fn insert_transfers(
+    client: &Client,
+    rows: &[String],
+) -> Result<Vec<tokio_postgres::SimpleQueryMessage>, tokio_postgres::Error> {
     client
         .simple_query(&format!(
             "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
-            funding.join(", ")
+            rows.join(", ")
         ))
         .await
-        .expect("fund accounts");
 }
 
 #[derive(Default)]
@@ -576,14 +597,7 @@ async fn kill9_mid_load_on_four_partitions_loses_no_acknowledged_transfer() {
     const CLIENTS: usize = 24;
     let mut server = TestServer::start_with(&["--partitions", "4"]);
     let admin = connect(&server).await;
-    let accounts: Vec<String> = (1..=ACCOUNTS).map(|id| format!("({id}, 1, 1)")).collect();
-    admin
-        .simple_query(&format!(
-            "INSERT INTO accounts (id, ledger, code) VALUES {}",
-            accounts.join(", ")
-        ))
-        .await
-        .expect("accounts");
+    insert_accounts(&admin, 1..=ACCOUNTS).await;
     drop(admin);
     let acknowledged = Arc::new(Mutex::new(BTreeSet::new()));
     let mut sent_ids = BTreeSet::new();
@@ -669,16 +683,7 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
     ]);
     let client = connect(&server).await;
     for first in (1..=ACCOUNTS).step_by(1_000) {
-        let rows: Vec<String> = (first..first + 1_000)
-            .map(|id| format!("({id}, 1, 1)"))
-            .collect();
-        client
-            .simple_query(&format!(
-                "INSERT INTO accounts (id, ledger, code) VALUES {}",
-                rows.join(", ")
-            ))
-            .await
-            .expect("accounts");
+        insert_accounts(&client, first..first + 1_000).await;
     }
     let mut rng = StdRng::seed_from_u64(7);
     for statement in 0..STATEMENTS {
@@ -688,13 +693,7 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
                 format!("({}, {debit}, 1, 1, 1, 1)", statement * ROWS + k + 1)
             })
             .collect();
-        client
-            .simple_query(&format!(
-                "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
-                rows.join(", ")
-            ))
-            .await
-            .expect("transfers");
+        insert_transfers(&client, &rows).await.expect("transfers");
     }
     let stats = routing_stats(&client).await;
     let capacity = stats["pool_capacity_pages"];
@@ -729,14 +728,7 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
     for partitions in ["1", "2"] {
         let server = TestServer::start_with(&["--partitions", partitions]);
         let client = connect(&server).await;
-        let accounts: Vec<String> = (1..=MANY).map(|id| format!("({id}, 1, 1)")).collect();
-        client
-            .simple_query(&format!(
-                "INSERT INTO accounts (id, ledger, code) VALUES {}",
-                accounts.join(", ")
-            ))
-            .await
-            .expect("accounts");
+        insert_accounts(&client, 1..=MANY).await;
         let mut rng = StdRng::seed_from_u64(33);
         let mut expected = vec![0i64; MANY as usize + 1];
         for statement in 0..4i64 {
@@ -750,13 +742,7 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
                     format!("({id}, {debit}, {credit}, {amount}, 1, 1)")
                 })
                 .collect();
-            client
-                .simple_query(&format!(
-                    "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
-                    rows.join(", ")
-                ))
-                .await
-                .expect("transfers");
+            insert_transfers(&client, &rows).await.expect("transfers");
         }
         // Row 500 names an account that does not exist: nothing of the statement applies.
         let failing: Vec<String> = (0..1_000i64)
@@ -765,11 +751,7 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
                 format!("({}, {debit}, 1, 5, 1, 1)", 10_000 + k)
             })
             .collect();
-        let error = client
-            .simple_query(&format!(
-                "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
-                failing.join(", ")
-            ))
+        let error = insert_transfers(&client, &failing)
             .await
             .expect_err("a missing account fails the statement");
         assert_eq!(error.code().map(|c| c.code()), Some("23503"), "{error}");
