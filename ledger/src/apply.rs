@@ -10,7 +10,7 @@ use planner::{
     InsertSource, LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan,
     DEFAULT_MARKER,
 };
-use sql::{DataType, ErrorKind, PackedRows, SqlError, SqlResult, Value};
+use sql::{DataType, ErrorKind, Packer, SqlError, SqlResult, Value};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
@@ -263,33 +263,81 @@ pub(crate) fn build_row(
     values: Vec<Value>,
     env: &EvalEnv<'_>,
 ) -> SqlResult<Row> {
-    let width = table.columns.len();
-    let mut row = Vec::with_capacity(width);
-    row.resize_with(width, || Value::Null);
-    // Which columns were given, on the stack for tables of up to 64 columns.
-    let (mut few, mut many) = ([false; 64], Vec::new());
-    let given: &mut [bool] = if width <= few.len() {
-        &mut few[..width]
-    } else {
-        many.resize(width, false);
-        &mut many
-    };
-    for (v, &c) in values.into_iter().zip(target_columns) {
-        if matches!(&v, Value::Text(t) if t == DEFAULT_MARKER) {
-            continue;
+    let mut row = Vec::new();
+    RowBuilder::new(table, target_columns).build_into(&mut row, values.into_iter().map(Ok), env)?;
+    Ok(row)
+}
+
+/// Builds the full rows of one statement's insert: the values given for `target_columns`,
+/// defaults for the rest, every value in its column's type. A default that gives every row
+/// of the statement the same value (no random draw, no sequence; `now()` is the
+/// statement's) is evaluated once, when a row first needs it, not once per row.
+pub(crate) struct RowBuilder<'a> {
+    table: &'a TableDef,
+    target_columns: &'a [usize],
+    /// Per column, its default's value once evaluated, when every row gets the same one.
+    defaults: Vec<Option<Value>>,
+}
+
+impl<'a> RowBuilder<'a> {
+    pub(crate) fn new(table: &'a TableDef, target_columns: &'a [usize]) -> RowBuilder<'a> {
+        RowBuilder {
+            table,
+            target_columns,
+            defaults: vec![None; table.columns.len()],
         }
-        row[c] = v;
-        given[c] = true;
     }
-    for (i, c) in table.columns.iter().enumerate() {
-        if !given[i] {
-            if let Some(d) = &c.default {
-                row[i] = d.eval(&[], env)?;
+
+    /// Builds the row of `values` (in `target_columns` order) into `row`, which is emptied
+    /// first and keeps its memory.
+    pub(crate) fn build_into(
+        &mut self,
+        row: &mut Row,
+        values: impl IntoIterator<Item = SqlResult<Value>>,
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<()> {
+        let width = self.table.columns.len();
+        row.clear();
+        row.resize(width, Value::Null);
+        // Which columns were given, on the stack for tables of up to 64 columns.
+        let (mut few, mut many) = ([false; 64], Vec::new());
+        let given: &mut [bool] = if width <= few.len() {
+            &mut few[..width]
+        } else {
+            many.resize(width, false);
+            &mut many
+        };
+        for (v, &c) in values.into_iter().zip(self.target_columns) {
+            let v = v?;
+            if matches!(&v, Value::Text(t) if t == DEFAULT_MARKER) {
+                continue;
+            }
+            row[c] = v;
+            given[c] = true;
+        }
+        for (i, given) in given.iter().enumerate() {
+            if !given {
+                row[i] = self.default(i, env)?;
             }
         }
+        conform(self.table, row)
     }
-    conform(table, &mut row)?;
-    Ok(row)
+
+    /// Column `i`'s default value (NULL without a default).
+    fn default(&mut self, i: usize, env: &EvalEnv<'_>) -> SqlResult<Value> {
+        if let Some(value) = &self.defaults[i] {
+            return Ok(value.clone());
+        }
+        let Some(default) = &self.table.columns[i].default else {
+            return Ok(Value::Null);
+        };
+        let value = default.eval(&[], env)?;
+        // `now()` is the statement's time; other volatile calls differ from row to row.
+        if !default.calls(|f| f.is_volatile() && f != Func::Now) {
+            self.defaults[i] = Some(value.clone());
+        }
+        Ok(value)
+    }
 }
 
 /// A row of a plan with built rows (`InsertSource::Packed`, or `Rows` from an older log).
@@ -611,12 +659,15 @@ impl Executor {
             .is_some();
         let mut touched =
             (updates && table.has_primary_key()).then(std::collections::HashSet::<Vec<u8>>::new);
+        let mut builder = RowBuilder::new(table, &p.target_columns);
         let mut rows = sources.map(|values| {
             values.and_then(|values| {
                 if prebuilt {
                     prebuilt_row(table, values)
                 } else {
-                    build_row(table, &p.target_columns, values, env)
+                    let mut row = Vec::new();
+                    builder.build_into(&mut row, values.into_iter().map(Ok), env)?;
+                    Ok(row)
                 }
             })
         });
@@ -2065,13 +2116,16 @@ pub fn prebuild_insert(
         return None;
     }
     let env = EvalEnv::without_subqueries(params, now_micros).with_random(true);
-    let built = eval_values(rows, &env).and_then(|rows| {
-        rows.into_iter()
-            .map(|values| build_row(table, &p.target_columns, values, &env))
-            .collect::<SqlResult<Vec<Row>>>()
+    // Row by row, each packed as soon as it is built.
+    let mut builder = RowBuilder::new(table, &p.target_columns);
+    let (mut packer, mut row) = (Packer::default(), Vec::new());
+    let built = rows.iter().try_for_each(|values| {
+        builder.build_into(&mut row, values.iter().map(|e| e.eval(&[], &env)), &env)?;
+        packer.push(&row);
+        Ok(())
     });
-    let built = match built {
-        Ok(built) => built,
+    match built {
+        Ok(()) => {}
         Err(e)
             if defaults()
                 .chain(rows.iter().flatten())
@@ -2080,10 +2134,10 @@ pub fn prebuild_insert(
             return Some(Err(e))
         }
         Err(_) => return None,
-    };
+    }
     Some(Ok(WritePlan::Insert(InsertPlan {
         table: p.table.clone(),
-        source: InsertSource::Packed(PackedRows::pack(&built)),
+        source: InsertSource::Packed(packer.finish()),
         target_columns: (0..table.columns.len()).collect(),
         on_conflict: p.on_conflict.clone(),
         returning: p.returning.clone(),
@@ -2418,7 +2472,7 @@ mod tests {
     use planner::{bind, catalog_with_table, Catalog, EvalEnv, InsertSource, Plan, WritePlan};
     use sql::Value;
 
-    use super::{build_row, eval_values, prebuild_insert};
+    use super::{build_row, eval_values, prebuild_insert, RowBuilder};
 
     fn catalog() -> Catalog {
         catalog_with_table(
@@ -2477,6 +2531,40 @@ mod tests {
         );
         assert_eq!(prebuilt.target_columns, vec![0, 1, 2, 3, 4]);
         assert_eq!(prebuilt.table, p.table);
+    }
+
+    #[test]
+    fn a_statement_evaluates_fixed_defaults_once_and_random_ones_per_row() {
+        let catalog = catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE r (i INT, u UUID DEFAULT gen_random_uuid(), at TIMESTAMPTZ DEFAULT now())",
+        )
+        .unwrap();
+        let table = catalog.tables["r"].clone();
+        let now = 1_790_000_000_000_000;
+        let env = EvalEnv::without_subqueries(&[], now).with_random(true);
+        let mut builder = RowBuilder::new(&table, &[0]);
+        let rows: Vec<Vec<Value>> = (0..3)
+            .map(|i| {
+                let mut row = Vec::new();
+                builder
+                    .build_into(&mut row, [Ok(Value::Int(i))], &env)
+                    .unwrap();
+                row
+            })
+            .collect();
+        let uuids: std::collections::HashSet<String> =
+            rows.iter().map(|r| format!("{:?}", r[1])).collect();
+        assert_eq!(
+            uuids.len(),
+            3,
+            "a random default is drawn for every row: {rows:?}"
+        );
+        assert!(rows
+            .iter()
+            .all(|r| matches!(r[2], Value::TimestampTz(t) if t == now)));
+        assert!(builder.defaults[1].is_none());
+        assert!(matches!(builder.defaults[2], Some(Value::TimestampTz(_))));
     }
 
     #[test]

@@ -34,21 +34,11 @@ impl PackedRows {
     /// Packs `rows`: the row count, then each row's value count and values, as varints and
     /// tagged values.
     pub fn pack<R: AsRef<[Value]>>(rows: &[R]) -> PackedRows {
-        let mut bytes = Vec::with_capacity(16 * rows.len());
-        put_varint(&mut bytes, rows.len() as u64);
-        let first_row = bytes.len();
+        let mut packer = Packer::default();
         for row in rows {
-            let row = row.as_ref();
-            put_varint(&mut bytes, row.len() as u64);
-            for value in row {
-                put_value(&mut bytes, value);
-            }
+            packer.push(row.as_ref());
         }
-        PackedRows {
-            count: rows.len(),
-            bytes,
-            first_row,
-        }
+        packer.finish()
     }
 
     /// Takes packed bytes as they came from [`PackedRows::as_bytes`]: only the row count is
@@ -94,6 +84,37 @@ impl PackedRows {
     /// Every row, decoded.
     pub fn unpack(&self) -> Result<Vec<Vec<Value>>, String> {
         self.rows().collect()
+    }
+}
+
+/// Packs rows one at a time, as they are built: [`PackedRows::pack`] without the rows
+/// gathered in memory first.
+#[derive(Default)]
+pub struct Packer {
+    count: usize,
+    /// The rows, without the count that goes before them.
+    rows: Vec<u8>,
+}
+
+impl Packer {
+    pub fn push(&mut self, row: &[Value]) {
+        put_varint(&mut self.rows, row.len() as u64);
+        for value in row {
+            put_value(&mut self.rows, value);
+        }
+        self.count += 1;
+    }
+
+    pub fn finish(self) -> PackedRows {
+        let mut bytes = Vec::with_capacity(10 + self.rows.len());
+        put_varint(&mut bytes, self.count as u64);
+        let first_row = bytes.len();
+        bytes.extend_from_slice(&self.rows);
+        PackedRows {
+            count: self.count,
+            bytes,
+            first_row,
+        }
     }
 }
 
