@@ -32,6 +32,8 @@
 
 pub const HEADER_SIZE: usize = 24;
 pub const SLOT_SIZE: usize = 4;
+/// Runs of equal hints at least this long are searched from their end (`search_keys`).
+const LONG_RUN: usize = 4;
 /// The longest shared prefix a node records.
 const PREFIX_MAX: usize = 255;
 pub const OVERFLOW_BIT: u32 = 1 << 31;
@@ -301,8 +303,18 @@ impl<'a> Node<'a> {
         position
     }
 
-    /// Binary search by whole keys among cells `low..high`.
+    /// Binary search by whole keys among cells `low..high`. A long run of equal hints is
+    /// most often keys sharing a leading column (an index's entries for one account, say),
+    /// and a new key most often goes after the last of them (the account's newest entry):
+    /// the run's last key is compared first, which makes that case one comparison.
     fn search_keys(&self, key: &[u8], mut low: usize, mut high: usize) -> Result<usize, usize> {
+        if high - low >= LONG_RUN {
+            match self.key(high - 1).cmp(key) {
+                std::cmp::Ordering::Less => return Err(high),
+                std::cmp::Ordering::Equal => return Ok(high - 1),
+                std::cmp::Ordering::Greater => high -= 1,
+            }
+        }
         while low < high {
             let mid = (low + high) / 2;
             match self.key(mid).cmp(key) {
