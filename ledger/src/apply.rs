@@ -15,6 +15,7 @@ use sql::{DataType, ErrorKind, Packer, SqlError, SqlResult, Value};
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
 use crate::executor::{Executor, StatementValues, Store, StoredRow};
+use crate::lookahead::RowsAhead;
 use crate::partition::Shard;
 use crate::row::{encode_key, row_key, Row};
 
@@ -660,7 +661,7 @@ impl Executor {
         let mut touched =
             (updates && table.has_primary_key()).then(std::collections::HashSet::<Vec<u8>>::new);
         let mut builder = RowBuilder::new(table, &p.target_columns);
-        let mut rows = sources.map(|values| {
+        let rows = sources.map(|values| {
             values.and_then(|values| {
                 if prebuilt {
                     prebuilt_row(table, values)
@@ -675,13 +676,9 @@ impl Executor {
         // group ahead and finds the leaves they will touch before applying them.
         let look_ahead =
             table.ledger == Some(LedgerRole::Transfers) && self.account_set.is_some() && count > 1;
-        let mut ahead = std::collections::VecDeque::new();
+        let mut rows = RowsAhead::new(rows, look_ahead);
         for n in 0..count {
-            if look_ahead && ahead.is_empty() {
-                ahead.extend(rows.by_ref().take(crate::lookahead::LOOKAHEAD_ROWS));
-                self.look_ahead(table, ahead.iter().filter_map(|row| row.as_ref().ok()));
-            }
-            let Some(row) = ahead.pop_front().or_else(|| rows.next()) else {
+            let Some(row) = rows.next(self, table) else {
                 break;
             };
             let inserted = row

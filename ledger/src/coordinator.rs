@@ -25,6 +25,7 @@ use crate::executor::{
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
+use crate::share;
 use crate::worker::{Report, Work, Worker};
 
 pub(crate) struct Coordinator {
@@ -65,6 +66,7 @@ struct Routing {
     on_partition_threads: u64,
     on_coordinator: u64,
     handovers: u64,
+    split: u64,
 }
 
 /// A checkpoint of every partition at one log position (see `partition`).
@@ -367,6 +369,7 @@ impl Coordinator {
                 on_partition_threads: self.routing.on_partition_threads,
                 on_coordinator: self.routing.on_coordinator,
                 handovers: self.routing.handovers,
+                split: self.routing.split,
                 pool_waits: self.pool_waits.entries,
                 pool_wait: self.pool_waits.waited,
             }),
@@ -693,6 +696,11 @@ impl Coordinator {
                         reports: dispatch.reports.0.clone(),
                     });
                 }
+                _ if self.splits(&command) => {
+                    self.take_back(&mut dispatch, Reach::all(partitions));
+                    let result = self.apply_split(&mut dispatch, command, version);
+                    dispatch.results.set(slot, &result);
+                }
                 _ => {
                     self.routing.on_coordinator += 1;
                     self.take_back(&mut dispatch, reach);
@@ -702,6 +710,98 @@ impl Coordinator {
             }
         }
         self.take_back(&mut dispatch, Reach::all(partitions));
+    }
+
+    /// Whether `command` is split across the partitions' threads (`share`): a splittable
+    /// statement into the transfers table, with every partition's thread running.
+    fn splits(&self, command: &Command) -> bool {
+        share::splittable(command)
+            .is_some_and(|(insert, _)| self.executor.inserts_transfers(insert))
+            && self.workers[1..]
+                .iter()
+                .all(|w| w.as_ref().is_some_and(|w| !w.stopped()))
+    }
+
+    /// Applies a splittable statement with every partition taking its share at once, each
+    /// on its own thread (partition 0 here); all partitions are held here before and after.
+    /// When a share fails, every share's writes are rolled back and the statement applies
+    /// whole here, and its outcome is the answer (see `share`).
+    fn apply_split(
+        &mut self,
+        dispatch: &mut Dispatch,
+        command: Command,
+        version: u64,
+    ) -> CommandResult {
+        let Some((insert, rows)) =
+            share::splittable(&command).map(|(i, n)| (Arc::new(i.clone()), n))
+        else {
+            return self.executor.run_command(command, version);
+        };
+        let partitions = self.workers.len();
+        let mut waiting = Vec::new();
+        for p in 1..partitions {
+            let (Some(worker), Some(shard)) = (&self.workers[p], self.executor.shards[p].take())
+            else {
+                continue;
+            };
+            worker.send(Work::Share {
+                shard: Box::new(shard),
+                insert: insert.clone(),
+                catalog: self.executor.catalog.clone(),
+                clock: self.executor.ledger_clock,
+                version,
+                reports: dispatch.reports.0.clone(),
+            });
+            waiting.push(p);
+        }
+        let mut outcome = self.executor.apply_share(&insert, 0, version);
+        while !waiting.is_empty() {
+            match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
+                Ok(Report::Share {
+                    partition,
+                    shard,
+                    result,
+                    undo,
+                }) => {
+                    self.executor.shards[partition] = Some(*shard);
+                    self.executor.adopt_undo(undo);
+                    waiting.retain(|&p| p != partition);
+                    if let Err(e) = result {
+                        if outcome.is_ok() || is_storage_failure(&e) {
+                            outcome = Err(e);
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    if let Some(&p) = waiting
+                        .iter()
+                        .find(|&&p| self.workers[p].as_ref().is_none_or(|w| w.stopped()))
+                    {
+                        let stop = SqlError::internal(format!("partition {p}'s thread stopped"));
+                        self.executor.fail(stop.clone());
+                        return Err(stop);
+                    }
+                }
+            }
+        }
+        match outcome {
+            Ok(()) => {
+                self.executor.clear_undo();
+                self.routing.split += 1;
+                Ok(Executor::outcome(rows as u64, Vec::new()))
+            }
+            Err(e) => {
+                if is_storage_failure(&e) {
+                    // As after any IO error: stop, and leave the state to recovery.
+                    self.executor.fail(e);
+                } else {
+                    self.executor.rollback();
+                }
+                self.routing.on_coordinator += 1;
+                self.executor.run_command(command, version)
+            }
+        }
     }
 
     /// Takes back every partition in `reach` that is lent to its thread, once the thread has
@@ -731,7 +831,11 @@ impl Coordinator {
                         }
                         dispatch.results.set(slot, &result);
                     }
-                    Ok(Report::Shard { partition, shard }) => {
+                    Ok(Report::Shard { partition, shard })
+                    | Ok(Report::Share {
+                        partition, shard, ..
+                    }) => {
+                        // (A share is always collected by `apply_split`.)
                         self.executor.shards[partition] = Some(*shard);
                         if partition == p {
                             break;

@@ -147,6 +147,9 @@ pub struct ExecutorStats {
     pub on_coordinator: u64,
     /// Times a partition was lent to its thread and taken back.
     pub handovers: u64,
+    /// Multi-row transfer statements applied by every partition's thread at once
+    /// (`share`).
+    pub split: u64,
     /// Entries paused or held back while a buffer pool was past its size, and for how long
     /// in all (`Coordinator::wait_for_pool_room`).
     pub pool_waits: u64,
@@ -294,6 +297,10 @@ impl Executor {
     /// Partition `index`, if this executor holds it.
     pub(crate) fn shard(&mut self, index: usize) -> SqlResult<&mut Shard> {
         held(&mut self.shards, index)
+    }
+
+    pub(crate) fn holds(&self, index: usize) -> bool {
+        self.shards.get(index).is_some_and(Option::is_some)
     }
 
     /// Every partition; only an executor holding them all may ask (schema changes).
@@ -568,8 +575,24 @@ impl Executor {
         Ok(())
     }
 
-    fn rollback(&mut self) {
+    pub(crate) fn rollback(&mut self) {
         self.rollback_to(0);
+    }
+
+    pub(crate) fn clear_undo(&mut self) {
+        self.undo.clear();
+    }
+
+    /// The writes of the command so far, handed over (by a partition's thread, with its
+    /// share of a split statement).
+    pub(crate) fn take_undo(&mut self) -> UndoLog<kv::Table> {
+        std::mem::take(&mut self.undo)
+    }
+
+    /// Takes on the writes another thread made for the command (its share of a split
+    /// statement), so a rollback undoes them too.
+    pub(crate) fn adopt_undo(&mut self, undo: UndoLog<kv::Table>) {
+        self.undo.append(undo);
     }
 
     /// How many writes the current command has made (a mark for `rollback_to`).

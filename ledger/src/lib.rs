@@ -27,6 +27,7 @@ mod route;
 mod row;
 mod schema_transaction;
 mod sequences;
+mod share;
 mod transfer;
 mod undo;
 mod window;

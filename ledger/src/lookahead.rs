@@ -10,8 +10,10 @@
 //! Only a hint: it writes nothing, reads nothing from disk, and a row it cannot read a key
 //! from is skipped; the operations check every leaf they are handed (`kv::lookahead`).
 
+use std::collections::VecDeque;
+
 use planner::TableDef;
-use sql::Value;
+use sql::{SqlResult, Value};
 
 use crate::executor::{entry_of_values, Executor};
 use crate::row::{encode_key_into, Row};
@@ -49,6 +51,38 @@ impl LookaheadKeys {
     }
 }
 
+/// The rows of a multi-row transfer statement, read `LOOKAHEAD_ROWS` ahead: each group's
+/// leaves are looked up before its first row is handed out.
+pub(crate) struct RowsAhead<I> {
+    rows: I,
+    ahead: VecDeque<SqlResult<Row>>,
+    /// Whether to look ahead at all (only a statement with its account set open does).
+    enabled: bool,
+}
+
+impl<I: Iterator<Item = SqlResult<Row>>> RowsAhead<I> {
+    pub(crate) fn new(rows: I, enabled: bool) -> RowsAhead<I> {
+        RowsAhead {
+            rows,
+            ahead: VecDeque::new(),
+            enabled,
+        }
+    }
+
+    /// The next row, after looking up the leaves of its group if it starts one.
+    pub(crate) fn next(
+        &mut self,
+        executor: &mut Executor,
+        table: &TableDef,
+    ) -> Option<SqlResult<Row>> {
+        if self.enabled && self.ahead.is_empty() {
+            self.ahead.extend(self.rows.by_ref().take(LOOKAHEAD_ROWS));
+            executor.look_ahead(table, self.ahead.iter().filter_map(|row| row.as_ref().ok()));
+        }
+        self.ahead.pop_front().or_else(|| self.rows.next())
+    }
+}
+
 impl Executor {
     /// Finds the leaves `rows` (the next rows of a multi-row INSERT INTO transfers) will
     /// touch at random, ahead of applying them.
@@ -80,7 +114,11 @@ impl Executor {
                 }
                 key.clear();
                 if encode_key_into([account].into_iter(), &mut key).is_ok() {
-                    found.push(self.shard_of(accounts, &key), schema.accounts.id, &key);
+                    let shard = self.shard_of(accounts, &key);
+                    // (A partition not held here is another thread's share.)
+                    if self.holds(shard) {
+                        found.push(shard, schema.accounts.id, &key);
+                    }
                 }
             }
             key.clear();
@@ -88,6 +126,9 @@ impl Executor {
                 continue;
             }
             let shard = self.shard_of(transfers, &key);
+            if !self.holds(shard) {
+                continue;
+            }
             for index in table.indexes.iter().filter(|index| !index.is_derived()) {
                 // The entry as the row will be stored: `created_at` is the ledger clock.
                 let values = index.columns.iter().map(|&column| {

@@ -324,57 +324,12 @@ impl Executor {
         pending: bool,
         version: u64,
     ) -> SqlResult<()> {
-        let t = &schema.transfer;
-        if !row[t.pending_id].is_null() {
-            return Err(check(
-                id,
-                "pending_id is only for post_pending and void_pending transfers".into(),
-                "pending_id_must_be_zero",
-            ));
-        }
-        let required = |column: usize, name: &str| -> SqlResult<i64> {
-            int(&row[column]).ok_or_else(|| {
-                rule(
-                    ErrorKind::NotNullViolation,
-                    id,
-                    format!("{name} is required"),
-                    &format!("{name}_must_not_be_zero"),
-                )
-            })
-        };
-        let debit_id = required(t.debit_account_id, "debit_account_id")?;
-        let credit_id = required(t.credit_account_id, "credit_account_id")?;
-        let amount = required(t.amount, "amount")?;
-        let ledger = required(t.ledger, "ledger")?;
-        let code = required(t.code, "code")?;
-        if debit_id == credit_id {
-            return Err(check(
-                id,
-                format!("debit and credit account are the same ({debit_id})"),
-                "accounts_must_be_different",
-            ));
-        }
-        if amount <= 0 {
-            return Err(check(
-                id,
-                format!("amount must be positive, not {amount}"),
-                "amount_must_not_be_zero",
-            ));
-        }
-        if ledger <= 0 {
-            return Err(check(
-                id,
-                "ledger must be positive".into(),
-                "ledger_must_not_be_zero",
-            ));
-        }
-        if code <= 0 {
-            return Err(check(
-                id,
-                "code must be positive".into(),
-                "code_must_not_be_zero",
-            ));
-        }
+        let Movement {
+            debit: debit_id,
+            credit: credit_id,
+            amount,
+            ledger,
+        } = movement(schema, id, row)?;
         let mut debit = self.account(schema, id, debit_id, "debit")?;
         let mut credit = self.account(schema, id, credit_id, "credit")?;
         let a = &schema.account;
@@ -396,11 +351,7 @@ impl Executor {
                 "transfer_must_have_the_same_ledger_as_accounts",
             ));
         }
-        let (debit_balance, credit_balance) = if pending {
-            (a.debits_pending, a.credits_pending)
-        } else {
-            (a.debits_posted, a.credits_posted)
-        };
+        let (debit_balance, credit_balance) = balances(schema, pending);
         add(id, debit_id, &mut debit.row, debit_balance, amount)?;
         add(id, credit_id, &mut credit.row, credit_balance, amount)?;
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
@@ -409,18 +360,94 @@ impl Executor {
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
         if pending {
-            let timeout = int(&row[t.timeout]).unwrap_or(0);
-            let expires_at = (timeout > 0).then(|| now.saturating_add(timeout * MICROS_PER_SECOND));
-            let p = &schema.pending_col;
-            let mut state = vec![Value::Null; schema.pending.columns.len()];
-            state[p.id] = Value::Int(id);
-            state[p.status] = Value::Text(PENDING.into());
-            state[p.expires_at] = expires_at.map_or(Value::Null, Value::TimestampTz);
-            let key = encode_key(&[Value::Int(id)])?;
-            self.put_row(&schema.pending, &key, None, &state, version)?;
-            if let Some(at) = expires_at {
-                self.schedule_expiry(at, id)?;
+            self.record_pending(schema, id, row, version)?;
+        }
+        Ok(())
+    }
+
+    /// Partition `part`'s share of a transfer of a statement split across the partitions
+    /// (`crate::share`): the transfer's row if its id is placed here, then its debit and
+    /// its credit account's side where those are. Each partition's writes are the ones, in
+    /// the order, it gets when the transfer applies whole. The two sides check the
+    /// accounts' ledger each against the transfer's, which holds exactly when the whole
+    /// transfer's two ledger checks do. An error — any rule broken, an id that exists
+    /// already, a transfer that posts, voids or expires (those reach across partitions) —
+    /// means only that the statement has to apply whole.
+    pub(crate) fn transfer_share(
+        &mut self,
+        table: &TableDef,
+        mut row: Row,
+        part: usize,
+        version: u64,
+    ) -> SqlResult<()> {
+        let schema = self.ledger_schema()?;
+        let partitions = self.shards.len();
+        let here = |id: i64| crate::partition::partition_of_id(id, partitions) == part;
+        let t = &schema.transfer;
+        let whole = || SqlError::internal("this transfer applies only whole");
+        let id = int(&row[t.id]).filter(|id| *id > 0).ok_or_else(whole)?;
+        let pending = flag(&row[t.pending]);
+        if flag(&row[t.post_pending])
+            || flag(&row[t.void_pending])
+            || int(&row[t.timeout]).unwrap_or(0) != 0
+        {
+            return Err(whole());
+        }
+        let m = movement(&schema, id, &row)?;
+        if !here(id) && !here(m.debit) && !here(m.credit) {
+            return Ok(());
+        }
+        let now = self.ledger_clock;
+        if here(id) {
+            row[t.timeout] = Value::Int(0);
+            row[t.created_at] = Value::TimestampTz(now);
+            if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, &row, version)? {
+                return Err(whole());
             }
+        }
+        let (debit_balance, credit_balance) = balances(&schema, pending);
+        for (account_id, balance, side, name) in [
+            (m.debit, debit_balance, Side::Debits, "debit"),
+            (m.credit, credit_balance, Side::Credits, "credit"),
+        ] {
+            if !here(account_id) {
+                continue;
+            }
+            let mut account = self.account(&schema, id, account_id, name)?;
+            if int(&account.row[schema.account.ledger]) != Some(m.ledger) {
+                return Err(whole());
+            }
+            add(id, account_id, &mut account.row, balance, m.amount)?;
+            check_limits(&schema, id, account_id, &account.row, side)?;
+            self.save_account(&schema, account, id, now, version)?;
+        }
+        if pending && here(id) {
+            self.record_pending(&schema, id, &row, version)?;
+        }
+        Ok(())
+    }
+
+    /// The `pending_transfers` row of a new pending transfer, and its expiry if it has a
+    /// timeout.
+    fn record_pending(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        row: &Row,
+        version: u64,
+    ) -> SqlResult<()> {
+        let timeout = int(&row[schema.transfer.timeout]).unwrap_or(0);
+        let now = self.ledger_clock;
+        let expires_at = (timeout > 0).then(|| now.saturating_add(timeout * MICROS_PER_SECOND));
+        let p = &schema.pending_col;
+        let mut state = vec![Value::Null; schema.pending.columns.len()];
+        state[p.id] = Value::Int(id);
+        state[p.status] = Value::Text(PENDING.into());
+        state[p.expires_at] = expires_at.map_or(Value::Null, Value::TimestampTz);
+        let key = encode_key(&[Value::Int(id)])?;
+        self.put_row(&schema.pending, &key, None, &state, version)?;
+        if let Some(at) = expires_at {
+            self.schedule_expiry(at, id)?;
         }
         Ok(())
     }
@@ -767,6 +794,87 @@ impl Executor {
 }
 
 /// Adds `delta` to one balance of an account, refusing to overflow.
+/// What a transfer that moves funds moves: its checked fields.
+struct Movement {
+    debit: i64,
+    credit: i64,
+    amount: i64,
+    ledger: i64,
+}
+
+/// The fields of transfer `id` that moves funds, checked on their own (before any account
+/// is read).
+fn movement(schema: &LedgerSchema, id: i64, row: &Row) -> SqlResult<Movement> {
+    let t = &schema.transfer;
+    if !row[t.pending_id].is_null() {
+        return Err(check(
+            id,
+            "pending_id is only for post_pending and void_pending transfers".into(),
+            "pending_id_must_be_zero",
+        ));
+    }
+    let required = |column: usize, name: &str| -> SqlResult<i64> {
+        int(&row[column]).ok_or_else(|| {
+            rule(
+                ErrorKind::NotNullViolation,
+                id,
+                format!("{name} is required"),
+                &format!("{name}_must_not_be_zero"),
+            )
+        })
+    };
+    let debit = required(t.debit_account_id, "debit_account_id")?;
+    let credit = required(t.credit_account_id, "credit_account_id")?;
+    let amount = required(t.amount, "amount")?;
+    let ledger = required(t.ledger, "ledger")?;
+    let code = required(t.code, "code")?;
+    if debit == credit {
+        return Err(check(
+            id,
+            format!("debit and credit account are the same ({debit})"),
+            "accounts_must_be_different",
+        ));
+    }
+    if amount <= 0 {
+        return Err(check(
+            id,
+            format!("amount must be positive, not {amount}"),
+            "amount_must_not_be_zero",
+        ));
+    }
+    if ledger <= 0 {
+        return Err(check(
+            id,
+            "ledger must be positive".into(),
+            "ledger_must_not_be_zero",
+        ));
+    }
+    if code <= 0 {
+        return Err(check(
+            id,
+            "code must be positive".into(),
+            "code_must_not_be_zero",
+        ));
+    }
+    Ok(Movement {
+        debit,
+        credit,
+        amount,
+        ledger,
+    })
+}
+
+/// The account columns a transfer adds its amount to: debits and credits, pending or
+/// posted.
+fn balances(schema: &LedgerSchema, pending: bool) -> (usize, usize) {
+    let a = &schema.account;
+    if pending {
+        (a.debits_pending, a.credits_pending)
+    } else {
+        (a.debits_posted, a.credits_posted)
+    }
+}
+
 fn add(transfer: i64, account: i64, row: &mut Row, column: usize, delta: i64) -> SqlResult<()> {
     let current = int(&row[column]).unwrap_or(0);
     let next = current.checked_add(delta).ok_or_else(|| {

@@ -6,12 +6,13 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
 
-use planner::Catalog;
+use planner::{Catalog, InsertPlan};
 use sql::{SqlError, SqlResult};
 
 use crate::command::{Command, CommandResult};
 use crate::executor::Executor;
 use crate::partition::Shard;
+use crate::undo::UndoLog;
 
 /// What the coordinator sends a partition's thread.
 pub(crate) enum Work {
@@ -28,11 +29,34 @@ pub(crate) enum Work {
     },
     /// Give the partition back.
     Return { reports: Sender<Report> },
+    /// Apply the partition's share of a split statement (`share`), then hand the partition
+    /// back with the writes made.
+    Share {
+        shard: Box<Shard>,
+        insert: Arc<InsertPlan>,
+        catalog: Arc<Catalog>,
+        clock: i64,
+        version: u64,
+        reports: Sender<Report>,
+    },
 }
 
 pub(crate) enum Report {
-    Done { slot: usize, result: CommandResult },
-    Shard { partition: usize, shard: Box<Shard> },
+    Done {
+        slot: usize,
+        result: CommandResult,
+    },
+    Shard {
+        partition: usize,
+        shard: Box<Shard>,
+    },
+    /// A share applied (or failed), with the partition and the writes it made.
+    Share {
+        partition: usize,
+        shard: Box<Shard>,
+        result: SqlResult<()>,
+        undo: UndoLog<kv::Table>,
+    },
 }
 
 /// The thread of partition p ≥ 1: applies the commands that touch only its partition.
@@ -68,6 +92,28 @@ impl Worker {
                             executor.ledger_clock = clock;
                             let result = executor.run_command(*command, version);
                             let _ = reports.send(Report::Done { slot, result });
+                        }
+                        Work::Share {
+                            shard,
+                            insert,
+                            catalog,
+                            clock,
+                            version,
+                            reports,
+                        } => {
+                            executor.shards[partition] = Some(*shard);
+                            executor.catalog = catalog;
+                            executor.ledger_clock = clock;
+                            let result = executor.apply_share(&insert, partition, version);
+                            let undo = executor.take_undo();
+                            if let Some(shard) = executor.shards[partition].take() {
+                                let _ = reports.send(Report::Share {
+                                    partition,
+                                    shard: Box::new(shard),
+                                    result,
+                                    undo,
+                                });
+                            }
                         }
                         Work::Return { reports } => {
                             if let Some(shard) = executor.shards[partition].take() {

@@ -424,7 +424,7 @@ impl Session {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -441,6 +441,7 @@ impl Session {
             all.on_partition_threads,
             all.on_coordinator,
             all.handovers,
+            all.split,
             stats.leaf_hint_hits,
             stats.leaf_hint_misses,
             stats.lookahead_keys,

@@ -455,6 +455,56 @@ async fn scripted_session(client: &Client) -> Vec<String> {
             _ => format!("CALL transfer({id}, {debit}, {credit}, {amount}, 1, 1)"),
         });
     }
+    // Statements big enough to be split across the partitions' threads (`ledger::share`):
+    // posted and pending transfers among history accounts and a hot one, then each of the
+    // things that make a statement apply whole instead: a row repeating an earlier one (a
+    // no-op), a post, an overdraft, a ledger mismatch, a missing account, an id reused with
+    // other fields.
+    let mut first = Vec::new();
+    for s in 0..9i64 {
+        let rows: Vec<String> = (0..100i64)
+            .map(|k| {
+                let id = 20_000 + s * 1_000 + k;
+                let debit = loop {
+                    let d = rng.gen_range(1..=200i64);
+                    if d % 3 != 0 {
+                        break d;
+                    }
+                };
+                let credit = if k % 3 == 0 {
+                    1
+                } else {
+                    rng.gen_range(1..=200i64)
+                };
+                let credit = if credit == debit {
+                    debit % 200 + 1
+                } else {
+                    credit
+                };
+                let amount = rng.gen_range(1..=5i64);
+                let pending = s == 1 && k % 2 == 1;
+                let row =
+                    format!("({id}, {debit}, {credit}, {amount}, 1, 1, {pending}, NULL, false)");
+                match (s, k) {
+                    (0, _) => {
+                        first.push(row.clone());
+                        row
+                    }
+                    (2, 50) => first[10].clone(),
+                    (3, 20) => format!("({id}, NULL, NULL, NULL, NULL, NULL, false, 21003, true)"),
+                    (4, 70) => format!("({id}, 3, {credit}, 1000000, 1, 1, false, NULL, false)"),
+                    (5, 30) => format!("({id}, {debit}, 500, {amount}, 1, 1, false, NULL, false)"),
+                    (6, 99) => format!("({id}, {debit}, 201, {amount}, 1, 1, false, NULL, false)"),
+                    (8, 40) => format!("(20040, {debit}, {credit}, 77, 1, 1, false, NULL, false)"),
+                    _ => row,
+                }
+            })
+            .collect();
+        statements.push(format!(
+            "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code, pending, pending_id, post_pending) VALUES {}",
+            rows.join(", ")
+        ));
+    }
     statements.push(
         "CALL create_transfers(id => ARRAY[5001, 5002, 5003, 5004], debit_account_id => ARRAY[1, 2, 3, 4], credit_account_id => ARRAY[5, 6, 999, 8], amount => ARRAY[1, 2, 3, 4], ledger => ARRAY[1, 1, 1, 1], code => ARRAY[1, 1, 1, 1], linked => ARRAY[false, true, false, false])".into(),
     );
@@ -538,7 +588,9 @@ async fn one_and_four_partitions_give_identical_results() {
     assert_eq!(stats["partitions"], 4, "{stats:?}");
     assert!(stats["commands_on_partition_threads"] > 0, "{stats:?}");
     assert!(stats["commands_on_coordinator"] > 0, "{stats:?}");
+    assert_eq!(stats["commands_split"], 3, "{stats:?}");
     let stats = routing_stats(&connect(&one).await).await;
+    assert_eq!(stats["commands_split"], 0, "{stats:?}");
     assert_eq!(stats["partitions"], 1, "{stats:?}");
     assert_eq!(stats["commands_on_partition_threads"], 0, "{stats:?}");
     assert!(stats["commands_on_coordinator"] > 600, "{stats:?}");
@@ -755,8 +807,19 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
             .await
             .expect_err("a missing account fails the statement");
         assert_eq!(error.code().map(|c| c.code()), Some("23503"), "{error}");
+        let message = error.as_db_error().map(|e| e.message().to_string());
+        assert!(
+            message
+                .as_ref()
+                .is_some_and(|m| m.contains("row 501 of 1000")),
+            "{message:?}"
+        );
         let stats = routing_stats(&client).await;
         assert!(stats["lookahead_used"] > 1_000, "{stats:?}");
+        // On two partitions the four statements were split across the threads; the failing
+        // one then applied whole, which found its error.
+        let split = if partitions == "2" { 4 } else { 0 };
+        assert_eq!(stats["commands_split"], split, "{stats:?}");
         assert!(
             stats["lookahead_keys"] >= stats["lookahead_used"] / 2,
             "{stats:?}"

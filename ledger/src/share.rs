@@ -1,0 +1,94 @@
+//! A multi-row `INSERT INTO transfers` split across the partitions' threads.
+//!
+//! Such a statement touches every partition, so it would run on the coordinator alone while
+//! the partition threads wait. But a plain transfer (one that neither posts, voids nor
+//! expires) writes to at most three places that depend on nothing else: its own row and
+//! index entries (the partition of its id), its debit account and its credit account (the
+//! partitions of theirs). Each account's balance after a row depends only on that account
+//! and the rows before it; each transfer id is checked against its own partition. So every
+//! partition can take its share of every row — in row order, the writes it gets when the
+//! statement runs whole, in the same order — on its own thread, all at once
+//! (`Executor::transfer_share`).
+//!
+//! The result is the whole statement's only when every share succeeds. When any fails
+//! (a rule broken, an id that exists already, a row that posts or voids), the coordinator,
+//! which then holds every partition and every share's undo list, rolls all of them back and
+//! applies the statement whole: its outcome — the first failing row's error, say — is the
+//! answer, as it always was. The decision is deterministic, so every replica makes it alike.
+
+use planner::{InsertPlan, InsertSource, LedgerRole, WritePlan};
+use sql::{SqlError, SqlResult};
+
+use crate::command::Command;
+use crate::executor::Executor;
+use crate::lookahead::RowsAhead;
+use crate::row::Row;
+
+/// Statements with fewer rows than this apply whole: splitting costs a hand-over of every
+/// partition each way.
+const SPLIT_ROWS: usize = 64;
+
+/// The insert of `command` and its row count when it may be split: a plain multi-row INSERT
+/// with its rows built, whose outcome is a row count (no RETURNING, no ON CONFLICT, not a
+/// procedure's per-row results).
+pub(crate) fn splittable(command: &Command) -> Option<(&InsertPlan, usize)> {
+    let Command::Write { plan, .. } = command else {
+        return None;
+    };
+    let WritePlan::Insert(insert) = &**plan else {
+        return None;
+    };
+    let InsertSource::Packed(rows) = &insert.source else {
+        return None;
+    };
+    let plain = insert.on_conflict.is_none() && insert.returning.is_none() && !insert.call;
+    (plain && rows.len() >= SPLIT_ROWS).then_some((insert, rows.len()))
+}
+
+impl Executor {
+    /// Whether `insert` writes into the ledger's transfers table.
+    pub(crate) fn inserts_transfers(&self, insert: &InsertPlan) -> bool {
+        self.catalog
+            .table_by_id(insert.table.id)
+            .is_some_and(|t| t.ledger == Some(LedgerRole::Transfers))
+    }
+
+    /// Applies partition `part`'s share of every row of `insert` (see the module's
+    /// documentation) with that partition held, leaving its writes in the undo log for the
+    /// coordinator to keep or roll back.
+    pub(crate) fn apply_share(
+        &mut self,
+        insert: &InsertPlan,
+        part: usize,
+        version: u64,
+    ) -> SqlResult<()> {
+        self.check_running()?;
+        self.clear_undo();
+        let table = self.resolve(&insert.table)?;
+        let InsertSource::Packed(packed) = &insert.source else {
+            return Err(SqlError::internal(
+                "a split statement carries its rows built",
+            ));
+        };
+        let rows = packed.rows().map(|row| {
+            row.map_err(|e| SqlError::internal(format!("undecodable rows in a log command: {e}")))
+        });
+        self.with_account_set(
+            &table,
+            packed.len(),
+            version,
+            |ex| {
+                let mut rows = RowsAhead::new(rows, true);
+                while let Some(row) = rows.next(ex, &table) {
+                    let row: Row = row?;
+                    if row.len() != table.columns.len() {
+                        return Err(SqlError::internal("a prebuilt row does not fit its table"));
+                    }
+                    ex.transfer_share(&table, row, part, version)?;
+                }
+                Ok(())
+            },
+            |e| e,
+        )
+    }
+}
