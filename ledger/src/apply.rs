@@ -299,7 +299,7 @@ impl<'a> RowBuilder<'a> {
     ) -> SqlResult<()> {
         let width = self.table.columns.len();
         row.clear();
-        row.resize(width, Value::Null);
+        row.resize_with(width, || Value::Null);
         // Which columns were given, on the stack for tables of up to 64 columns.
         let (mut few, mut many) = ([false; 64], Vec::new());
         let given: &mut [bool] = if width <= few.len() {
@@ -2048,6 +2048,10 @@ fn is_temporary_key(key: &[u8]) -> bool {
 /// executor would (no subquery, nothing that reads the catalog or a sequence), or draws a
 /// random value that the log then carries.
 fn evaluates_at_the_session(expr: &Expr) -> bool {
+    // (A bulk INSERT's values are mostly these: no walk.)
+    if matches!(expr, Expr::Literal(..) | Expr::Param(..)) {
+        return true;
+    }
     let mut same = true;
     expr.visit(&mut |e| match e {
         Expr::Subquery { .. } | Expr::InSubquery { .. } => same = false,
