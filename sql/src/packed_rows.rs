@@ -13,8 +13,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_tag::{
-    ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL, JSONB, NULL, NUMERIC, TEXT, TIME, TIMESTAMP,
-    TIMESTAMPTZ, TRUE, UUID,
+    put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
+    JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
 };
 use crate::{Interval, Numeric, Value};
 
@@ -158,28 +158,9 @@ impl Iterator for PackedRowIter<'_> {
 
 impl ExactSizeIterator for PackedRowIter<'_> {}
 
-/// Tags from here up are the integers 0..=127: `Value::Int(tag - SMALL_INT)`.
-const SMALL_INT: u8 = 128;
-
 /// Arrays nest at most this deep in packed rows (deeper ones are refused when read, so
 /// damaged bytes cannot exhaust the stack).
 const MAX_ARRAY_DEPTH: usize = 64;
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    (v >> 1) as i64 ^ -((v & 1) as i64)
-}
 
 fn put_tagged_int(out: &mut Vec<u8>, tag: u8, v: i64) {
     out.push(tag);
@@ -278,15 +259,10 @@ impl Reader<'_> {
     }
 
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            v |= ((b & 0x7f) as u64) << shift;
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err("a varint in packed rows is longer than ten bytes".into())
+        let (v, len) = read_varint(&self.bytes[self.at..])
+            .ok_or("a varint in packed rows is cut short or longer than ten bytes")?;
+        self.at += len;
+        Ok(v)
     }
 
     /// A count of things still to read, each at least a byte: never more than the bytes
