@@ -342,7 +342,7 @@ impl<'a> RowBuilder<'a> {
 }
 
 /// A row of a plan with built rows (`InsertSource::Packed`, or `Rows` from an older log).
-fn prebuilt_row(table: &TableDef, row: Row) -> SqlResult<Row> {
+pub(crate) fn prebuilt_row(table: &TableDef, row: Row) -> SqlResult<Row> {
     if row.len() != table.columns.len() {
         return Err(SqlError::internal("a prebuilt row does not fit its table"));
     }
@@ -2225,7 +2225,7 @@ fn eval_values(rows: &[Vec<Expr>], env: &EvalEnv<'_>) -> SqlResult<Vec<Row>> {
 }
 
 /// Packed rows of a log command that do not decode (a damaged entry).
-fn undecodable(e: String) -> SqlError {
+pub(crate) fn undecodable(e: String) -> SqlError {
     SqlError::internal(format!("undecodable rows in a log command: {e}"))
 }
 

@@ -19,10 +19,10 @@
 use planner::{InsertPlan, InsertSource, LedgerRole, WritePlan};
 use sql::{SqlError, SqlResult};
 
+use crate::apply::{prebuilt_row, undecodable};
 use crate::command::Command;
 use crate::executor::Executor;
 use crate::lookahead::RowsAhead;
-use crate::row::Row;
 
 /// Statements with fewer rows than this apply whole: splitting costs a hand-over of every
 /// partition each way.
@@ -71,7 +71,8 @@ impl Executor {
             ));
         };
         let rows = packed.rows().map(|row| {
-            row.map_err(|e| SqlError::internal(format!("undecodable rows in a log command: {e}")))
+            row.map_err(undecodable)
+                .and_then(|row| prebuilt_row(&table, row))
         });
         self.with_account_set(
             &table,
@@ -80,11 +81,7 @@ impl Executor {
             |ex| {
                 let mut rows = RowsAhead::new(rows, true);
                 while let Some(row) = rows.next(ex, &table) {
-                    let row: Row = row?;
-                    if row.len() != table.columns.len() {
-                        return Err(SqlError::internal("a prebuilt row does not fit its table"));
-                    }
-                    ex.transfer_share(&table, row, part, version)?;
+                    ex.transfer_share(&table, row?, part, version)?;
                 }
                 Ok(())
             },

@@ -85,11 +85,7 @@ impl Worker {
                             version,
                             reports,
                         } => {
-                            if let Some(shard) = shard {
-                                executor.shards[partition] = Some(*shard);
-                            }
-                            executor.catalog = catalog;
-                            executor.ledger_clock = clock;
+                            executor.lent(partition, shard, catalog, clock);
                             let result = executor.run_command(*command, version);
                             let _ = reports.send(Report::Done { slot, result });
                         }
@@ -101,9 +97,7 @@ impl Worker {
                             version,
                             reports,
                         } => {
-                            executor.shards[partition] = Some(*shard);
-                            executor.catalog = catalog;
-                            executor.ledger_clock = clock;
+                            executor.lent(partition, Some(shard), catalog, clock);
                             let result = executor.apply_share(&insert, partition, version);
                             let undo = executor.take_undo();
                             if let Some(shard) = executor.shards[partition].take() {
@@ -140,6 +134,24 @@ impl Worker {
             // A thread that died answers nothing; the coordinator notices when it waits.
             let _ = sender.send(work);
         }
+    }
+}
+
+impl Executor {
+    /// Takes what the coordinator lends with a command: the partition (with the first
+    /// command of an entry), the catalog and the ledger clock it applies at.
+    fn lent(
+        &mut self,
+        partition: usize,
+        shard: Option<Box<Shard>>,
+        catalog: Arc<Catalog>,
+        clock: i64,
+    ) {
+        if let Some(shard) = shard {
+            self.shards[partition] = Some(*shard);
+        }
+        self.catalog = catalog;
+        self.ledger_clock = clock;
     }
 }
 

@@ -775,6 +775,20 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
 /// leaves ahead (`SHOW storage_stats`: `lookahead_used`), on one partition and on two (the
 /// keys grouped by partition), and give the balances applying the rows one by one gives; a
 /// statement with a failing row still applies nothing.
+/// Every account's credits less its debits (posted), in id order.
+async fn net_balances(client: &Client) -> Vec<i64> {
+    client
+        .query(
+            "SELECT credits_posted - debits_posted FROM accounts ORDER BY id",
+            &[],
+        )
+        .await
+        .expect("balances")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_row_transfers_look_ahead_and_stay_exact() {
     const MANY: i64 = 20_000;
@@ -825,15 +839,11 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
             stats["lookahead_keys"] >= stats["lookahead_used"] / 2,
             "{stats:?}"
         );
-        let rows = client
-            .query(
-                "SELECT id, credits_posted - debits_posted FROM accounts ORDER BY id",
-                &[],
-            )
-            .await
-            .expect("balances");
-        let balances: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
-        assert_eq!(balances, expected[1..], "on {partitions} partitions");
+        assert_eq!(
+            net_balances(&client).await,
+            expected[1..],
+            "on {partitions} partitions"
+        );
         assert_eq!(
             scalar(&client, "SELECT count(*) FROM transfers").await,
             4_000
@@ -899,15 +909,7 @@ async fn concurrent_split_statements_apply_exactly() {
             assert!(ids.insert(id));
         }
     }
-    let rows = admin
-        .query(
-            "SELECT id, credits_posted - debits_posted FROM accounts ORDER BY id",
-            &[],
-        )
-        .await
-        .expect("balances");
-    let balances: Vec<i64> = rows.iter().map(|r| r.get(1)).collect();
-    assert_eq!(balances, expected[1..]);
+    assert_eq!(net_balances(&admin).await, expected[1..]);
     let stored: BTreeSet<i64> = admin
         .query("SELECT id FROM transfers", &[])
         .await
