@@ -177,11 +177,17 @@ fn last_found(pager: &mut Pager, root: u64, key: &[u8]) -> KvResult<Option<(u64,
     if found.root != root || found.frees != pager.frees {
         return Ok(None);
     }
-    let Some(node) = Node::new_checked(pager.read(found.leaf)?).filter(Node::is_leaf) else {
+    let Some(node) = leaf_still(pager, found.leaf)? else {
         return Ok(None);
     };
     let holds = found.index < node.len() && node.key(found.index) == key;
     Ok(holds.then_some((found.leaf, found.index)))
+}
+
+/// Page `leaf` as a node when it is a leaf still (a page remembered from an earlier
+/// operation is checked, not trusted).
+fn leaf_still(pager: &mut Pager, leaf: u64) -> KvResult<Option<Node<'_>>> {
+    Ok(Node::new_checked(pager.read(leaf)?).filter(Node::is_leaf))
 }
 
 /// The leaf `look_ahead` found for `key` and the key's place in it, if that leaf provably
@@ -194,7 +200,7 @@ fn looked_ahead(
     let Some(leaf) = pager.lookahead.leaf(root, key, pager.frees) else {
         return Ok(None);
     };
-    let Some(node) = Node::new_checked(pager.read(leaf)?).filter(Node::is_leaf) else {
+    let Some(node) = leaf_still(pager, leaf)? else {
         return Ok(None);
     };
     let position = node.search(key);

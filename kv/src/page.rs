@@ -200,7 +200,8 @@ impl<'a> Node<'a> {
 
     /// A node view of `buf` when it is a leaf or internal page.
     pub fn new_checked(buf: &'a [u8]) -> Option<Node<'a>> {
-        matches!(buf[4], 2 | 3).then_some(Node { buf })
+        let kind = PageKind::from_byte(buf[4]);
+        matches!(kind, Some(PageKind::Leaf | PageKind::Internal)).then_some(Node { buf })
     }
 
     pub fn is_leaf(&self) -> bool {

@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kv::{Engine, EngineOptions, LogPosition};
-use planner::Catalog;
+use planner::{Catalog, WritePlan};
 use rustc_hash::FxHashMap;
 use sql::{ErrorKind, SqlError, SqlResult};
 
@@ -696,15 +696,18 @@ impl Coordinator {
                         reports: dispatch.reports.0.clone(),
                     });
                 }
-                _ if self.splits(&command) => {
-                    self.take_back(&mut dispatch, Reach::all(partitions));
-                    let result = self.apply_split(&mut dispatch, command, version);
-                    dispatch.results.set(slot, &result);
-                }
-                _ => {
-                    self.routing.on_coordinator += 1;
-                    self.take_back(&mut dispatch, reach);
-                    let result = self.executor.run_command(command, version);
+                None => {
+                    let result = match self.split_plan(&command) {
+                        Some(plan) => {
+                            self.take_back(&mut dispatch, Reach::all(partitions));
+                            self.apply_split(&mut dispatch, plan, command, version)
+                        }
+                        None => {
+                            self.routing.on_coordinator += 1;
+                            self.take_back(&mut dispatch, reach);
+                            self.executor.run_command(command, version)
+                        }
+                    };
                     dispatch.results.set(slot, &result);
                 }
             }
@@ -712,31 +715,28 @@ impl Coordinator {
         self.take_back(&mut dispatch, Reach::all(partitions));
     }
 
-    /// Whether `command` is split across the partitions' threads (`share`): a splittable
-    /// statement into the transfers table, with every partition's thread running.
-    fn splits(&self, command: &Command) -> bool {
+    /// The plan of `command` when it is split across the partitions' threads (`share`): a
+    /// splittable statement into the transfers table, with every partition's thread running.
+    fn split_plan(&self, command: &Command) -> Option<Arc<WritePlan>> {
+        let running = self.workers[1..]
+            .iter()
+            .all(|w| w.as_ref().is_some_and(|w| !w.stopped()));
         share::splittable(command)
-            .is_some_and(|(insert, _)| self.executor.inserts_transfers(insert))
-            && self.workers[1..]
-                .iter()
-                .all(|w| w.as_ref().is_some_and(|w| !w.stopped()))
+            .filter(|plan| running && self.executor.inserts_transfers(plan))
+            .cloned()
     }
 
-    /// Applies a splittable statement with every partition taking its share at once, each
-    /// on its own thread (partition 0 here); all partitions are held here before and after.
-    /// When a share fails, every share's writes are rolled back and the statement applies
-    /// whole here, and its outcome is the answer (see `share`).
+    /// Applies `command`, whose splittable `plan` it is, with every partition taking its
+    /// share at once, each on its own thread (partition 0 here); all partitions are held
+    /// here before and after. When a share fails, every share's writes are rolled back and
+    /// the statement applies whole here, and its outcome is the answer (see `share`).
     fn apply_split(
         &mut self,
         dispatch: &mut Dispatch,
+        plan: Arc<WritePlan>,
         command: Command,
         version: u64,
     ) -> CommandResult {
-        let Some((insert, rows)) =
-            share::splittable(&command).map(|(i, n)| (Arc::new(i.clone()), n))
-        else {
-            return self.executor.run_command(command, version);
-        };
         let partitions = self.workers.len();
         let mut waiting = Vec::new();
         for p in 1..partitions {
@@ -746,7 +746,7 @@ impl Coordinator {
             };
             worker.send(Work::Share {
                 shard: Box::new(shard),
-                insert: insert.clone(),
+                plan: plan.clone(),
                 catalog: self.executor.catalog.clone(),
                 clock: self.executor.ledger_clock,
                 version,
@@ -754,7 +754,7 @@ impl Coordinator {
             });
             waiting.push(p);
         }
-        let mut outcome = self.executor.apply_share(&insert, 0, version);
+        let mut outcome = self.executor.apply_share(&plan, 0, version);
         while !waiting.is_empty() {
             match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
                 Ok(Report::Share {
@@ -786,10 +786,10 @@ impl Coordinator {
             }
         }
         match outcome {
-            Ok(()) => {
+            Ok(rows) => {
                 self.executor.clear_undo();
                 self.routing.split += 1;
-                Ok(Executor::outcome(rows as u64, Vec::new()))
+                Ok(Executor::outcome(rows, Vec::new()))
             }
             Err(e) => {
                 if is_storage_failure(&e) {

@@ -16,8 +16,10 @@
 //! applies the statement whole: its outcome — the first failing row's error, say — is the
 //! answer, as it always was. The decision is deterministic, so every replica makes it alike.
 
+use std::sync::Arc;
+
 use planner::{InsertPlan, InsertSource, LedgerRole, WritePlan};
-use sql::{SqlError, SqlResult};
+use sql::{PackedRows, SqlError, SqlResult};
 
 use crate::apply::{prebuilt_row, undecodable};
 use crate::command::Command;
@@ -28,48 +30,54 @@ use crate::lookahead::RowsAhead;
 /// partition each way.
 const SPLIT_ROWS: usize = 64;
 
-/// The insert of `command` and its row count when it may be split: a plain multi-row INSERT
-/// with its rows built, whose outcome is a row count (no RETURNING, no ON CONFLICT, not a
-/// procedure's per-row results).
-pub(crate) fn splittable(command: &Command) -> Option<(&InsertPlan, usize)> {
-    let Command::Write { plan, .. } = command else {
-        return None;
-    };
-    let WritePlan::Insert(insert) = &**plan else {
+/// The insert of `plan` and its rows when it is a plain INSERT with its rows built, whose
+/// outcome is a row count (no RETURNING, no ON CONFLICT, not a procedure's per-row results).
+fn plain_insert(plan: &WritePlan) -> Option<(&InsertPlan, &PackedRows)> {
+    let WritePlan::Insert(insert) = plan else {
         return None;
     };
     let InsertSource::Packed(rows) = &insert.source else {
         return None;
     };
     let plain = insert.on_conflict.is_none() && insert.returning.is_none() && !insert.call;
-    (plain && rows.len() >= SPLIT_ROWS).then_some((insert, rows.len()))
+    plain.then_some((insert, rows))
+}
+
+/// The plan of `command` when it may be split: a plain insert of many rows.
+pub(crate) fn splittable(command: &Command) -> Option<&Arc<WritePlan>> {
+    let Command::Write { plan, .. } = command else {
+        return None;
+    };
+    plain_insert(plan)
+        .is_some_and(|(_, rows)| rows.len() >= SPLIT_ROWS)
+        .then_some(plan)
 }
 
 impl Executor {
-    /// Whether `insert` writes into the ledger's transfers table.
-    pub(crate) fn inserts_transfers(&self, insert: &InsertPlan) -> bool {
+    /// Whether `plan` writes into the ledger's transfers table.
+    pub(crate) fn inserts_transfers(&self, plan: &WritePlan) -> bool {
         self.catalog
-            .table_by_id(insert.table.id)
+            .table_by_id(plan.table().id)
             .is_some_and(|t| t.ledger == Some(LedgerRole::Transfers))
     }
 
-    /// Applies partition `part`'s share of every row of `insert` (see the module's
-    /// documentation) with that partition held, leaving its writes in the undo log for the
-    /// coordinator to keep or roll back.
+    /// Applies partition `part`'s share of every row of `plan`, a splittable insert (see
+    /// the module's documentation), with that partition held, leaving its writes in the undo
+    /// log for the coordinator to keep or roll back. Returns the statement's row count.
     pub(crate) fn apply_share(
         &mut self,
-        insert: &InsertPlan,
+        plan: &WritePlan,
         part: usize,
         version: u64,
-    ) -> SqlResult<()> {
+    ) -> SqlResult<u64> {
         self.check_running()?;
         self.clear_undo();
-        let table = self.resolve(&insert.table)?;
-        let InsertSource::Packed(packed) = &insert.source else {
+        let Some((insert, packed)) = plain_insert(plan) else {
             return Err(SqlError::internal(
-                "a split statement carries its rows built",
+                "a split statement is a plain insert with its rows built",
             ));
         };
+        let table = self.resolve(&insert.table)?;
         let rows = packed.rows().map(|row| {
             row.map_err(undecodable)
                 .and_then(|row| prebuilt_row(&table, row))
@@ -83,7 +91,7 @@ impl Executor {
                 while let Some(row) = rows.next(ex, &table) {
                     ex.transfer_share(&table, row?, part, version)?;
                 }
-                Ok(())
+                Ok(packed.len() as u64)
             },
             |e| e,
         )

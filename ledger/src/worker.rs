@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
 
-use planner::{Catalog, InsertPlan};
+use planner::{Catalog, WritePlan};
 use sql::{SqlError, SqlResult};
 
 use crate::command::{Command, CommandResult};
@@ -33,7 +33,7 @@ pub(crate) enum Work {
     /// back with the writes made.
     Share {
         shard: Box<Shard>,
-        insert: Arc<InsertPlan>,
+        plan: Arc<WritePlan>,
         catalog: Arc<Catalog>,
         clock: i64,
         version: u64,
@@ -54,7 +54,7 @@ pub(crate) enum Report {
     Share {
         partition: usize,
         shard: Box<Shard>,
-        result: SqlResult<()>,
+        result: SqlResult<u64>,
         undo: UndoLog<kv::Table>,
     },
 }
@@ -91,14 +91,14 @@ impl Worker {
                         }
                         Work::Share {
                             shard,
-                            insert,
+                            plan,
                             catalog,
                             clock,
                             version,
                             reports,
                         } => {
                             executor.lent(partition, Some(shard), catalog, clock);
-                            let result = executor.apply_share(&insert, partition, version);
+                            let result = executor.apply_share(&plan, partition, version);
                             let undo = executor.take_undo();
                             if let Some(shard) = executor.shards[partition].take() {
                                 let _ = reports.send(Report::Share {
