@@ -793,7 +793,6 @@ impl Executor {
     }
 }
 
-/// Adds `delta` to one balance of an account, refusing to overflow.
 /// What a transfer that moves funds moves: its checked fields.
 struct Movement {
     debit: i64,
@@ -875,6 +874,7 @@ fn balances(schema: &LedgerSchema, pending: bool) -> (usize, usize) {
     }
 }
 
+/// Adds `delta` to one balance of an account, refusing to overflow.
 fn add(transfer: i64, account: i64, row: &mut Row, column: usize, delta: i64) -> SqlResult<()> {
     let current = int(&row[column]).unwrap_or(0);
     let next = current.checked_add(delta).ok_or_else(|| {

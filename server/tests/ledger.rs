@@ -771,10 +771,6 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
     assert_eq!(hot.get::<_, i64>(0), STATEMENTS * ROWS);
 }
 
-/// Multi-row transfer statements over trees too large for the leaf hints find their random
-/// leaves ahead (`SHOW storage_stats`: `lookahead_used`), on one partition and on two (the
-/// keys grouped by partition), and give the balances applying the rows one by one gives; a
-/// statement with a failing row still applies nothing.
 /// Every account's credits less its debits (posted), in id order.
 async fn net_balances(client: &Client) -> Vec<i64> {
     client
@@ -789,6 +785,10 @@ async fn net_balances(client: &Client) -> Vec<i64> {
         .collect()
 }
 
+/// Multi-row transfer statements over trees too large for the leaf hints find their random
+/// leaves ahead (`SHOW storage_stats`: `lookahead_used`), on one partition and on two (the
+/// keys grouped by partition), and give the balances applying the rows one by one gives; a
+/// statement with a failing row still applies nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn multi_row_transfers_look_ahead_and_stay_exact() {
     const MANY: i64 = 20_000;
