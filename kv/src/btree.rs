@@ -13,7 +13,7 @@
 //! page, up to the root; it does not redistribute between siblings that do not fit together.
 
 use crate::error::{KvError, KvResult};
-use crate::page::{self, LeafValue, Node, NodeMut, PageKind, HEADER_SIZE, SLOT_SIZE};
+use crate::page::{self, LeafValue, Node, NodeMut, PageKind, WholeCells, SLOT_SIZE};
 use crate::pager::Pager;
 
 /// Internal nodes visited on the way down: (page id, child slot taken).
@@ -60,9 +60,10 @@ pub fn descend(pager: &mut Pager, root: u64, key: &[u8], path: &mut Path) -> KvR
             return Ok(page_id);
         }
         let slot = node.child_slot(key);
+        // (An internal node stores whole keys.)
         hints.fences.narrow(
-            (slot > 0).then(|| node.key(slot - 1)),
-            (slot < node.len()).then(|| node.key(slot)),
+            (slot > 0).then(|| node.stored_key(slot - 1)),
+            (slot < node.len()).then(|| node.stored_key(slot)),
         );
         path.push((page_id, slot));
         page_id = node.child(slot);
@@ -180,7 +181,7 @@ fn last_found(pager: &mut Pager, root: u64, key: &[u8]) -> KvResult<Option<(u64,
     let Some(node) = leaf_still(pager, found.leaf)? else {
         return Ok(None);
     };
-    let holds = found.index < node.len() && node.key(found.index) == key;
+    let holds = found.index < node.len() && node.key_eq(found.index, key);
     Ok(holds.then_some((found.leaf, found.index)))
 }
 
@@ -496,13 +497,6 @@ fn rightmost(pager: &mut Pager, path: &Path) -> KvResult<bool> {
     Ok(true)
 }
 
-/// The cells of a node, owned.
-fn cells_of(node: Node<'_>) -> Vec<Vec<u8>> {
-    (0..node.len())
-        .map(|index| node.cell(index).to_vec())
-        .collect()
-}
-
 fn bytes_of<C: AsRef<[u8]>>(cells: &[C]) -> usize {
     cells
         .iter()
@@ -536,19 +530,41 @@ fn split_index<C: AsRef<[u8]>>(cells: &[C], leaf: bool) -> usize {
     best
 }
 
-/// Where to split a leaf whose new cell at `position` continues an ascending run: right
-/// after it when cells with higher keys follow (they go to the new node, and the run goes on
-/// at the end of this one), or right before it (the new node starts with it). `None` when
-/// neither leaves both halves within a page.
-fn ascending_split_index<C: AsRef<[u8]>>(
+/// Where to split a full leaf, `cells` holding its new cell at `position`: the first of these
+/// that leaves both halves within a page as stored (`page::stored_size`, each half cutting
+/// its own prefix) — after the old cells for an `append`; for a cell continuing an
+/// `ascending` run, right after it when cells with higher keys follow (they go to the new
+/// node, and the run goes on at the end of this one) or right before it (the new node starts
+/// with it); the point that halves the bytes. Failing all (a cell whose key breaks a long
+/// prefix), the point that fits with the larger half smallest: keeping the new cell apart
+/// always fits, since the old cells fitted.
+fn leaf_split_index<C: AsRef<[u8]>>(
     cells: &[C],
     position: usize,
+    (append, ascending): (bool, bool),
     page_size: usize,
-) -> Option<usize> {
-    let fits = |part: &[C]| HEADER_SIZE + bytes_of(part) <= page_size;
-    [position + 1, position]
+) -> usize {
+    let n = cells.len();
+    let larger_half = |at: usize| {
+        page::stored_size(true, &cells[..at]).max(page::stored_size(true, &cells[at..]))
+    };
+    let fits = |at: usize| 0 < at && at < n && larger_half(at) <= page_size;
+    let preferred = [
+        append.then_some(n - 1),
+        (ascending && !append).then_some(position + 1),
+        (ascending && !append).then_some(position),
+        Some(split_index(cells, true)),
+    ];
+    preferred
         .into_iter()
-        .find(|&at| 0 < at && at < cells.len() && fits(&cells[..at]) && fits(&cells[at..]))
+        .flatten()
+        .find(|&at| fits(at))
+        .or_else(|| {
+            (1..n)
+                .filter(|&at| fits(at))
+                .min_by_key(|&at| larger_half(at))
+        })
+        .expect("a full leaf and one cell more split into two halves that fit")
 }
 
 /// Splits the full node `page_id` with `cell` added at `position`. For a root split the
@@ -574,21 +590,22 @@ fn split(
     cell: Vec<u8>,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
     pager.leaf_hints.forget_tree(root);
-    // One copy of the page to take the cells from, not an allocation per cell.
-    let image = pager.read(page_id)?.to_vec();
-    let node = Node::new(&image);
-    let (leaf, leftmost) = (node.is_leaf(), page::link(&image));
-    let mut cells: Vec<&[u8]> = (0..node.len()).map(|index| node.cell(index)).collect();
+    let (leaf, leftmost, whole) = {
+        let buffer = pager.read(page_id)?;
+        let node = Node::new(buffer);
+        (node.is_leaf(), page::link(buffer), WholeCells::of(&node))
+    };
+    let mut cells = whole.cells();
     let append = position == cells.len() && rightmost(pager, path)?;
     let ascending = leaf && pager.leaf_inserts.continues_run(page_id, position);
     cells.insert(position, &cell);
-    let at = match (append, leaf) {
-        (true, true) => cells.len() - 1,
+    let at = if leaf {
+        leaf_split_index(&cells, position, (append, ascending), pager.page_size())
+    } else if append && cells.len() >= 3 {
         // An internal node promotes the cell at the split point: the new node keeps one.
-        (true, false) if cells.len() >= 3 => cells.len() - 2,
-        (false, true) if ascending => ascending_split_index(&cells, position, pager.page_size())
-            .unwrap_or_else(|| split_index(&cells, leaf)),
-        _ => split_index(&cells, leaf),
+        cells.len() - 2
+    } else {
+        split_index(&cells, leaf)
     };
     let kind = if leaf {
         PageKind::Leaf
@@ -605,13 +622,13 @@ fn split(
     };
     let left_cells = &cells[..at];
     let right = pager.allocate(kind)?;
-    fill_node(pager, right, right_leftmost, right_cells)?;
+    fill_node(pager, (right, leaf), right_leftmost, right_cells)?;
     let left = if page_id == root {
         pager.allocate(kind)?
     } else {
         page_id
     };
-    fill_node(pager, left, leftmost, left_cells)?;
+    fill_node(pager, (left, leaf), leftmost, left_cells)?;
     if leaf {
         if position < at {
             pager.leaf_inserts.record(left, position);
@@ -633,12 +650,12 @@ fn split(
 
 fn fill_node<C: AsRef<[u8]>>(
     pager: &mut Pager,
-    page_id: u64,
+    (page_id, leaf): (u64, bool),
     leftmost: u64,
     cells: &[C],
 ) -> KvResult<()> {
     assert!(
-        HEADER_SIZE + bytes_of(cells) <= pager.page_size(),
+        page::stored_size(leaf, cells) <= pager.page_size(),
         "split half overflows a page"
     );
     let buffer = pager.write(page_id)?;
@@ -705,23 +722,27 @@ fn merge(
     right: u64,
     separator_index: usize,
 ) -> KvResult<bool> {
-    let separator_key =
-        page::cell_key(false, Node::new(pager.read(parent)?).cell(separator_index)).to_vec();
-    let (leaf, mut cells) = {
+    let separator_key = page::cell_key(
+        false,
+        Node::new(pager.read(parent)?).stored_cell(separator_index),
+    )
+    .to_vec();
+    let (leaf, left_whole) = {
         let node = Node::new(pager.read(left)?);
-        (node.is_leaf(), cells_of(node))
+        (node.is_leaf(), WholeCells::of(&node))
     };
-    let (right_cells, right_leftmost) = {
+    let (right_whole, right_leftmost) = {
         let buffer = pager.read(right)?;
-        (cells_of(Node::new(buffer)), page::link(buffer))
+        (WholeCells::of(&Node::new(buffer)), page::link(buffer))
     };
+    let mut pulled_down = Vec::new();
+    let mut cells = left_whole.cells();
     if !leaf {
-        let mut pulled_down = Vec::new();
         page::encode_internal_cell(&mut pulled_down, &separator_key, right_leftmost);
-        cells.push(pulled_down);
+        cells.push(&pulled_down);
     }
-    cells.extend(right_cells);
-    if HEADER_SIZE + bytes_of(&cells) > pager.page_size() {
+    cells.extend(right_whole.cells());
+    if page::stored_size(leaf, &cells) > pager.page_size() {
         return Ok(false);
     }
     NodeMut::new(pager.write(left)?).rebuild(&cells);

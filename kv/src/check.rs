@@ -46,9 +46,15 @@ fn check_node(
     let (leaf, keys, children) = {
         let node = Node::new(pager.read(page_id)?);
         let prefix = node.prefix_len();
-        for index in 0..node.len() {
-            let key = node.key(index);
-            if key.len() < prefix || key[..prefix] != node.key(0)[..prefix] {
+        if !node.is_leaf() && !node.cut_prefix().is_empty() {
+            return Err(violation(
+                page_id,
+                "an internal node cuts its prefix".into(),
+            ));
+        }
+        let keys: Vec<Vec<u8>> = (0..node.len()).map(|i| node.key_to_vec(i)).collect();
+        for (index, key) in keys.iter().enumerate() {
+            if key.len() < prefix || key[..prefix] != keys[0][..prefix] {
                 return Err(violation(
                     page_id,
                     format!("key {index} lacks the node's shared prefix"),
@@ -61,7 +67,6 @@ fn check_node(
                 ));
             }
         }
-        let keys: Vec<Vec<u8>> = (0..node.len()).map(|i| node.key(i).to_vec()).collect();
         let children: Vec<u64> = if node.is_leaf() {
             Vec::new()
         } else {

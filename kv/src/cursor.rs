@@ -152,7 +152,7 @@ impl<'a> Range<'a> {
                 }
                 continue;
             };
-            let key = node.key(cell_index).to_vec();
+            let key = node.key_to_vec(cell_index);
             let stored = match node.value(cell_index) {
                 LeafValue::Inline(bytes) => Ok(bytes.to_vec()),
                 LeafValue::Overflow { first_page, len } => Err((first_page, len)),

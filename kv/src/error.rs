@@ -42,7 +42,7 @@ pub enum KvError {
         offset: u64,
         reason: String,
     },
-    #[error("{path} has format version {found}; this build reads version {expected}")]
+    #[error("{path} has format version {found}; this build reads versions up to {expected}")]
     FormatVersion {
         path: PathBuf,
         found: u32,

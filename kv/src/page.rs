@@ -8,9 +8,11 @@
 //!  6     2     cell count                      (leaf, internal)
 //!  8     2     start of the cell content area  (leaf, internal; grows down from the end)
 //! 10     2     fragmented bytes in the content area (leaf, internal)
+//! 12     1     flags: bit 0 = the prefix is cut (leaf)
 //! 12     4     payload length                  (overflow)
 //! 16     8     link: leftmost child (internal), next page (overflow, free)
-//! 24     4*n   slot array, in key order: cell offset u16 | key hint u16 (big-endian)
+//! 24     C     the cut prefix: the P shared key bytes (a cut leaf; C = P, else 0)
+//! 24+C   4*n   slot array, in key order: cell offset u16 | key hint u16 (big-endian)
 //! ...          free space
 //! ...          cell content
 //! ```
@@ -28,6 +30,16 @@
 //! cells touched instead of one per probe. P only ever shrinks on insert (recomputing the
 //! hints) and is recomputed from the first and last keys when a node is rebuilt.
 //!
+//! A leaf rebuilt by this version cuts its prefix: the P shared bytes are stored once, after
+//! the header, and every cell holds only the rest of its key (`klen` counts the rest). A
+//! history index's entries in one leaf mostly share their account and the high bytes of
+//! their time, so about half of every key is stored once instead of in every cell. An insert
+//! whose key does not share the whole prefix rebuilds the leaf with a shorter one (such a key
+//! can only go before the first cell or after the last). Leaves written before (flag clear)
+//! keep whole keys until they are next rebuilt; internal nodes always keep whole keys.
+//! Callers hand whole cells in and take whole keys out (`WholeCells`, `key_to_vec`,
+//! `key_eq`); `stored_key` and `stored_cell` are the bytes as they lie in the page.
+//!
 //! Including the page id in the checksum catches a page written to the wrong place.
 
 pub const HEADER_SIZE: usize = 24;
@@ -36,6 +48,10 @@ pub const SLOT_SIZE: usize = 4;
 const LONG_RUN: usize = 4;
 /// The longest shared prefix a node records.
 const PREFIX_MAX: usize = 255;
+/// Byte 12 of a leaf or internal node: its flags.
+const FLAGS_AT: usize = 12;
+/// The node's shared prefix is stored once, after the header, and cut from its keys.
+const PREFIX_CUT: u8 = 1;
 pub const OVERFLOW_BIT: u32 = 1 << 31;
 pub const LEAF_CELL_HEADER: usize = 6;
 pub const INTERNAL_CELL_HEADER: usize = 10;
@@ -133,6 +149,21 @@ fn content_end(page: &[u8]) -> u16 {
     page.len() as u16
 }
 
+/// Bytes cut from the front of every key of node `page`: its shared prefix when the node
+/// cuts it, else none.
+fn cut_len(page: &[u8]) -> usize {
+    if page[FLAGS_AT] & PREFIX_CUT != 0 {
+        page[5] as usize
+    } else {
+        0
+    }
+}
+
+/// Where node `page`'s slot array starts: after the header and the cut prefix.
+fn slots_start(page: &[u8]) -> usize {
+    HEADER_SIZE + cut_len(page)
+}
+
 /// The hint of `key` in a node whose keys share `prefix` bytes.
 pub fn hint_of(key: &[u8], prefix: usize) -> u16 {
     let first = key.get(prefix).copied().unwrap_or(0);
@@ -162,7 +193,7 @@ pub fn prefetch_search_head(page: &[u8]) {
     let head = SEARCH_HEAD_BYTES.min(page.len());
     let first = 64.min(head);
     prefetch_bytes(page[first..].as_ptr(), head - first);
-    let slots_end = (HEADER_SIZE + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
+    let slots_end = (slots_start(page) + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
     prefetch_bytes(page[head..].as_ptr(), slots_end.saturating_sub(head));
 }
 
@@ -229,25 +260,61 @@ impl<'a> Node<'a> {
         self.buf[5] as usize
     }
 
+    /// The prefix cut from every stored key (empty unless the node cuts it).
+    pub fn cut_prefix(&self) -> &'a [u8] {
+        &self.buf[HEADER_SIZE..slots_start(self.buf)]
+    }
+
     /// The key hint stored in slot `index`.
     pub fn hint(&self, index: usize) -> u16 {
-        let at = HEADER_SIZE + index * SLOT_SIZE + 2;
+        let at = slots_start(self.buf) + index * SLOT_SIZE + 2;
         u16::from_be_bytes([self.buf[at], self.buf[at + 1]])
     }
 
     pub fn cell_offset(&self, index: usize) -> usize {
         debug_assert!(index < self.len());
-        read_u16(self.buf, HEADER_SIZE + index * SLOT_SIZE) as usize
+        read_u16(self.buf, slots_start(self.buf) + index * SLOT_SIZE) as usize
     }
 
-    /// The full bytes of cell `index`.
-    pub fn cell(&self, index: usize) -> &'a [u8] {
+    /// The bytes of cell `index` as stored: without the cut prefix in a cut leaf.
+    pub fn stored_cell(&self, index: usize) -> &'a [u8] {
         let offset = self.cell_offset(index);
         let len = cell_len(self.is_leaf(), &self.buf[offset..]);
         &self.buf[offset..offset + len]
     }
 
-    pub fn key(&self, index: usize) -> &'a [u8] {
+    /// Appends cell `index` with its whole key, as `encode_leaf_cell`/`encode_internal_cell`
+    /// make it, to `out`.
+    fn push_whole_cell(&self, index: usize, out: &mut Vec<u8>) {
+        let stored = self.stored_cell(index);
+        let cut = self.cut_prefix();
+        if cut.is_empty() {
+            out.extend_from_slice(stored);
+            return;
+        }
+        // Only leaves cut their prefix.
+        let klen = read_u16(stored, 0) as usize + cut.len();
+        out.extend_from_slice(&(klen as u16).to_le_bytes());
+        out.extend_from_slice(&stored[2..LEAF_CELL_HEADER]);
+        out.extend_from_slice(cut);
+        out.extend_from_slice(&stored[LEAF_CELL_HEADER..]);
+    }
+
+    /// The whole key of cell `index`.
+    pub fn key_to_vec(&self, index: usize) -> Vec<u8> {
+        [self.cut_prefix(), self.stored_key(index)].concat()
+    }
+
+    /// Whether cell `index` holds `key`.
+    pub fn key_eq(&self, index: usize, key: &[u8]) -> bool {
+        let cut = self.cut_prefix();
+        key.len() >= cut.len()
+            && key[..cut.len()] == *cut
+            && key[cut.len()..] == *self.stored_key(index)
+    }
+
+    /// The key of cell `index` as stored: without the cut prefix in a cut leaf.
+    pub fn stored_key(&self, index: usize) -> &'a [u8] {
         let offset = self.cell_offset(index);
         let klen = read_u16(self.buf, offset) as usize;
         let header = if self.is_leaf() {
@@ -265,6 +332,17 @@ impl<'a> Node<'a> {
             return Err(0);
         }
         let prefix = self.prefix_len();
+        let cut = self.cut_prefix();
+        if !cut.is_empty() {
+            // Every key here starts with the cut prefix: a key that does not sorts before or
+            // after all of them.
+            match key[..cut.len().min(key.len())].cmp(cut) {
+                std::cmp::Ordering::Less => return Err(0),
+                std::cmp::Ordering::Greater => return Err(len),
+                std::cmp::Ordering::Equal if key.len() < cut.len() => return Err(0),
+                std::cmp::Ordering::Equal => {}
+            }
+        }
         // Hints narrow the search to the slots whose hint equals the key's. They order keys
         // only among keys with the node's prefix; a key found by whole-key comparison is
         // found wherever the hints led, so the prefix is checked only for a key not found
@@ -291,9 +369,9 @@ impl<'a> Node<'a> {
                 step /= 2;
             }
         }
-        let position = self.search_keys(key, low, end);
-        if position.is_err() && prefix > 0 {
-            let shared = &self.key(0)[..prefix];
+        let position = self.search_keys(&key[cut.len()..], low, end);
+        if position.is_err() && prefix > 0 && cut.is_empty() {
+            let shared = &self.stored_key(0)[..prefix];
             match key[..prefix.min(key.len())].cmp(shared) {
                 std::cmp::Ordering::Less => return Err(0),
                 std::cmp::Ordering::Greater => return Err(len),
@@ -304,13 +382,14 @@ impl<'a> Node<'a> {
         position
     }
 
-    /// Binary search by whole keys among cells `low..high`. A long run of equal hints is
-    /// most often keys sharing a leading column (an index's entries for one account, say),
-    /// and a new key most often goes after the last of them (the account's newest entry):
-    /// the run's last key is compared first, which makes that case one comparison.
+    /// Binary search by stored keys (`key` is without the cut prefix) among cells
+    /// `low..high`. A long run of equal hints is most often keys sharing a leading column (an
+    /// index's entries for one account, say), and a new key most often goes after the last of
+    /// them (the account's newest entry): the run's last key is compared first, which makes
+    /// that case one comparison.
     fn search_keys(&self, key: &[u8], mut low: usize, mut high: usize) -> Result<usize, usize> {
         if high - low >= LONG_RUN {
-            match self.key(high - 1).cmp(key) {
+            match self.stored_key(high - 1).cmp(key) {
                 std::cmp::Ordering::Less => return Err(high),
                 std::cmp::Ordering::Equal => return Ok(high - 1),
                 std::cmp::Ordering::Greater => high -= 1,
@@ -318,7 +397,7 @@ impl<'a> Node<'a> {
         }
         while low < high {
             let mid = (low + high) / 2;
-            match self.key(mid).cmp(key) {
+            match self.stored_key(mid).cmp(key) {
                 std::cmp::Ordering::Less => low = mid + 1,
                 std::cmp::Ordering::Greater => high = mid,
                 std::cmp::Ordering::Equal => return Ok(mid),
@@ -353,12 +432,44 @@ impl<'a> Node<'a> {
     }
 
     pub fn free_space(&self) -> usize {
-        self.cell_start() - (HEADER_SIZE + self.len() * SLOT_SIZE)
+        self.cell_start() - (slots_start(self.buf) + self.len() * SLOT_SIZE)
     }
 
     /// Bytes a rebuilt node would use (header, slots and live cells).
     pub fn used_bytes(&self) -> usize {
         self.buf.len() - self.free_space() - self.frag()
+    }
+}
+
+/// A node's cells with their whole keys, copied end to end into one buffer: what a split,
+/// a merge or a rebuild takes them from (one allocation, not one per cell, and nothing
+/// borrowed from the page they rewrite).
+#[derive(Default)]
+pub struct WholeCells {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl WholeCells {
+    pub fn of(node: &Node<'_>) -> WholeCells {
+        let mut cells = WholeCells {
+            bytes: Vec::with_capacity(node.buf.len() * 2),
+            ends: Vec::with_capacity(node.len()),
+        };
+        for index in 0..node.len() {
+            node.push_whole_cell(index, &mut cells.bytes);
+            cells.ends.push(cells.bytes.len());
+        }
+        cells
+    }
+
+    /// The cells, in order.
+    pub fn cells(&self) -> Vec<&[u8]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.bytes[start..end])
+            .collect()
     }
 }
 
@@ -397,6 +508,40 @@ pub fn cell_len(leaf: bool, cell: &[u8]) -> usize {
     } else {
         INTERNAL_CELL_HEADER + klen
     }
+}
+
+/// The bytes a node rebuilt from `cells` (whole cells, in order) uses: header, cut prefix,
+/// slots and stored cells. It fits a page when this is at most the page size.
+pub fn stored_size<C: AsRef<[u8]>>(leaf: bool, cells: &[C]) -> usize {
+    let cut = match (leaf, cells.first(), cells.last()) {
+        (true, Some(first), Some(last)) => common_prefix(
+            cell_key(true, first.as_ref()),
+            cell_key(true, last.as_ref()),
+        ),
+        _ => 0,
+    };
+    let whole_bytes = cells.iter().map(|cell| cell.as_ref().len()).sum();
+    rebuilt_size(cut, whole_bytes, cells.len())
+}
+
+/// The bytes a node of `count` cells, `whole_bytes` long with their whole keys, uses when it
+/// cuts `cut` bytes from every key.
+fn rebuilt_size(cut: usize, whole_bytes: usize, count: usize) -> usize {
+    HEADER_SIZE + cut + whole_bytes + count * SLOT_SIZE - count * cut
+}
+
+/// Writes whole cell `cell` into `stored` as a node cutting `cut` prefix bytes stores it:
+/// `klen` counts the key's rest; a leaf's `vlen`, the key's rest and the value follow as
+/// they are (only leaves cut, so `cut` is 0 for an internal cell).
+fn store_cell(stored: &mut [u8], cell: &[u8], cut: usize) {
+    if cut == 0 {
+        stored.copy_from_slice(cell);
+        return;
+    }
+    let klen = read_u16(cell, 0) as usize - cut;
+    stored[..2].copy_from_slice(&(klen as u16).to_le_bytes());
+    stored[2..LEAF_CELL_HEADER].copy_from_slice(&cell[2..LEAF_CELL_HEADER]);
+    stored[LEAF_CELL_HEADER..].copy_from_slice(&cell[LEAF_CELL_HEADER + cut..]);
 }
 
 /// Encodes a leaf cell into `out`.
@@ -473,24 +618,30 @@ impl<'a> NodeMut<'a> {
     }
 
     fn write_slot(&mut self, index: usize, offset: usize, hint: u16) {
-        let at = HEADER_SIZE + index * SLOT_SIZE;
+        let at = slots_start(self.buf) + index * SLOT_SIZE;
         write_u16(self.buf, at, offset as u16);
         self.buf[at + 2..at + 4].copy_from_slice(&hint.to_be_bytes());
     }
 
-    /// Shrinks the shared prefix to `prefix` and rewrites every hint.
+    /// Shrinks the shared prefix of an internal node (which never cuts it) to `prefix` and
+    /// rewrites every hint.
     fn shrink_prefix(&mut self, prefix: usize) {
+        debug_assert!(self.view().cut_prefix().is_empty());
         self.set_prefix_len(prefix);
         for index in 0..self.view().len() {
-            let hint = hint_of(self.view().key(index), prefix);
+            let hint = hint_of(self.view().stored_key(index), prefix);
             let offset = self.view().cell_offset(index);
             self.write_slot(index, offset, hint);
         }
     }
 
-    /// Inserts an encoded cell at slot `index`; false if it does not fit even after compaction.
+    /// Inserts an encoded cell (with its whole key) at slot `index`; false if it does not fit
+    /// even after compaction.
     pub fn insert_cell(&mut self, index: usize, cell: &[u8]) -> bool {
         let view = self.view();
+        if view.is_leaf() {
+            return self.insert_cut(index, cell);
+        }
         let needed = cell.len() + SLOT_SIZE;
         if view.free_space() < needed {
             if view.free_space() + view.frag() < needed {
@@ -501,11 +652,12 @@ impl<'a> NodeMut<'a> {
         let view = self.view();
         let len = view.len();
         assert!(index <= len, "insert position {index} past {len} cells");
-        let key = cell_key(view.is_leaf(), cell);
+        let key = cell_key(false, cell);
         let prefix = if len == 0 {
             key.len().min(PREFIX_MAX)
         } else {
-            view.prefix_len().min(common_prefix(key, view.key(0)))
+            view.prefix_len()
+                .min(common_prefix(key, view.stored_key(0)))
         };
         if len > 0 && prefix < view.prefix_len() {
             self.shrink_prefix(prefix);
@@ -513,12 +665,68 @@ impl<'a> NodeMut<'a> {
         self.set_prefix_len(prefix);
         let start = self.view().cell_start() - cell.len();
         self.buf[start..start + cell.len()].copy_from_slice(cell);
-        let slots = HEADER_SIZE + index * SLOT_SIZE;
-        let slots_end = HEADER_SIZE + len * SLOT_SIZE;
-        self.buf.copy_within(slots..slots_end, slots + SLOT_SIZE);
+        self.open_slot(index, len);
         self.write_slot(index, start, hint_of(key, prefix));
         self.set_len(len + 1);
         self.set_cell_start(start);
+        true
+    }
+
+    /// Moves slots `index..len` one place up.
+    fn open_slot(&mut self, index: usize, len: usize) {
+        let slots = slots_start(self.buf) + index * SLOT_SIZE;
+        let slots_end = slots_start(self.buf) + len * SLOT_SIZE;
+        self.buf.copy_within(slots..slots_end, slots + SLOT_SIZE);
+    }
+
+    /// `insert_cell` for a leaf: in a leaf that cuts its prefix, a key sharing the whole
+    /// prefix is stored without it; a key sharing less (it goes before the first cell or after
+    /// the last), a cell that fits only after compaction, and any insert into a leaf that
+    /// does not cut its prefix yet (empty, or written by format version 2) rebuild the leaf,
+    /// cutting the prefix all its keys share.
+    fn insert_cut(&mut self, index: usize, cell: &[u8]) -> bool {
+        let view = self.view();
+        let len = view.len();
+        assert!(index <= len, "insert position {index} past {len} cells");
+        let key = cell_key(true, cell);
+        let cut = view.cut_prefix();
+        let cuts = view.buf[FLAGS_AT] & PREFIX_CUT != 0;
+        let stored_len = cell.len() - cut.len().min(cell.len());
+        if cuts && len > 0 && key.starts_with(cut) && view.free_space() >= stored_len + SLOT_SIZE {
+            let cut = cut.len();
+            let start = view.cell_start() - stored_len;
+            store_cell(&mut self.buf[start..start + stored_len], cell, cut);
+            self.open_slot(index, len);
+            self.write_slot(index, start, hint_of(key, cut));
+            self.set_len(len + 1);
+            self.set_cell_start(start);
+            return true;
+        }
+        // Rebuilt, the leaf cuts the prefix of its first and last keys: whether it fits
+        // follows from the sizes, before any cell is copied.
+        let first = if index == 0 {
+            key.to_vec()
+        } else {
+            view.key_to_vec(0)
+        };
+        let last = if index == len {
+            key.to_vec()
+        } else {
+            view.key_to_vec(len - 1)
+        };
+        let whole_now = view.buf.len() - view.cell_start() - view.frag() + len * cut.len();
+        let after = rebuilt_size(
+            common_prefix(&first, &last),
+            whole_now + cell.len(),
+            len + 1,
+        );
+        if after > view.buf.len() {
+            return false;
+        }
+        let whole = WholeCells::of(&view);
+        let mut cells = whole.cells();
+        cells.insert(index, cell);
+        self.rebuild(&cells);
         true
     }
 
@@ -527,10 +735,10 @@ impl<'a> NodeMut<'a> {
         let view = self.view();
         let len = view.len();
         assert!(index < len, "remove position {index} past {len} cells");
-        let cell_bytes = view.cell(index).len();
+        let cell_bytes = view.stored_cell(index).len();
         let frag = view.frag() + cell_bytes;
-        let slots = HEADER_SIZE + index * SLOT_SIZE;
-        let slots_end = HEADER_SIZE + len * SLOT_SIZE;
+        let slots = slots_start(self.buf) + index * SLOT_SIZE;
+        let slots_end = slots_start(self.buf) + len * SLOT_SIZE;
         self.buf.copy_within(slots + SLOT_SIZE..slots_end, slots);
         self.set_len(len - 1);
         self.set_frag(frag);
@@ -552,14 +760,12 @@ impl<'a> NodeMut<'a> {
 
     /// Packs live cells at the end of the page, removing fragmentation.
     pub fn compact(&mut self) {
-        let cells: Vec<Vec<u8>> = {
-            let view = self.view();
-            (0..view.len()).map(|i| view.cell(i).to_vec()).collect()
-        };
-        self.rebuild(&cells);
+        let whole = WholeCells::of(&self.view());
+        self.rebuild(&whole.cells());
     }
 
-    /// Replaces every cell with `cells` (in order), keeping kind and link.
+    /// Replaces every cell with `cells` (whole cells, in order), keeping kind and link. A
+    /// leaf cuts its prefix from then on. The cells must fit (`stored_size`).
     pub fn rebuild<C: AsRef<[u8]>>(&mut self, cells: &[C]) {
         let kind = self.buf[4];
         let link_value = link(self.buf);
@@ -575,16 +781,26 @@ impl<'a> NodeMut<'a> {
             _ => 0,
         };
         self.set_prefix_len(prefix);
+        let cut = if leaf { prefix } else { 0 };
+        if leaf {
+            self.buf[FLAGS_AT] = PREFIX_CUT;
+            if let Some(first) = cells.first() {
+                let shared = &cell_key(true, first.as_ref())[..cut];
+                self.buf[HEADER_SIZE..HEADER_SIZE + cut].copy_from_slice(shared);
+            }
+        }
         let mut start = self.buf.len();
         for (index, cell) in cells.iter().enumerate() {
             let cell = cell.as_ref();
-            start -= cell.len();
+            let key = cell_key(leaf, cell);
+            let stored_len = cell.len() - cut;
+            start -= stored_len;
             assert!(
-                start >= HEADER_SIZE + (index + 1) * SLOT_SIZE,
+                start >= HEADER_SIZE + cut + (index + 1) * SLOT_SIZE,
                 "cells overflow the page during rebuild"
             );
-            self.buf[start..start + cell.len()].copy_from_slice(cell);
-            self.write_slot(index, start, hint_of(cell_key(leaf, cell), prefix));
+            store_cell(&mut self.buf[start..start + stored_len], cell, cut);
+            self.write_slot(index, start, hint_of(key, prefix));
         }
         self.set_len(cells.len());
         self.set_cell_start(start);
@@ -632,15 +848,17 @@ mod tests {
         );
         assert_eq!(node.view().len(), inserted);
         for i in 0..node.view().len() - 1 {
-            assert!(node.view().key(i) < node.view().key(i + 1));
+            assert!(node.view().key_to_vec(i) < node.view().key_to_vec(i + 1));
         }
         let free_before = node.view().free_space();
         node.remove_cell(0);
         assert_eq!(node.view().free_space(), free_before + SLOT_SIZE);
         node.compact();
+        // (The keys share their first byte, which the leaf stores once.)
+        assert_eq!(node.view().cut_prefix(), [0]);
         assert_eq!(
             node.view().free_space(),
-            free_before + SLOT_SIZE + cell.len()
+            free_before + SLOT_SIZE + cell.len() - 1
         );
         assert!(node.overwrite_value_in_place(0, b"VALUE"));
         assert_eq!(node.view().value(0), LeafValue::Inline(b"VALUE"));
@@ -657,6 +875,63 @@ mod tests {
             key.extend(tail);
             key
         })
+    }
+
+    /// Keys with long shared starts of different lengths, so leaves cut long prefixes, and
+    /// inserts before the first cell or after the last cut them shorter.
+    fn long_prefixed_key() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        (0usize..4, 0u8..3, proptest::collection::vec(0u8..3, 0..4)).prop_map(
+            |(stem, first, tail)| {
+                let mut key = vec![b'p'; stem * 40];
+                key.push(first);
+                key.extend(tail);
+                key
+            },
+        )
+    }
+
+    fn leaf_cell(key: &[u8], value: &[u8]) -> Vec<u8> {
+        let mut cell = Vec::new();
+        encode_leaf_cell(&mut cell, key, LeafValue::Inline(value));
+        cell
+    }
+
+    /// A leaf as versions before cut prefixes wrote it: whole keys, flag clear.
+    fn uncut_leaf(page: &mut [u8], cells: &[Vec<u8>]) {
+        init_node(page, PageKind::Leaf);
+        let prefix = match (cells.first(), cells.last()) {
+            (Some(first), Some(last)) => common_prefix(cell_key(true, first), cell_key(true, last)),
+            _ => 0,
+        };
+        page[5] = prefix as u8;
+        let mut start = page.len();
+        for (index, cell) in cells.iter().enumerate() {
+            start -= cell.len();
+            page[start..start + cell.len()].copy_from_slice(cell);
+            let at = HEADER_SIZE + index * SLOT_SIZE;
+            write_u16(page, at, start as u16);
+            let hint = hint_of(cell_key(true, cell), prefix);
+            page[at + 2..at + 4].copy_from_slice(&hint.to_be_bytes());
+        }
+        write_u16(page, 6, cells.len() as u16);
+        write_u16(page, 8, start as u16);
+    }
+
+    #[derive(Clone, Debug)]
+    enum LeafOp {
+        Insert(Vec<u8>, usize),
+        Remove(usize),
+        Compact,
+    }
+
+    fn leaf_op() -> impl proptest::strategy::Strategy<Value = LeafOp> {
+        use proptest::prelude::*;
+        prop_oneof![
+            6 => (long_prefixed_key(), 0usize..40).prop_map(|(k, n)| LeafOp::Insert(k, n)),
+            2 => any::<usize>().prop_map(LeafOp::Remove),
+            1 => Just(LeafOp::Compact),
+        ]
     }
 
     proptest::proptest! {
@@ -687,6 +962,66 @@ mod tests {
             for probe in probes.iter().chain(&keys) {
                 let expected = keys.binary_search(probe);
                 proptest::prop_assert_eq!(node.search(probe), expected, "probe {:?}", probe);
+            }
+        }
+
+        /// Inserts, removes and compactions on one leaf, written whole (as before cut
+        /// prefixes) or cut, against a sorted map: the same keys and values in the same
+        /// order, every key found where it is, and an insert refused only when the cells
+        /// would not fit however they were cut.
+        #[test]
+        fn a_leaf_agrees_with_a_sorted_map(
+            initial in proptest::collection::btree_set(long_prefixed_key(), 0..8),
+            ops in proptest::collection::vec(leaf_op(), 1..120),
+            uncut: bool,
+        ) {
+            let mut model: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
+                initial.into_iter().map(|key| (key, b"v".to_vec())).collect();
+            let cells: Vec<Vec<u8>> = model.iter().map(|(k, v)| leaf_cell(k, v)).collect();
+            let mut page = vec![0u8; 1024];
+            if uncut {
+                uncut_leaf(&mut page, &cells);
+            } else {
+                init_node(&mut page, PageKind::Leaf);
+                NodeMut::new(&mut page).rebuild(&cells);
+            }
+            for op in ops {
+                let mut node = NodeMut::new(&mut page);
+                match op {
+                    LeafOp::Insert(key, len) => {
+                        let Err(position) = node.view().search(&key) else {
+                            continue;
+                        };
+                        let value = vec![key.len() as u8; len];
+                        let cell = leaf_cell(&key, &value);
+                        let cut = !node.view().cut_prefix().is_empty() || node.view().is_empty();
+                        if node.insert_cell(position, &cell) {
+                            model.insert(key, value);
+                        } else if cut {
+                            let mut all: Vec<Vec<u8>> =
+                                model.iter().map(|(k, v)| leaf_cell(k, v)).collect();
+                            all.insert(position, cell);
+                            proptest::prop_assert!(stored_size(true, &all) > 1024);
+                        }
+                    }
+                    LeafOp::Remove(index) if !model.is_empty() => {
+                        let index = index % model.len();
+                        node.remove_cell(index);
+                        let key = model.keys().nth(index).unwrap().clone();
+                        model.remove(&key);
+                    }
+                    LeafOp::Remove(_) => {}
+                    LeafOp::Compact => node.compact(),
+                }
+                let node = Node::new(&page);
+                proptest::prop_assert_eq!(node.len(), model.len());
+                for (index, (key, value)) in model.iter().enumerate() {
+                    proptest::prop_assert_eq!(&node.key_to_vec(index), key);
+                    proptest::prop_assert!(node.key_eq(index, key));
+                    proptest::prop_assert_eq!(node.value(index), LeafValue::Inline(value));
+                    proptest::prop_assert_eq!(node.search(key), Ok(index));
+                    proptest::prop_assert_eq!(node.hint(index), hint_of(key, node.prefix_len()));
+                }
             }
         }
     }

@@ -24,7 +24,11 @@ use crate::pager::AllocState;
 
 pub const MAGIC: &[u8; 8] = b"HOTLEDGR";
 /// 2: slots carry key hints and byte 5 of a node holds its shared prefix length.
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: leaves may cut their shared prefix (byte 12 of the node says so). A version 2 file is
+/// read as it is and becomes version 3 at its next checkpoint; older servers refuse it then.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest format this version reads.
+const OLDEST_READABLE: u32 = 2;
 
 /// A position in the replicated log, opaque to the engine: the checkpoint covers every entry
 /// up to and including it.
@@ -73,7 +77,7 @@ impl Superblock {
             });
         }
         let version = page::read_u32(header, 16);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
             return Err(KvError::FormatVersion {
                 path: path.to_path_buf(),
                 found: version,
