@@ -994,10 +994,9 @@ mod tests {
                         };
                         let value = vec![key.len() as u8; len];
                         let cell = leaf_cell(&key, &value);
-                        let cut = !node.view().cut_prefix().is_empty() || node.view().is_empty();
                         if node.insert_cell(position, &cell) {
                             model.insert(key, value);
-                        } else if cut {
+                        } else {
                             let mut all: Vec<Vec<u8>> =
                                 model.iter().map(|(k, v)| leaf_cell(k, v)).collect();
                             all.insert(position, cell);
