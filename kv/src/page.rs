@@ -149,10 +149,15 @@ fn content_end(page: &[u8]) -> u16 {
     page.len() as u16
 }
 
+/// Whether node `page` cuts its shared prefix from its keys.
+fn cuts_prefix(page: &[u8]) -> bool {
+    page[FLAGS_AT] & PREFIX_CUT != 0
+}
+
 /// Bytes cut from the front of every key of node `page`: its shared prefix when the node
 /// cuts it, else none.
 fn cut_len(page: &[u8]) -> usize {
-    if page[FLAGS_AT] & PREFIX_CUT != 0 {
+    if cuts_prefix(page) {
         page[5] as usize
     } else {
         0
@@ -444,7 +449,6 @@ impl<'a> Node<'a> {
 /// A node's cells with their whole keys, copied end to end into one buffer: what a split,
 /// a merge or a rebuild takes them from (one allocation, not one per cell, and nothing
 /// borrowed from the page they rewrite).
-#[derive(Default)]
 pub struct WholeCells {
     bytes: Vec<u8>,
     ends: Vec<usize>,
@@ -513,15 +517,20 @@ pub fn cell_len(leaf: bool, cell: &[u8]) -> usize {
 /// The bytes a node rebuilt from `cells` (whole cells, in order) uses: header, cut prefix,
 /// slots and stored cells. It fits a page when this is at most the page size.
 pub fn stored_size<C: AsRef<[u8]>>(leaf: bool, cells: &[C]) -> usize {
-    let cut = match (leaf, cells.first(), cells.last()) {
-        (true, Some(first), Some(last)) => common_prefix(
-            cell_key(true, first.as_ref()),
-            cell_key(true, last.as_ref()),
-        ),
-        _ => 0,
-    };
+    let cut = if leaf { shared_prefix(true, cells) } else { 0 };
     let whole_bytes = cells.iter().map(|cell| cell.as_ref().len()).sum();
     rebuilt_size(cut, whole_bytes, cells.len())
+}
+
+/// The prefix that whole `cells` (in order) all share: that of the first and last keys.
+fn shared_prefix<C: AsRef<[u8]>>(leaf: bool, cells: &[C]) -> usize {
+    match (cells.first(), cells.last()) {
+        (Some(first), Some(last)) => common_prefix(
+            cell_key(leaf, first.as_ref()),
+            cell_key(leaf, last.as_ref()),
+        ),
+        _ => 0,
+    }
 }
 
 /// The bytes a node of `count` cells, `whole_bytes` long with their whole keys, uses when it
@@ -690,7 +699,7 @@ impl<'a> NodeMut<'a> {
         assert!(index <= len, "insert position {index} past {len} cells");
         let key = cell_key(true, cell);
         let cut = view.cut_prefix();
-        let cuts = view.buf[FLAGS_AT] & PREFIX_CUT != 0;
+        let cuts = cuts_prefix(view.buf);
         let stored_len = cell.len() - cut.len().min(cell.len());
         if cuts && len > 0 && key.starts_with(cut) && view.free_space() >= stored_len + SLOT_SIZE {
             let cut = cut.len();
@@ -773,13 +782,7 @@ impl<'a> NodeMut<'a> {
         set_link(self.buf, link_value);
         self.buf[4] = kind;
         let leaf = kind == PageKind::Leaf as u8;
-        let prefix = match (cells.first(), cells.last()) {
-            (Some(first), Some(last)) => common_prefix(
-                cell_key(leaf, first.as_ref()),
-                cell_key(leaf, last.as_ref()),
-            ),
-            _ => 0,
-        };
+        let prefix = shared_prefix(leaf, cells);
         self.set_prefix_len(prefix);
         let cut = if leaf { prefix } else { 0 };
         if leaf {
@@ -900,10 +903,7 @@ mod tests {
     /// A leaf as versions before cut prefixes wrote it: whole keys, flag clear.
     fn uncut_leaf(page: &mut [u8], cells: &[Vec<u8>]) {
         init_node(page, PageKind::Leaf);
-        let prefix = match (cells.first(), cells.last()) {
-            (Some(first), Some(last)) => common_prefix(cell_key(true, first), cell_key(true, last)),
-            _ => 0,
-        };
+        let prefix = shared_prefix(true, cells);
         page[5] = prefix as u8;
         let mut start = page.len();
         for (index, cell) in cells.iter().enumerate() {
