@@ -2,23 +2,26 @@
 //! the executor keeps updating pages.
 //!
 //! The executor sends `Begin`, then the captured pages in batches as it captures them, then
-//! `End`. Protocol for checkpoint `seq` (see `journal` for why it is crash safe):
-//! 1. stream every captured page to the journal as it arrives and let go of its image —
-//!    except pages the last durable checkpoint does not contain (ids at or past its page
-//!    count), which go straight to the data file, since that checkpoint never reads them;
-//!    at `End` fsync the data file if any did, then add the new superblock, the page id
-//!    table and the header to the journal, fsync;
-//! 2. reserve the data file's new length (so ENOSPC hits here, not mid-write);
-//! 3. read the pages back from the journal and write them in place, superblock included,
-//!    fsync — the same code recovery runs.
+//! `End`. Every page is written once (see `slots` for why it is crash safe):
+//! 1. each captured page goes to a free slot of the data file (one the last durable checkpoint
+//!    does not use: the lowest free first, then past the end) as it arrives, and its image
+//!    is let go. The writes are direct (`O_DIRECT`) where the file system allows: a page
+//!    leaves the writer's buffer for the device without a copy into the page cache, and no
+//!    kernel worker thread copies it there;
+//! 2. at `End`, fsync the data file, then write the page map record (superblock and every
+//!    page's slot) to the record file that does not hold the last durable one, and fsync it;
+//! 3. the slots the pages had before are free.
 //!
 //! A *gated* checkpoint (for an owner that commits several engines' checkpoints together)
-//! stops between steps 1 and 2: the writer reports `Journaled` and waits for `Release`
-//! (go on in place) or `Abandon` (leave the data file alone; the pages become dirty again).
+//! stops between steps 2 and 3: the writer reports `Prepared` and waits for `Release` (go on)
+//! or `Abandon` (unmake the record; the pages become dirty again).
 //!
-//! A failure in step 1 leaves the data file untouched: the executor marks the pages dirty again
-//! and may retry. A failure in steps 2–3 leaves a complete journal that recovery must replay,
-//! so the engine refuses further work until it is reopened (`KvError::Poisoned`).
+//! A failure in step 1 or the data file's fsync leaves the last durable checkpoint as it was:
+//! the executor marks the pages dirty again and may retry; so does a failed record of a gated
+//! checkpoint (recovery ignores a record its owner never committed). An ungated record that
+//! failed may still be on disk for recovery to take, and so may an abandoned record that could
+//! not be unmade; their slots must then never be reused, so the engine refuses further work
+//! until it is reopened (`KvError::Poisoned`).
 
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
@@ -27,56 +30,75 @@ use std::time::{Duration, Instant};
 
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::BlockFile;
-use crate::journal::{write_new_pages, JournalPage, JournalWriter, ValidJournal};
+use crate::page;
+use crate::page_map;
+use crate::pool::PageBuf;
+use crate::slots::SlotMap;
+use crate::superblock::Superblock;
+
+/// Pages copied and written per IO batch.
+const CHUNK_PAGES: usize = 128;
+/// Alignment of the buffer direct writes leave from (at least any device's block size).
+const DIRECT_ALIGN: usize = 4096;
 
 /// What the executor sends the writer.
 pub enum WriterMessage {
     Begin {
-        seq: u64,
-        page_size: usize,
-        file_len: u64,
-        superblock: Vec<u8>,
+        superblock: Superblock,
         /// Pages the capture will send at most (the dirty pages at its start).
         expected_pages: usize,
-        /// The last durable checkpoint's page count: pages from here on are new and skip
-        /// the journal.
-        new_from: u64,
         /// Pace the writes so the checkpoint takes about this long (`None`: full speed).
         spread: Option<Duration>,
-        /// Wait for `Release` or `Abandon` once the journal is durable.
+        /// Wait for `Release` or `Abandon` once the record is durable.
         gated: bool,
     },
-    Pages(Vec<(u64, JournalPage)>),
+    Pages(Vec<(u64, Arc<PageBuf>)>),
     End,
-    /// A gated checkpoint's journal is committed: write the pages in place.
+    /// A gated checkpoint is committed: its pages' old slots may be reused.
     Release,
-    /// A gated checkpoint will not be committed: leave the data file as it is.
+    /// A gated checkpoint will not be committed: unmake its record.
     Abandon,
 }
 
 /// How a checkpoint ended.
 pub enum CheckpointOutcome {
-    /// A gated checkpoint's journal is durable; the writer waits for `Release` or `Abandon`.
-    Journaled,
-    /// A gated checkpoint was abandoned after its journal: the data file is untouched.
+    /// A gated checkpoint's pages and record are durable; the writer waits for `Release` or
+    /// `Abandon`.
+    Prepared,
+    /// A gated checkpoint was abandoned after its record: the last durable one stands.
     Abandoned,
     Durable {
-        pages: usize,
+        /// The slot each page sent went to, in the order they were sent.
+        slots: Vec<u32>,
         elapsed: Duration,
     },
-    /// The data file is untouched; the checkpoint can be retried.
-    JournalFailed(KvError),
-    /// The data file may be partially written; only recovery (reopen) may continue.
+    /// The last durable checkpoint stands; this one can be retried.
+    WriteFailed(KvError),
+    /// A record may have reached the disk; only recovery (reopen) may continue.
     DataFailed(KvError),
 }
 
 /// A finished checkpoint: its sequence number and outcome. The writer drops each batch of
-/// page images as soon as it is in the journal (returning buffers the executor has since
-/// replaced to the pool's arena), so a page is copied on write only while its image waits
-/// to be journaled, and finishing costs the executor nothing per page.
+/// page images as soon as it is written (returning buffers the executor has since replaced
+/// to the pool's arena), so a page is copied on write only while its image waits to be
+/// written, and finishing costs the executor nothing per page.
 pub struct Finished {
     pub seq: u64,
     pub outcome: CheckpointOutcome,
+}
+
+/// The files and the slot map the writer owns.
+pub struct WriterState {
+    pub data: Arc<BlockFile>,
+    /// The data file opened for direct IO, when the file system does it.
+    pub direct: Option<BlockFile>,
+    pub records: [BlockFile; 2],
+    /// The record file the next checkpoint writes (the other holds the last durable record).
+    pub next_record: usize,
+    pub map: SlotMap,
+    /// Slot 0 still holds a format-3 superblock: after the first durable record it becomes
+    /// the format-4 file header, which older builds refuse.
+    pub legacy_header: bool,
 }
 
 pub struct CheckpointWriter {
@@ -86,14 +108,19 @@ pub struct CheckpointWriter {
 }
 
 impl CheckpointWriter {
-    pub fn start(data: Arc<BlockFile>, journal: BlockFile) -> KvResult<CheckpointWriter> {
+    pub fn start(state: WriterState) -> KvResult<CheckpointWriter> {
         let (messages, inbox) = channel::<WriterMessage>();
         let (outcome_sender, outcomes) = channel();
         let thread = std::thread::Builder::new()
             .name("kv-checkpoint".into())
             .spawn(move || {
                 lower_thread_priority();
-                while let Some(finished) = run_one(&data, &journal, &inbox, &outcome_sender) {
+                let mut writer = Writer {
+                    state,
+                    chunk: Vec::new(),
+                    chunk_start: 0,
+                };
+                while let Some(finished) = writer.run_one(&inbox, &outcome_sender) {
                     if outcome_sender.send(finished).is_err() {
                         return;
                     }
@@ -158,130 +185,199 @@ fn lower_thread_priority() {
     }
 }
 
-/// Runs one checkpoint from `Begin` to `End`; `None` when the executor hung up.
-fn run_one(
-    data: &BlockFile,
-    journal_file: &BlockFile,
-    inbox: &Receiver<WriterMessage>,
-    outcomes: &Sender<Finished>,
-) -> Option<Finished> {
-    let (seq, page_size, file_len, superblock, mut pacer, gated, new_from) = loop {
-        match inbox.recv().ok()? {
-            WriterMessage::Begin {
-                seq,
-                page_size,
-                file_len,
-                superblock,
-                expected_pages,
-                new_from,
-                spread,
-                gated,
-            } => {
-                // Most pages are written twice: to the journal and in place.
-                let pacer = Pacer::new(2 * (expected_pages + 1) * page_size, spread);
-                break (seq, page_size, file_len, superblock, pacer, gated, new_from);
+/// A page of the checkpoint in flight: where it was and where it went.
+struct Placed {
+    page_id: u64,
+    old_slot: u32,
+    slot: u32,
+}
+
+struct Writer {
+    state: WriterState,
+    /// Reused buffer the images are sealed into; they start at `chunk_start`, aligned for
+    /// direct writes.
+    chunk: Vec<u8>,
+    chunk_start: usize,
+}
+
+impl Writer {
+    /// Runs one checkpoint from `Begin` on; `None` when the executor hung up.
+    fn run_one(
+        &mut self,
+        inbox: &Receiver<WriterMessage>,
+        outcomes: &Sender<Finished>,
+    ) -> Option<Finished> {
+        let (superblock, mut pacer, gated) = loop {
+            match inbox.recv().ok()? {
+                WriterMessage::Begin {
+                    superblock,
+                    expected_pages,
+                    spread,
+                    gated,
+                } => {
+                    let page_size = superblock.page_size as usize;
+                    let pacer = Pacer::new((expected_pages + 1) * page_size, spread);
+                    break (superblock, pacer, gated);
+                }
+                WriterMessage::Pages(_)
+                | WriterMessage::End
+                | WriterMessage::Release
+                | WriterMessage::Abandon => continue,
             }
-            WriterMessage::Pages(_)
-            | WriterMessage::End
-            | WriterMessage::Release
-            | WriterMessage::Abandon => continue,
+        };
+        let seq = superblock.checkpoint_seq;
+        let finished = |outcome| Some(Finished { seq, outcome });
+        let started = Instant::now();
+        let page_size = superblock.page_size as usize;
+        self.state.map.rewind();
+        let mut placed = Vec::new();
+        let mut failure: Option<KvError> = None;
+        loop {
+            match inbox.recv().ok()? {
+                WriterMessage::Pages(batch) if failure.is_none() => {
+                    failure = self.write_pages(&batch, page_size, &mut placed).err();
+                    pacer.account(batch.len() * page_size);
+                    // The images are written now: dropping them here ends the executor's
+                    // copy-on-write for these pages.
+                }
+                // A failed checkpoint still takes the rest of its pages, to let go of them.
+                WriterMessage::Pages(_) => {}
+                WriterMessage::End => break,
+                WriterMessage::Begin { .. } | WriterMessage::Release | WriterMessage::Abandon => {
+                    unreachable!("a checkpoint begins only after the previous one ended")
+                }
+            }
         }
-    };
-    let started = Instant::now();
-    let mut writer = JournalWriter::new(journal_file, page_size);
-    let mut journal_error: Option<KvError> = None;
-    let (mut new_pages, mut new_chunk) = (0, Vec::new());
-    loop {
-        match inbox.recv().ok()? {
-            WriterMessage::Pages(batch) if journal_error.is_none() => {
-                let (new, old): (Vec<_>, Vec<_>) = batch
-                    .into_iter()
-                    .partition(|(page_id, _)| *page_id >= new_from);
-                journal_error = writer
-                    .append(&old)
-                    .and_then(|()| write_new_pages(data, &new, page_size, &mut new_chunk))
-                    .err();
-                new_pages += new.len();
-                pacer.account((old.len() + new.len()) * page_size);
-                // The images are written now: dropping them here ends the executor's
-                // copy-on-write for these pages.
-            }
-            // A failed checkpoint still takes the rest of its pages, to let go of them.
-            WriterMessage::Pages(_) => {}
-            WriterMessage::End => break,
-            WriterMessage::Begin { .. } | WriterMessage::Release | WriterMessage::Abandon => {
-                unreachable!("a checkpoint begins only after the previous one ended")
-            }
+        let written = match failure {
+            Some(err) => Err(err),
+            None => self.state.data.sync(),
+        };
+        if let Err(err) = written {
+            self.unplace(&placed);
+            return finished(CheckpointOutcome::WriteFailed(err));
         }
-    }
-    let superblock = [(0u64, JournalPage::Owned(superblock))];
-    let journaled = match journal_error {
-        Some(err) => Err(err),
-        None => make_new_pages_durable(data, new_pages, file_len)
-            .and_then(|()| writer.append(&superblock))
-            .and_then(|()| writer.finish(seq)),
-    };
-    if gated && journaled.is_ok() {
-        outcomes
-            .send(Finished {
-                seq,
-                outcome: CheckpointOutcome::Journaled,
-            })
-            .ok()?;
-        match inbox.recv().ok()? {
-            WriterMessage::Release => {}
-            WriterMessage::Abandon => {
-                return Some(Finished {
+        self.state.map.cover(superblock.alloc.page_count);
+        let record = &self.state.records[self.state.next_record];
+        let slot_count = self.state.map.slot_count();
+        if let Err(err) = page_map::write(record, &superblock, self.state.map.slots(), slot_count) {
+            if !gated {
+                return finished(CheckpointOutcome::DataFailed(err));
+            }
+            // A gated record covers a position its owner has not committed: recovery
+            // ignores it, and the next checkpoint writes this same file before any commit
+            // could reach that position. Its slots may be reused.
+            self.unplace(&placed);
+            return finished(CheckpointOutcome::WriteFailed(err));
+        }
+        if gated {
+            outcomes
+                .send(Finished {
                     seq,
-                    outcome: CheckpointOutcome::Abandoned,
+                    outcome: CheckpointOutcome::Prepared,
                 })
+                .ok()?;
+            match inbox.recv().ok()? {
+                WriterMessage::Release => {}
+                WriterMessage::Abandon => {
+                    if let Err(err) = page_map::invalidate(record) {
+                        return finished(CheckpointOutcome::DataFailed(err));
+                    }
+                    self.unplace(&placed);
+                    return finished(CheckpointOutcome::Abandoned);
+                }
+                _ => unreachable!("a gated checkpoint waits for Release or Abandon"),
             }
-            _ => unreachable!("a gated checkpoint waits for Release or Abandon"),
+        }
+        for page in &placed {
+            if page.old_slot != 0 {
+                self.state.map.release(page.old_slot);
+            }
+        }
+        self.state.next_record ^= 1;
+        if self.state.legacy_header {
+            let header = Superblock::file_header(superblock.page_size).encode();
+            if let Err(err) = self.state.data.write_batch_sync(&[(0, &header)]) {
+                return finished(CheckpointOutcome::DataFailed(err));
+            }
+            self.state.legacy_header = false;
+        }
+        finished(CheckpointOutcome::Durable {
+            slots: placed.iter().map(|page| page.slot).collect(),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    /// Writes a batch of images to free slots, sealed, in groups of `CHUNK_PAGES`; each
+    /// run of consecutive slots is one write.
+    fn write_pages(
+        &mut self,
+        batch: &[(u64, Arc<PageBuf>)],
+        page_size: usize,
+        placed: &mut Vec<Placed>,
+    ) -> KvResult<()> {
+        if self.chunk.is_empty() {
+            self.chunk = vec![0u8; CHUNK_PAGES * page_size + DIRECT_ALIGN];
+            let misalignment = self.chunk.as_ptr() as usize % DIRECT_ALIGN;
+            self.chunk_start = (DIRECT_ALIGN - misalignment) % DIRECT_ALIGN;
+        }
+        let chunk = &mut self.chunk[self.chunk_start..self.chunk_start + CHUNK_PAGES * page_size];
+        for group in batch.chunks(CHUNK_PAGES) {
+            let first = placed.len();
+            for ((page_id, image), target) in group.iter().zip(chunk.chunks_mut(page_size)) {
+                let slot = self.state.map.allocate()?;
+                let old_slot = self.state.map.assign(*page_id, slot);
+                placed.push(Placed {
+                    page_id: *page_id,
+                    old_slot,
+                    slot,
+                });
+                target.copy_from_slice(image.bytes());
+                page::seal(*page_id, target);
+            }
+            let mut writes: Vec<(u64, &[u8])> = Vec::new();
+            let mut run_start = 0;
+            let group_placed = &placed[first..];
+            for index in 1..=group_placed.len() {
+                let run_ends = index == group_placed.len()
+                    || group_placed[index].slot != group_placed[index - 1].slot + 1;
+                if run_ends {
+                    let offset = u64::from(group_placed[run_start].slot) * page_size as u64;
+                    writes.push((offset, &chunk[run_start * page_size..index * page_size]));
+                    run_start = index;
+                }
+            }
+            write_runs(&mut self.state.direct, &self.state.data, &writes)?;
+        }
+        Ok(())
+    }
+
+    /// Gives the pages of a checkpoint that will not be durable their old slots back and
+    /// frees the slots they were written to.
+    fn unplace(&mut self, placed: &[Placed]) {
+        for page in placed.iter().rev() {
+            self.state.map.assign(page.page_id, page.old_slot);
+            self.state.map.release(page.slot);
         }
     }
-    let outcome = match journaled {
-        Err(err) => CheckpointOutcome::JournalFailed(err),
-        Ok(journal) => match write_in_place(data, journal_file, &journal, file_len, &mut pacer) {
-            Ok(()) => CheckpointOutcome::Durable {
-                pages: journal.page_ids.len() + new_pages,
-                elapsed: started.elapsed(),
-            },
-            Err(err) => CheckpointOutcome::DataFailed(err),
-        },
-    };
-    Some(Finished { seq, outcome })
 }
 
-/// New pages are durable, and the data file as long as the checkpoint says, before the
-/// journal that commits them: recovery from that journal then finds the whole checkpoint.
-fn make_new_pages_durable(data: &BlockFile, new_pages: usize, file_len: u64) -> KvResult<()> {
-    if new_pages == 0 {
-        return Ok(());
-    }
-    reserve_len(data, file_len)?;
-    data.sync()
-}
-
-/// Reserves the data file's length up to `file_len` (so a full disk fails here, not in the
-/// middle of writing pages).
-fn reserve_len(data: &BlockFile, file_len: u64) -> KvResult<()> {
-    if data.file_len()? < file_len {
-        data.allocate(file_len)?;
-    }
-    Ok(())
-}
-
-/// Copies the journaled images (read back from the journal, which the page cache still
-/// holds) to their places in the data file, exactly as recovery would, and fsyncs it.
-fn write_in_place(
+/// Writes runs of sealed pages: direct when the file system allows (falling back to the page
+/// cache for good the first time it refuses), otherwise buffered with writeback started.
+fn write_runs(
+    direct: &mut Option<BlockFile>,
     data: &BlockFile,
-    journal_file: &BlockFile,
-    journal: &ValidJournal,
-    file_len: u64,
-    pacer: &mut Pacer,
+    writes: &[(u64, &[u8])],
 ) -> KvResult<()> {
-    reserve_len(data, file_len)?;
-    journal.apply_reporting(journal_file, data, |bytes| pacer.account(bytes))
+    if let Some(file) = direct {
+        match file.write_batch(writes) {
+            Ok(()) => return Ok(()),
+            Err(err) if err.is_invalid_argument() => *direct = None,
+            Err(err) => return Err(err),
+        }
+    }
+    data.write_batch(writes)?;
+    data.start_writeback();
+    Ok(())
 }
 
 /// Spreads a checkpoint's writes over a target duration (like PostgreSQL's

@@ -1,9 +1,11 @@
 //! `Engine`: one database file with its catalog of tables, driven by one thread.
 //!
-//! Opening runs recovery: a complete checkpoint journal newer than (or as new as) the data
-//! file's superblock is written over the data file, then the superblock names the checkpoint
-//! and the log position the caller must replay from. Writes change pages in the buffer pool
-//! only; `begin_checkpoint` hands the changed pages to the writer thread and returns at once.
+//! Opening runs recovery: the newest valid page map record (within the owner's commit limit)
+//! names the checkpoint, where each of its pages is, and the log position the caller must
+//! replay from; nothing is written. (A file of format 3 or older has no record: its journal
+//! is replayed as those versions did, and its first checkpoint turns it into format 4.)
+//! Writes change pages in the buffer pool only; `begin_checkpoint` hands the changed pages to
+//! the writer thread and returns at once.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -12,15 +14,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::btree::{self, PutMode};
-use crate::checkpoint::{CheckpointOutcome, CheckpointWriter, Finished, WriterMessage};
+use crate::checkpoint::{
+    CheckpointOutcome, CheckpointWriter, Finished, WriterMessage, WriterState,
+};
 use crate::cursor::{Direction, Range};
 use crate::error::{IoOp, KvError, KvResult};
 use crate::io::{self, BlockFile, FaultPlan, IoMode};
-use crate::journal::{self, JournalPage};
+use crate::journal;
 use crate::page::{self, PageKind};
+use crate::page_map::{self, MapRecord};
 use crate::pager::{AllocState, Pager};
 use crate::pool::{BufferPool, PoolStats};
-use crate::superblock::{LogPosition, Superblock};
+use crate::slots::SlotMap;
+use crate::superblock::{self, LogPosition, Superblock, FIRST_WITH_PAGE_MAP};
 
 /// Pages captured per `poll_checkpoint` call: at least this many, so a call after a short
 /// operation pauses the executor for microseconds only ...
@@ -49,13 +55,15 @@ pub struct EngineOptions {
     /// Spread each checkpoint's writes over about this long instead of writing at full speed
     /// (like PostgreSQL's `checkpoint_completion_target`). `None`: full speed.
     pub checkpoint_spread: Option<Duration>,
-    /// Checkpoints stop once their journal is durable and write in place only when the owner
-    /// calls `release_checkpoint` (or leave the data file alone on `abandon_checkpoint`):
-    /// for an owner that commits several engines' checkpoints as one.
+    /// Checkpoints stop once their pages and page map record are durable and let the slots
+    /// they replace be reused only when the owner calls `release_checkpoint` (or unmake the
+    /// record on `abandon_checkpoint`): for an owner that commits several engines'
+    /// checkpoints as one.
     pub gated_checkpoints: bool,
-    /// Recovery writes a complete journal over the data file only if the log index it covers
-    /// is at most this: the last checkpoint such an owner committed (`None`: any).
-    pub journal_limit: Option<u64>,
+    /// Recovery takes a page map record (or, for a format-3 file, a journal) only if the log
+    /// index it covers is at most this: the last checkpoint such an owner committed (`None`:
+    /// any).
+    pub commit_limit: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -68,7 +76,7 @@ impl Default for EngineOptions {
             create: true,
             checkpoint_spread: None,
             gated_checkpoints: false,
-            journal_limit: None,
+            commit_limit: None,
         }
     }
 }
@@ -85,7 +93,7 @@ pub struct Table {
 pub struct RecoveryInfo {
     /// The file did not exist and was created.
     pub created: bool,
-    /// A complete journal was written over the data file.
+    /// A format-3 file's complete journal was written over it.
     pub journal_replayed: bool,
     pub checkpoint_seq: u64,
     /// The caller must replay its log from the entry after this position.
@@ -135,27 +143,28 @@ struct Inflight {
     /// The buffer pool's capture epoch for this checkpoint.
     epoch: u64,
     position: LogPosition,
-    /// The page count this checkpoint records.
-    page_count: u64,
     page_ids: Vec<u64>,
     /// Pages are still being captured (the writer has not been sent `End`).
     capturing: bool,
-    /// A gated checkpoint's journal is durable.
-    journaled: bool,
-    /// A gated checkpoint was released to write in place.
+    /// A gated checkpoint's pages and record are durable.
+    prepared: bool,
+    /// A gated checkpoint was released (committed by its owner).
     released: bool,
 }
 
 impl Inflight {
-    /// A gated checkpoint whose journal is durable, waiting for its owner's decision.
+    /// A gated checkpoint whose record is durable, waiting for its owner's decision.
     fn awaiting_release(&self) -> bool {
-        self.journaled && !self.released
+        self.prepared && !self.released
     }
 }
 
+/// A durable checkpoint whose pages the pool learns the new slots of, and marks clean, in
+/// steps.
 struct Finishing {
     epoch: u64,
     page_ids: Vec<u64>,
+    slots: Vec<u32>,
     cursor: usize,
 }
 
@@ -168,9 +177,6 @@ pub struct Engine {
     next_table_id: u64,
     checkpoint_seq: u64,
     durable_position: LogPosition,
-    /// The page count the last durable checkpoint records: pages from here on are not in
-    /// it, so a checkpoint writes them in place without journaling them.
-    durable_page_count: u64,
     inflight: Option<Inflight>,
     /// A durable checkpoint whose pages are still being marked clean, in steps.
     finishing: Option<Finishing>,
@@ -200,12 +206,11 @@ fn validate_page_size(page_size: u32) -> KvResult<()> {
     }
 }
 
-/// Writes a fresh database (superblock + empty catalog) atomically via a temporary file.
+/// Writes a fresh database: its first page map record (removing any record or journal left
+/// by an earlier file of that name), then the data file (header and empty catalog) through a
+/// temporary file renamed into place, so a crash leaves either no data file or a whole one.
 fn format(path: &Path, options: &EngineOptions) -> KvResult<()> {
     let page_size = options.page_size as usize;
-    let temporary = path.with_extension("formatting");
-    let file = BlockFile::open(&temporary, true, options.io_mode, options.faults.clone())?;
-    file.set_len(0)?;
     let superblock = Superblock {
         page_size: options.page_size,
         alloc: AllocState {
@@ -217,19 +222,51 @@ fn format(path: &Path, options: &EngineOptions) -> KvResult<()> {
         log_position: LogPosition::default(),
         next_table_id: 1,
     };
+    let [first, second] = page_map::record_paths(path);
+    for stale in [second, journal_path(path)] {
+        if stale.exists() {
+            std::fs::remove_file(&stale)
+                .map_err(|source| KvError::io(&stale, IoOp::Remove, 0, source))?;
+        }
+    }
+    let record = BlockFile::open(&first, true, options.io_mode, options.faults.clone())?;
+    record.set_len(0)?;
+    page_map::write(&record, &superblock, &[0, 1], 2)?;
+    let temporary = path.with_extension("formatting");
+    let file = BlockFile::open(&temporary, true, options.io_mode, options.faults.clone())?;
+    file.set_len(0)?;
     let mut catalog = vec![0u8; page_size];
     page::init_node(&mut catalog, PageKind::Leaf);
     page::seal(1, &mut catalog);
-    file.write_batch_sync(&[(0, &superblock.encode()), (page_size as u64, &catalog)])?;
+    let header = Superblock::file_header(options.page_size).encode();
+    file.write_batch_sync(&[(0, &header), (page_size as u64, &catalog)])?;
     drop(file);
     std::fs::rename(&temporary, path)
         .map_err(|source| KvError::io(path, IoOp::Rename, 0, source))?;
-    let journal = journal_path(path);
-    if journal.exists() {
-        std::fs::remove_file(&journal)
-            .map_err(|source| KvError::io(&journal, IoOp::Remove, 0, source))?;
-    }
     io::sync_directory(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// What recovery found: the checkpoint, where its pages are, and which record file the next
+/// checkpoint writes.
+struct Recovered {
+    superblock: Superblock,
+    map: SlotMap,
+    next_record: usize,
+    journal_replayed: bool,
+}
+
+/// A data file shorter than `needed` bytes lost pages a checkpoint wrote.
+fn check_len(data: &BlockFile, needed: u64) -> KvResult<()> {
+    let len = data.file_len()?;
+    if len < needed {
+        return Err(KvError::Truncated {
+            path: data.path().to_path_buf(),
+            offset: 0,
+            wanted: needed,
+            got: len,
+        });
+    }
+    Ok(())
 }
 
 fn read_superblock(data: &BlockFile, page_size: usize) -> KvResult<Superblock> {
@@ -254,8 +291,8 @@ impl Engine {
         let data = BlockFile::open(path, false, options.io_mode, options.faults.clone())?;
         let mut head = [0u8; 512];
         data.read_exact_at(&mut head, 0)?;
-        let page_size = match Superblock::peek_page_size(&head) {
-            Some(size) if validate_page_size(size).is_ok() => size as usize,
+        let (page_size, version) = match Superblock::peek(&head) {
+            Some((size, version)) if validate_page_size(size).is_ok() => (size as usize, version),
             Some(_) => {
                 return Err(KvError::corrupt(
                     path,
@@ -270,30 +307,52 @@ impl Engine {
                 })
             }
         };
-        let journal_file = BlockFile::open(
-            &journal_path(path),
-            true,
-            options.io_mode,
-            options.faults.clone(),
-        )?;
-        let journal_replayed =
-            Self::replay_journal(&data, &journal_file, page_size, options.journal_limit)?;
-        let superblock = read_superblock(&data, page_size)?;
-        let needed = superblock.alloc.page_count * page_size as u64;
-        let len = data.file_len()?;
-        if len < needed {
-            return Err(KvError::Truncated {
-                path: path.to_path_buf(),
-                offset: 0,
-                wanted: needed,
-                got: len,
-            });
+        superblock::check_version(path, version)?;
+        let record_paths = page_map::record_paths(path);
+        let records_existed = record_paths.iter().all(|p| p.exists());
+        let [first, second] = &record_paths;
+        let records = [
+            BlockFile::open(first, true, options.io_mode, options.faults.clone())?,
+            BlockFile::open(second, true, options.io_mode, options.faults.clone())?,
+        ];
+        if !records_existed {
+            io::sync_directory(path.parent().unwrap_or(Path::new(".")))?;
         }
+        let recovered = match Self::newest_record(&records, page_size, options.commit_limit)? {
+            Some((index, record)) => Self::from_record(path, &data, record, index)?,
+            None if version >= FIRST_WITH_PAGE_MAP => {
+                return Err(KvError::corrupt(
+                    &record_paths[0],
+                    0,
+                    "no valid page map record (in this file or the other of the pair) within the commit limit",
+                ))
+            }
+            None => Self::from_legacy_file(path, &data, page_size, &options)?,
+        };
+        let Recovered {
+            superblock,
+            map,
+            next_record,
+            journal_replayed,
+        } = recovered;
         let uses_uring = data.uses_uring();
         let data = Arc::new(data);
-        let pool = BufferPool::new(Arc::clone(&data), page_size, options.pool_bytes);
+        let pool = BufferPool::new(
+            Arc::clone(&data),
+            map.slots().to_vec(),
+            page_size,
+            options.pool_bytes,
+        );
         let pager = Pager::new(pool, superblock.alloc, page_size);
-        let writer = CheckpointWriter::start(data, journal_file)?;
+        let direct = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?;
+        let writer = CheckpointWriter::start(WriterState {
+            data,
+            direct,
+            records,
+            next_record,
+            map,
+            legacy_header: version < FIRST_WITH_PAGE_MAP,
+        })?;
         let mut engine = Engine {
             path: path.to_path_buf(),
             uses_uring,
@@ -303,7 +362,6 @@ impl Engine {
             next_table_id: superblock.next_table_id,
             checkpoint_seq: superblock.checkpoint_seq,
             durable_position: superblock.log_position,
-            durable_page_count: superblock.alloc.page_count,
             inflight: None,
             finishing: None,
             writer,
@@ -324,9 +382,90 @@ impl Engine {
         Ok((engine, info))
     }
 
-    /// Writes a complete journal over the data file when it is at least as new as the data
-    /// file's superblock (or the superblock is torn) and covers no log index beyond `limit`.
-    /// Idempotent.
+    /// The newest valid page map record of the pair that covers no log index beyond `limit`,
+    /// with the index of its file.
+    fn newest_record(
+        records: &[BlockFile; 2],
+        page_size: usize,
+        limit: Option<u64>,
+    ) -> KvResult<Option<(usize, MapRecord)>> {
+        let mut newest: Option<(usize, MapRecord)> = None;
+        for (index, file) in records.iter().enumerate() {
+            let Some(record) = page_map::read_valid(file, page_size)? else {
+                continue;
+            };
+            // A gated checkpoint its owner never committed: the other record stands.
+            if limit.is_some_and(|limit| record.superblock.log_position.index > limit) {
+                continue;
+            }
+            let seq = record.superblock.checkpoint_seq;
+            if newest
+                .as_ref()
+                .is_none_or(|(_, best)| seq > best.superblock.checkpoint_seq)
+            {
+                newest = Some((index, record));
+            }
+        }
+        Ok(newest)
+    }
+
+    /// The state a page map record names. A format-3 journal left beside the file is
+    /// obsolete once a record exists, and is removed.
+    fn from_record(
+        path: &Path,
+        data: &BlockFile,
+        record: MapRecord,
+        index: usize,
+    ) -> KvResult<Recovered> {
+        let map = SlotMap::from_record(record.slots, record.slot_count, path)?;
+        let page_size = u64::from(record.superblock.page_size);
+        check_len(data, map.used_end() * page_size)?;
+        let journal = journal_path(path);
+        if journal.exists() {
+            std::fs::remove_file(&journal)
+                .map_err(|source| KvError::io(&journal, IoOp::Remove, 0, source))?;
+        }
+        Ok(Recovered {
+            superblock: record.superblock,
+            map,
+            next_record: 1 - index,
+            journal_replayed: false,
+        })
+    }
+
+    /// The state of a file of format 3 or older (page `p` in slot `p`, superblock in slot 0),
+    /// after writing its complete journal over it when that is at least as new as its
+    /// superblock (or the superblock is torn) and covers no log index beyond the commit
+    /// limit. Idempotent.
+    fn from_legacy_file(
+        path: &Path,
+        data: &BlockFile,
+        page_size: usize,
+        options: &EngineOptions,
+    ) -> KvResult<Recovered> {
+        let journal_file = BlockFile::open(
+            &journal_path(path),
+            true,
+            options.io_mode,
+            options.faults.clone(),
+        )?;
+        let journal_replayed =
+            Self::replay_journal(data, &journal_file, page_size, options.commit_limit)?;
+        let superblock = read_superblock(data, page_size)?;
+        let page_count = superblock.alloc.page_count;
+        check_len(data, page_count * page_size as u64)?;
+        let slot_count = data.file_len()?.div_ceil(page_size as u64);
+        Ok(Recovered {
+            superblock,
+            map: SlotMap::identity(page_count, slot_count),
+            next_record: 0,
+            journal_replayed,
+        })
+    }
+
+    /// Writes a complete format-3 journal over the data file when it is at least as new as
+    /// the data file's superblock (or the superblock is torn) and covers no log index beyond
+    /// `limit`. Idempotent.
     fn replay_journal(
         data: &BlockFile,
         journal_file: &BlockFile,
@@ -653,12 +792,8 @@ impl Engine {
             next_table_id: self.next_table_id,
         };
         self.writer.send(WriterMessage::Begin {
-            seq,
-            page_size: self.pager.page_size(),
-            file_len: self.pager.alloc.page_count * self.pager.page_size() as u64,
-            superblock: superblock.encode(),
+            superblock,
             expected_pages,
-            new_from: self.durable_page_count,
             spread: self.checkpoint_spread,
             gated: self.gated,
         });
@@ -666,10 +801,9 @@ impl Engine {
             seq,
             epoch,
             position,
-            page_count: self.pager.alloc.page_count,
             page_ids: Vec::new(),
             capturing: true,
-            journaled: false,
+            prepared: false,
             released: false,
         });
         Ok(())
@@ -686,11 +820,7 @@ impl Engine {
             inflight
                 .page_ids
                 .extend(batch.iter().map(|(page_id, _)| *page_id));
-            let pages = batch
-                .into_iter()
-                .map(|(page_id, image)| (page_id, JournalPage::Shared(image)))
-                .collect();
-            self.writer.send(WriterMessage::Pages(pages));
+            self.writer.send(WriterMessage::Pages(batch));
         }
         if done {
             inflight.capturing = false;
@@ -718,22 +848,22 @@ impl Engine {
         }
     }
 
-    /// True while a gated checkpoint's journal is durable and the owner has not yet released
-    /// or abandoned it.
-    pub fn checkpoint_journaled(&self) -> bool {
+    /// True while a gated checkpoint's pages and record are durable and the owner has not yet
+    /// released or abandoned it.
+    pub fn checkpoint_prepared(&self) -> bool {
         self.inflight
             .as_ref()
             .is_some_and(Inflight::awaiting_release)
     }
 
-    /// Blocks until the gated checkpoint in flight has its journal durable: true then, false
-    /// when none is waiting to be released (none in flight, or not gated). A journal failure
-    /// is returned as the error and puts the pages back to dirty.
-    pub fn wait_journaled(&mut self) -> KvResult<bool> {
+    /// Blocks until the gated checkpoint in flight has its pages and record durable: true
+    /// then, false when none is waiting to be released (none in flight, or not gated). A
+    /// write failure is returned as the error and puts the pages back to dirty.
+    pub fn wait_prepared(&mut self) -> KvResult<bool> {
         loop {
             match &self.inflight {
                 Some(inflight) if self.gated && !inflight.released => {
-                    if inflight.journaled {
+                    if inflight.prepared {
                         return Ok(true);
                     }
                 }
@@ -745,8 +875,9 @@ impl Engine {
         }
     }
 
-    /// Lets a journaled gated checkpoint write its pages in place; it then finishes through
-    /// `poll_checkpoint` or `wait_checkpoint` like any other.
+    /// Tells a prepared gated checkpoint that its owner committed it: the slots its pages
+    /// replaced may be reused. It then finishes through `poll_checkpoint` or
+    /// `wait_checkpoint` like any other.
     pub fn release_checkpoint(&mut self) {
         if let Some(inflight) = self.inflight.as_mut() {
             if inflight.awaiting_release() {
@@ -756,10 +887,11 @@ impl Engine {
         }
     }
 
-    /// Drops a gated checkpoint whose journal is durable but which its owner will not
-    /// commit: the data file keeps the previous checkpoint and the pages are dirty again.
+    /// Drops a gated checkpoint whose record is durable but which its owner will not
+    /// commit: the record is unmade, the previous checkpoint stands and the pages are dirty
+    /// again.
     pub fn abandon_checkpoint(&mut self) -> KvResult<()> {
-        if !self.wait_journaled()? {
+        if !self.wait_prepared()? {
             return Ok(());
         }
         self.writer.send(WriterMessage::Abandon);
@@ -775,8 +907,12 @@ impl Engine {
                 .page_ids
                 .len()
                 .min(finishing.cursor.saturating_add(max_pages));
-            let pages = &finishing.page_ids[finishing.cursor..end];
-            self.pager.pool.checkpoint_done(pages, finishing.epoch);
+            let range = finishing.cursor..end;
+            self.pager.pool.checkpoint_done(
+                &finishing.page_ids[range.clone()],
+                &finishing.slots[range],
+                finishing.epoch,
+            );
             finishing.cursor = end;
             if end == finishing.page_ids.len() {
                 self.finishing = None;
@@ -823,13 +959,13 @@ impl Engine {
     /// gated checkpoint's journal is durable, or it was abandoned).
     fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<Option<CheckpointReport>> {
         let Finished { seq, outcome } = finished;
-        if let CheckpointOutcome::Journaled = outcome {
+        if let CheckpointOutcome::Prepared = outcome {
             let inflight = self
                 .inflight
                 .as_mut()
                 .expect("an outcome implies a checkpoint in flight");
             assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
-            inflight.journaled = true;
+            inflight.prepared = true;
             return Ok(None);
         }
         let inflight = self
@@ -838,24 +974,25 @@ impl Engine {
             .expect("an outcome implies a checkpoint in flight");
         assert_eq!(inflight.seq, seq, "checkpoint outcomes arrive in order");
         match outcome {
-            CheckpointOutcome::Journaled => unreachable!("handled above"),
+            CheckpointOutcome::Prepared => unreachable!("handled above"),
             CheckpointOutcome::Abandoned => {
                 self.pager
                     .pool
                     .checkpoint_failed(&inflight.page_ids, inflight.epoch);
                 Ok(None)
             }
-            CheckpointOutcome::Durable { pages, elapsed } => {
+            CheckpointOutcome::Durable { slots, elapsed } => {
+                let pages = slots.len();
                 // Pages become evictable over the next polls; an older finish completes first.
                 self.advance_finish(usize::MAX);
                 self.finishing = Some(Finishing {
                     epoch: inflight.epoch,
                     page_ids: inflight.page_ids,
+                    slots,
                     cursor: 0,
                 });
                 self.checkpoint_seq = seq;
                 self.durable_position = inflight.position;
-                self.durable_page_count = inflight.page_count;
                 self.last_checkpoint = (pages, elapsed);
                 Ok(Some(CheckpointReport {
                     seq,
@@ -864,7 +1001,7 @@ impl Engine {
                     elapsed,
                 }))
             }
-            CheckpointOutcome::JournalFailed(err) => {
+            CheckpointOutcome::WriteFailed(err) => {
                 self.pager
                     .pool
                     .checkpoint_failed(&inflight.page_ids, inflight.epoch);
@@ -872,7 +1009,7 @@ impl Engine {
             }
             CheckpointOutcome::DataFailed(err) => {
                 self.poisoned = Some(format!(
-                    "checkpoint {seq} failed writing the data file: {err}"
+                    "checkpoint {seq} failed after its page map record was written: {err}"
                 ));
                 Err(err)
             }

@@ -15,7 +15,7 @@
 //! errno, e.g. ENOSPC, before anything of that write reaches the file.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -116,6 +116,31 @@ impl BlockFile {
             .truncate(false)
             .open(path)
             .map_err(|source| KvError::io(path, IoOp::Open, 0, source))?;
+        BlockFile::with_file(file, path, mode, faults)
+    }
+
+    /// Opens an existing `path` a second time for direct IO (`O_DIRECT`: writes go from the
+    /// caller's buffer to the device, not through the page cache). Buffers, offsets and
+    /// lengths must then be aligned to the device's block size. `None` when the file system
+    /// does not do direct IO.
+    pub fn open_direct(
+        path: &Path,
+        mode: IoMode,
+        faults: FaultPlan,
+    ) -> KvResult<Option<BlockFile>> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match opened {
+            Ok(file) => BlockFile::with_file(file, path, mode, faults).map(Some),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+            Err(source) => Err(KvError::io(path, IoOp::Open, 0, source)),
+        }
+    }
+
+    fn with_file(file: File, path: &Path, mode: IoMode, faults: FaultPlan) -> KvResult<BlockFile> {
         let ring = match mode {
             IoMode::Portable => None,
             IoMode::Auto => io_uring::IoUring::new(RING_ENTRIES).ok().map(Mutex::new),

@@ -1,151 +1,29 @@
-//! The checkpoint journal: a double-write file beside the data file that makes a checkpoint
-//! atomic.
+//! The checkpoint journal of format 3 and older: a double-write file beside the data file
+//! that made a checkpoint atomic. This build never writes one; it reads a journal left by an
+//! older build when it opens such a file, since that file may need it.
 //!
-//! A checkpoint first writes every page it changes (and the new superblock) to the journal and
-//! fsyncs it; only then does it overwrite those pages in the data file and fsync that. If the
-//! process dies during the journal write, the journal fails its checksum and the data file
-//! still holds the previous checkpoint untouched. If it dies during the in-place write, the
-//! journal is complete and recovery writes it again over the data file (idempotent).
+//! A format-3 checkpoint first wrote every page it changed (and the new superblock) to the
+//! journal and fsynced it; only then did it overwrite those pages in the data file. If the
+//! process died during the in-place write, the journal is complete and recovery writes it
+//! again over the data file (idempotent); a partial journal fails its checksum and is ignored.
 //!
 //! ```text
 //! block 0            header: magic "HLJRNL02" | seq u64 | page size u32 | count u64 |
 //!                            crc32c of blocks 1.. u32 | crc32c of the header fields u32
-//! blocks 1..=count   page images, each sealed with its own page id (streamed as captured)
+//! blocks 1..=count   page images, each sealed with its own page id
 //! then T blocks      page id table: count × u64, zero-padded to whole blocks
 //! ```
-//! A block is one page. Images come first so the journal can be written while the executor
-//! is still capturing pages. The body checksum covers the images and the table, and the
-//! header is written last, so a journal that mixes a new header with blocks left over from an
-//! older checkpoint never validates.
-
-use std::sync::Arc;
 
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
 use crate::page;
-use crate::pool::PageBuf;
 
 const MAGIC: &[u8; 8] = b"HLJRNL02";
-/// Pages copied and written per IO batch.
+/// Pages read and written per IO batch.
 const CHUNK_PAGES: usize = 128;
-
-/// A page image to put in the journal: either shared from the pool or owned (the superblock).
-pub enum JournalPage {
-    Shared(Arc<PageBuf>),
-    Owned(Vec<u8>),
-}
-
-impl JournalPage {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            JournalPage::Shared(buffer) => buffer.bytes(),
-            JournalPage::Owned(bytes) => bytes,
-        }
-    }
-}
 
 fn table_blocks(count: usize, page_size: usize) -> usize {
     (count * 8).div_ceil(page_size)
-}
-
-/// Streams one checkpoint's pages into the journal file. Each image is copied and sealed
-/// into a reused chunk buffer and written at once, so the caller may drop the images as soon
-/// as `append` returns: the in-place phase reads them back from the journal.
-pub struct JournalWriter<'a> {
-    file: &'a BlockFile,
-    page_size: usize,
-    page_ids: Vec<u64>,
-    body_crc: u32,
-    chunk: Vec<u8>,
-}
-
-impl<'a> JournalWriter<'a> {
-    pub fn new(file: &'a BlockFile, page_size: usize) -> JournalWriter<'a> {
-        JournalWriter {
-            file,
-            page_size,
-            page_ids: Vec::new(),
-            body_crc: 0,
-            chunk: vec![0u8; CHUNK_PAGES * page_size],
-        }
-    }
-
-    /// Appends page images after those already written.
-    pub fn append(&mut self, pages: &[(u64, JournalPage)]) -> KvResult<()> {
-        let page_size = self.page_size;
-        for group in pages.chunks(CHUNK_PAGES) {
-            let first_block = 1 + self.page_ids.len() as u64;
-            let bytes = seal_into(&mut self.chunk, group, page_size);
-            self.body_crc = crc32c::crc32c_append(self.body_crc, bytes);
-            self.file
-                .write_batch(&[(first_block * page_size as u64, bytes)])?;
-            self.file.start_writeback();
-            self.page_ids
-                .extend(group.iter().map(|(page_id, _)| *page_id));
-        }
-        Ok(())
-    }
-
-    /// Writes the id table and the header of checkpoint `seq`, then fsyncs the journal.
-    /// Returns the journal as recovery would find it, ready to be applied in place.
-    pub fn finish(mut self, seq: u64) -> KvResult<ValidJournal> {
-        let page_size = self.page_size;
-        let count = self.page_ids.len();
-        let mut table = vec![0u8; table_blocks(count, page_size) * page_size];
-        for (index, page_id) in self.page_ids.iter().enumerate() {
-            page::write_u64(&mut table, index * 8, *page_id);
-        }
-        self.body_crc = crc32c::crc32c_append(self.body_crc, &table);
-        let table_offset = ((1 + count) * page_size) as u64;
-        let mut header = vec![0u8; page_size];
-        header[0..8].copy_from_slice(MAGIC);
-        page::write_u64(&mut header, 8, seq);
-        page::write_u32(&mut header, 16, page_size as u32);
-        page::write_u64(&mut header, 20, count as u64);
-        page::write_u32(&mut header, 28, self.body_crc);
-        let header_crc = crc32c::crc32c(&header[..32]);
-        page::write_u32(&mut header, 32, header_crc);
-        self.file
-            .write_batch_sync(&[(table_offset, &table), (0, &header)])?;
-        Ok(ValidJournal {
-            seq,
-            page_ids: std::mem::take(&mut self.page_ids),
-            images_start: page_size as u64,
-            page_size,
-        })
-    }
-}
-
-/// Copies a group of at most `CHUNK_PAGES` images into `chunk`, each sealed with its page id
-/// and checksum as it is stored; returns the filled part.
-fn seal_into<'c>(chunk: &'c mut [u8], group: &[(u64, JournalPage)], page_size: usize) -> &'c [u8] {
-    let bytes = &mut chunk[..group.len() * page_size];
-    for ((page_id, image), target) in group.iter().zip(bytes.chunks_mut(page_size)) {
-        target.copy_from_slice(image.bytes());
-        page::seal(*page_id, target);
-    }
-    bytes
-}
-
-/// Writes pages the last durable checkpoint does not contain (ids at or past its page
-/// count) straight to their places in the data file, sealed, without journaling them: that
-/// checkpoint never reads them, so a torn or abandoned write cannot harm it, and the caller
-/// makes them durable (`BlockFile::sync`) before the checkpoint that contains them commits.
-/// `chunk` is a reused buffer.
-pub fn write_new_pages(
-    data: &BlockFile,
-    pages: &[(u64, JournalPage)],
-    page_size: usize,
-    chunk: &mut Vec<u8>,
-) -> KvResult<()> {
-    chunk.resize(CHUNK_PAGES * page_size, 0);
-    for group in pages.chunks(CHUNK_PAGES) {
-        let bytes = seal_into(chunk, group, page_size);
-        let writes = in_place(group.iter().map(|(page_id, _)| *page_id), bytes, page_size);
-        data.write_batch(&writes)?;
-        data.start_writeback();
-    }
-    Ok(())
 }
 
 /// The writes that put consecutive page images (`bytes`) at the places of `page_ids` in the
@@ -235,16 +113,6 @@ impl ValidJournal {
 
     /// Writes every journaled page to its place in the data file and fsyncs it.
     pub fn apply(&self, journal: &BlockFile, data: &BlockFile) -> KvResult<()> {
-        self.apply_reporting(journal, data, |_| {})
-    }
-
-    /// `apply`, calling `written` with the bytes of each chunk written (for pacing).
-    pub fn apply_reporting(
-        &self,
-        journal: &BlockFile,
-        data: &BlockFile,
-        mut written: impl FnMut(usize),
-    ) -> KvResult<()> {
         let page_size = self.page_size;
         let mut chunk = vec![0u8; CHUNK_PAGES * page_size];
         for (group_index, group) in self.page_ids.chunks(CHUNK_PAGES).enumerate() {
@@ -263,8 +131,6 @@ impl ValidJournal {
                 }
             }
             data.write_batch(&writes)?;
-            data.start_writeback();
-            written(bytes.len());
         }
         data.sync()
     }

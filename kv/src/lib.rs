@@ -30,8 +30,10 @@ mod log_spares;
 mod log_store;
 mod lookahead;
 mod page;
+mod page_map;
 mod pager;
 mod pool;
+mod slots;
 mod superblock;
 
 pub use btree::{max_inline_value_len, max_key_len, LOOK_AHEAD_KEYS};

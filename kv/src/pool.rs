@@ -137,6 +137,9 @@ pub struct BufferPool {
     clean_frames: usize,
     stats: PoolStats,
     file: Arc<BlockFile>,
+    /// The data file slot of each page as the last durable checkpoint left it (0: none), for
+    /// reading pages that are not resident (see `slots`).
+    slots: Vec<u32>,
     epoch: u64,
     capture: Option<Capture>,
     /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
@@ -152,7 +155,12 @@ pub struct BufferPool {
 unsafe impl Send for BufferPool {}
 
 impl BufferPool {
-    pub fn new(file: Arc<BlockFile>, page_size: usize, capacity_bytes: usize) -> BufferPool {
+    pub fn new(
+        file: Arc<BlockFile>,
+        slots: Vec<u32>,
+        page_size: usize,
+        capacity_bytes: usize,
+    ) -> BufferPool {
         let capacity = (capacity_bytes / page_size).max(16);
         let arena = PageArena::new(page_size);
         let empty = Arc::new(arena.allocate());
@@ -167,6 +175,7 @@ impl BufferPool {
             clean_frames: 0,
             stats: PoolStats::default(),
             file,
+            slots,
             epoch: 0,
             capture: None,
             captured_early: Vec::new(),
@@ -402,8 +411,14 @@ impl BufferPool {
     /// Reads a page that is not resident into a frame; returns the frame.
     fn load(&mut self, page_id: u64) -> KvResult<usize> {
         self.stats.misses += 1;
+        let slot = self.slots.get(page_id as usize).copied().unwrap_or(0);
+        if slot == 0 && page_id != 0 {
+            return Err(KvError::Poisoned(format!(
+                "page {page_id} is not resident and has no place in the data file"
+            )));
+        }
         let index = self.take_frame(page_id);
-        let offset = page_id * self.page_size as u64;
+        let offset = u64::from(slot) * self.page_size as u64;
         let loaded = {
             let buffer = Self::own_buffer(&mut self.frames[index], &self.arena).bytes_mut();
             self.file.read_exact_at(buffer, offset).and_then(|()| {
@@ -593,10 +608,16 @@ impl BufferPool {
         })
     }
 
-    /// The checkpoint of capture `epoch`, holding `pages`, is durable: those pages not changed
-    /// since become clean. May run in parts, even after the next capture has begun.
-    pub fn checkpoint_done(&mut self, pages: &[u64], epoch: u64) {
-        for &page_id in pages {
+    /// The checkpoint of capture `epoch`, holding `pages` now in `slots`, is durable: those
+    /// pages not changed since become clean. May run in parts, even after the next capture
+    /// has begun.
+    pub fn checkpoint_done(&mut self, pages: &[u64], slots: &[u32], epoch: u64) {
+        for (&page_id, &slot) in pages.iter().zip(slots) {
+            let index = page_id as usize;
+            if self.slots.len() <= index {
+                self.slots.resize(index + 1, 0);
+            }
+            self.slots[index] = slot;
             if let Some(index) = self.flushing_frame(page_id, epoch) {
                 self.set_state(index, FrameState::Clean);
             }
@@ -619,6 +640,11 @@ mod tests {
     use crate::io::{FaultPlan, IoMode};
     use std::os::unix::fs::FileExt;
 
+    /// Test pools keep page `p` in slot `p`.
+    fn same_slots(ids: &[u64]) -> Vec<u32> {
+        ids.iter().map(|&id| id as u32).collect()
+    }
+
     fn pool_over_file(pages: u64, capacity_pages: usize) -> (tempfile::TempDir, BufferPool) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pool");
@@ -629,7 +655,8 @@ mod tests {
             page::seal(page_id, &mut image);
             file.write_batch(&[(page_id * 512, &image)]).unwrap();
         }
-        let pool = BufferPool::new(Arc::new(file), 512, capacity_pages * 512);
+        let slots = (0..pages as u32).collect();
+        let pool = BufferPool::new(Arc::new(file), slots, 512, capacity_pages * 512);
         (dir, pool)
     }
 
@@ -712,7 +739,7 @@ mod tests {
             "the checkpoint keeps the captured image"
         );
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
-        pool.checkpoint_done(&ids, epoch);
+        pool.checkpoint_done(&ids, &same_slots(&ids), epoch);
         assert_eq!(
             pool.capture_all().len(),
             1,
@@ -728,7 +755,7 @@ mod tests {
         // written in, which comes round again after 65,535 captures.
         for _ in 0..u16::MAX {
             let ids: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
-            pool.checkpoint_done(&ids, pool.epoch);
+            pool.checkpoint_done(&ids, &same_slots(&ids), pool.epoch);
         }
         assert_eq!(pool.write_tag(), 1);
         pool.write(3).unwrap()[100] = 2;
@@ -768,7 +795,7 @@ mod tests {
             "every page exactly once, as it was at begin_capture"
         );
         let ids: Vec<u64> = (0..40).collect();
-        pool.checkpoint_done(&ids, epoch);
+        pool.checkpoint_done(&ids, &same_slots(&ids), epoch);
         let mut next: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
         next.sort_unstable();
         assert_eq!(
@@ -829,7 +856,7 @@ mod tests {
         }
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
         drop(captured);
-        pool.checkpoint_done(&ids, pool.epoch);
+        pool.checkpoint_done(&ids, &same_slots(&ids), pool.epoch);
         pool.shrink_to_capacity(usize::MAX);
         assert_eq!(
             pool.resident_pages(),

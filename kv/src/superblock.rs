@@ -1,4 +1,7 @@
-//! Page 0 of the data file: what the file is, and which checkpoint it holds.
+//! The superblock: what the file is, and which checkpoint it holds. Since format 4 it lives
+//! in the page map record (`page_map`) and slot 0 of the data file holds only a header (this
+//! layout with the magic, the version and the page size; every other field 0). Up to format
+//! 3 it was page 0 of the data file, overwritten in place by each checkpoint.
 //!
 //! ```text
 //! offset size field
@@ -26,9 +29,27 @@ pub const MAGIC: &[u8; 8] = b"HOTLEDGR";
 /// 2: slots carry key hints and byte 5 of a node holds its shared prefix length.
 /// 3: leaves may cut their shared prefix (byte 12 of the node says so). A version 2 file is
 /// read as it is and becomes version 3 at its next checkpoint; older servers refuse it then.
-pub const FORMAT_VERSION: u32 = 3;
+/// 4: checkpoints write pages to free slots and name them in a page map record beside the
+/// data file; slot 0 is a header. A version 2 or 3 file is read as it is (page `p` in slot
+/// `p`) and becomes version 4 at its first checkpoint.
+pub const FORMAT_VERSION: u32 = 4;
+/// The first format whose superblock lives in the page map record.
+pub const FIRST_WITH_PAGE_MAP: u32 = 4;
 /// The oldest format this version reads.
 const OLDEST_READABLE: u32 = 2;
+
+/// Refuses a file of a format this build does not read.
+pub fn check_version(path: &Path, version: u32) -> KvResult<()> {
+    if (OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
+        Ok(())
+    } else {
+        Err(KvError::FormatVersion {
+            path: path.to_path_buf(),
+            found: version,
+            expected: FORMAT_VERSION,
+        })
+    }
+}
 
 /// A position in the replicated log, opaque to the engine: the checkpoint covers every entry
 /// up to and including it.
@@ -49,6 +70,21 @@ pub struct Superblock {
 }
 
 impl Superblock {
+    /// The header in slot 0 of a format-4 data file: magic, version and page size only.
+    pub fn file_header(page_size: u32) -> Superblock {
+        Superblock {
+            page_size,
+            alloc: AllocState {
+                page_count: 0,
+                freelist_head: 0,
+            },
+            catalog_root: 0,
+            checkpoint_seq: 0,
+            log_position: LogPosition::default(),
+            next_table_id: 0,
+        }
+    }
+
     /// A sealed page image of this superblock.
     pub fn encode(&self) -> Vec<u8> {
         let mut image = vec![0u8; self.page_size as usize];
@@ -76,14 +112,7 @@ impl Superblock {
                 what: "data",
             });
         }
-        let version = page::read_u32(header, 16);
-        if !(OLDEST_READABLE..=FORMAT_VERSION).contains(&version) {
-            return Err(KvError::FormatVersion {
-                path: path.to_path_buf(),
-                found: version,
-                expected: FORMAT_VERSION,
-            });
-        }
+        check_version(path, page::read_u32(header, 16))?;
         let page_size = page::read_u32(header, 20);
         if header.len() != page_size as usize || !page::verify(0, header) {
             return Err(KvError::corrupt(path, 0, "superblock checksum mismatch"));
@@ -104,8 +133,9 @@ impl Superblock {
         })
     }
 
-    /// The page size stated by a header, if it looks like ours (used before full decoding).
-    pub fn peek_page_size(header: &[u8]) -> Option<u32> {
-        (&header[8..16] == MAGIC).then(|| page::read_u32(header, 20))
+    /// The page size and format version stated by a header, if it looks like ours (used
+    /// before full decoding).
+    pub fn peek(header: &[u8]) -> Option<(u32, u32)> {
+        (&header[8..16] == MAGIC).then(|| (page::read_u32(header, 20), page::read_u32(header, 16)))
     }
 }

@@ -101,8 +101,9 @@ fn checkpoint_until_full(disk: &Tmpfs, path: &Path, keys: u32, extra_keys: u32) 
         err.to_string().contains(disk.path.to_str().unwrap()),
         "names the file: {err}"
     );
-    // A failure before the commit leaves the old checkpoint standing; one after it (not on a
-    // full disk: see below) stops the engine, and recovery finishes the new checkpoint.
+    // A failure of the page writes leaves the old checkpoint standing; one of the record
+    // (not on a full disk: see below) stops the engine, and recovery takes the new checkpoint
+    // if its record is whole.
     match engine.get(table, &0u32.to_be_bytes()) {
         Err(KvError::Poisoned(_)) => 2,
         Ok(_) => 1,
@@ -113,10 +114,10 @@ fn checkpoint_until_full(disk: &Tmpfs, path: &Path, keys: u32, extra_keys: u32) 
 #[test]
 fn a_checkpoint_on_a_full_disk_fails_cleanly_and_recovers_after_space_is_freed() {
     let keys = 1000;
-    // The data file grows only before the checkpoint commits (new pages go straight to it
-    // and it is extended to the checkpoint's length before the journal is sealed), and the
-    // in-place phase then overwrites space it already has: a full disk always fails the
-    // checkpoint's first phase, and the old checkpoint stands, whatever the growth.
+    // A checkpoint's pages go to free slots or past the end of the data file before its
+    // page map record is written, and the record (a few blocks) fits where the last one was
+    // or nearly: a full disk fails the page writes, and the old checkpoint stands, whatever
+    // the growth.
     for extra_keys in [12000, 24000] {
         let Some(disk) = Tmpfs::mount("2m") else {
             return;

@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use kv::{journal_path, Engine, EngineOptions, FaultPlan, KvError, LogPosition, Table};
+use kv::{Engine, EngineOptions, FaultPlan, KvError, LogPosition, Table};
 
 fn position(index: u64) -> LogPosition {
     LogPosition { term: 1, index }
@@ -59,8 +59,8 @@ fn database_at_round_one(path: &Path, keys: u32) {
 #[test]
 fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
     let keys = 3000;
-    let mut saw_journal_failure = false;
-    let mut saw_data_failure = false;
+    let mut saw_page_failure = false;
+    let mut saw_record_failure = false;
     for failing_write in 0..24 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
@@ -78,45 +78,38 @@ fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
         faults.fail_writes_after(failing_write, errno);
         let result = engine.checkpoint(position(2));
         faults.heal();
-        let expected_round = match result {
-            Ok(_) => 2,
-            Err(err) => {
-                assert_eq!(err.is_no_space(), errno == libc::ENOSPC, "{err}");
-                assert!(
-                    err.to_string().contains(dir.path().to_str().unwrap()),
-                    "names the file: {err}"
-                );
-                match engine.get(table, &0u32.to_be_bytes()) {
-                    Err(KvError::Poisoned(_)) => {
-                        // The journal was complete: recovery must finish the checkpoint.
-                        saw_data_failure = true;
-                        2
+        if let Err(err) = result {
+            assert_eq!(err.is_no_space(), errno == libc::ENOSPC, "{err}");
+            assert!(
+                err.to_string().contains(dir.path().to_str().unwrap()),
+                "names the file: {err}"
+            );
+            match engine.get(table, &0u32.to_be_bytes()) {
+                // The page map record may be on disk: only recovery may go on.
+                Err(KvError::Poisoned(_)) => saw_record_failure = true,
+                Ok(_) => {
+                    saw_page_failure = true;
+                    // Retrying after the disk has room succeeds.
+                    if failing_write % 2 == 0 {
+                        engine.checkpoint(position(2)).unwrap();
                     }
-                    Ok(_) => {
-                        saw_journal_failure = true;
-                        // Retrying after the disk has room succeeds.
-                        if failing_write % 2 == 0 {
-                            engine.checkpoint(position(2)).unwrap();
-                            2
-                        } else {
-                            1
-                        }
-                    }
-                    Err(other) => panic!("unexpected error after a failed checkpoint: {other}"),
                 }
+                Err(other) => panic!("unexpected error after a failed checkpoint: {other}"),
             }
-        };
+        }
         drop(engine);
-        assert_round(&path, expected_round, keys);
+        // Whichever checkpoint recovery finds, it holds exactly that round.
+        let (_, info) = Engine::open(&path, options(FaultPlan::none())).unwrap();
+        assert_round(&path, info.log_position.index as u8, keys);
     }
     assert!(
-        saw_journal_failure && saw_data_failure,
+        saw_page_failure && saw_record_failure,
         "the sweep covered both phases"
     );
 }
 
 #[test]
-fn a_torn_journal_leaves_the_previous_checkpoint_intact() {
+fn a_torn_page_map_record_leaves_the_previous_checkpoint_intact() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     database_at_round_one(&path, 2000);
@@ -126,51 +119,25 @@ fn a_torn_journal_leaves_the_previous_checkpoint_intact() {
         fill(&mut engine, table, 2, 2000);
         engine.checkpoint(position(2)).unwrap();
     }
-    // Corrupt one page image inside the (complete) journal and roll the data file back to
-    // round 1 by hand is not possible; instead damage the journal of a finished checkpoint:
-    // the data file is complete, so recovery must ignore the damaged journal.
-    let journal = OpenOptions::new()
-        .write(true)
-        .open(journal_path(&path))
+    // Round 2's record went to one of the pair; tearing it, as a crash while writing it
+    // would, leaves round 1's record and the slots it names, which round 2 did not reuse.
+    let newest = ["db.map0", "db.map1"]
+        .map(|name| dir.path().join(name))
+        .into_iter()
+        .max_by_key(|p| std::fs::read(p).unwrap()[8])
         .unwrap();
-    journal.write_all_at(&[0xEE; 64], 3 * 4096 + 100).unwrap();
+    let record = OpenOptions::new().write(true).open(&newest).unwrap();
+    record.write_all_at(&[0xEE; 64], 2 * 4096 + 100).unwrap();
     let (_, info) = Engine::open(&path, options(FaultPlan::none())).unwrap();
-    assert!(!info.journal_replayed);
-    assert_eq!(info.log_position, position(2));
-    assert_round(&path, 2, 2000);
+    assert_eq!(info.log_position, position(1));
+    assert_round(&path, 1, 2000);
 }
 
 #[test]
-fn a_torn_data_page_is_repaired_from_a_complete_journal() {
+fn a_damaged_page_is_a_typed_error_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     database_at_round_one(&path, 2000);
-    // A second checkpoint rewrites the first one's pages, through the journal (pages new
-    // since the last checkpoint go straight to the data file before the commit, so a crash
-    // can tear only pages the in-place phase rewrites).
-    {
-        let (mut engine, _) = Engine::open(&path, options(FaultPlan::none())).unwrap();
-        let table = engine.table("t").unwrap();
-        fill(&mut engine, table, 2, 2000);
-        engine.checkpoint(position(2)).unwrap();
-    }
-    // Tear a page of the data file as a crash during the in-place phase would.
-    let data = OpenOptions::new().write(true).open(&path).unwrap();
-    data.write_all_at(&[0u8; 2048], 5 * 4096 + 2048).unwrap();
-    let (_, info) = Engine::open(&path, options(FaultPlan::none())).unwrap();
-    assert!(
-        info.journal_replayed,
-        "the last checkpoint's journal repairs the torn page"
-    );
-    assert_round(&path, 2, 2000);
-}
-
-#[test]
-fn a_damaged_page_without_a_journal_is_a_typed_error_naming_file_and_offset() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
-    database_at_round_one(&path, 2000);
-    std::fs::remove_file(journal_path(&path)).unwrap();
     let data = OpenOptions::new().write(true).open(&path).unwrap();
     data.write_all_at(&[0x55; 16], 7 * 4096 + 1000).unwrap();
     let (mut engine, _) = Engine::open(&path, options(FaultPlan::none())).unwrap();
@@ -195,7 +162,6 @@ fn wrong_version_foreign_and_truncated_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     database_at_round_one(&path, 3000);
-    std::fs::remove_file(journal_path(&path)).unwrap();
 
     let bytes = std::fs::read(&path).unwrap();
     let mut newer = bytes.clone();
@@ -319,50 +285,97 @@ fn engine_and_log_store_can_move_to_the_thread_that_owns_them() {
 fn gated(limit: Option<u64>) -> EngineOptions {
     EngineOptions {
         gated_checkpoints: true,
-        journal_limit: limit,
+        commit_limit: limit,
         ..options(FaultPlan::none())
     }
 }
 
-/// Round 2 checkpointed up to a durable journal that was never released: the data file
-/// still holds round 1.
-fn journaled_round_two(path: &Path, keys: u32) {
+/// Round 2 checkpointed up to a durable page map record that was never released, and the
+/// files copied to `crashed` at that moment as a `kill -9` would leave them.
+fn prepared_round_two(path: &Path, keys: u32, crashed: &Path) {
     database_at_round_one(path, keys);
     let (mut engine, _) = Engine::open(path, gated(Some(1))).unwrap();
     let table = engine.table("t").unwrap();
     fill(&mut engine, table, 2, keys);
     engine.begin_checkpoint(position(2)).unwrap();
-    assert!(engine.wait_journaled().unwrap());
-    assert!(engine.checkpoint_journaled());
+    assert!(engine.wait_prepared().unwrap());
+    assert!(engine.checkpoint_prepared());
     assert!(matches!(
         engine.wait_checkpoint(),
         Err(KvError::CheckpointInProgress)
     ));
+    for suffix in ["", ".map0", ".map1"] {
+        let name = format!("db{suffix}");
+        std::fs::copy(path.with_file_name(&name), crashed.join(&name)).unwrap();
+    }
     // Dropping an unreleased checkpoint abandons it: the owner never committed it.
 }
 
 #[test]
-fn a_gated_checkpoint_beyond_the_journal_limit_is_not_recovered() {
+fn a_gated_checkpoint_beyond_the_commit_limit_is_not_recovered() {
     let dir = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    journaled_round_two(&path, 2000);
-    let (engine, info) = Engine::open(&path, gated(Some(1))).unwrap();
-    assert!(!info.journal_replayed);
-    assert_eq!(info.log_position, position(1));
-    drop(engine);
-    assert_round_opened(&path, 1, 2000, gated(Some(1)));
+    prepared_round_two(&path, 2000, crashed.path());
+    for path in [path, crashed.path().join("db")] {
+        let (engine, info) = Engine::open(&path, gated(Some(1))).unwrap();
+        assert_eq!(info.log_position, position(1));
+        drop(engine);
+        assert_round_opened(&path, 1, 2000, gated(Some(1)));
+    }
 }
 
 #[test]
-fn a_committed_gated_journal_is_recovered_even_before_its_in_place_write() {
+fn a_committed_gated_checkpoint_is_recovered_before_its_release() {
     let dir = tempfile::tempdir().unwrap();
+    let crashed = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    journaled_round_two(&path, 2000);
+    prepared_round_two(&path, 2000, crashed.path());
+    let path = crashed.path().join("db");
     let (engine, info) = Engine::open(&path, gated(Some(2))).unwrap();
-    assert!(info.journal_replayed);
     assert_eq!(info.log_position, position(2));
     drop(engine);
     assert_round(&path, 2, 2000);
+}
+
+/// A whole checkpoint of a gated engine whose owner commits it at once.
+fn checkpoint_committed(engine: &mut Engine, at: LogPosition) -> Result<(), KvError> {
+    engine.begin_checkpoint(at)?;
+    engine.wait_prepared()?;
+    engine.release_checkpoint();
+    engine.wait_checkpoint().map(|_| ())
+}
+
+#[test]
+fn every_failure_of_a_gated_checkpoint_before_its_commit_can_be_retried() {
+    let keys = 3000;
+    let mut saw_record_failure = false;
+    for failing_write in 0..16 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        database_at_round_one(&path, keys);
+        let faults = FaultPlan::none();
+        let failing = EngineOptions {
+            faults: faults.clone(),
+            ..gated(Some(1))
+        };
+        let (mut engine, _) = Engine::open(&path, failing).unwrap();
+        let table = engine.table("t").unwrap();
+        fill(&mut engine, table, 2, keys);
+        faults.fail_writes_after(failing_write, libc::EIO);
+        let result = checkpoint_committed(&mut engine, position(2));
+        faults.heal();
+        if let Err(err) = result {
+            saw_record_failure |= err.to_string().contains("db.map");
+            engine
+                .get(table, &0u32.to_be_bytes())
+                .unwrap_or_else(|e| panic!("{err} stopped the engine: {e}"));
+            checkpoint_committed(&mut engine, position(2)).unwrap();
+        }
+        drop(engine);
+        assert_round_opened(&path, 2, keys, gated(Some(2)));
+    }
+    assert!(saw_record_failure, "the sweep reached the record");
 }
 
 #[test]
@@ -380,7 +393,7 @@ fn a_released_gated_checkpoint_becomes_durable_and_an_abandoned_one_can_be_retri
         assert_eq!(engine.durable_position(), position(1));
         // The abandoned checkpoint's pages are dirty again: the next one carries them.
         engine.begin_checkpoint(position(3)).unwrap();
-        assert!(engine.wait_journaled().unwrap());
+        assert!(engine.wait_prepared().unwrap());
         engine.release_checkpoint();
         let report = engine.wait_checkpoint().unwrap().expect("released");
         assert_eq!(report.log_position, position(3));
@@ -392,21 +405,31 @@ fn a_released_gated_checkpoint_becomes_durable_and_an_abandoned_one_can_be_retri
 }
 
 #[test]
-fn pages_new_since_the_last_checkpoint_skip_the_journal() {
+fn each_checkpoint_writes_a_page_once_and_reuses_the_slots_it_frees() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    // Every page of the first checkpoint is new: the journal holds only the superblock.
     database_at_round_one(&path, 2000);
-    let journal_len = |path: &Path| std::fs::metadata(journal_path(path)).unwrap().len();
-    let data_len = std::fs::metadata(&path).unwrap().len();
-    assert!(data_len >= 50 * 4096, "{data_len}");
-    assert!(journal_len(&path) <= 4 * 4096, "{}", journal_len(&path));
-    // Rewriting those pages goes through the journal.
-    let (mut engine, _) = Engine::open(&path, options(FaultPlan::none())).unwrap();
-    let table = engine.table("t").unwrap();
-    fill(&mut engine, table, 2, 2000);
-    engine.checkpoint(position(2)).unwrap();
-    drop(engine);
-    assert!(journal_len(&path) >= data_len / 2, "{}", journal_len(&path));
-    assert_round(&path, 2, 2000);
+    let data_len = || std::fs::metadata(&path).unwrap().len();
+    let first = data_len();
+    assert!(first >= 50 * 4096, "{first}");
+    for round in 2..8u8 {
+        let (mut engine, _) = Engine::open(&path, options(FaultPlan::none())).unwrap();
+        let table = engine.table("t").unwrap();
+        fill(&mut engine, table, round, 2000);
+        let report = engine.checkpoint(position(u64::from(round))).unwrap();
+        assert!(report.pages as u64 <= first / 4096, "{}", report.pages);
+        drop(engine);
+        assert_round(&path, round, 2000);
+    }
+    // Each checkpoint rewrites every page into slots the one before freed (the file holds
+    // at most two images of each page), and its record is small.
+    assert!(
+        data_len() <= 2 * first + 4 * 4096,
+        "{} vs {first}",
+        data_len()
+    );
+    for record in ["db.map0", "db.map1"] {
+        let len = std::fs::metadata(dir.path().join(record)).unwrap().len();
+        assert!(len <= 3 * 4096, "{record}: {len}");
+    }
 }

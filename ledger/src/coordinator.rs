@@ -126,8 +126,8 @@ impl Coordinator {
             gated_checkpoints: true,
             checkpoint_spread: options.checkpoint_spread,
             // A data directory without a commit record is new (nothing to recover) or from
-            // a build before partitions (one engine, whose journal is its own commit).
-            journal_limit: committed.map(|c| c.position.index),
+            // a build before partitions (one engine, whose checkpoint is its own commit).
+            commit_limit: committed.map(|c| c.position.index),
             ..EngineOptions::default()
         };
         let (mut first, recovery) =
@@ -391,10 +391,10 @@ impl Coordinator {
         if self.checkpointing.is_none() {
             return;
         }
-        let journaled = self
+        let prepared = self
             .shards()
-            .try_for_each(|s| s.engine.wait_journaled().map(|_| ()));
-        if let Err(e) = journaled {
+            .try_for_each(|s| s.engine.wait_prepared().map(|_| ()));
+        if let Err(e) = prepared {
             eprintln!("hotledger: checkpoint failed at shutdown: {e}");
             self.abandon_checkpoint();
             return;
@@ -443,15 +443,15 @@ impl Coordinator {
         }
     }
 
-    /// Every partition's journal is durable: record the position as committed, then let the
-    /// partitions write in place.
+    /// Every partition's checkpoint is prepared (pages and page map record durable): record
+    /// the position as committed, then release the partitions.
     fn commit_checkpoint(&mut self) {
         let Some(checkpointing) = self.checkpointing.as_mut() else {
             return;
         };
         if let Err(e) = self.commit_record.write(checkpointing.position) {
             // Nothing is lost (the previous commit stands and the log holds everything
-            // since), but the engines cannot go on: their journals wait for a commit.
+            // since), but the engines cannot go on: their checkpoints wait for a commit.
             eprintln!("hotledger: checkpoint failed: {}", e.message);
             self.abandon_checkpoint();
             return;
@@ -496,10 +496,10 @@ impl Coordinator {
             }
         }
         if let Some(e) = failure {
-            // A failed journal leaves every partition's previous checkpoint intact and the log
-            // still holds everything since: try again at the next interval. A failure after
-            // the commit poisons that engine, and the next apply stops the executor (see
-            // apply_command).
+            // A checkpoint that failed before its commit leaves every partition's previous
+            // checkpoint intact and the log still holds everything since: try again at the
+            // next interval. A failure that poisons an engine (an abandoned record it could
+            // not unmake) stops the executor at the next apply (see apply_command).
             eprintln!("hotledger: checkpoint failed: {e}");
             self.checkpoint_failures += 1;
             match self.checkpointing.as_ref().map(|c| c.committed) {
@@ -512,7 +512,7 @@ impl Coordinator {
         }
         if let Some(checkpointing) = &self.checkpointing {
             if !checkpointing.committed {
-                if self.shards().all(|s| s.engine.checkpoint_journaled()) {
+                if self.shards().all(|s| s.engine.checkpoint_prepared()) {
                     self.commit_checkpoint();
                 }
             } else if self.shards().all(|s| !s.engine.checkpoint_in_progress()) {

@@ -4,11 +4,11 @@
 //! pending state in the partition of the transfer id. Every other table, the catalog and
 //! the executor's own metadata live in partition 0.
 //!
-//! Checkpoints of all partitions are one checkpoint: each engine stops after its journal
-//! (a gated checkpoint), the executor records the log position in the commit record once
-//! every journal is durable, and only then do the engines write in place. Recovery applies
-//! a journal only up to the committed position, so after a crash every partition is at the
-//! same log position and the log replays from there.
+//! Checkpoints of all partitions are one checkpoint: each engine stops once its pages and
+//! page map record are durable (a gated checkpoint), the executor records the log position
+//! in the commit record once every partition is prepared, and only then are the engines
+//! released. Recovery takes a record only up to the committed position, so after a crash
+//! every partition is at the same log position and the log replays from there.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -127,8 +127,8 @@ pub(crate) fn partition_file(data_file: &Path, index: usize) -> PathBuf {
 
 /// The log position up to which the partitions' checkpoints are committed, and the
 /// partition count of the data directory: a small file replaced atomically (write, fsync,
-/// rename, fsync the directory) once every partition's journal for that position is
-/// durable. It is read before any engine is opened.
+/// rename, fsync the directory) once every partition's checkpoint for that position is
+/// prepared. It is read before any engine is opened.
 pub(crate) struct CommitRecord {
     path: PathBuf,
     /// The data directory's partition count, written with every position.
