@@ -245,7 +245,7 @@ def memory_targets(args, rows, steady, idle, files):
         ratio = files["hotledger_file_bytes"] / files["raw_bytes"]
         targets.append((f"with {files['accounts']:,} accounts the data file ≤ 2x the raw row bytes",
                         f"{mib(files['hotledger_file_bytes'])} MiB = {ratio:.2f}x of {mib(files['raw_bytes'])} MiB "
-                        f"(whole data directory with log segments and checkpoint journal: "
+                        f"(whole data directory with log segments and page map records: "
                         f"{mib(files['hotledger_dir_bytes'])} MiB; PostgreSQL's table and index: "
                         f"{mib(files['postgresql_table_bytes'])} MiB)", ratio <= 2))
     return targets
