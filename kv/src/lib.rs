@@ -1,6 +1,7 @@
 //! `kv`: hotledger's storage engine. It owns one database file of fixed-size pages with a
-//! B+tree per table, a buffer pool, background checkpoints made atomic by a double-write
-//! journal, and the segmented log store that holds the replicated log.
+//! B+tree per table, a buffer pool, background checkpoints that write each page once to a
+//! free slot and commit with a page map record, and the segmented log store that holds the
+//! replicated log.
 //!
 //! Key types: [`Engine`] (tables, point and range operations, checkpoints, recovery),
 //! [`LogStore`] (append/read/truncate/purge of log entries), [`BlockFile`] (io_uring or
@@ -9,11 +10,13 @@
 //! What it deliberately does not do: it knows nothing of SQL, rows, Raft terms or networks;
 //! keys and values are bytes. It takes no locks on the hot path: an `Engine` is driven by one
 //! thread (the executor that owns it); only the checkpoint writer runs beside it, and it
-//! touches nothing but page images handed to it. Between checkpoints the caller's log is the
-//! durability: the engine never writes a page in place outside a checkpoint.
+//! touches nothing but page images handed to it, its files and its slot map. Between
+//! checkpoints the caller's log is the durability: the engine never writes a slot the last
+//! durable checkpoint uses.
 //!
-//! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`, `superblock`,
-//! `journal` and `checkpoint`, `engine`, then `log_store`.
+//! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
+//! `superblock`, `slots`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal`
+//! only reads what format 3 left).
 
 mod arena;
 mod btree;

@@ -1,10 +1,11 @@
 //! The buffer pool: page frames in memory, a page table, and GCLOCK eviction.
 //!
 //! Policy (no-steal): a dirty page never leaves memory before a checkpoint has written it.
-//! Between checkpoints the replicated log is the durability, so the data file must hold exactly
-//! the last checkpoint's image; writing one dirty page early would break that. When every frame
-//! is dirty the pool grows past its capacity and says so (`over_capacity`), which tells the
-//! owner to checkpoint.
+//! Between checkpoints the replicated log is the durability and the data file holds the last
+//! checkpoint's image; a page evicted dirty would have nowhere to be read back from. (Since
+//! checkpoints write to free slots, a dirty page could be written early to one without harming
+//! the last checkpoint; that is not done.) When every frame is dirty the pool grows past its
+//! capacity and says so (`over_capacity`), which tells the owner to checkpoint.
 //!
 //! Frames hold `Arc<PageBuf>`. A checkpoint's image is captured incrementally, so starting
 //! one costs O(1): `begin_capture` opens a new dirty epoch and takes the list of frames
