@@ -956,7 +956,7 @@ impl Engine {
     }
 
     /// Handles the writer's report on the checkpoint in flight: `None` while it goes on (a
-    /// gated checkpoint's journal is durable, or it was abandoned).
+    /// gated checkpoint is prepared, or it was abandoned).
     fn finish_checkpoint(&mut self, finished: Finished) -> KvResult<Option<CheckpointReport>> {
         let Finished { seq, outcome } = finished;
         if let CheckpointOutcome::Prepared = outcome {
@@ -1009,7 +1009,7 @@ impl Engine {
             }
             CheckpointOutcome::DataFailed(err) => {
                 self.poisoned = Some(format!(
-                    "checkpoint {seq} failed after its page map record was written: {err}"
+                    "checkpoint {seq} failed writing (or unmaking) its page map record, which recovery may take: {err}"
                 ));
                 Err(err)
             }
