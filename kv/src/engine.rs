@@ -457,7 +457,7 @@ impl Engine {
         let slot_count = data.file_len()?.div_ceil(page_size as u64);
         Ok(Recovered {
             superblock,
-            map: SlotMap::identity(page_count, slot_count),
+            map: SlotMap::identity(page_count, slot_count, path)?,
             next_record: 0,
             journal_replayed,
         })

@@ -688,6 +688,13 @@ impl<'a> NodeMut<'a> {
         self.buf.copy_within(slots..slots_end, slots + SLOT_SIZE);
     }
 
+    /// Moves slots `index + 1..len` one place down, over slot `index`.
+    fn close_slot(&mut self, index: usize, len: usize) {
+        let slots = slots_start(self.buf) + index * SLOT_SIZE;
+        let slots_end = slots_start(self.buf) + len * SLOT_SIZE;
+        self.buf.copy_within(slots + SLOT_SIZE..slots_end, slots);
+    }
+
     /// `insert_cell` for a leaf: in a leaf that cuts its prefix, a key sharing the whole
     /// prefix is stored without it; a key sharing less (it goes before the first cell or after
     /// the last), a cell that fits only after compaction, and any insert into a leaf that
@@ -746,9 +753,7 @@ impl<'a> NodeMut<'a> {
         assert!(index < len, "remove position {index} past {len} cells");
         let cell_bytes = view.stored_cell(index).len();
         let frag = view.frag() + cell_bytes;
-        let slots = slots_start(self.buf) + index * SLOT_SIZE;
-        let slots_end = slots_start(self.buf) + len * SLOT_SIZE;
-        self.buf.copy_within(slots + SLOT_SIZE..slots_end, slots);
+        self.close_slot(index, len);
         self.set_len(len - 1);
         self.set_frag(frag);
     }

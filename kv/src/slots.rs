@@ -28,28 +28,22 @@ pub struct SlotMap {
 impl SlotMap {
     /// The map of a file written before page maps existed (format 3 and older): page `p` is
     /// in slot `p`; slots past the page count are free.
-    pub fn identity(page_count: u64, slot_count: u64) -> SlotMap {
-        let mut slots: Vec<u32> = (0..page_count as u32).collect();
-        if let Some(first) = slots.first_mut() {
-            *first = 0;
-        }
-        let mut map = SlotMap::empty(slot_count.max(page_count));
-        map.slots = slots;
-        for slot in page_count..slot_count {
-            map.set_free(slot as u32, true);
-        }
-        map
+    pub fn identity(page_count: u64, slot_count: u64, path: &Path) -> KvResult<SlotMap> {
+        let slots = (0..page_count as u32).collect();
+        SlotMap::from_record(slots, slot_count.max(page_count), path)
     }
 
     /// The map a page map record states, checked: every page but page 0 in its own slot
-    /// below `slot_count`.
+    /// below `slot_count`; every other slot is free.
     pub fn from_record(slots: Vec<u32>, slot_count: u64, path: &Path) -> KvResult<SlotMap> {
         let corrupt = |what: String| KvError::corrupt(path, 0, what);
         if slot_count > u64::from(u32::MAX) {
             return Err(corrupt(format!("page map states {slot_count} slots")));
         }
         let mut map = SlotMap::empty(slot_count);
-        let mut used = vec![0u64; map.free.len()];
+        for slot in 1..map.slot_count {
+            map.set_free(slot, true);
+        }
         for (page_id, &slot) in slots.iter().enumerate() {
             if page_id == 0 {
                 if slot != 0 {
@@ -57,22 +51,15 @@ impl SlotMap {
                 }
                 continue;
             }
-            if slot == 0 || u64::from(slot) >= slot_count {
+            if slot == 0 || slot >= map.slot_count {
                 return Err(corrupt(format!(
                     "page map puts page {page_id} in slot {slot} of {slot_count}"
                 )));
             }
-            let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
-            if used[word] & bit != 0 {
+            if !map.is_free(slot) {
                 return Err(corrupt(format!("page map puts two pages in slot {slot}")));
             }
-            used[word] |= bit;
-        }
-        for slot in 1..slot_count as u32 {
-            let (word, bit) = (slot as usize / 64, 1u64 << (slot % 64));
-            if used[word] & bit == 0 {
-                map.set_free(slot, true);
-            }
+            map.set_free(slot, false);
         }
         map.slots = slots;
         Ok(map)
@@ -86,6 +73,10 @@ impl SlotMap {
             slot_count,
             cursor: 1,
         }
+    }
+
+    fn is_free(&self, slot: u32) -> bool {
+        self.free[slot as usize / 64] & (1u64 << (slot % 64)) != 0
     }
 
     fn set_free(&mut self, slot: u32, free: bool) {
@@ -188,7 +179,7 @@ mod tests {
 
     #[test]
     fn slots_are_taken_lowest_first_then_past_the_end_and_released_slots_come_back() {
-        let mut map = SlotMap::identity(4, 6);
+        let mut map = SlotMap::identity(4, 6, Path::new("data")).unwrap();
         assert_eq!(map.slots(), &[0, 1, 2, 3]);
         assert_eq!(map.free_slots(), 2);
         assert_eq!(map.allocate().unwrap(), 4);

@@ -56,6 +56,16 @@ fn database_at_round_one(path: &Path, keys: u32) {
     engine.checkpoint(position(1)).unwrap();
 }
 
+/// Round 1 checkpointed, then round 2 written and not yet checkpointed, by an engine opened
+/// with `options` (whose fault plan the caller arms).
+fn round_two_unsaved(path: &Path, keys: u32, options: EngineOptions) -> (Engine, Table) {
+    database_at_round_one(path, keys);
+    let (mut engine, _) = Engine::open(path, options).unwrap();
+    let table = engine.table("t").unwrap();
+    fill(&mut engine, table, 2, keys);
+    (engine, table)
+}
+
 #[test]
 fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
     let keys = 3000;
@@ -64,11 +74,8 @@ fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
     for failing_write in 0..24 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        database_at_round_one(&path, keys);
         let faults = FaultPlan::none();
-        let (mut engine, _) = Engine::open(&path, options(faults.clone())).unwrap();
-        let table = engine.table("t").unwrap();
-        fill(&mut engine, table, 2, keys);
+        let (mut engine, table) = round_two_unsaved(&path, keys, options(faults.clone()));
         // Alternate a full disk and a failing disk.
         let errno = if failing_write % 4 < 2 {
             libc::ENOSPC
@@ -112,11 +119,8 @@ fn enospc_or_eio_at_any_write_of_a_checkpoint_leaves_old_or_new_never_a_mix() {
 fn a_torn_page_map_record_leaves_the_previous_checkpoint_intact() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
-    database_at_round_one(&path, 2000);
     {
-        let (mut engine, _) = Engine::open(&path, options(FaultPlan::none())).unwrap();
-        let table = engine.table("t").unwrap();
-        fill(&mut engine, table, 2, 2000);
+        let (mut engine, _) = round_two_unsaved(&path, 2000, options(FaultPlan::none()));
         engine.checkpoint(position(2)).unwrap();
     }
     // Round 2's record went to one of the pair; tearing it, as a crash while writing it
@@ -293,10 +297,7 @@ fn gated(limit: Option<u64>) -> EngineOptions {
 /// Round 2 checkpointed up to a durable page map record that was never released, and the
 /// files copied to `crashed` at that moment as a `kill -9` would leave them.
 fn prepared_round_two(path: &Path, keys: u32, crashed: &Path) {
-    database_at_round_one(path, keys);
-    let (mut engine, _) = Engine::open(path, gated(Some(1))).unwrap();
-    let table = engine.table("t").unwrap();
-    fill(&mut engine, table, 2, keys);
+    let (mut engine, _) = round_two_unsaved(path, keys, gated(Some(1)));
     engine.begin_checkpoint(position(2)).unwrap();
     assert!(engine.wait_prepared().unwrap());
     assert!(engine.checkpoint_prepared());
@@ -353,15 +354,12 @@ fn every_failure_of_a_gated_checkpoint_before_its_commit_can_be_retried() {
     for failing_write in 0..16 {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
-        database_at_round_one(&path, keys);
         let faults = FaultPlan::none();
         let failing = EngineOptions {
             faults: faults.clone(),
             ..gated(Some(1))
         };
-        let (mut engine, _) = Engine::open(&path, failing).unwrap();
-        let table = engine.table("t").unwrap();
-        fill(&mut engine, table, 2, keys);
+        let (mut engine, table) = round_two_unsaved(&path, keys, failing);
         faults.fail_writes_after(failing_write, libc::EIO);
         let result = checkpoint_committed(&mut engine, position(2));
         faults.heal();
