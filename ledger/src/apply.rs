@@ -10,7 +10,7 @@ use planner::{
     InsertSource, LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan,
     DEFAULT_MARKER,
 };
-use sql::{DataType, ErrorKind, Packer, SqlError, SqlResult, Value};
+use sql::{DataType, ErrorKind, Packer, SqlError, SqlResult, Value, ValueRows};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
@@ -2091,6 +2091,74 @@ pub fn prebuild_insert(
     params: &[Value],
     now_micros: i64,
 ) -> Option<SqlResult<WritePlan>> {
+    let (p, table, rows) = prebuildable(plan, catalog)?;
+    if !column_defaults(table).all(evaluates_at_the_session)
+        || !rows.iter().flatten().all(evaluates_at_the_session)
+    {
+        return None;
+    }
+    let env = EvalEnv::without_subqueries(params, now_micros).with_random(true);
+    let rows_values = rows
+        .iter()
+        .map(|values| values.iter().map(|e| e.eval(&[], &env)));
+    match pack_rows(p, table, rows_values, &env) {
+        Ok(plan) => Some(Ok(plan)),
+        Err(e)
+            if column_defaults(table)
+                .chain(rows.iter().flatten())
+                .any(|e| e.calls(Func::draws_random)) =>
+        {
+            Some(Err(e))
+        }
+        Err(_) => None,
+    }
+}
+
+/// `prebuild_insert` for a large INSERT ... VALUES of integer literals straight from the
+/// row reader's `rows`, without an expression bound for each value: `plan` is the statement
+/// bound with its first row alone (`ValueRows::head`), which checked everything but the
+/// other rows. Each value is what binding it would give (`planner::integer_literal_value`),
+/// so the rows are the ones `prebuild_insert` builds from the whole statement bound. None
+/// (bind the whole statement) when a row has another width, a value is anything but an
+/// integer literal in its column's range, a default draws a random value or uses a
+/// sequence, or a row fails to build: the whole statement then gives its own answer.
+pub fn prebuild_literal_insert(
+    plan: &WritePlan,
+    catalog: &Catalog,
+    rows: &ValueRows,
+    now_micros: i64,
+) -> Option<WritePlan> {
+    let (p, table, _) = prebuildable(plan, catalog)?;
+    let ordinary = |d: &Expr| {
+        evaluates_at_the_session(d) && !d.calls(|f| f.draws_random() || f.uses_sequences())
+    };
+    let types: Vec<DataType> = p
+        .target_columns
+        .iter()
+        .map(|&c| table.columns[c].ty)
+        .collect();
+    if !column_defaults(table).all(ordinary)
+        || (0..rows.len()).any(|i| rows.row(i).len() != types.len())
+    {
+        return None;
+    }
+    let env = EvalEnv::without_subqueries(&[], now_micros);
+    let rows_values = (0..rows.len()).map(|i| {
+        rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
+            planner::integer_literal_value(rows, id, ty)
+                .ok_or_else(|| SqlError::internal("not an integer literal"))
+        })
+    });
+    pack_rows(p, table, rows_values, &env).ok()
+}
+
+/// The insert of `plan` with its table and its VALUES rows, when it can be built before it
+/// is proposed: the table as the plan saw it, and no ON CONFLICT DO UPDATE drawing random
+/// values (the executor applying built rows could not draw them).
+fn prebuildable<'a>(
+    plan: &'a WritePlan,
+    catalog: &'a Catalog,
+) -> Option<(&'a InsertPlan, &'a TableDef, &'a [Vec<Expr>])> {
     let WritePlan::Insert(p) = plan else {
         return None;
     };
@@ -2100,9 +2168,6 @@ pub fn prebuild_insert(
     let table = catalog
         .table_by_id(p.table.id)
         .filter(|t| t.shape_version == p.table.shape_version)?;
-    let defaults = || table.columns.iter().filter_map(|c| c.default.as_ref());
-    // An ON CONFLICT DO UPDATE that draws random values draws them when the statement is
-    // staged (the executor applying packed rows could not).
     let conflict_draws = p
         .on_conflict
         .as_ref()
@@ -2110,40 +2175,35 @@ pub fn prebuild_insert(
         .is_some_and(|(assignments, _)| {
             assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
         });
-    if conflict_draws
-        || !defaults().all(evaluates_at_the_session)
-        || !rows.iter().flatten().all(evaluates_at_the_session)
-    {
-        return None;
-    }
-    let env = EvalEnv::without_subqueries(params, now_micros).with_random(true);
-    // Row by row, each packed as soon as it is built.
+    (!conflict_draws).then_some((p, table, rows.as_slice()))
+}
+
+fn column_defaults(table: &TableDef) -> impl Iterator<Item = &Expr> {
+    table.columns.iter().filter_map(|c| c.default.as_ref())
+}
+
+/// `p` with `rows` (each the values of its target columns) built — defaults filled in,
+/// values conformed — and packed, row by row.
+fn pack_rows<V: IntoIterator<Item = SqlResult<Value>>>(
+    p: &InsertPlan,
+    table: &TableDef,
+    rows: impl Iterator<Item = V>,
+    env: &EvalEnv<'_>,
+) -> SqlResult<WritePlan> {
     let mut builder = RowBuilder::new(table, &p.target_columns);
     let (mut packer, mut row) = (Packer::default(), Vec::new());
-    let built = rows.iter().try_for_each(|values| {
-        builder.build_into(&mut row, values.iter().map(|e| e.eval(&[], &env)), &env)?;
+    for values in rows {
+        builder.build_into(&mut row, values, env)?;
         packer.push(&row);
-        Ok(())
-    });
-    match built {
-        Ok(()) => {}
-        Err(e)
-            if defaults()
-                .chain(rows.iter().flatten())
-                .any(|e| e.calls(Func::draws_random)) =>
-        {
-            return Some(Err(e))
-        }
-        Err(_) => return None,
     }
-    Some(Ok(WritePlan::Insert(InsertPlan {
+    Ok(WritePlan::Insert(InsertPlan {
         table: p.table.clone(),
         source: InsertSource::Packed(packer.finish()),
         target_columns: (0..table.columns.len()).collect(),
         on_conflict: p.on_conflict.clone(),
         returning: p.returning.clone(),
         call: p.call,
-    })))
+    }))
 }
 
 /// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
@@ -2566,6 +2626,80 @@ mod tests {
             .all(|r| matches!(r[2], Value::TimestampTz(t) if t == now)));
         assert!(builder.defaults[1].is_none());
         assert!(matches!(builder.defaults[2], Some(Value::TimestampTz(_))));
+    }
+
+    /// The statement `text` bound with its first row alone, and its rows.
+    fn head_and_rows(catalog: &Catalog, text: &str) -> (WritePlan, sql::ValueRows) {
+        let parsed = sql::parse(text).unwrap().remove(0);
+        let sql::Parsed::InsertValues { statement, rows } = parsed.parsed else {
+            panic!("not read by the row reader: {text}");
+        };
+        let head = sql::ParsedStatement {
+            parsed: sql::Parsed::InsertValues {
+                statement,
+                rows: Box::new(rows.head(1)),
+            },
+            text: String::new(),
+        };
+        match bind(catalog, &head, &[]).unwrap().plan {
+            Plan::Write(plan, _) => ((*plan).clone(), *rows),
+            _ => panic!("not a write: {text}"),
+        }
+    }
+
+    #[test]
+    fn literal_rows_build_as_the_whole_statement_bound() {
+        // One table per catalog: each numbers its table alike.
+        let t = catalog();
+        let n = catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE n (a SMALLINT, b INT NOT NULL, c BIGINT DEFAULT 3, \
+             at TIMESTAMPTZ DEFAULT now(), x TEXT DEFAULT 'x')",
+        )
+        .unwrap();
+        let catalog_of = |text: &str| if text.contains(" n ") { &n } else { &t };
+        let now = 1_790_000_000_000_000;
+        for text in [
+            "INSERT INTO t (i, b) VALUES (1, 2), (-3, -9223372036854775808), (007, 4)",
+            "INSERT INTO t (b, i) VALUES (9223372036854775807, 2147483647), (0, -2147483648)",
+            "INSERT INTO n VALUES (-32768, 1, 2), (32767, -1, -2)",
+            "INSERT INTO n (c, b) VALUES (1, 2), (3, 4)",
+            // NOT NULL is the executor's to check, for both.
+            "INSERT INTO n (a, c) VALUES (1, 2), (3, 4)",
+        ] {
+            let catalog = catalog_of(text);
+            let whole = write(catalog, text);
+            let Some(Ok(expected)) = prebuild_insert(&whole, catalog, &[], now) else {
+                panic!("not prebuilt: {text}");
+            };
+            let (head, rows) = head_and_rows(catalog, text);
+            let built = super::prebuild_literal_insert(&head, catalog, &rows, now)
+                .unwrap_or_else(|| panic!("not built from literals: {text}"));
+            assert_eq!(format!("{built:?}"), format!("{expected:?}"), "{text}");
+        }
+        for text in [
+            "INSERT INTO t (i, b) VALUES (1, 2), (2, 3 + 4)",
+            "INSERT INTO t (i, x) VALUES (1, 'a'), (2, 'b')",
+            "INSERT INTO t (i, b) VALUES (1, 2), (2, NULL)",
+            "INSERT INTO n (a, b) VALUES (1, 2), (32768, 3)",
+            "INSERT INTO n (a, b) VALUES (1, 2), (-32769, 3)",
+            "INSERT INTO n (a, b) VALUES (1, 2), (3)",
+            "INSERT INTO t (i, b) VALUES (1, 2), ($1, 3)",
+        ] {
+            let catalog = catalog_of(text);
+            let (head, rows) = head_and_rows(catalog, text);
+            assert!(
+                super::prebuild_literal_insert(&head, catalog, &rows, now).is_none(),
+                "{text}"
+            );
+        }
+        let random = catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE r (i INT, u UUID DEFAULT gen_random_uuid())",
+        )
+        .unwrap();
+        let (head, rows) = head_and_rows(&random, "INSERT INTO r (i) VALUES (1), (2)");
+        assert!(super::prebuild_literal_insert(&head, &random, &rows, now).is_none());
     }
 
     #[test]

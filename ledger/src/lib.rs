@@ -33,7 +33,7 @@ mod undo;
 mod window;
 mod worker;
 
-pub use apply::{prebuild_insert, stage_insert_locally};
+pub use apply::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use command::{
     decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
     Overlay, QueryResult, ReadCheck, Staged, WriteOp,

@@ -48,6 +48,7 @@ use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
 use crate::activity::ConnectionControl;
+use crate::bulk_insert::bind_simple;
 use crate::notifications::Inbox;
 use crate::session::{Session, Shared, StatementResult};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
@@ -499,10 +500,11 @@ where
         // Active from before binding, as PostgreSQL's query_start is.
         session.begin_statement(&statement.text);
         let (catalog, pid) = (session.catalog(), session.pid());
+        let alone = !session.in_transaction();
         let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
-            off_the_runtime(move || bind_in_session(&catalog, &statement, &[], pid)).await
+            off_the_runtime(move || bind_simple(&catalog, &statement, pid, alone)).await
         } else {
-            bind_in_session(&catalog, &statement, &[], pid)
+            bind_simple(&catalog, &statement, pid, alone)
         };
         let result = match bound {
             Ok(bound) => session.execute(&bound, &[]).await,

@@ -4,6 +4,7 @@
 
 mod activity;
 mod advisory_locks;
+mod bulk_insert;
 mod copy_format;
 mod frontend;
 mod handlers;

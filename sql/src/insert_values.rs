@@ -102,6 +102,30 @@ impl ValueRows {
         &self.values[start as usize..self.row_ends[i] as usize]
     }
 
+    /// The first `n` rows alone: what a statement of only those rows would read to.
+    pub fn head(&self, n: usize) -> ValueRows {
+        let n = n.min(self.len());
+        let row_ends = self.row_ends[..n].to_vec();
+        let values = self.values[..row_ends.last().map_or(0, |&end| end as usize)].to_vec();
+        // A value's nodes are pushed as it is read, its root last, and rows one after
+        // another: the first rows' nodes are those up to their last root.
+        let nodes = self.nodes[..values.last().map_or(0, |&root| root as usize + 1)].to_vec();
+        let source_end = nodes
+            .iter()
+            .filter_map(|node| match node {
+                Node::Number(s) | Node::String(s) | Node::Placeholder(s) => Some(s.end as usize),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        ValueRows {
+            source: self.source[..source_end].to_string(),
+            nodes,
+            values,
+            row_ends,
+        }
+    }
+
     pub fn value(&self, id: NodeId) -> RowValue<'_> {
         let text = |s: Span| &self.source[s.start as usize..s.end as usize];
         match self.nodes[id as usize] {
@@ -485,6 +509,19 @@ mod tests {
             let expected = sqlparser_one(text).expect(text);
             assert_eq!(fast(text).as_ref(), Some(&expected), "{text}");
         }
+    }
+
+    #[test]
+    fn a_head_holds_the_first_rows() {
+        let text = "INSERT INTO t VALUES (1, 'a''b'), (-(2 + 3), NULL), ((4) * $1, 'c'), (5, 'd')";
+        let (_, rows) = parse_insert_values(text, sqlparser_one).unwrap();
+        let all = rows.to_ast();
+        for n in 0..=5 {
+            let head = rows.head(n);
+            assert_eq!(head.len(), n.min(4));
+            assert_eq!(head.to_ast(), all[..n.min(4)], "{n} rows");
+        }
+        assert!(rows.head(1).source.len() < rows.source.len());
     }
 
     /// Everything outside the grammar is left to sqlparser, including all syntax errors.
