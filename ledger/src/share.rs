@@ -78,6 +78,7 @@ impl Executor {
             ));
         };
         let table = self.resolve(&insert.table)?;
+        let schema = self.ledger_schema()?;
         let rows = packed.rows().map(|row| {
             row.map_err(undecodable)
                 .and_then(|row| prebuilt_row(&table, row))
@@ -89,7 +90,7 @@ impl Executor {
             |ex| {
                 let mut rows = RowsAhead::new(rows, true);
                 while let Some(row) = rows.next(ex, &table) {
-                    ex.transfer_share(&table, row?, part, version)?;
+                    ex.transfer_share(&schema, &table, row?, part, version)?;
                 }
                 Ok(packed.len() as u64)
             },

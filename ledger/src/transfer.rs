@@ -375,12 +375,12 @@ impl Executor {
     /// means only that the statement has to apply whole.
     pub(crate) fn transfer_share(
         &mut self,
+        schema: &LedgerSchema,
         table: &TableDef,
         mut row: Row,
         part: usize,
         version: u64,
     ) -> SqlResult<()> {
-        let schema = self.ledger_schema()?;
         let partitions = self.shards.len();
         let here = |id: i64| crate::partition::partition_of_id(id, partitions) == part;
         let t = &schema.transfer;
@@ -393,36 +393,43 @@ impl Executor {
         {
             return Err(whole());
         }
-        let m = movement(&schema, id, &row)?;
-        if !here(id) && !here(m.debit) && !here(m.credit) {
+        let m = movement(schema, id, &row)?;
+        let (row_here, debit_here, credit_here) = (here(id), here(m.debit), here(m.credit));
+        if !row_here && !debit_here && !credit_here {
             return Ok(());
         }
         let now = self.ledger_clock;
-        if here(id) {
+        if row_here {
             row[t.timeout] = Value::Int(0);
             row[t.created_at] = Value::TimestampTz(now);
             if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, &row, version)? {
                 return Err(whole());
             }
         }
-        let (debit_balance, credit_balance) = balances(&schema, pending);
-        for (account_id, balance, side, name) in [
-            (m.debit, debit_balance, Side::Debits, "debit"),
-            (m.credit, credit_balance, Side::Credits, "credit"),
+        let (debit_balance, credit_balance) = balances(schema, pending);
+        for (account_id, here, balance, side, name) in [
+            (m.debit, debit_here, debit_balance, Side::Debits, "debit"),
+            (
+                m.credit,
+                credit_here,
+                credit_balance,
+                Side::Credits,
+                "credit",
+            ),
         ] {
-            if !here(account_id) {
+            if !here {
                 continue;
             }
-            let mut account = self.account(&schema, id, account_id, name)?;
+            let mut account = self.account(schema, id, account_id, name)?;
             if int(&account.row[schema.account.ledger]) != Some(m.ledger) {
                 return Err(whole());
             }
             add(id, account_id, &mut account.row, balance, m.amount)?;
-            check_limits(&schema, id, account_id, &account.row, side)?;
-            self.save_account(&schema, account, id, now, version)?;
+            check_limits(schema, id, account_id, &account.row, side)?;
+            self.save_account(schema, account, id, now, version)?;
         }
-        if pending && here(id) {
-            self.record_pending(&schema, id, &row, version)?;
+        if pending && row_here {
+            self.record_pending(schema, id, &row, version)?;
         }
         Ok(())
     }
