@@ -10,7 +10,9 @@ use planner::{
     InsertSource, LedgerRole, OnConflict, RowChange, Step, TableDef, TableRef, WritePlan,
     DEFAULT_MARKER,
 };
-use sql::{DataType, ErrorKind, Packer, SqlError, SqlResult, Value, ValueRows};
+use sql::{
+    ColumnFill, DataType, ErrorKind, Packer, RowShape, SqlError, SqlResult, Value, ValueRows,
+};
 
 use crate::command::{CommandResult, Outcome, Overlay, ReadCheck, Staged, WriteOp};
 use crate::error::kv_error;
@@ -240,19 +242,25 @@ fn duplicate_key(table: &TableDef, row: &[Value]) -> SqlError {
 /// Casts every value to its column's type.
 fn conform(table: &TableDef, row: &mut [Value]) -> SqlResult<()> {
     for (v, c) in row.iter_mut().zip(&table.columns) {
-        // The common cases already have their column's form (a bigint, a boolean, a
-        // timestamptz); everything else goes through the cast.
-        let conforms = match (&*v, c.ty) {
-            (Value::Null, _) => true,
-            (Value::Int(_), DataType::Int8) => true,
-            (Value::Int(i), DataType::Int4) => i32::try_from(*i).is_ok(),
-            (Value::Bool(_), DataType::Bool) => true,
-            (Value::TimestampTz(_), DataType::TimestampTz) => true,
-            _ => false,
-        };
-        if !conforms {
-            *v = v.cast(c.ty)?;
-        }
+        conform_value(v, c.ty)?;
+    }
+    Ok(())
+}
+
+/// `v` in the form of a column of type `ty`.
+fn conform_value(v: &mut Value, ty: DataType) -> SqlResult<()> {
+    // The common cases already have their column's form (a bigint, a boolean, a
+    // timestamptz); everything else goes through the cast.
+    let conforms = match (&*v, ty) {
+        (Value::Null, _) => true,
+        (Value::Int(_), DataType::Int8) => true,
+        (Value::Int(i), DataType::Int4) => i32::try_from(*i).is_ok(),
+        (Value::Bool(_), DataType::Bool) => true,
+        (Value::TimestampTz(_), DataType::TimestampTz) => true,
+        _ => false,
+    };
+    if !conforms {
+        *v = v.cast(ty)?;
     }
     Ok(())
 }
@@ -2143,13 +2151,39 @@ pub fn prebuild_literal_insert(
         return None;
     }
     let env = EvalEnv::without_subqueries(&[], now_micros);
-    let rows_values = (0..rows.len()).map(|i| {
-        rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
-            planner::integer_literal_value(rows, id, ty)
-                .ok_or_else(|| SqlError::internal("not an integer literal"))
-        })
-    });
-    pack_rows(p, table, rows_values, &env).ok()
+    // Each column is one of the given values or its default, which is then the statement's
+    // (no volatile call but `now()`): packed once, in its column's form, for every row.
+    let mut given_at = vec![None; table.columns.len()];
+    for (place, &column) in p.target_columns.iter().enumerate() {
+        given_at[column] = Some(place);
+    }
+    let mut fills = Vec::with_capacity(table.columns.len());
+    for (column, place) in table.columns.iter().zip(given_at) {
+        fills.push(match place {
+            Some(place) => ColumnFill::Given(place),
+            None => {
+                let mut value = match &column.default {
+                    None => Value::Null,
+                    Some(d) if d.calls(|f| f.is_volatile() && f != Func::Now) => return None,
+                    Some(d) => d.eval(&[], &env).ok()?,
+                };
+                conform_value(&mut value, column.ty).ok()?;
+                ColumnFill::Fixed(value)
+            }
+        });
+    }
+    let shape = RowShape::new(fills);
+    let (mut packer, mut given) = (Packer::default(), Vec::with_capacity(types.len()));
+    for i in 0..rows.len() {
+        given.clear();
+        for (&id, &ty) in rows.row(i).iter().zip(&types) {
+            let mut value = planner::integer_literal_value(rows, id, ty)?;
+            conform_value(&mut value, ty).ok()?;
+            given.push(value);
+        }
+        packer.push_shaped(&shape, &given);
+    }
+    Some(packed_plan(p, table, packer))
 }
 
 /// The insert of `plan` with its table and its VALUES rows, when it can be built before it
@@ -2196,14 +2230,19 @@ fn pack_rows<V: IntoIterator<Item = SqlResult<Value>>>(
         builder.build_into(&mut row, values, env)?;
         packer.push(&row);
     }
-    Ok(WritePlan::Insert(InsertPlan {
+    Ok(packed_plan(p, table, packer))
+}
+
+/// `p` with the rows `packer` packed, whole rows of `table`.
+fn packed_plan(p: &InsertPlan, table: &TableDef, packer: Packer) -> WritePlan {
+    WritePlan::Insert(InsertPlan {
         table: p.table.clone(),
         source: InsertSource::Packed(packer.finish()),
         target_columns: (0..table.columns.len()).collect(),
         on_conflict: p.on_conflict.clone(),
         returning: p.returning.clone(),
         call: p.call,
-    }))
+    })
 }
 
 /// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
@@ -2676,6 +2715,14 @@ mod tests {
             let built = super::prebuild_literal_insert(&head, catalog, &rows, now)
                 .unwrap_or_else(|| panic!("not built from literals: {text}"));
             assert_eq!(format!("{built:?}"), format!("{expected:?}"), "{text}");
+            let packed = |plan: &WritePlan| match plan {
+                WritePlan::Insert(p) => match &p.source {
+                    InsertSource::Packed(rows) => rows.as_bytes().to_vec(),
+                    _ => panic!("not packed: {text}"),
+                },
+                _ => panic!("not an insert: {text}"),
+            };
+            assert_eq!(packed(&built), packed(&expected), "{text}");
         }
         for text in [
             "INSERT INTO t (i, b) VALUES (1, 2), (2, 3 + 4)",

@@ -29,7 +29,7 @@ pub use interval::Interval;
 pub use jsonb::Jsonb;
 pub use nesting::{depth_bound, MAX_EXPRESSION_DEPTH, STATEMENT_STACK_BYTES};
 pub use numeric::Numeric;
-pub use packed_rows::{PackedRows, Packer};
+pub use packed_rows::{ColumnFill, PackedRows, Packer, RowShape};
 pub use parse::{ident, parse, split_statements, Overriding, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;
 pub use sequence_statement::AlterSequence;

@@ -105,6 +105,21 @@ impl Packer {
         self.count += 1;
     }
 
+    /// Pushes a row of `shape`, its given columns' values from `given` (by their places in
+    /// it), each already in its column's form: the bytes `push` would write for the whole row.
+    pub fn push_shaped(&mut self, shape: &RowShape, given: &[Value]) {
+        put_varint(&mut self.rows, shape.width as u64);
+        for part in &shape.parts {
+            match part {
+                ShapePart::Given(i) => put_value(&mut self.rows, &given[*i]),
+                ShapePart::Fixed(start, end) => {
+                    self.rows.extend_from_slice(&shape.fixed[*start..*end])
+                }
+            }
+        }
+        self.count += 1;
+    }
+
     pub fn finish(self) -> PackedRows {
         let mut bytes = Vec::with_capacity(10 + self.rows.len());
         put_varint(&mut bytes, self.count as u64);
@@ -115,6 +130,55 @@ impl Packer {
             bytes,
             first_row,
         }
+    }
+}
+
+/// What fills one column of the rows a [`RowShape`] packs.
+pub enum ColumnFill {
+    /// The value given for the row at this place.
+    Given(usize),
+    /// The same value in every row.
+    Fixed(Value),
+}
+
+/// Rows whose columns are each either given per row or the same in every row (an INSERT's
+/// defaults): the fixed ones are packed once, here, and copied into every row
+/// ([`Packer::push_shaped`]).
+pub struct RowShape {
+    width: usize,
+    parts: Vec<ShapePart>,
+    fixed: Vec<u8>,
+}
+
+enum ShapePart {
+    Given(usize),
+    /// A run of fixed columns' bytes in `RowShape::fixed`.
+    Fixed(usize, usize),
+}
+
+impl RowShape {
+    pub fn new(columns: impl IntoIterator<Item = ColumnFill>) -> RowShape {
+        let mut shape = RowShape {
+            width: 0,
+            parts: Vec::new(),
+            fixed: Vec::new(),
+        };
+        for column in columns {
+            shape.width += 1;
+            match column {
+                ColumnFill::Given(i) => shape.parts.push(ShapePart::Given(i)),
+                ColumnFill::Fixed(value) => {
+                    let start = shape.fixed.len();
+                    put_value(&mut shape.fixed, &value);
+                    let end = shape.fixed.len();
+                    match shape.parts.last_mut() {
+                        Some(ShapePart::Fixed(_, run_end)) if *run_end == start => *run_end = end,
+                        _ => shape.parts.push(ShapePart::Fixed(start, end)),
+                    }
+                }
+            }
+        }
+        shape
     }
 }
 
@@ -407,6 +471,35 @@ mod tests {
             }),
             Value::Time(86_400_000_000),
         ]
+    }
+
+    #[test]
+    fn shaped_rows_pack_as_whole_rows() {
+        let kinds = every_kind();
+        // Every other column given, the rest fixed, runs of both.
+        let given_at = |c: usize| c % 3 != 1;
+        let shape = RowShape::new((0..kinds.len()).map(|c| {
+            if given_at(c) {
+                ColumnFill::Given(c)
+            } else {
+                ColumnFill::Fixed(kinds[c].clone())
+            }
+        }));
+        let mut shaped = Packer::default();
+        let mut whole = Packer::default();
+        for round in 0..3i64 {
+            let row: Vec<Value> = kinds
+                .iter()
+                .enumerate()
+                .map(|(c, v)| match v {
+                    Value::Int(i) if given_at(c) => Value::Int(i.wrapping_add(round)),
+                    v => v.clone(),
+                })
+                .collect();
+            shaped.push_shaped(&shape, &row);
+            whole.push(&row);
+        }
+        assert_eq!(shaped.finish().as_bytes(), whole.finish().as_bytes());
     }
 
     /// Values have SQL's equality, not Rust's (NULL is not equal to NULL): compare the
