@@ -2128,8 +2128,8 @@ pub fn prebuild_insert(
 /// other rows. Each value is what binding it would give (`planner::integer_literal_value`),
 /// so the rows are the ones `prebuild_insert` builds from the whole statement bound. None
 /// (bind the whole statement) when a row has another width, a value is anything but an
-/// integer literal in its column's range, a default draws a random value or uses a
-/// sequence, or a row fails to build: the whole statement then gives its own answer.
+/// integer literal in its column's range, or a default differs from row to row (a random
+/// draw, a sequence) or fails to evaluate: the whole statement then gives its own answer.
 pub fn prebuild_literal_insert(
     plan: &WritePlan,
     catalog: &Catalog,
@@ -2137,15 +2137,12 @@ pub fn prebuild_literal_insert(
     now_micros: i64,
 ) -> Option<WritePlan> {
     let (p, table, _) = prebuildable(plan, catalog)?;
-    let ordinary = |d: &Expr| {
-        evaluates_at_the_session(d) && !d.calls(|f| f.draws_random() || f.uses_sequences())
-    };
     let types: Vec<DataType> = p
         .target_columns
         .iter()
         .map(|&c| table.columns[c].ty)
         .collect();
-    if !column_defaults(table).all(ordinary)
+    if !column_defaults(table).all(evaluates_at_the_session)
         || (0..rows.len()).any(|i| rows.row(i).len() != types.len())
     {
         return None;

@@ -3,16 +3,16 @@
 //!
 //! Binding such a statement whole builds an expression per value, which the session then
 //! evaluates, packs and drops: for a 1,000-row insert, about half of the CPU the sessions
-//! spent on it.
-//! Here the statement is bound with its first row alone — every check of the table, the
-//! columns, their types and the first row's values — and the rows are built straight from
-//! the row reader's values into packed rows (`ledger::prebuild_literal_insert`): exactly the
-//! rows binding the whole statement and `ledger::prebuild_insert` would give, which is
-//! what a write outside a transaction block proposes. Anything else — a transaction block
-//! (whose statements are staged, with the block's time), RETURNING or ON CONFLICT (which the
-//! executor evaluates with the command's time), a value that is not an integer literal in
-//! its column's range, a row that does not build — binds the whole statement as before, so
-//! no answer or error changes.
+//! spent on it. Here the statement is bound with its first row alone — every check of the
+//! table, the columns, their types and the first row's values — and the rows are packed
+//! straight from the row reader's values, the defaults packed once for all of them
+//! (`ledger::prebuild_literal_insert`): exactly the rows binding the whole statement and
+//! `ledger::prebuild_insert` give, which is what a write outside a transaction block
+//! proposes. Anything else — a transaction block (whose statements are staged, with the
+//! block's time), RETURNING or ON CONFLICT (which the executor evaluates with the command's
+//! time), a value that is not an integer literal in its column's range, a default that
+//! differs from row to row — binds the whole statement as before, so no answer or error
+//! changes.
 
 use std::sync::Arc;
 
