@@ -2109,7 +2109,11 @@ pub fn prebuild_insert(
     let rows_values = rows
         .iter()
         .map(|values| values.iter().map(|e| e.eval(&[], &env)));
-    match pack_rows(p, table, rows_values, &env) {
+    let marked = rows
+        .iter()
+        .flatten()
+        .any(|e| matches!(e, Expr::Literal(Value::Text(t), _) if t == DEFAULT_MARKER));
+    match pack_rows(p, table, rows_values, &env, marked) {
         Ok(plan) => Some(Ok(plan)),
         Err(e)
             if column_defaults(table)
@@ -2128,8 +2132,8 @@ pub fn prebuild_insert(
 /// other rows. Each value is what binding it would give (`planner::integer_literal_value`),
 /// so the rows are the ones `prebuild_insert` builds from the whole statement bound. None
 /// (bind the whole statement) when a row has another width, a value is anything but an
-/// integer literal in its column's range, or a default differs from row to row (a random
-/// draw, a sequence) or fails to evaluate: the whole statement then gives its own answer.
+/// integer literal in its column's range, or a default cannot be evaluated here (a random
+/// draw, a sequence): the whole statement then gives its own answer.
 pub fn prebuild_literal_insert(
     plan: &WritePlan,
     catalog: &Catalog,
@@ -2147,40 +2151,15 @@ pub fn prebuild_literal_insert(
     {
         return None;
     }
+    // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
-    // Each column is one of the given values or its default, which is then the statement's
-    // (no volatile call but `now()`): packed once, in its column's form, for every row.
-    let mut given_at = vec![None; table.columns.len()];
-    for (place, &column) in p.target_columns.iter().enumerate() {
-        given_at[column] = Some(place);
-    }
-    let mut fills = Vec::with_capacity(table.columns.len());
-    for (column, place) in table.columns.iter().zip(given_at) {
-        fills.push(match place {
-            Some(place) => ColumnFill::Given(place),
-            None => {
-                let mut value = match &column.default {
-                    None => Value::Null,
-                    Some(d) if d.calls(|f| f.is_volatile() && f != Func::Now) => return None,
-                    Some(d) => d.eval(&[], &env).ok()?,
-                };
-                conform_value(&mut value, column.ty).ok()?;
-                ColumnFill::Fixed(value)
-            }
-        });
-    }
-    let shape = RowShape::new(fills);
-    let (mut packer, mut given) = (Packer::default(), Vec::with_capacity(types.len()));
-    for i in 0..rows.len() {
-        given.clear();
-        for (&id, &ty) in rows.row(i).iter().zip(&types) {
-            let mut value = planner::integer_literal_value(rows, id, ty)?;
-            conform_value(&mut value, ty).ok()?;
-            given.push(value);
-        }
-        packer.push_shaped(&shape, &given);
-    }
-    Some(packed_plan(p, table, packer))
+    let rows_values = (0..rows.len()).map(|i| {
+        rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
+            planner::integer_literal_value(rows, id, ty)
+                .ok_or_else(|| SqlError::internal("not an integer literal"))
+        })
+    });
+    pack_rows(p, table, rows_values, &env, false).ok()
 }
 
 /// The insert of `plan` with its table and its VALUES rows, when it can be built before it
@@ -2214,20 +2193,64 @@ fn column_defaults(table: &TableDef) -> impl Iterator<Item = &Expr> {
 }
 
 /// `p` with `rows` (each the values of its target columns) built — defaults filled in,
-/// values conformed — and packed, row by row.
+/// values conformed — and packed, row by row. `marked` when a value may be the `DEFAULT`
+/// marker, which only `RowBuilder` fills in.
 fn pack_rows<V: IntoIterator<Item = SqlResult<Value>>>(
     p: &InsertPlan,
     table: &TableDef,
     rows: impl Iterator<Item = V>,
     env: &EvalEnv<'_>,
+    marked: bool,
 ) -> SqlResult<WritePlan> {
+    let mut packer = Packer::default();
+    if let Some(shape) = row_shape(p, table, env).filter(|_| !marked) {
+        let mut given = Vec::with_capacity(p.target_columns.len());
+        for values in rows {
+            given.clear();
+            for (value, &column) in values.into_iter().zip(&p.target_columns) {
+                let mut value = value?;
+                conform_value(&mut value, table.columns[column].ty)?;
+                given.push(value);
+            }
+            packer.push_shaped(&shape, &given);
+        }
+        return Ok(packed_plan(p, table, packer));
+    }
     let mut builder = RowBuilder::new(table, &p.target_columns);
-    let (mut packer, mut row) = (Packer::default(), Vec::new());
+    let mut row = Vec::new();
     for values in rows {
         builder.build_into(&mut row, values, env)?;
         packer.push(&row);
     }
     Ok(packed_plan(p, table, packer))
+}
+
+/// The shape of `p`'s rows when every column it leaves to its default gets the same value
+/// in every row (no volatile call but `now()`, which is the statement's): those defaults
+/// evaluated and conformed once. None when one differs from row to row or fails to
+/// evaluate (`RowBuilder` then evaluates it as each row needs it, and reports its error
+/// where it always has).
+fn row_shape(p: &InsertPlan, table: &TableDef, env: &EvalEnv<'_>) -> Option<RowShape> {
+    let mut given_at = vec![None; table.columns.len()];
+    for (place, &column) in p.target_columns.iter().enumerate() {
+        given_at[column] = Some(place);
+    }
+    let mut fills = Vec::with_capacity(table.columns.len());
+    for (column, place) in table.columns.iter().zip(given_at) {
+        fills.push(match place {
+            Some(place) => ColumnFill::Given(place),
+            None => {
+                let mut value = match &column.default {
+                    None => Value::Null,
+                    Some(d) if d.calls(|f| f.is_volatile() && f != Func::Now) => return None,
+                    Some(d) => d.eval(&[], env).ok()?,
+                };
+                conform_value(&mut value, column.ty).ok()?;
+                ColumnFill::Fixed(value)
+            }
+        });
+    }
+    Some(RowShape::new(fills))
 }
 
 /// `p` with the rows `packer` packed, whole rows of `table`.
@@ -2628,6 +2651,51 @@ mod tests {
         );
         assert_eq!(prebuilt.target_columns, vec![0, 1, 2, 3, 4]);
         assert_eq!(prebuilt.table, p.table);
+    }
+
+    /// Rows whose defaults are the statement's are packed through a row shape (the defaults
+    /// packed once); the bytes are those of the rows `RowBuilder` builds.
+    #[test]
+    fn shaped_rows_are_the_rows_the_builder_builds() {
+        let catalog = catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE s (a SMALLINT, b INT DEFAULT 2, c BIGINT, d NUMERIC DEFAULT 1.5, \
+             e TEXT DEFAULT 'e', at TIMESTAMPTZ DEFAULT now(), ok BOOLEAN DEFAULT true)",
+        )
+        .unwrap();
+        let table = catalog.tables["s"].clone();
+        let now = 1_790_000_000_000_000;
+        let env = EvalEnv::without_subqueries(&[], now);
+        for text in [
+            "INSERT INTO s (c, a) VALUES (1, 2), (3 * 4, -5), (NULL, NULL)",
+            "INSERT INTO s (e, d, b) VALUES ('x', 2, 3), (NULL, 0.25, '7')",
+            "INSERT INTO s VALUES (1, 2, 3, 4, 'five', '2026-11-24 10:00:00+00', false)",
+        ] {
+            let plan = write(&catalog, text);
+            let WritePlan::Insert(p) = &plan else {
+                unreachable!()
+            };
+            let InsertSource::Values(values) = &p.source else {
+                unreachable!()
+            };
+            let expected: Vec<Vec<Value>> = eval_values(values, &env)
+                .unwrap()
+                .into_iter()
+                .map(|v| build_row(&table, &p.target_columns, v, &env).unwrap())
+                .collect();
+            let Some(Ok(WritePlan::Insert(prebuilt))) = prebuild_insert(&plan, &catalog, &[], now)
+            else {
+                panic!("not prebuilt: {text}");
+            };
+            let InsertSource::Packed(packed) = &prebuilt.source else {
+                panic!("not packed: {text}");
+            };
+            assert_eq!(
+                packed.as_bytes(),
+                sql::PackedRows::pack(&expected).as_bytes(),
+                "{text}"
+            );
+        }
     }
 
     #[test]
