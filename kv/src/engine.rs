@@ -223,12 +223,8 @@ fn format(path: &Path, options: &EngineOptions) -> KvResult<()> {
         next_table_id: 1,
     };
     let [first, second] = page_map::record_paths(path);
-    for stale in [second, journal_path(path)] {
-        if stale.exists() {
-            std::fs::remove_file(&stale)
-                .map_err(|source| KvError::io(&stale, IoOp::Remove, 0, source))?;
-        }
-    }
+    remove_stale(&second)?;
+    remove_stale(&journal_path(path))?;
     let record = BlockFile::open(&first, true, options.io_mode, options.faults.clone())?;
     record.set_len(0)?;
     page_map::write(&record, &superblock, &[0, 1], 2)?;
@@ -244,6 +240,14 @@ fn format(path: &Path, options: &EngineOptions) -> KvResult<()> {
     std::fs::rename(&temporary, path)
         .map_err(|source| KvError::io(path, IoOp::Rename, 0, source))?;
     io::sync_directory(path.parent().unwrap_or(Path::new(".")))
+}
+
+/// Removes a file an earlier format or an earlier database of that name left, if any.
+fn remove_stale(path: &Path) -> KvResult<()> {
+    if path.exists() {
+        std::fs::remove_file(path).map_err(|source| KvError::io(path, IoOp::Remove, 0, source))?;
+    }
+    Ok(())
 }
 
 /// What recovery found: the checkpoint, where its pages are, and which record file the next
@@ -420,11 +424,7 @@ impl Engine {
         let map = SlotMap::from_record(record.slots, record.slot_count, path)?;
         let page_size = u64::from(record.superblock.page_size);
         check_len(data, map.used_end() * page_size)?;
-        let journal = journal_path(path);
-        if journal.exists() {
-            std::fs::remove_file(&journal)
-                .map_err(|source| KvError::io(&journal, IoOp::Remove, 0, source))?;
-        }
+        remove_stale(&journal_path(path))?;
         Ok(Recovered {
             superblock: record.superblock,
             map,

@@ -90,13 +90,13 @@ impl KvError {
         }
     }
 
-    /// True for ENOSPC and EDQUOT: the disk (or quota) is full.
     /// The file system refused the request as such (EINVAL): for a direct write, one it
     /// cannot do unbuffered.
     pub fn is_invalid_argument(&self) -> bool {
         matches!(self, KvError::Io { source, .. } if source.raw_os_error() == Some(libc::EINVAL))
     }
 
+    /// True for ENOSPC and EDQUOT: the disk (or quota) is full.
     pub fn is_no_space(&self) -> bool {
         match self {
             KvError::Io { source, .. } => matches!(

@@ -2589,8 +2589,11 @@ fn dependent_foreign_key(
 mod tests {
     use std::sync::Arc;
 
-    use planner::{bind, catalog_with_table, Catalog, EvalEnv, InsertSource, Plan, WritePlan};
-    use sql::Value;
+    use planner::{
+        bind, catalog_with_table, Catalog, EvalEnv, InsertPlan, InsertSource, Plan, TableDef,
+        WritePlan,
+    };
+    use sql::{PackedRows, Value};
 
     use super::{build_row, eval_values, prebuild_insert, RowBuilder};
 
@@ -2611,6 +2614,32 @@ mod tests {
         }
     }
 
+    /// The rows `RowBuilder` builds from the VALUES of `plan`, an INSERT into `table`.
+    fn built_rows(table: &TableDef, plan: &WritePlan, env: &EvalEnv<'_>) -> Vec<Vec<Value>> {
+        let WritePlan::Insert(p) = plan else {
+            panic!("not an insert: {plan:?}")
+        };
+        let InsertSource::Values(values) = &p.source else {
+            panic!("not VALUES: {plan:?}")
+        };
+        eval_values(values, env)
+            .unwrap()
+            .into_iter()
+            .map(|v| build_row(table, &p.target_columns, v, env).unwrap())
+            .collect()
+    }
+
+    /// The packed rows of a prebuilt INSERT.
+    fn packed_rows(plan: &WritePlan) -> &PackedRows {
+        match plan {
+            WritePlan::Insert(InsertPlan {
+                source: InsertSource::Packed(rows),
+                ..
+            }) => rows,
+            _ => panic!("not a prebuilt insert: {plan:?}"),
+        }
+    }
+
     #[test]
     fn prebuilt_rows_are_the_rows_the_executor_would_build() {
         let catalog = catalog();
@@ -2623,15 +2652,8 @@ mod tests {
         let WritePlan::Insert(p) = &plan else {
             unreachable!()
         };
-        let InsertSource::Values(values) = &p.source else {
-            unreachable!()
-        };
         let env = EvalEnv::without_subqueries(&[], now);
-        let expected: Vec<Vec<Value>> = eval_values(values, &env)
-            .unwrap()
-            .into_iter()
-            .map(|v| build_row(&table, &p.target_columns, v, &env).unwrap())
-            .collect();
+        let expected = built_rows(&table, &plan, &env);
         let Some(Ok(WritePlan::Insert(prebuilt))) = prebuild_insert(&plan, &catalog, &[], now)
         else {
             panic!("constant VALUES are prebuilt");
@@ -2672,27 +2694,13 @@ mod tests {
             "INSERT INTO s VALUES (1, 2, 3, 4, 'five', '2026-11-24 10:00:00+00', false)",
         ] {
             let plan = write(&catalog, text);
-            let WritePlan::Insert(p) = &plan else {
-                unreachable!()
-            };
-            let InsertSource::Values(values) = &p.source else {
-                unreachable!()
-            };
-            let expected: Vec<Vec<Value>> = eval_values(values, &env)
-                .unwrap()
-                .into_iter()
-                .map(|v| build_row(&table, &p.target_columns, v, &env).unwrap())
-                .collect();
-            let Some(Ok(WritePlan::Insert(prebuilt))) = prebuild_insert(&plan, &catalog, &[], now)
-            else {
+            let expected = built_rows(&table, &plan, &env);
+            let Some(Ok(prebuilt)) = prebuild_insert(&plan, &catalog, &[], now) else {
                 panic!("not prebuilt: {text}");
             };
-            let InsertSource::Packed(packed) = &prebuilt.source else {
-                panic!("not packed: {text}");
-            };
             assert_eq!(
-                packed.as_bytes(),
-                sql::PackedRows::pack(&expected).as_bytes(),
+                packed_rows(&prebuilt).as_bytes(),
+                PackedRows::pack(&expected).as_bytes(),
                 "{text}"
             );
         }
@@ -2780,14 +2788,11 @@ mod tests {
             let built = super::prebuild_literal_insert(&head, catalog, &rows, now)
                 .unwrap_or_else(|| panic!("not built from literals: {text}"));
             assert_eq!(format!("{built:?}"), format!("{expected:?}"), "{text}");
-            let packed = |plan: &WritePlan| match plan {
-                WritePlan::Insert(p) => match &p.source {
-                    InsertSource::Packed(rows) => rows.as_bytes().to_vec(),
-                    _ => panic!("not packed: {text}"),
-                },
-                _ => panic!("not an insert: {text}"),
-            };
-            assert_eq!(packed(&built), packed(&expected), "{text}");
+            assert_eq!(
+                packed_rows(&built).as_bytes(),
+                packed_rows(&expected).as_bytes(),
+                "{text}"
+            );
         }
         for text in [
             "INSERT INTO t (i, b) VALUES (1, 2), (2, 3 + 4)",
