@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 
 use crate::executor::Executor;
-use crate::row::Row;
+use crate::row::{discard, Row};
 
 /// An account row as a transfer reads it: its storage key, its stored bytes (for undo) when
 /// it was just read from storage — None when it comes from the working set, whose first
@@ -91,7 +91,7 @@ impl AccountSet {
         for slot in self.slots.drain(..) {
             match slot.account {
                 Some(account) if slot.dirty => dirty.push(account),
-                Some(_) => {}
+                Some(account) => discard(account.row),
                 None => missing = true,
             }
         }

@@ -25,6 +25,7 @@ use crate::apply::{prebuilt_row, undecodable};
 use crate::command::Command;
 use crate::executor::Executor;
 use crate::lookahead::RowsAhead;
+use crate::row::discard;
 
 /// Statements with fewer rows than this apply whole: splitting costs a hand-over of every
 /// partition each way.
@@ -90,7 +91,10 @@ impl Executor {
             |ex| {
                 let mut rows = RowsAhead::new(rows, true);
                 while let Some(row) = rows.next(ex, &table) {
-                    ex.transfer_share(&schema, &table, row?, part, version)?;
+                    let mut row = row?;
+                    let shared = ex.transfer_share(&schema, &table, &mut row, part, version);
+                    discard(row);
+                    shared?;
                 }
                 Ok(packed.len() as u64)
             },

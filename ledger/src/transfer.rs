@@ -377,7 +377,7 @@ impl Executor {
         &mut self,
         schema: &LedgerSchema,
         table: &TableDef,
-        mut row: Row,
+        row: &mut Row,
         part: usize,
         version: u64,
     ) -> SqlResult<()> {
@@ -393,7 +393,7 @@ impl Executor {
         {
             return Err(whole());
         }
-        let m = movement(schema, id, &row)?;
+        let m = movement(schema, id, row)?;
         let (row_here, debit_here, credit_here) = (here(id), here(m.debit), here(m.credit));
         if !row_here && !debit_here && !credit_here {
             return Ok(());
@@ -402,7 +402,7 @@ impl Executor {
         if row_here {
             row[t.timeout] = Value::Int(0);
             row[t.created_at] = Value::TimestampTz(now);
-            if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, &row, version)? {
+            if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, row, version)? {
                 return Err(whole());
             }
         }
@@ -429,7 +429,7 @@ impl Executor {
             self.save_account(schema, account, id, now, version)?;
         }
         if pending && row_here {
-            self.record_pending(schema, id, &row, version)?;
+            self.record_pending(schema, id, row, version)?;
         }
         Ok(())
     }

@@ -13,7 +13,10 @@ use crate::error::{SqlError, SqlResult};
 pub const SCALE_MAX: u32 = 30;
 const MANTISSA_MAX: i128 = 10i128.pow(38) - 1;
 
+/// Packed to 8-byte alignment: an `i128` would give the struct, and so every `Value`,
+/// 16-byte alignment, which made a `Value` 48 bytes instead of 32.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[repr(C, packed(8))]
 pub struct Numeric {
     mantissa: i128,
     scale: u32,
@@ -454,6 +457,15 @@ mod tests {
         assert!(n("123.4").fit(4, 2).is_err());
         assert_eq!(n("12.345").fit(4, 2).unwrap().to_string(), "12.35");
         assert_eq!(n("1.10"), n("1.1"));
+    }
+
+    #[test]
+    fn packing_keeps_the_serialized_form_and_values_small() {
+        let n = Numeric::new(-123_456_789_012_345_678_901, 7).unwrap();
+        let bytes = bincode::serialize(&n).unwrap();
+        assert_eq!(bytes, bincode::serialize(&(n.mantissa(), 7u32)).unwrap());
+        assert_eq!(bincode::deserialize::<Numeric>(&bytes).unwrap(), n);
+        assert_eq!(std::mem::size_of::<crate::Value>(), 32);
     }
 
     #[test]

@@ -38,6 +38,35 @@ impl Value {
         matches!(self, Value::Null)
     }
 
+    /// Makes the value the integer `v`; when it is an integer already, by storing the number
+    /// alone (no drop of the old value, no copy of a whole new one).
+    #[inline]
+    pub fn set_int(&mut self, v: i64) {
+        match self {
+            Value::Int(n) => *n = v,
+            other => *other = Value::Int(v),
+        }
+    }
+
+    /// Whether the value owns memory of its own (text, bytes, an array, a document): the
+    /// ones whose drop frees something.
+    pub fn owns_heap(&self) -> bool {
+        match self {
+            Value::Text(_) | Value::Bytes(_) | Value::Array(_) | Value::Jsonb(_) => true,
+            Value::Null
+            | Value::Bool(_)
+            | Value::Int(_)
+            | Value::Float(_)
+            | Value::Numeric(_)
+            | Value::Timestamp(_)
+            | Value::TimestampTz(_)
+            | Value::Date(_)
+            | Value::Interval(_)
+            | Value::Uuid(_)
+            | Value::Time(_) => false,
+        }
+    }
+
     pub fn text(s: impl Into<String>) -> Value {
         Value::Text(s.into())
     }
