@@ -2129,7 +2129,7 @@ pub fn prebuild_insert(
 /// `prebuild_insert` for a large INSERT ... VALUES of integer literals straight from the
 /// row reader's `rows`, without an expression bound for each value: `plan` is the statement
 /// bound with its first row alone (`ValueRows::head`), which checked everything but the
-/// other rows. Each value is what binding it would give (`planner::integer_literal_value`),
+/// other rows. Each value is what binding it would give (`planner::integer_literal_number`),
 /// so the rows are the ones `prebuild_insert` builds from the whole statement bound. None
 /// (bind the whole statement) when a row has another width, a value is anything but an
 /// integer literal in its column's range, or a default cannot be evaluated here (a random
@@ -2153,9 +2153,24 @@ pub fn prebuild_literal_insert(
     }
     // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
+    let number = |id, ty| planner::integer_literal_number(rows, id, ty);
+    if let Some(shape) = row_shape(p, table, &env) {
+        // The numbers are their columns' values already (in range for the column's type).
+        let mut packer = Packer::default();
+        let mut given = Vec::with_capacity(types.len());
+        for i in 0..rows.len() {
+            given.clear();
+            for (&id, &ty) in rows.row(i).iter().zip(&types) {
+                given.push(number(id, ty)?);
+            }
+            packer.push_shaped_ints(&shape, &given);
+        }
+        return Some(packed_plan(p, table, packer));
+    }
     let rows_values = (0..rows.len()).map(|i| {
         rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
-            planner::integer_literal_value(rows, id, ty)
+            number(id, ty)
+                .map(Value::Int)
                 .ok_or_else(|| SqlError::internal("not an integer literal"))
         })
     });

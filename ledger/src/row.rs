@@ -233,9 +233,11 @@ fn decode_value(r: &mut Reader<'_>, out: &mut Value, depth: u8) -> SqlResult<()>
     Ok(())
 }
 
-/// One key component for a value of a key column.
-fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
-    Ok(match v {
+/// One key component for a value of a key column; None for a type keys cannot hold. (An
+/// `Option`, not a `Result`: a `Result` carrying a `SqlError` is built on the stack and read
+/// back at once, a stall per key column of every row a bulk insert writes.)
+fn key_part(v: &Value) -> Option<KeyPart<'_>> {
+    Some(match v {
         Value::Null => KeyPart::Null,
         Value::Bool(b) => KeyPart::Bool(*b),
         Value::Int(i) | Value::Timestamp(i) | Value::TimestampTz(i) | Value::Time(i) => {
@@ -246,11 +248,7 @@ fn key_part(v: &Value) -> SqlResult<KeyPart<'_>> {
         Value::Text(s) => KeyPart::Bytes(s.as_bytes()),
         Value::Bytes(b) => KeyPart::Bytes(b),
         Value::Uuid(u) => KeyPart::Bytes(u),
-        Value::Numeric(_) | Value::Array(_) | Value::Interval(_) | Value::Jsonb(_) => {
-            return Err(SqlError::feature_not_supported(
-                "this type in a primary key",
-            ))
-        }
+        Value::Numeric(_) | Value::Array(_) | Value::Interval(_) | Value::Jsonb(_) => return None,
     })
 }
 
@@ -267,7 +265,12 @@ pub fn encode_key_into<'a>(
     out: &mut Vec<u8>,
 ) -> SqlResult<()> {
     for v in values {
-        keycode::encode_part(out, &key_part(v)?);
+        let Some(part) = key_part(v) else {
+            return Err(SqlError::feature_not_supported(
+                "this type in a primary key",
+            ));
+        };
+        keycode::encode_part(out, &part);
     }
     Ok(())
 }

@@ -658,12 +658,13 @@ fn conflict_arbiter(
 /// form's commonest value without an expression tree built and evaluated for it. None for
 /// anything else, or a value outside the column's range (binding reports those).
 fn integer_literal(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Expr> {
-    integer_literal_value(rows, id, ty).map(|value| Expr::Literal(value, ty))
+    integer_literal_number(rows, id, ty).map(|n| Expr::Literal(Value::Int(n), ty))
 }
 
-/// The value `integer_literal`'s expression holds: what the row reader's value `id` gives
-/// a column of type `ty` when it is an integer literal in the column's range.
-pub fn integer_literal_value(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Value> {
+/// The number `integer_literal`'s expression holds (as a `Value::Int`): what the row
+/// reader's value `id` gives a column of type `ty` when it is an integer literal in the
+/// column's range.
+pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<i64> {
     let (min, max) = match ty {
         DataType::Int2 => (i16::MIN as i64, i16::MAX as i64),
         DataType::Int4 => (i32::MIN as i64, i32::MAX as i64),
@@ -678,7 +679,7 @@ pub fn integer_literal_value(rows: &ValueRows, id: NodeId, ty: DataType) -> Opti
         },
         _ => return None,
     };
-    (min..=max).contains(&value).then_some(Value::Int(value))
+    (min..=max).contains(&value).then_some(value)
 }
 
 /// `-digits` as an i64 (i64::MIN included).

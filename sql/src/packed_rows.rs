@@ -108,10 +108,24 @@ impl Packer {
     /// Pushes a row of `shape`, its given columns' values from `given` (by their places in
     /// it), each already in its column's form: the bytes `push` would write for the whole row.
     pub fn push_shaped(&mut self, shape: &RowShape, given: &[Value]) {
+        self.push_shaped_with(shape, |out, i| put_value(out, &given[i]));
+    }
+
+    /// `push_shaped` for rows whose given values are all integers: the bytes it writes for
+    /// them as `Value::Int`s, without the values made.
+    pub fn push_shaped_ints(&mut self, shape: &RowShape, given: &[i64]) {
+        self.push_shaped_with(shape, |out, i| put_int(out, given[i]));
+    }
+
+    fn push_shaped_with(
+        &mut self,
+        shape: &RowShape,
+        mut put_given: impl FnMut(&mut Vec<u8>, usize),
+    ) {
         put_varint(&mut self.rows, shape.width as u64);
         for part in &shape.parts {
             match part {
-                ShapePart::Given(i) => put_value(&mut self.rows, &given[*i]),
+                ShapePart::Given(i) => put_given(&mut self.rows, *i),
                 ShapePart::Fixed(start, end) => {
                     self.rows.extend_from_slice(&shape.fixed[*start..*end])
                 }
@@ -231,13 +245,20 @@ fn put_tagged_int(out: &mut Vec<u8>, tag: u8, v: i64) {
     put_varint(out, zigzag(v));
 }
 
+fn put_int(out: &mut Vec<u8>, i: i64) {
+    if (0..128).contains(&i) {
+        out.push(SMALL_INT + i as u8)
+    } else {
+        put_tagged_int(out, INT, i)
+    }
+}
+
 fn put_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.push(NULL),
         Value::Bool(false) => out.push(FALSE),
         Value::Bool(true) => out.push(TRUE),
-        Value::Int(i) if (0..128).contains(i) => out.push(SMALL_INT + *i as u8),
-        Value::Int(i) => put_tagged_int(out, INT, *i),
+        Value::Int(i) => put_int(out, *i),
         Value::Float(f) => {
             out.push(FLOAT);
             out.extend_from_slice(&f.to_le_bytes());
