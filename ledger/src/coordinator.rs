@@ -25,7 +25,7 @@ use crate::executor::{
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
-use crate::share;
+use crate::share::{self, SplitShare};
 use crate::worker::{Report, Work, Worker};
 
 pub(crate) struct Coordinator {
@@ -648,8 +648,11 @@ impl Coordinator {
             taken_back: vec![false; partitions],
             reports: mpsc::channel(),
         };
-        for (slot, bytes) in commands.iter().enumerate() {
-            let command = match self.decode(bytes, version) {
+        let mut next = 0;
+        while next < commands.len() {
+            let slot = next;
+            next += 1;
+            let command = match self.decode(&commands[slot], version) {
                 Ok(command) => command,
                 Err(e) => {
                     dispatch.results.set(slot, &Err(e));
@@ -696,23 +699,79 @@ impl Coordinator {
                         reports: dispatch.reports.0.clone(),
                     });
                 }
-                None => {
-                    let result = match self.split_plan(&command) {
-                        Some(plan) => {
-                            self.take_back(&mut dispatch, Reach::all(partitions));
-                            self.apply_split(&mut dispatch, plan, command, version)
-                        }
-                        None => {
-                            self.routing.on_coordinator += 1;
-                            self.take_back(&mut dispatch, reach);
-                            self.executor.run_command(command, version)
-                        }
-                    };
-                    dispatch.results.set(slot, &result);
-                }
+                None => match self.split_plan(&command) {
+                    Some(plan) => {
+                        self.take_back(&mut dispatch, Reach::all(partitions));
+                        let first = SplitStatement {
+                            slot,
+                            command,
+                            share: SplitShare {
+                                plan,
+                                clock: self.executor.ledger_clock,
+                            },
+                        };
+                        let run = self.split_run(first, commands, version);
+                        next = slot + self.apply_split(&mut dispatch, run, version);
+                    }
+                    None => {
+                        self.routing.on_coordinator += 1;
+                        self.take_back(&mut dispatch, reach);
+                        let result = self.executor.run_command(command, version);
+                        dispatch.results.set(slot, &result);
+                    }
+                },
             }
         }
         self.take_back(&mut dispatch, Reach::all(partitions));
+    }
+
+    /// `first`, a split statement already prepared, with the commands after it in the entry
+    /// that split too and need nothing done between them (no pending transfer expiring
+    /// before one), each prepared in turn: a run of statements whose shares each partition
+    /// takes in one hand-over.
+    fn split_run(
+        &mut self,
+        first: SplitStatement,
+        commands: &[Vec<u8>],
+        version: u64,
+    ) -> Vec<SplitStatement> {
+        let mut run = vec![first];
+        let partitions = self.workers.len();
+        for (slot, bytes) in commands.iter().enumerate().skip(run[0].slot + 1) {
+            // A command that does not decode is left for the loop, which reports it.
+            let Ok(command) = decode_command(bytes) else {
+                break;
+            };
+            if self.executor.expiry_due(command.now_micros()) {
+                break;
+            }
+            let catalog = self.executor.catalog.clone();
+            let router = Router {
+                catalog: &catalog,
+                schema: self.executor.ledger_schema().ok(),
+                partitions,
+            };
+            if router.command(&command).single().is_some() {
+                break;
+            }
+            let Some(plan) = self.split_plan(&command) else {
+                break;
+            };
+            if self
+                .executor
+                .prepare_command(command.now_micros(), version)
+                .is_err()
+            {
+                break;
+            }
+            let clock = self.executor.ledger_clock;
+            run.push(SplitStatement {
+                slot,
+                command,
+                share: SplitShare { plan, clock },
+            });
+        }
+        run
     }
 
     /// The plan of `command` when it is split across the partitions' threads (`share`): a
@@ -726,17 +785,20 @@ impl Coordinator {
             .cloned()
     }
 
-    /// Applies `command`, whose splittable `plan` it is, with every partition taking its
-    /// share at once, each on its own thread (partition 0 here); all partitions are held
-    /// here before and after. When a share fails, every share's writes are rolled back and
-    /// the statement applies whole here, and its outcome is the answer (see `share`).
+    /// Applies `run`, consecutive split statements of one entry, with every partition
+    /// taking its shares of all of them in order, each partition on its own thread (0 here);
+    /// all partitions are held here before and after. When a share fails, the statements
+    /// before it stand, every partition's writes for it and the statements after it are
+    /// rolled back, and it applies whole here, its outcome the answer (see `share`); the
+    /// statements after it are left to the caller to apply again. Returns how many of the
+    /// run's statements were answered.
     fn apply_split(
         &mut self,
         dispatch: &mut Dispatch,
-        plan: Arc<WritePlan>,
-        command: Command,
+        mut run: Vec<SplitStatement>,
         version: u64,
-    ) -> CommandResult {
+    ) -> usize {
+        let shares: Arc<[SplitShare]> = run.iter().map(|s| s.share.clone()).collect();
         let partitions = self.workers.len();
         let mut waiting = Vec::new();
         for p in 1..partitions {
@@ -746,31 +808,26 @@ impl Coordinator {
             };
             worker.send(Work::Share {
                 shard: Box::new(shard),
-                plan: plan.clone(),
+                shares: shares.clone(),
                 catalog: self.executor.catalog.clone(),
-                clock: self.executor.ledger_clock,
                 version,
                 reports: dispatch.reports.0.clone(),
             });
             waiting.push(p);
         }
-        let mut outcome = self.executor.apply_share(&plan, 0, version);
+        let own = self.executor.apply_shares(&shares, 0, version);
+        let mut applied = vec![(own, self.executor.take_undo())];
         while !waiting.is_empty() {
             match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
                 Ok(Report::Share {
                     partition,
                     shard,
-                    result,
+                    applied: theirs,
                     undo,
                 }) => {
                     self.executor.shards[partition] = Some(*shard);
-                    self.executor.adopt_undo(undo);
                     waiting.retain(|&p| p != partition);
-                    if let Err(e) = result {
-                        if outcome.is_ok() || is_storage_failure(&e) {
-                            outcome = Err(e);
-                        }
-                    }
+                    applied.push((theirs, undo));
                 }
                 Ok(_) => {}
                 Err(_) => {
@@ -780,28 +837,52 @@ impl Coordinator {
                     {
                         let stop = SqlError::internal(format!("partition {p}'s thread stopped"));
                         self.executor.fail(stop.clone());
-                        return Err(stop);
+                        for statement in &run {
+                            dispatch.results.set(statement.slot, &Err(stop.clone()));
+                        }
+                        return run.len();
                     }
                 }
             }
         }
-        match outcome {
-            Ok(rows) => {
-                self.executor.clear_undo();
-                self.routing.split += 1;
-                Ok(Executor::outcome(rows, Vec::new()))
-            }
-            Err(e) => {
-                if is_storage_failure(&e) {
-                    // As after any IO error: stop, and leave the state to recovery.
-                    self.executor.fail(e);
-                } else {
-                    self.executor.rollback();
-                }
-                self.routing.on_coordinator += 1;
-                self.executor.run_command(command, version)
+        // The first statement whose share failed in any partition: the statements before it
+        // stand.
+        let failed = applied
+            .iter()
+            .filter_map(|(shares, _)| shares.failure().map(|(at, _)| at))
+            .min();
+        let stands = failed.unwrap_or(run.len());
+        for (i, statement) in run[..stands].iter().enumerate() {
+            let rows = applied[0].0.results[i].as_ref().map_or(0, |rows| *rows);
+            dispatch
+                .results
+                .set(statement.slot, &Ok(Executor::outcome(rows, Vec::new())));
+        }
+        self.routing.split += stands as u64;
+        let Some(at) = failed else {
+            return run.len();
+        };
+        let storage_failure = applied
+            .iter()
+            .filter_map(|(shares, _)| shares.failure())
+            .find(|(_, e)| is_storage_failure(e))
+            .map(|(_, e)| e.clone());
+        if let Some(e) = storage_failure {
+            // As after any IO error: stop, and leave the state to recovery.
+            self.executor.fail(e);
+        } else {
+            for (shares, undo) in applied {
+                // Every partition applied up to `at` (only a failure stops one early).
+                let mark = shares.marks.get(at).copied().unwrap_or(usize::MAX);
+                self.executor.roll_back_from(undo, mark);
             }
         }
+        let statement = run.swap_remove(at);
+        self.executor.ledger_clock = statement.share.clock;
+        self.routing.on_coordinator += 1;
+        let result = self.executor.run_command(statement.command, version);
+        dispatch.results.set(statement.slot, &result);
+        at + 1
     }
 
     /// Takes back every partition in `reach` that is lent to its thread, once the thread has
@@ -854,6 +935,14 @@ impl Coordinator {
             }
         }
     }
+}
+
+/// A statement of a split run: its slot in the entry, its command (applied whole when a
+/// share fails) and its share.
+struct SplitStatement {
+    slot: usize,
+    command: Command,
+    share: SplitShare,
 }
 
 /// An entry's encoded results, each passed on as soon as it is known.
@@ -969,6 +1058,132 @@ mod tests {
                 assert!(error.message.contains("stopped applying"), "{error:?}");
             }
         }
+    }
+
+    fn open(partitions: usize, dir: &std::path::Path) -> Coordinator {
+        Coordinator::open(ExecutorOptions {
+            data_file: dir.join("data"),
+            pool_bytes: 8 << 20,
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_spread: None,
+            io_mode: kv::IoMode::Portable,
+            partitions: Some(partitions),
+        })
+        .unwrap()
+    }
+
+    /// `text` bound against the coordinator's catalog and encoded as a session proposes
+    /// it: a write with its rows built, or a schema change.
+    fn command(coordinator: &Coordinator, text: &str, now_micros: i64) -> Vec<u8> {
+        let catalog = &coordinator.executor.catalog;
+        let parsed = sql::parse(text).unwrap().remove(0);
+        let command = match planner::bind(catalog, &parsed, &[]).unwrap().plan {
+            planner::Plan::Ddl(plan) => Command::Ddl { plan },
+            planner::Plan::Write(plan, _) => Command::Write {
+                plan: Arc::new(
+                    match crate::prebuild_insert(&plan, catalog, &[], now_micros) {
+                        Some(built) => built.unwrap(),
+                        None => (*plan).clone(),
+                    },
+                ),
+                params: vec![],
+                now_micros,
+            },
+            _ => panic!("neither a write nor a schema change: {text}"),
+        };
+        crate::command::encode_command(&command)
+    }
+
+    /// Applies `commands` as log entry `index`; each command's answer, as text.
+    fn answers(coordinator: &mut Coordinator, index: u64, commands: Vec<Vec<u8>>) -> Vec<String> {
+        let position = LogPosition { term: 1, index };
+        coordinator
+            .apply_entry(position, vec![], EntryPayload::Commands(commands), None)
+            .iter()
+            .map(|r| match decode_result(r) {
+                Ok(outcome) => format!("{} rows", outcome.rows_affected),
+                Err(e) => format!("{:?}: {}", e.kind, e.message),
+            })
+            .collect()
+    }
+
+    /// Four split transfer statements in one log entry, the third failing at its 61st row
+    /// after the partitions' shares have applied the 60 before it (and, on the other
+    /// partition, its shares of the fourth): the first two stand, the third's answer is
+    /// its whole statement's, the fourth applies after it, and every stored row is the one
+    /// a single partition applying them one at a time stores.
+    #[test]
+    fn a_run_of_split_statements_answers_as_applied_one_at_a_time() {
+        let now = 1_790_000_000_000_000;
+        let mut outcomes = Vec::new();
+        for partitions in [1, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut c = open(partitions, dir.path());
+            let mut index = 0;
+            let migrations = [
+                include_str!("../../migrations/0002_ledger.sql"),
+                include_str!("../../migrations/0003_history_indexes.sql"),
+            ];
+            for (_, text) in migrations.iter().flat_map(|m| sql::split_statements(m)) {
+                index += 1;
+                let ddl = command(&c, text, now);
+                assert_eq!(answers(&mut c, index, vec![ddl]).len(), 1);
+            }
+            let accounts: Vec<String> = (1..=300).map(|id| format!("({id}, 1, 1)")).collect();
+            let text = format!(
+                "INSERT INTO accounts (id, ledger, code) VALUES {}",
+                accounts.join(", ")
+            );
+            index += 1;
+            let insert = command(&c, &text, now);
+            let created = answers(&mut c, index, vec![insert]);
+            assert_eq!(created, ["300 rows"]);
+            let statements: Vec<Vec<u8>> = (0..4i64)
+                .map(|s| {
+                    let rows: Vec<String> = (0..100i64)
+                        .map(|k| {
+                            let debit = (k * 7 + s * 13) % 299 + 2;
+                            let credit = if s == 2 && k == 60 { 999 } else if k % 2 == 0 { 1 } else { debit % 300 + 1 };
+                            format!("({}, {debit}, {credit}, {}, 1, 1)", 1_000 * (s + 1) + k, k % 9 + 1)
+                        })
+                        .collect();
+                    let text = format!(
+                        "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+                        rows.join(", ")
+                    );
+                    command(&c, &text, now + s)
+                })
+                .collect();
+            index += 1;
+            let answered = answers(&mut c, index, statements);
+            assert_eq!(answered[0], "100 rows", "{answered:?}");
+            assert_eq!(answered[1], "100 rows", "{answered:?}");
+            assert!(answered[2].contains("999"), "{answered:?}");
+            assert_eq!(answered[3], "100 rows", "{answered:?}");
+            let split = c.routing.split;
+            assert_eq!(split, if partitions == 2 { 3 } else { 0 });
+            // Every account's and every transfer's stored row.
+            let schema = c.executor.ledger_schema().unwrap();
+            let mut rows = Vec::new();
+            for (table, ids) in [
+                (&schema.accounts, 1..=300),
+                (&schema.transfers, 1_000..=4_099),
+            ] {
+                let store = c.executor.storage_of(table).unwrap();
+                for id in ids {
+                    let key = crate::row::encode_key(&[sql::Value::Int(id)]).unwrap();
+                    rows.push(
+                        c.executor
+                            .get_row(store, &key)
+                            .unwrap()
+                            .map(|(_, _, row)| row),
+                    );
+                }
+            }
+            assert_eq!(rows.iter().filter(|r| r.is_some()).count(), 300 + 300);
+            outcomes.push((answered, format!("{rows:?}")));
+        }
+        assert_eq!(outcomes[0], outcomes[1]);
     }
 
     #[test]

@@ -583,16 +583,18 @@ impl Executor {
         self.undo.clear();
     }
 
-    /// The writes of the command so far, handed over (by a partition's thread, with its
-    /// share of a split statement).
+    /// The writes of the command so far, handed over (a partition's shares of a split run,
+    /// for the coordinator to keep or roll back).
     pub(crate) fn take_undo(&mut self) -> UndoLog<kv::Table> {
         std::mem::take(&mut self.undo)
     }
 
-    /// Takes on the writes another thread made for the command (its share of a split
-    /// statement), so a rollback undoes them too.
-    pub(crate) fn adopt_undo(&mut self, undo: UndoLog<kv::Table>) {
-        self.undo.append(undo);
+    /// Takes back the writes `undo` (a partition's shares of a split run, handed over)
+    /// holds past its first `mark`: the statements from there on did not stand.
+    pub(crate) fn roll_back_from(&mut self, undo: UndoLog<kv::Table>, mark: usize) {
+        self.undo = undo;
+        self.rollback_to(mark);
+        self.undo.clear();
     }
 
     /// How many writes the current command has made (a mark for `rollback_to`).

@@ -15,6 +15,14 @@
 //! which then holds every partition and every share's undo list, rolls all of them back and
 //! applies the statement whole: its outcome — the first failing row's error, say — is the
 //! answer, as it always was. The decision is deterministic, so every replica makes it alike.
+//!
+//! A log entry often holds several such statements one after another (group commit gathers
+//! the sessions' statements). They go to the partitions as one run (`apply_shares`): each
+//! partition takes its shares of all of them in order, in one hand-over each way instead
+//! of one per statement. When a share of statement k fails, the statements before k stand;
+//! every partition's writes for k and the ones after it are rolled back, k applies whole,
+//! and the ones after it apply again from there — the answers and the stored rows are the
+//! ones applying the statements one at a time gives.
 
 use std::sync::Arc;
 
@@ -54,6 +62,32 @@ pub(crate) fn splittable(command: &Command) -> Option<&Arc<WritePlan>> {
         .then_some(plan)
 }
 
+/// One statement of a run split across the partitions: its plan and the ledger clock it
+/// applies at.
+#[derive(Clone)]
+pub(crate) struct SplitShare {
+    pub plan: Arc<WritePlan>,
+    pub clock: i64,
+}
+
+/// What a partition's shares of a run came to: the outcome of each statement it applied
+/// (up to and including the first that failed) and the undo log's length before each.
+#[derive(Default)]
+pub(crate) struct AppliedShares {
+    pub results: Vec<SqlResult<u64>>,
+    pub marks: Vec<usize>,
+}
+
+impl AppliedShares {
+    /// The first statement whose share failed here, with its error.
+    pub fn failure(&self) -> Option<(usize, &SqlError)> {
+        self.results
+            .iter()
+            .enumerate()
+            .find_map(|(i, r)| r.as_ref().err().map(|e| (i, e)))
+    }
+}
+
 impl Executor {
     /// Whether `plan` writes into the ledger's transfers table.
     pub(crate) fn inserts_transfers(&self, plan: &WritePlan) -> bool {
@@ -62,17 +96,37 @@ impl Executor {
             .is_some_and(|t| t.ledger == Some(LedgerRole::Transfers))
     }
 
-    /// Applies partition `part`'s share of every row of `plan`, a splittable insert (see
-    /// the module's documentation), with that partition held, leaving its writes in the undo
-    /// log for the coordinator to keep or roll back. Returns the statement's row count.
-    pub(crate) fn apply_share(
+    /// Applies partition `part`'s shares of a run of split statements (each a splittable
+    /// plan and the ledger clock it applies at), in order, with that partition held, leaving
+    /// their writes in the undo log for the coordinator to keep or roll back. Stops at the
+    /// first share that fails. Returns each applied statement's outcome and where its writes
+    /// begin in the undo log.
+    pub(crate) fn apply_shares(
         &mut self,
-        plan: &WritePlan,
+        shares: &[SplitShare],
         part: usize,
         version: u64,
-    ) -> SqlResult<u64> {
-        self.check_running()?;
+    ) -> AppliedShares {
         self.clear_undo();
+        let mut applied = AppliedShares::default();
+        for share in shares {
+            applied.marks.push(self.undo_len());
+            self.ledger_clock = share.clock;
+            let result = self.apply_share(&share.plan, part, version);
+            let failed = result.is_err();
+            applied.results.push(result);
+            if failed {
+                break;
+            }
+        }
+        applied
+    }
+
+    /// Applies partition `part`'s share of every row of `plan`, a splittable insert (see
+    /// the module's documentation), adding its writes to the undo log. Returns the
+    /// statement's row count.
+    fn apply_share(&mut self, plan: &WritePlan, part: usize, version: u64) -> SqlResult<u64> {
+        self.check_running()?;
         let Some((insert, packed)) = plain_insert(plan) else {
             return Err(SqlError::internal(
                 "a split statement is a plain insert with its rows built",

@@ -62,17 +62,6 @@ impl<S> UndoLog<S> {
         })
     }
 
-    /// Adds `other`'s writes after this log's (they are taken back first).
-    pub fn append(&mut self, other: UndoLog<S>) {
-        let base = self.keys.len();
-        self.keys.extend_from_slice(&other.keys);
-        self.entries
-            .extend(other.entries.into_iter().map(|entry| Entry {
-                key_start: base + entry.key_start,
-                ..entry
-            }));
-    }
-
     pub fn clear(&mut self) {
         self.entries.clear();
         self.keys.clear();
@@ -103,17 +92,7 @@ mod tests {
         assert_eq!(log.pop().unwrap().key, b"again");
         assert_eq!(log.pop().unwrap().key, b"first");
         assert!(log.pop().is_none());
-        log.push(4, table, b"k", None);
-        let mut other = UndoLog::default();
-        other.push(5, table, b"other", None);
-        other.push(6, table, b"", Some(b"old".to_vec()));
-        log.append(other);
-        let last = log.pop().unwrap();
-        assert_eq!((last.shard, last.key.as_slice()), (6, &b""[..]));
-        assert_eq!(log.pop().unwrap().key, b"other");
-        assert_eq!(log.pop().unwrap().key, b"k");
         log.push(7, table, b"again", None);
-        log.append(UndoLog::default());
         log.clear();
         assert_eq!(log.len(), 0);
         assert!(log.pop().is_none());

@@ -6,12 +6,13 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
 
-use planner::{Catalog, WritePlan};
+use planner::Catalog;
 use sql::{SqlError, SqlResult};
 
 use crate::command::{Command, CommandResult};
 use crate::executor::Executor;
 use crate::partition::Shard;
+use crate::share::{AppliedShares, SplitShare};
 use crate::undo::UndoLog;
 
 /// What the coordinator sends a partition's thread.
@@ -29,13 +30,12 @@ pub(crate) enum Work {
     },
     /// Give the partition back.
     Return { reports: Sender<Report> },
-    /// Apply the partition's share of a split statement (`share`), then hand the partition
-    /// back with the writes made.
+    /// Apply the partition's shares of a run of split statements (`share`), then hand the
+    /// partition back with the writes made.
     Share {
         shard: Box<Shard>,
-        plan: Arc<WritePlan>,
+        shares: Arc<[SplitShare]>,
         catalog: Arc<Catalog>,
-        clock: i64,
         version: u64,
         reports: Sender<Report>,
     },
@@ -50,11 +50,12 @@ pub(crate) enum Report {
         partition: usize,
         shard: Box<Shard>,
     },
-    /// A share applied (or failed), with the partition and the writes it made.
+    /// Shares applied (up to the first that failed), with the partition and the writes
+    /// they made.
     Share {
         partition: usize,
         shard: Box<Shard>,
-        result: SqlResult<u64>,
+        applied: AppliedShares,
         undo: UndoLog<kv::Table>,
     },
 }
@@ -91,20 +92,20 @@ impl Worker {
                         }
                         Work::Share {
                             shard,
-                            plan,
+                            shares,
                             catalog,
-                            clock,
                             version,
                             reports,
                         } => {
+                            let clock = shares.first().map_or(0, |s| s.clock);
                             executor.lent(partition, Some(shard), catalog, clock);
-                            let result = executor.apply_share(&plan, partition, version);
+                            let applied = executor.apply_shares(&shares, partition, version);
                             let undo = executor.take_undo();
                             if let Some(shard) = executor.shards[partition].take() {
                                 let _ = reports.send(Report::Share {
                                     partition,
                                     shard: Box::new(shard),
-                                    result,
+                                    applied,
                                     undo,
                                 });
                             }
