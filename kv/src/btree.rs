@@ -369,9 +369,12 @@ fn check_sizes(pager: &Pager, key: &[u8], value: &[u8]) -> KvResult<()> {
     Ok(())
 }
 
-/// Encodes a leaf cell for `key`/`value`, spilling the value to overflow pages if needed.
+/// Encodes a leaf cell for `key`/`value`, spilling the value to overflow pages if needed, in
+/// the pager's cell buffer (an insert gives it back: a fresh allocation per put was ~2% of
+/// a bulk insert's executor time, a cache miss on a cold block each).
 fn make_leaf_cell(pager: &mut Pager, key: &[u8], value: &[u8]) -> KvResult<Vec<u8>> {
-    let mut cell = Vec::with_capacity(page::LEAF_CELL_HEADER + key.len() + value.len().min(64));
+    let mut cell = std::mem::take(&mut pager.cell_buffer);
+    cell.clear();
     if value.len() > max_inline_value_len(pager.page_size()) {
         let first_page = pager.write_overflow(value)?;
         let len = value.len() as u32;
@@ -447,6 +450,7 @@ fn insert_leaf_cell(
     if !path_known {
         if NodeMut::new(pager.write(leaf)?).insert_cell(position, &cell) {
             pager.leaf_inserts.record(leaf, position);
+            pager.cell_buffer = cell;
             return Ok(());
         }
         let walked = descend(pager, root, key, path)?;
@@ -470,6 +474,7 @@ fn insert_cell(
             if page_id == leaf {
                 pager.leaf_inserts.record(leaf, position);
             }
+            pager.cell_buffer = cell;
             return Ok(());
         }
         let Some((separator, right)) = split(pager, root, page_id, path, position, cell)? else {

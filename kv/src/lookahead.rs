@@ -103,11 +103,25 @@ fn slot_of(root: u64, hash: u64) -> usize {
 
 /// A 64-bit hash of a key (FxHash's mixing over 8-byte words).
 fn key_hash(key: &[u8]) -> u64 {
+    let mix =
+        |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
     let mut hash = key.len() as u64;
-    for chunk in key.chunks(8) {
-        let mut word = [0u8; 8];
-        word[..chunk.len()].copy_from_slice(chunk);
-        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(0x517c_c1b7_2722_0a95);
+    let mut words = key.chunks_exact(8);
+    for word in &mut words {
+        hash = mix(
+            hash,
+            u64::from_le_bytes(word.try_into().expect("eight bytes")),
+        );
+    }
+    // The tail, zero-padded, read a byte at a time (a copy into a padded word was a call
+    // to `memcpy` per key).
+    let tail = words.remainder();
+    if !tail.is_empty() {
+        let word = tail
+            .iter()
+            .rev()
+            .fold(0u64, |word, &byte| word << 8 | u64::from(byte));
+        hash = mix(hash, word);
     }
     hash
 }

@@ -33,6 +33,8 @@ pub struct Pager {
     pub frees: u64,
     /// Where the last get found its key (`btree::last_found`).
     pub last_found: Option<Found>,
+    /// The buffer the last put encoded its cell in, kept for the next (`btree::put`).
+    pub cell_buffer: Vec<u8>,
     page_size: usize,
 }
 
@@ -86,6 +88,7 @@ impl Pager {
             lookahead: Lookahead::default(),
             frees: 0,
             last_found: None,
+            cell_buffer: Vec::new(),
             page_size,
         }
     }
