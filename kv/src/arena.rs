@@ -13,19 +13,24 @@
 //! The first write to fresh anonymous memory faults, and the kernel zeroes the whole huge
 //! page then: while the pool grows, that was 8–10% of a busy executor's time (every B+tree
 //! split takes a new page). So a chunk is mapped and touched before it is needed: when the
-//! free list runs low, a short-lived thread maps the next chunk, faults it in and hands its
-//! pages over; the thread that allocates maps one itself only if it runs dry first.
+//! free list runs low, a short-lived thread maps the next chunk and faults it in (at idle
+//! priority), and the thread that allocates puts its pages on the free list; it maps one
+//! itself only if it runs dry first.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 use std::sync::{Arc, Mutex};
 
 const CHUNK_BYTES: usize = 8 << 20;
 const HUGE_PAGE_BYTES: usize = 2 << 20;
-/// Below this many free bytes more chunks are prepared in the background...
+/// Below this many free bytes a prepared chunk is taken and more are prepared in the
+/// background...
 const LOW_WATER_BYTES: usize = 2 * CHUNK_BYTES;
-/// ...until this many are free.
-const RESERVE_BYTES: usize = 3 * CHUNK_BYTES;
+/// ...up to this many waiting at once.
+const PREPARED_MAX: usize = 2;
 
 pub struct PageArena {
     page_size: usize,
@@ -37,6 +42,8 @@ pub struct PageArena {
     peak_in_use: AtomicUsize,
     /// A thread is preparing the next chunk.
     refilling: AtomicBool,
+    /// Chunks that thread prepared, for the allocating thread to take (0: an empty slot).
+    prepared: [AtomicUsize; PREPARED_MAX],
 }
 
 impl PageArena {
@@ -49,6 +56,7 @@ impl PageArena {
             in_use: AtomicUsize::new(0),
             peak_in_use: AtomicUsize::new(0),
             refilling: AtomicBool::new(false),
+            prepared: Default::default(),
         })
     }
 
@@ -59,12 +67,15 @@ impl PageArena {
             if let Some(address) = free.pop() {
                 if free.len() * self.page_size < LOW_WATER_BYTES {
                     drop(free);
+                    if let Some(chunk) = self.take_prepared() {
+                        self.add_chunk(chunk);
+                    }
                     self.refill_in_background();
                 }
                 break address;
             }
             drop(free);
-            let chunk = self.map_chunk();
+            let chunk = self.take_prepared().unwrap_or_else(|| self.map_chunk());
             self.add_chunk(chunk);
         };
         let in_use = self.in_use.fetch_add(1, Relaxed) + 1;
@@ -95,7 +106,8 @@ impl PageArena {
             .chunks
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        chunks.len() * (CHUNK_BYTES / self.page_size)
+        let prepared = self.prepared.iter().filter(|slot| slot.load(Acquire) != 0);
+        (chunks.len() + prepared.count()) * (CHUNK_BYTES / self.page_size)
     }
 
     fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {
@@ -104,15 +116,16 @@ impl PageArena {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts a thread that prepares chunks until `RESERVE_BYTES` are free, unless one is at
-    /// it already. Should no thread start, or the reserve run out first, the allocating
+    /// Starts a thread that prepares chunks until `PREPARED_MAX` wait, unless one is at it
+    /// already. Should no thread start, or the prepared chunks run out first, the allocating
     /// thread maps a chunk itself when the list runs dry.
     ///
-    /// The thread faults its chunks in at `SCHED_IDLE`, on a CPU nothing else wants: on a
+    /// The thread faults its chunk in at `SCHED_IDLE`, on a CPU nothing else wants: on a
     /// virtual machine the first touch of memory is the host's to back, ~2.4 s of CPU per GiB
     /// on the reference machine, and at normal priority that took ~6% of a loaded machine
-    /// from the executors while the pool grew. It hands the pages over at normal priority, so
-    /// it never holds the free list's lock while starved.
+    /// from the executors while the pool grew. It takes no lock: it leaves its chunks in
+    /// `prepared`, and the allocating thread puts their pages on the free list, so a thread
+    /// starved at idle priority never holds up one that allocates or frees.
     fn refill_in_background(self: &Arc<Self>) {
         if self.refilling.swap(true, Relaxed) {
             return;
@@ -121,17 +134,26 @@ impl PageArena {
         let started = std::thread::Builder::new()
             .name("kv-arena".into())
             .spawn(move || {
-                while arena.free_list().len() * arena.page_size < RESERVE_BYTES {
-                    set_idle_priority(true);
-                    let chunk = arena.map_chunk();
-                    set_idle_priority(false);
-                    arena.add_chunk(chunk);
+                set_idle_priority();
+                // Only this thread fills slots, so an empty one stays empty until filled.
+                while let Some(slot) = arena.prepared.iter().find(|s| s.load(Acquire) == 0) {
+                    slot.store(arena.map_chunk(), Release);
                 }
                 arena.refilling.store(false, Relaxed);
             });
         if started.is_err() {
             self.refilling.store(false, Relaxed);
         }
+    }
+
+    /// A chunk the background thread prepared, if one waits.
+    fn take_prepared(&self) -> Option<usize> {
+        self.prepared
+            .iter()
+            .find_map(|slot| match slot.swap(0, AcqRel) {
+                0 => None,
+                chunk => Some(chunk),
+            })
     }
 
     /// Puts a mapped chunk's pages on the free list, lowest address on top.
@@ -200,17 +222,12 @@ impl PageArena {
     }
 }
 
-/// Moves the calling thread to `SCHED_IDLE` (`idle`) or back to the normal policy. Advice
-/// only: where the call fails the thread keeps its policy.
-fn set_idle_priority(idle: bool) {
-    let policy = if idle {
-        libc::SCHED_IDLE
-    } else {
-        libc::SCHED_OTHER
-    };
+/// Moves the calling thread to `SCHED_IDLE`. Advice only: where the call fails the thread
+/// keeps its policy.
+fn set_idle_priority() {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: changes only the calling thread's (pid 0) scheduling policy.
-    unsafe { libc::sched_setscheduler(0, policy, &param) };
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
 }
 
 impl Drop for PageArena {
@@ -219,6 +236,12 @@ impl Drop for PageArena {
             .chunks
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for slot in &self.prepared {
+            let chunk = slot.swap(0, AcqRel);
+            if chunk != 0 {
+                chunks.push((chunk, CHUNK_BYTES));
+            }
+        }
         for (address, len) in chunks.drain(..) {
             // SAFETY: every buffer holds an `Arc` to the arena, so none is alive any more.
             unsafe { libc::munmap(address as *mut libc::c_void, len) };

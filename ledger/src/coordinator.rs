@@ -668,13 +668,7 @@ impl Coordinator {
                 dispatch.results.set(slot, &Err(e));
                 continue;
             }
-            let catalog = self.executor.catalog.clone();
-            let router = Router {
-                catalog: &catalog,
-                schema: self.executor.ledger_schema().ok(),
-                partitions,
-            };
-            let reach = router.command(&command);
+            let reach = self.reach(&command);
             let thread = reach
                 .single()
                 .filter(|&p| !dispatch.taken_back[p])
@@ -736,7 +730,6 @@ impl Coordinator {
         version: u64,
     ) -> Vec<SplitStatement> {
         let mut run = vec![first];
-        let partitions = self.workers.len();
         for (slot, bytes) in commands.iter().enumerate().skip(run[0].slot + 1) {
             // A command that does not decode is left for the loop, which reports it.
             let Ok(command) = decode_command(bytes) else {
@@ -745,13 +738,7 @@ impl Coordinator {
             if self.executor.expiry_due(command.now_micros()) {
                 break;
             }
-            let catalog = self.executor.catalog.clone();
-            let router = Router {
-                catalog: &catalog,
-                schema: self.executor.ledger_schema().ok(),
-                partitions,
-            };
-            if router.command(&command).single().is_some() {
+            if self.reach(&command).single().is_some() {
                 break;
             }
             let Some(plan) = self.split_plan(&command) else {
@@ -772,6 +759,17 @@ impl Coordinator {
             });
         }
         run
+    }
+
+    /// The partitions `command` touches (`route`).
+    fn reach(&mut self, command: &Command) -> Reach {
+        let catalog = self.executor.catalog.clone();
+        let router = Router {
+            catalog: &catalog,
+            schema: self.executor.ledger_schema().ok(),
+            partitions: self.workers.len(),
+        };
+        router.command(command)
     }
 
     /// The plan of `command` when it is split across the partitions' threads (`share`): a
