@@ -2154,27 +2154,27 @@ pub fn prebuild_literal_insert(
     // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
     let number = |id, ty| planner::integer_literal_number(rows, id, ty);
-    if let Some(shape) = row_shape(p, table, &env) {
-        // The numbers are their columns' values already (in range for the column's type).
-        let mut packer = Packer::default();
-        let mut given = Vec::with_capacity(types.len());
-        for i in 0..rows.len() {
-            given.clear();
-            for (&id, &ty) in rows.row(i).iter().zip(&types) {
-                given.push(number(id, ty)?);
-            }
-            packer.push_shaped_ints(&shape, &given);
+    let Some(shape) = row_shape(p, table, &env) else {
+        let rows_values = (0..rows.len()).map(|i| {
+            rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
+                number(id, ty)
+                    .map(Value::Int)
+                    .ok_or_else(|| SqlError::internal("not an integer literal"))
+            })
+        });
+        return build_and_pack(p, table, rows_values, &env).ok();
+    };
+    // The numbers are their columns' values already (in range for the column's type).
+    let mut packer = Packer::default();
+    let mut given = Vec::with_capacity(types.len());
+    for i in 0..rows.len() {
+        given.clear();
+        for (&id, &ty) in rows.row(i).iter().zip(&types) {
+            given.push(number(id, ty)?);
         }
-        return Some(packed_plan(p, table, packer));
+        packer.push_shaped_ints(&shape, &given);
     }
-    let rows_values = (0..rows.len()).map(|i| {
-        rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
-            number(id, ty)
-                .map(Value::Int)
-                .ok_or_else(|| SqlError::internal("not an integer literal"))
-        })
-    });
-    pack_rows(p, table, rows_values, &env, false).ok()
+    Some(packed_plan(p, table, packer))
 }
 
 /// The insert of `plan` with its table and its VALUES rows, when it can be built before it
@@ -2217,22 +2217,33 @@ fn pack_rows<V: IntoIterator<Item = SqlResult<Value>>>(
     env: &EvalEnv<'_>,
     marked: bool,
 ) -> SqlResult<WritePlan> {
+    let Some(shape) = row_shape(p, table, env).filter(|_| !marked) else {
+        return build_and_pack(p, table, rows, env);
+    };
     let mut packer = Packer::default();
-    if let Some(shape) = row_shape(p, table, env).filter(|_| !marked) {
-        let mut given = Vec::with_capacity(p.target_columns.len());
-        for values in rows {
-            given.clear();
-            for (value, &column) in values.into_iter().zip(&p.target_columns) {
-                let mut value = value?;
-                conform_value(&mut value, table.columns[column].ty)?;
-                given.push(value);
-            }
-            packer.push_shaped(&shape, &given);
+    let mut given = Vec::with_capacity(p.target_columns.len());
+    for values in rows {
+        given.clear();
+        for (value, &column) in values.into_iter().zip(&p.target_columns) {
+            let mut value = value?;
+            conform_value(&mut value, table.columns[column].ty)?;
+            given.push(value);
         }
-        return Ok(packed_plan(p, table, packer));
+        packer.push_shaped(&shape, &given);
     }
+    Ok(packed_plan(p, table, packer))
+}
+
+/// `pack_rows` without a row shape: each row built whole by `RowBuilder` (defaults
+/// evaluated as each row needs them, `DEFAULT` markers filled in), then packed.
+fn build_and_pack<V: IntoIterator<Item = SqlResult<Value>>>(
+    p: &InsertPlan,
+    table: &TableDef,
+    rows: impl Iterator<Item = V>,
+    env: &EvalEnv<'_>,
+) -> SqlResult<WritePlan> {
     let mut builder = RowBuilder::new(table, &p.target_columns);
-    let mut row = Vec::new();
+    let (mut packer, mut row) = (Packer::default(), Vec::new());
     for values in rows {
         builder.build_into(&mut row, values, env)?;
         packer.push(&row);

@@ -843,12 +843,17 @@ impl Coordinator {
                 }
             }
         }
-        // The first statement whose share failed in any partition: the statements before it
-        // stand.
-        let failed = applied
+        // Each partition's first failing share: the first of them is the statement the ones
+        // before it stand on; a storage failure anywhere stops the executor.
+        let failures: Vec<(usize, &SqlError)> = applied
             .iter()
-            .filter_map(|(shares, _)| shares.failure().map(|(at, _)| at))
-            .min();
+            .filter_map(|(shares, _)| shares.failure())
+            .collect();
+        let failed = failures.iter().map(|&(at, _)| at).min();
+        let storage_failure = failures
+            .iter()
+            .find(|(_, e)| is_storage_failure(e))
+            .map(|(_, e)| (*e).clone());
         let stands = failed.unwrap_or(run.len());
         for (i, statement) in run[..stands].iter().enumerate() {
             let rows = applied[0].0.results[i].as_ref().map_or(0, |rows| *rows);
@@ -860,11 +865,6 @@ impl Coordinator {
         let Some(at) = failed else {
             return run.len();
         };
-        let storage_failure = applied
-            .iter()
-            .filter_map(|(shares, _)| shares.failure())
-            .find(|(_, e)| is_storage_failure(e))
-            .map(|(_, e)| e.clone());
         if let Some(e) = storage_failure {
             // As after any IO error: stop, and leave the state to recovery.
             self.executor.fail(e);
