@@ -232,6 +232,8 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
     let mut bytes = [std::ptr::null::<u8>(); LOOK_AHEAD_KEYS];
     let mut live = [0usize; LOOK_AHEAD_KEYS];
     let mut live_len = 0;
+    let mut leaves = [0usize; LOOK_AHEAD_KEYS];
+    let mut leaves_len = 0;
     for (i, key) in keys.iter().enumerate().take(LOOK_AHEAD_KEYS) {
         if !pager.leaf_hints.covers(root, key) {
             live[live_len] = i;
@@ -265,8 +267,10 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
             };
             if node.is_leaf() {
                 pager.lookahead.remember(root, keys[i], pages[i]);
-                // The rest of the leaf too: the cells its search compares lie anywhere in it.
-                page::prefetch_bytes(page[head_bytes..].as_ptr(), page_size - head_bytes);
+                // Slots past the head, of a leaf with many cells.
+                node.prefetch_slots_from(head_bytes);
+                leaves[leaves_len] = i;
+                leaves_len += 1;
                 continue;
             }
             pages[i] = node.child(node.child_slot(keys[i]));
@@ -274,6 +278,13 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
             kept += 1;
         }
         live_len = kept;
+    }
+    // The cells each leaf's search will compare, now that its head has had the other keys'
+    // descents to arrive in.
+    for &i in &leaves[..leaves_len] {
+        // SAFETY: as above; the pool has not changed since `peek`.
+        let page = unsafe { std::slice::from_raw_parts(bytes[i], page_size) };
+        Node::new(page).prefetch_search_cells(keys[i]);
     }
 }
 

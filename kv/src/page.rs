@@ -222,6 +222,17 @@ pub fn prefetch_bytes(start: *const u8, bytes: usize) {
     let _ = (start, bytes);
 }
 
+/// Prefetches the cache lines holding `buf[start..start + len]`, clipped to `buf`.
+fn prefetch_lines(buf: &[u8], start: usize, len: usize) {
+    let end = (start + len).min(buf.len());
+    if start >= end {
+        return;
+    }
+    let first = buf[start..].as_ptr();
+    let into_line = first as usize & 63;
+    prefetch_bytes(first.wrapping_sub(into_line), end - start + into_line);
+}
+
 /// Read access to a leaf or internal node.
 #[derive(Clone, Copy)]
 pub struct Node<'a> {
@@ -352,28 +363,7 @@ impl<'a> Node<'a> {
         // only among keys with the node's prefix; a key found by whole-key comparison is
         // found wherever the hints led, so the prefix is checked only for a key not found
         // (sparing the cache line of the first cell on a hit).
-        let hint = hint_of(key, prefix);
-        let (mut low, mut high) = (0usize, len);
-        while low < high {
-            let mid = (low + high) / 2;
-            if self.hint(mid) < hint {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        let mut end = low;
-        let mut step = len - low;
-        while step > 0 {
-            // Galloping upper bound of the equal-hint run, cheap when the run is short.
-            let probe = end + step / 2;
-            if probe < len && self.hint(probe) == hint {
-                end = probe + 1;
-                step -= step / 2 + 1;
-            } else {
-                step /= 2;
-            }
-        }
+        let (low, end) = self.hint_run(key);
         let position = self.search_keys(&key[cut.len()..], low, end);
         if position.is_err() && prefix > 0 && cut.is_empty() {
             let shared = &self.stored_key(0)[..prefix];
@@ -385,6 +375,91 @@ impl<'a> Node<'a> {
             }
         }
         position
+    }
+
+    /// The slots `low..end` whose hint equals `key`'s: the cells a search compares whole keys
+    /// of (hints order keys only among keys with the node's prefix; `search` checks that).
+    fn hint_run(&self, key: &[u8]) -> (usize, usize) {
+        // The slot array once, not its start worked out again for every probe.
+        let start = slots_start(self.buf);
+        let len = self
+            .len()
+            .min(self.buf.len().saturating_sub(start) / SLOT_SIZE);
+        let slots = &self.buf[start..start + len * SLOT_SIZE];
+        let hint_at = |index: usize| {
+            let at = index * SLOT_SIZE + 2;
+            u16::from_be_bytes([slots[at], slots[at + 1]])
+        };
+        let hint = hint_of(key, self.prefix_len());
+        let (mut low, mut high) = (0usize, len);
+        while low < high {
+            let mid = (low + high) / 2;
+            if hint_at(mid) < hint {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        let mut end = low;
+        let mut step = len - low;
+        while step > 0 {
+            // Galloping upper bound of the equal-hint run, cheap when the run is short.
+            let probe = end + step / 2;
+            if probe < len && hint_at(probe) == hint {
+                end = probe + 1;
+                step -= step / 2 + 1;
+            } else {
+                step /= 2;
+            }
+        }
+        (low, end)
+    }
+
+    /// Asks the CPU for the cells a `search` for `key` reads first — the last cell of its
+    /// hint run and the first midpoints of the binary search in it — and for the free space
+    /// an insert writes its cell into, without waiting for any of them. It reads the header
+    /// and slots, which the caller asked for a while before (`btree::look_ahead`). A handful
+    /// of cache lines instead of the whole page: prefetching all 64 of a leaf's lines kept
+    /// the memory system busy with lines no search reads.
+    pub fn prefetch_search_cells(&self, key: &[u8]) {
+        let len = self.len();
+        let cut = self.cut_prefix();
+        if len == 0 || key.len() < cut.len() || key[..cut.len()] != *cut {
+            return;
+        }
+        let (low, mut high) = self.hint_run(key);
+        if high - low >= LONG_RUN {
+            self.prefetch_cell_key(high - 1);
+            high -= 1;
+        }
+        if low < high {
+            let mid = (low + high) / 2;
+            self.prefetch_cell_key(mid);
+            if mid > low {
+                self.prefetch_cell_key((low + mid) / 2);
+            }
+            if mid + 1 < high {
+                self.prefetch_cell_key((mid + 1 + high) / 2);
+            }
+        }
+        let free_end = self.cell_start();
+        if free_end >= 64 {
+            prefetch_lines(self.buf, free_end - 64, 64);
+        }
+    }
+
+    /// Prefetches the node's slot array from byte `from` of the page on (the bytes before
+    /// are asked for already).
+    pub fn prefetch_slots_from(&self, from: usize) {
+        let end = slots_start(self.buf) + self.len() * SLOT_SIZE;
+        if end > from {
+            prefetch_lines(self.buf, from, end - from);
+        }
+    }
+
+    /// Prefetches the cache lines of cell `index`'s header and first key bytes.
+    fn prefetch_cell_key(&self, index: usize) {
+        prefetch_lines(self.buf, self.cell_offset(index), 48);
     }
 
     /// Binary search by stored keys (`key` is without the cut prefix) among cells
@@ -967,7 +1042,11 @@ mod tests {
             for probe in probes.iter().chain(&keys) {
                 let expected = keys.binary_search(probe);
                 proptest::prop_assert_eq!(node.search(probe), expected, "probe {:?}", probe);
+                // The look-ahead's prefetches read the same slots and cells: any node and
+                // key, within the page.
+                node.prefetch_search_cells(probe);
             }
+            node.prefetch_slots_from(0);
         }
 
         /// Inserts, removes and compactions on one leaf, written whole (as before cut

@@ -26,6 +26,7 @@ use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
 use crate::share::{self, SplitShare};
+use crate::undo::UndoLog;
 use crate::worker::{Report, Work, Worker};
 
 pub(crate) struct Coordinator {
@@ -42,6 +43,8 @@ pub(crate) struct Coordinator {
     changed_since_checkpoint: bool,
     options: ExecutorOptions,
     routing: Routing,
+    /// Undo logs of split runs done with, emptied, to go out with the next run's shares.
+    spare_undo: Vec<UndoLog<kv::Table>>,
     /// Checkpoints that failed since the start: a wait for pool room gives up when one does.
     checkpoint_failures: u64,
     pool_waits: PoolWaits,
@@ -260,6 +263,7 @@ impl Coordinator {
             last_apply: Duration::ZERO,
             options,
             routing: Routing::default(),
+            spare_undo: Vec::new(),
         })
     }
 
@@ -807,6 +811,7 @@ impl Coordinator {
             worker.send(Work::Share {
                 shard: Box::new(shard),
                 shares: shares.clone(),
+                spare_undo: self.spare_undo.pop().unwrap_or_default(),
                 catalog: self.executor.catalog.clone(),
                 version,
                 reports: dispatch.reports.0.clone(),
@@ -814,7 +819,8 @@ impl Coordinator {
             waiting.push(p);
         }
         let own = self.executor.apply_shares(&shares, 0, version);
-        let mut applied = vec![(own, self.executor.take_undo())];
+        let spare = self.spare_undo.pop().unwrap_or_default();
+        let mut applied = vec![(own, self.executor.take_undo(spare))];
         while !waiting.is_empty() {
             match dispatch.reports.1.recv_timeout(Duration::from_millis(100)) {
                 Ok(Report::Share {
@@ -863,6 +869,10 @@ impl Coordinator {
         }
         self.routing.split += stands as u64;
         let Some(at) = failed else {
+            for (_, mut undo) in applied {
+                undo.clear();
+                self.spare_undo.push(undo);
+            }
             return run.len();
         };
         if let Some(e) = storage_failure {

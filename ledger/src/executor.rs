@@ -79,6 +79,12 @@ pub type Reply<T> = Box<dyn FnOnce(T) + Send>;
 /// is applied, before the rest of its entry.
 pub type CommandApplied = Box<dyn FnMut(usize, &[u8]) + Send>;
 
+/// Row buffers `Executor::recycle` keeps at most (a statement's rows pass through a few at a
+/// time).
+const SPARE_ROWS: usize = 64;
+/// The largest row buffer kept (a large row's is freed, not held on to).
+const SPARE_ROW_BYTES: usize = 4096;
+
 /// A stored row: its raw bytes (kept for undo), its version and its values.
 pub(crate) type StoredRow = (Vec<u8>, u64, Vec<Value>);
 
@@ -208,6 +214,10 @@ pub struct Executor {
     pub(crate) scratch: Vec<u8>,
     /// An index entry being written (kept for its capacity).
     entry_scratch: Vec<u8>,
+    /// The value an index entry's write replaced, on its way to the undo log.
+    old_scratch: Vec<u8>,
+    /// Buffers of stored rows read and done with, for the next reads (`recycle`).
+    spare_rows: Vec<Vec<u8>>,
     /// The keys of the group of rows a multi-row transfer statement looks ahead at.
     pub(crate) lookahead_keys: crate::lookahead::LookaheadKeys,
     /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
@@ -253,6 +263,8 @@ impl Executor {
             failed: None,
             scratch: Vec::new(),
             entry_scratch: Vec::new(),
+            old_scratch: Vec::new(),
+            spare_rows: Vec::new(),
             lookahead_keys: Default::default(),
             ledger_clock,
             expiry,
@@ -564,15 +576,19 @@ impl Executor {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
+        let mut old = std::mem::take(&mut self.old_scratch);
         let engine = &mut self.shard(shard)?.engine;
-        let mut old = Vec::new();
         let existed = match value {
             Some(v) => engine.put_saving_old(storage, key, v, &mut old),
             None => engine.delete_saving_old(storage, key, &mut old),
         }
-        .map_err(kv_error)?;
-        self.undo.push(shard, storage, key, existed.then_some(old));
-        Ok(())
+        .map_err(kv_error);
+        if let Ok(existed) = existed {
+            self.undo
+                .push(shard, storage, key, existed.then_some(&old[..]));
+        }
+        self.old_scratch = old;
+        existed.map(|_| ())
     }
 
     pub(crate) fn rollback(&mut self) {
@@ -584,9 +600,10 @@ impl Executor {
     }
 
     /// The writes of the command so far, handed over (a partition's shares of a split run,
-    /// for the coordinator to keep or roll back).
-    pub(crate) fn take_undo(&mut self) -> UndoLog<kv::Table> {
-        std::mem::take(&mut self.undo)
+    /// for the coordinator to keep or roll back); `spare`, an empty log handed back from an
+    /// earlier run, takes its place, so the log does not grow from nothing every run.
+    pub(crate) fn take_undo(&mut self, spare: UndoLog<kv::Table>) -> UndoLog<kv::Table> {
+        std::mem::replace(&mut self.undo, spare)
     }
 
     /// Takes back the writes `undo` (a partition's shares of a split run, handed over)
@@ -654,9 +671,28 @@ impl Executor {
     /// A stored row's bytes.
     pub(crate) fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
+        let mut out = self.spare_rows.pop().unwrap_or_default();
         let shard = self.shard(index)?;
         let handle = shard.handle(store.id)?;
-        shard.engine.get(handle, key).map_err(kv_error)
+        if shard
+            .engine
+            .get_into(handle, key, &mut out)
+            .map_err(kv_error)?
+        {
+            Ok(Some(out))
+        } else {
+            self.recycle(out);
+            Ok(None)
+        }
+    }
+
+    /// Keeps `bytes` (a stored row read and done with) for a later read to fill: reading an
+    /// account into a fresh allocation and freeing it after its write was ~5% of a batch of
+    /// transfers.
+    pub(crate) fn recycle(&mut self, bytes: Vec<u8>) {
+        if self.spare_rows.len() < SPARE_ROWS && bytes.capacity() <= SPARE_ROW_BYTES {
+            self.spare_rows.push(bytes);
+        }
     }
 
     /// Reads a stored row: its raw bytes (for undo) and decoded form.
@@ -736,7 +772,10 @@ impl Executor {
             return Ok(false);
         }
         shard.table_versions.insert(table.id, version);
-        self.undo.push(index, storage, key, old);
+        self.undo.push(index, storage, key, old.as_deref());
+        if let Some(old) = old {
+            self.recycle(old);
+        }
         Ok(true)
     }
 
@@ -843,7 +882,8 @@ impl Executor {
         let storage = shard.handle(store.id)?;
         shard.engine.delete(storage, key).map_err(kv_error)?;
         shard.table_versions.insert(table.id, version);
-        self.undo.push(index, storage, key, Some(old));
+        self.undo.push(index, storage, key, Some(&old));
+        self.recycle(old);
         Ok(())
     }
 

@@ -1,8 +1,12 @@
 //! The undo log of the command being applied: every kv write it made, with what the key held
 //! before, so that a failing command (or a failing chain inside one) can be taken back in
-//! reverse order. A command writes several keys per row; they are kept end to end in one
-//! buffer rather than each in an allocation of its own, and the log keeps its capacity from
-//! one command to the next.
+//! reverse order. A command writes several keys per row; they and the values they replace
+//! are kept end to end in one buffer rather than each in an allocation of its own, and the
+//! log keeps its capacity from one command to the next (a split run's logs go back to their
+//! partitions with the next run, see `coordinator`).
+
+/// Bytes of keys and values, and of entries, a cleared log keeps for the next command.
+const RETAINED_BYTES: usize = 16 << 20;
 
 /// One write to take back: the key's partition and table (`S`: a kv table handle), and its
 /// prior value (None: the key did not exist).
@@ -16,34 +20,44 @@ pub(crate) struct UndoEntry<S> {
 struct Entry<S> {
     shard: usize,
     storage: S,
-    /// Where the key starts in `keys` (it ends where the next one starts).
+    /// Where the key starts in `bytes`; the prior value, if any, follows it there and ends
+    /// where the next entry's key starts.
     key_start: usize,
-    old: Option<Vec<u8>>,
+    key_end: usize,
+    had_value: bool,
 }
 
 pub(crate) struct UndoLog<S> {
     entries: Vec<Entry<S>>,
-    keys: Vec<u8>,
+    bytes: Vec<u8>,
 }
 
 impl<S> Default for UndoLog<S> {
     fn default() -> Self {
         UndoLog {
             entries: Vec::new(),
-            keys: Vec::new(),
+            bytes: Vec::new(),
         }
     }
 }
 
 impl<S> UndoLog<S> {
-    pub fn push(&mut self, shard: usize, storage: S, key: &[u8], old: Option<Vec<u8>>) {
+    /// Records a write of `key`, which held `old` before (None: it did not exist). Both are
+    /// copied in: the log allocates nothing per write once warm.
+    pub fn push(&mut self, shard: usize, storage: S, key: &[u8], old: Option<&[u8]>) {
+        let key_start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        if let Some(old) = old {
+            self.bytes.extend_from_slice(old);
+        }
         self.entries.push(Entry {
             shard,
             storage,
-            key_start: self.keys.len(),
-            old,
+            key_start,
+            key_end,
+            had_value: old.is_some(),
         });
-        self.keys.extend_from_slice(key);
     }
 
     pub fn len(&self) -> usize {
@@ -53,18 +67,30 @@ impl<S> UndoLog<S> {
     /// The latest write, removed from the log.
     pub fn pop(&mut self) -> Option<UndoEntry<S>> {
         let entry = self.entries.pop()?;
-        let key = self.keys.split_off(entry.key_start);
+        let old = entry
+            .had_value
+            .then(|| self.bytes[entry.key_end..].to_vec());
+        let key = self.bytes[entry.key_start..entry.key_end].to_vec();
+        self.bytes.truncate(entry.key_start);
         Some(UndoEntry {
             shard: entry.shard,
             storage: entry.storage,
             key,
-            old: entry.old,
+            old,
         })
     }
 
+    /// Forgets every write, keeping the capacity for the next command's — up to a bound: a
+    /// huge statement's log is not held on to for good.
     pub fn clear(&mut self) {
         self.entries.clear();
-        self.keys.clear();
+        self.bytes.clear();
+        if self.bytes.capacity() > RETAINED_BYTES {
+            self.bytes = Vec::new();
+        }
+        if self.entries.capacity() * std::mem::size_of::<Entry<S>>() > RETAINED_BYTES {
+            self.entries = Vec::new();
+        }
     }
 }
 
@@ -77,7 +103,7 @@ mod tests {
         let mut log = UndoLog::default();
         let table = "t";
         log.push(0, table, b"first", None);
-        log.push(1, table, b"", Some(b"was".to_vec()));
+        log.push(1, table, b"", Some(&b"was"[..]));
         log.push(2, table, b"third key", None);
         assert_eq!(log.len(), 3);
         let third = log.pop().unwrap();
@@ -89,6 +115,12 @@ mod tests {
         assert_eq!((second.shard, second.key.as_slice()), (1, &b""[..]));
         assert_eq!(second.old.as_deref(), Some(&b"was"[..]));
         log.push(3, table, b"again", None);
+        log.push(4, table, b"empty before", Some(&b""[..]));
+        let empty = log.pop().unwrap();
+        assert_eq!(
+            (empty.key.as_slice(), empty.old),
+            (&b"empty before"[..], Some(Vec::new()))
+        );
         assert_eq!(log.pop().unwrap().key, b"again");
         assert_eq!(log.pop().unwrap().key, b"first");
         assert!(log.pop().is_none());

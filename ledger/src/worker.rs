@@ -35,6 +35,9 @@ pub(crate) enum Work {
     Share {
         shard: Box<Shard>,
         shares: Arc<[SplitShare]>,
+        /// An empty undo log to take the writes' place in the executor when they are
+        /// handed back (one handed back before, kept for its capacity).
+        spare_undo: UndoLog<kv::Table>,
         catalog: Arc<Catalog>,
         version: u64,
         reports: Sender<Report>,
@@ -93,6 +96,7 @@ impl Worker {
                         Work::Share {
                             shard,
                             shares,
+                            spare_undo,
                             catalog,
                             version,
                             reports,
@@ -100,7 +104,7 @@ impl Worker {
                             let clock = shares.first().map_or(0, |s| s.clock);
                             executor.lent(partition, Some(shard), catalog, clock);
                             let applied = executor.apply_shares(&shares, partition, version);
-                            let undo = executor.take_undo();
+                            let undo = executor.take_undo(spare_undo);
                             if let Some(shard) = executor.shards[partition].take() {
                                 let _ = reports.send(Report::Share {
                                     partition,
