@@ -6,7 +6,7 @@
 //! partitions with the next run, see `coordinator`).
 
 /// Bytes of keys and values, and of entries, a cleared log keeps for the next command.
-const RETAINED_BYTES: usize = 16 << 20;
+const RETAINED_BYTES: usize = 4 << 20;
 
 /// One write to take back: the key's partition and table (`S`: a kv table handle), and its
 /// prior value (None: the key did not exist).
