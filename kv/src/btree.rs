@@ -230,6 +230,9 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
     let head_bytes = page::LOOK_AHEAD_HEAD_BYTES.min(page_size);
     let mut pages = [root; LOOK_AHEAD_KEYS];
     let mut bytes = [std::ptr::null::<u8>(); LOOK_AHEAD_KEYS];
+    // SAFETY (every use): `peek` gave the address of a resident page's `page_size` bytes, and
+    // nothing changes the pool meanwhile: this function only reads.
+    let page_at = |at: *const u8| unsafe { std::slice::from_raw_parts(at, page_size) };
     let mut live = [0usize; LOOK_AHEAD_KEYS];
     let mut live_len = 0;
     let mut leaves = [0usize; LOOK_AHEAD_KEYS];
@@ -259,10 +262,7 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
         kept = 0;
         for j in 0..live_len {
             let i = live[j];
-            // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
-            // nothing has changed the pool since: this function only reads.
-            let page = unsafe { std::slice::from_raw_parts(bytes[i], page_size) };
-            let Some(node) = Node::new_checked(page) else {
+            let Some(node) = Node::new_checked(page_at(bytes[i])) else {
                 continue;
             };
             if node.is_leaf() {
@@ -282,9 +282,7 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
     // The cells each leaf's search will compare, now that its head has had the other keys'
     // descents to arrive in.
     for &i in &leaves[..leaves_len] {
-        // SAFETY: as above; the pool has not changed since `peek`.
-        let page = unsafe { std::slice::from_raw_parts(bytes[i], page_size) };
-        Node::new(page).prefetch_search_cells(keys[i]);
+        Node::new(page_at(bytes[i])).prefetch_search_cells(keys[i]);
     }
 }
 

@@ -169,6 +169,11 @@ fn slots_start(page: &[u8]) -> usize {
     HEADER_SIZE + cut_len(page)
 }
 
+/// Where node `page`'s slot array ends (clipped to the page).
+fn slots_end(page: &[u8]) -> usize {
+    (slots_start(page) + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len())
+}
+
 /// The hint of `key` in a node whose keys share `prefix` bytes.
 pub fn hint_of(key: &[u8], prefix: usize) -> u16 {
     let first = key.get(prefix).copied().unwrap_or(0);
@@ -198,8 +203,7 @@ pub fn prefetch_search_head(page: &[u8]) {
     let head = SEARCH_HEAD_BYTES.min(page.len());
     let first = 64.min(head);
     prefetch_bytes(page[first..].as_ptr(), head - first);
-    let slots_end = (slots_start(page) + read_u16(page, 6) as usize * SLOT_SIZE).min(page.len());
-    prefetch_bytes(page[head..].as_ptr(), slots_end.saturating_sub(head));
+    prefetch_bytes(page[head..].as_ptr(), slots_end(page).saturating_sub(head));
 }
 
 /// Bytes a look-ahead asks for at the start of a node: the header and the slots of a node of
@@ -382,9 +386,7 @@ impl<'a> Node<'a> {
     fn hint_run(&self, key: &[u8]) -> (usize, usize) {
         // The slot array once, not its start worked out again for every probe.
         let start = slots_start(self.buf);
-        let len = self
-            .len()
-            .min(self.buf.len().saturating_sub(start) / SLOT_SIZE);
+        let len = (slots_end(self.buf).max(start) - start) / SLOT_SIZE;
         let slots = &self.buf[start..start + len * SLOT_SIZE];
         let hint_at = |index: usize| {
             let at = index * SLOT_SIZE + 2;
@@ -451,7 +453,7 @@ impl<'a> Node<'a> {
     /// Prefetches the node's slot array from byte `from` of the page on (the bytes before
     /// are asked for already).
     pub fn prefetch_slots_from(&self, from: usize) {
-        let end = slots_start(self.buf) + self.len() * SLOT_SIZE;
+        let end = slots_end(self.buf);
         if end > from {
             prefetch_lines(self.buf, from, end - from);
         }

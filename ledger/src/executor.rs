@@ -576,19 +576,16 @@ impl Executor {
         key: &[u8],
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
-        let mut old = std::mem::take(&mut self.old_scratch);
-        let engine = &mut self.shard(shard)?.engine;
+        let engine = &mut held(&mut self.shards, shard)?.engine;
+        let old = &mut self.old_scratch;
         let existed = match value {
-            Some(v) => engine.put_saving_old(storage, key, v, &mut old),
-            None => engine.delete_saving_old(storage, key, &mut old),
+            Some(v) => engine.put_saving_old(storage, key, v, old),
+            None => engine.delete_saving_old(storage, key, old),
         }
-        .map_err(kv_error);
-        if let Ok(existed) = existed {
-            self.undo
-                .push(shard, storage, key, existed.then_some(&old[..]));
-        }
-        self.old_scratch = old;
-        existed.map(|_| ())
+        .map_err(kv_error)?;
+        self.undo
+            .push(shard, storage, key, existed.then_some(&old[..]));
+        Ok(())
     }
 
     pub(crate) fn rollback(&mut self) {
