@@ -2166,13 +2166,32 @@ pub fn prebuild_literal_insert(
     };
     // The numbers are their columns' values already (in range for the column's type).
     let mut packer = Packer::default();
-    let mut given = Vec::with_capacity(types.len());
-    for i in 0..rows.len() {
-        given.clear();
-        for (&id, &ty) in rows.row(i).iter().zip(&types) {
-            given.push(number(id, ty)?);
+    let ranges: Option<Vec<_>> = types.iter().map(|&ty| planner::integer_range(ty)).collect();
+    match ranges.filter(|_| rows.all_integers()) {
+        // Every value an integer literal, its number read with it: only the ranges to check.
+        Some(ranges) => {
+            for i in 0..rows.len() {
+                let given = rows.integer_row(i)?;
+                if !given
+                    .iter()
+                    .zip(&ranges)
+                    .all(|(n, range)| range.contains(n))
+                {
+                    return None;
+                }
+                packer.push_shaped_ints(&shape, given);
+            }
         }
-        packer.push_shaped_ints(&shape, &given);
+        None => {
+            let mut given = Vec::with_capacity(types.len());
+            for i in 0..rows.len() {
+                given.clear();
+                for (&id, &ty) in rows.row(i).iter().zip(&types) {
+                    given.push(number(id, ty)?);
+                }
+                packer.push_shaped_ints(&shape, &given);
+            }
+        }
     }
     Some(packed_plan(p, table, packer))
 }

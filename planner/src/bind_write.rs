@@ -665,12 +665,7 @@ fn integer_literal(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Expr> {
 /// reader's value `id` gives a column of type `ty` when it is an integer literal in the
 /// column's range.
 pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<i64> {
-    let (min, max) = match ty {
-        DataType::Int2 => (i16::MIN as i64, i16::MAX as i64),
-        DataType::Int4 => (i32::MIN as i64, i32::MAX as i64),
-        DataType::Int8 => (i64::MIN, i64::MAX),
-        _ => return None,
-    };
+    let range = integer_range(ty)?;
     let value = match rows.value(id) {
         RowValue::Number(digits) => digits.parse::<i64>().ok()?,
         RowValue::Minus(inner) => match rows.value(inner) {
@@ -679,7 +674,17 @@ pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Opt
         },
         _ => return None,
     };
-    (min..=max).contains(&value).then_some(value)
+    range.contains(&value).then_some(value)
+}
+
+/// The values of an integer type; None for other types.
+pub fn integer_range(ty: DataType) -> Option<std::ops::RangeInclusive<i64>> {
+    match ty {
+        DataType::Int2 => Some(i16::MIN as i64..=i16::MAX as i64),
+        DataType::Int4 => Some(i32::MIN as i64..=i32::MAX as i64),
+        DataType::Int8 => Some(i64::MIN..=i64::MAX),
+        _ => None,
+    }
 }
 
 /// `-digits` as an i64 (i64::MIN included).

@@ -19,6 +19,7 @@ use std::borrow::Cow;
 use sqlparser::ast::{SetExpr, Statement};
 
 use crate::lexical::{after_quoted, is_operator_byte};
+use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 
 /// Deeper nesting than this goes to sqlparser, which reports its own recursion limit.
 const MAX_DEPTH: usize = 32;
@@ -34,6 +35,10 @@ pub struct ValueRows {
     values: Vec<NodeId>,
     /// Where each row's values end in `values`.
     row_ends: Vec<u32>,
+    /// Every value's number, in `values`' order, when every value is an integer literal
+    /// (digits without a point, or minus them) within i64: the bulk-load form's rows, whose
+    /// numbers the reader works out as it reads them.
+    integers: Option<Vec<i64>>,
 }
 
 /// A node of [`ValueRows`]; its index in the arena.
@@ -102,6 +107,17 @@ impl ValueRows {
         &self.values[start as usize..self.row_ends[i] as usize]
     }
 
+    /// Whether every value of every row is an integer literal within i64.
+    pub fn all_integers(&self) -> bool {
+        self.integers.is_some()
+    }
+
+    /// Row `i`'s numbers when every value of every row is an integer literal within i64.
+    pub fn integer_row(&self, i: usize) -> Option<&[i64]> {
+        let start = if i == 0 { 0 } else { self.row_ends[i - 1] };
+        Some(&self.integers.as_ref()?[start as usize..self.row_ends[i] as usize])
+    }
+
     /// The first `n` rows alone: what a statement of only those rows would read to.
     pub fn head(&self, n: usize) -> ValueRows {
         let n = n.min(self.len());
@@ -118,11 +134,16 @@ impl ValueRows {
             })
             .max()
             .unwrap_or(0);
+        let integers = self
+            .integers
+            .as_ref()
+            .map(|all| all[..values.len()].to_vec());
         ValueRows {
             source: self.source[..source_end].to_string(),
             nodes,
             values,
             row_ends,
+            integers,
         }
     }
 
@@ -205,6 +226,7 @@ pub(crate) fn parse_insert_values(
         pos: 0,
         depth: 0,
         nodes: Vec::new(),
+        integers: Some(Vec::new()),
     };
     let (values, row_ends) = reader.rows()?;
     let rest = format!("{} (NULL){}", &text[..rows_start], &rows_text[reader.pos..]);
@@ -224,6 +246,7 @@ pub(crate) fn parse_insert_values(
         nodes: reader.nodes,
         values,
         row_ends,
+        integers: reader.integers,
     };
     Some((statement, rows))
 }
@@ -282,6 +305,8 @@ struct RowReader<'a> {
     pos: usize,
     depth: usize,
     nodes: Vec<Node>,
+    /// Every value's number so far, until a value is not an integer literal.
+    integers: Option<Vec<i64>>,
 }
 
 impl<'a> RowReader<'a> {
@@ -296,7 +321,7 @@ impl<'a> RowReader<'a> {
         loop {
             self.expect(b'(')?;
             loop {
-                values.push(self.expr(0)?);
+                values.push(self.value()?);
                 match self.next_byte()? {
                     b',' => continue,
                     b')' => break,
@@ -309,6 +334,70 @@ impl<'a> RowReader<'a> {
             }
             self.pos += 1;
         }
+    }
+
+    /// One value: an integer literal ending the value is read at once, with its number;
+    /// anything else through `expr`. A value whose operators may nest deeper than a
+    /// statement's expressions may goes to sqlparser (which the depth bound over the whole
+    /// statement then refuses): no value read here is deeper, so the caller checks the
+    /// depth of the statement around the rows alone (`crate::parse`).
+    fn value(&mut self) -> Option<NodeId> {
+        if let Some((id, number)) = self.integer_value() {
+            if let Some(integers) = &mut self.integers {
+                integers.push(number);
+            }
+            return Some(id);
+        }
+        self.integers = None;
+        let start = self.pos;
+        let id = self.expr(0)?;
+        (depth_bound(&self.text[start..self.pos]) < MAX_EXPRESSION_DEPTH).then_some(id)
+    }
+
+    /// A value that is digits, or `-` and digits, within i64 and followed by the row's `,`
+    /// or `)`: the nodes `expr` pushes for it (a number, under a minus) and its number. None,
+    /// with nothing consumed, for anything else.
+    fn integer_value(&mut self) -> Option<(NodeId, i64)> {
+        let start = self.pos;
+        let read = self.integer_literal();
+        if read.is_none() {
+            self.pos = start;
+        }
+        read
+    }
+
+    fn integer_literal(&mut self) -> Option<(NodeId, i64)> {
+        let negative = self.peek()? == b'-';
+        if negative {
+            self.operator()?;
+            self.skip_whitespace();
+        }
+        let start = self.pos;
+        let mut magnitude = 0u64;
+        while let Some(digit) = self.bytes().get(self.pos).filter(|b| b.is_ascii_digit()) {
+            magnitude = magnitude
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
+            self.pos += 1;
+        }
+        let end = self.pos;
+        if end == start
+            || !matches!(self.bytes().get(end), Some(b) if b.is_ascii_whitespace() || b"),".contains(b))
+        {
+            return None;
+        }
+        if !matches!(self.peek(), Some(b',' | b')')) {
+            return None;
+        }
+        let number = match negative {
+            true => 0i64.checked_sub_unsigned(magnitude)?,
+            false => i64::try_from(magnitude).ok()?,
+        };
+        let mut id = self.push(Node::Number(self.span(start, end)))?;
+        if negative {
+            id = self.push(Node::Minus(id))?;
+        }
+        Some((id, number))
     }
 
     fn push(&mut self, node: Node) -> Option<NodeId> {
@@ -504,6 +593,8 @@ mod tests {
             "INSERT INTO t VALUES (1), (2) RETURNING a, b * 2",
             "INSERT INTO t VALUES (1) -- trailing comment",
             "  INSERT INTO s.t AS x (a) VALUES (1)\n",
+            "INSERT INTO t VALUES ( 1 , - 2 ) ,(3\n),(-4,5- 6, 7 -8, 9-10)",
+            "INSERT INTO t VALUES (9223372036854775807, -9223372036854775808, 9223372036854775808)",
         ];
         for text in cases {
             let expected = sqlparser_one(text).expect(text);
@@ -561,6 +652,42 @@ mod tests {
             ")".repeat(40)
         );
         assert_eq!(fast(&deep), None);
+        // A chain whose depth a statement may not have (the whole statement's depth bound
+        // then refuses it); one just within is read here.
+        let chain = |terms| vec!["1"; terms].join("+");
+        let long = format!("INSERT INTO t VALUES ({})", chain(MAX_EXPRESSION_DEPTH + 1));
+        assert!(parse_insert_values(&long, sqlparser_one).is_none());
+        let fits = format!("INSERT INTO t VALUES ({})", chain(MAX_EXPRESSION_DEPTH - 1));
+        assert!(parse_insert_values(&fits, sqlparser_one).is_some());
+    }
+
+    /// The bulk-load form's numbers are read with the rows; a statement with any other
+    /// value has none.
+    #[test]
+    fn reads_the_numbers_of_integer_rows() {
+        let text = "INSERT INTO t VALUES (1, -2), (9223372036854775807, - 9223372036854775808 )";
+        let (_, rows) = parse_insert_values(text, sqlparser_one).unwrap();
+        assert!(rows.all_integers());
+        assert_eq!(rows.integer_row(0), Some(&[1, -2][..]));
+        assert_eq!(rows.integer_row(1), Some(&[i64::MAX, i64::MIN][..]));
+        assert_eq!(rows.head(1).integer_row(0), Some(&[1, -2][..]));
+        for value in [
+            "2.5",
+            "+2",
+            "(2)",
+            "1 + 1",
+            "-2 * 3",
+            "9223372036854775808",
+            "-9223372036854775809",
+            "'2'",
+            "NULL",
+            "$1",
+        ] {
+            let text = format!("INSERT INTO t VALUES (1, 2), (3, {value}), (5, 6)");
+            let (_, rows) = parse_insert_values(&text, sqlparser_one).unwrap();
+            assert!(!rows.all_integers(), "{value}");
+            assert_eq!(rows.integer_row(0), None, "{value}");
+        }
     }
 
     #[test]
