@@ -17,8 +17,10 @@
 //! What this must not do: hold page references (leaves are named by id and read through the
 //! pool), or decide anything without that check.
 
-/// Remembered leaves; direct-mapped by key hash, a collision replaces the older entry.
-const SLOTS: usize = 128;
+/// Remembered leaves; direct-mapped by key hash, a collision replaces the older entry. A
+/// ledger group looks ahead at about 32 keys at once: among 128 slots about four of them
+/// lost their entry to another's; among 1,024, one in two groups loses one.
+const SLOTS: usize = 1024;
 
 #[derive(Clone, Copy, Default)]
 struct Slot {
@@ -103,8 +105,14 @@ fn slot_of(root: u64, hash: u64) -> usize {
 
 /// A 64-bit hash of a key (FxHash's mixing over 8-byte words).
 fn key_hash(key: &[u8]) -> u64 {
-    let mix =
-        |hash: u64, word: u64| (hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    // A word's product is folded down before the next word goes in: a multiplication
+    // carries a difference only upwards, so FxHash's own step (rotate by 5, xor, multiply)
+    // let a difference in a word's top byte be cancelled by one in the next word's low bits,
+    // and integer keys (a tag, then eight big-endian bytes) collided by the thousand.
+    let mix = |hash: u64, word: u64| {
+        let product = (hash ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        product ^ (product >> 32)
+    };
     let mut hash = key.len() as u64;
     let mut words = key.chunks_exact(8);
     for word in &mut words {
@@ -128,7 +136,16 @@ fn key_hash(key: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::Lookahead;
+    use super::{key_hash, Lookahead};
+    use crate::keycode::{self, KeyPart};
+
+    #[test]
+    fn integer_keys_hash_apart() {
+        let key = |id: i64| keycode::encode_key(&[KeyPart::Int(id)]);
+        let hashes: std::collections::HashSet<u64> =
+            (0..1i64 << 18).map(|id| key_hash(&key(id))).collect();
+        assert_eq!(hashes.len(), 1 << 18);
+    }
 
     #[test]
     fn remembers_by_tree_and_key_until_a_page_is_freed() {

@@ -173,7 +173,10 @@ async fn load(
                 client.simple_query(&sql).await.map(|_| ())
             }
         }
-        .map_err(|e| format!("INSERT failed: {e}"))?;
+        .map_err(|e| match e.as_db_error() {
+            Some(db) => format!("INSERT failed: {} ({})", db.message(), db.code().code()),
+            None => format!("INSERT failed: {e}"),
+        })?;
         let took = sent.elapsed().as_micros() as u64;
         outcome
             .latencies_us
