@@ -28,12 +28,17 @@ struct Slot {
     root: u64,
     hash: u64,
     leaf: u64,
+    /// The `Lookahead::epoch` it was remembered in; entries of earlier ones are forgotten.
+    epoch: u64,
 }
 
 pub struct Lookahead {
     slots: Box<[Slot; SLOTS]>,
     /// `Pager::frees` when the entries were found; any other value voids them all.
     frees_at: u64,
+    /// Counts `clear`s: forgetting every entry is one increment, not a write of 32 KiB of
+    /// slots (a two-row transfer statement clears them too).
+    epoch: u64,
     /// Entries remembered since the last `clear`.
     len: usize,
     /// Operations that started at a remembered leaf, and walks' keys.
@@ -46,6 +51,8 @@ impl Default for Lookahead {
         Lookahead {
             slots: Box::new([Slot::default(); SLOTS]),
             frees_at: 0,
+            // Above the zeroed slots' epoch.
+            epoch: 1,
             len: 0,
             used: 0,
             walked: 0,
@@ -57,7 +64,7 @@ impl Lookahead {
     /// Forgets every remembered leaf.
     pub fn clear(&mut self) {
         if self.len > 0 {
-            self.slots.fill(Slot::default());
+            self.epoch += 1;
             self.len = 0;
         }
     }
@@ -72,7 +79,12 @@ impl Lookahead {
 
     pub fn remember(&mut self, root: u64, key: &[u8], leaf: u64) {
         let hash = key_hash(key);
-        self.slots[slot_of(root, hash)] = Slot { root, hash, leaf };
+        self.slots[slot_of(root, hash)] = Slot {
+            root,
+            hash,
+            leaf,
+            epoch: self.epoch,
+        };
         self.len += 1;
         self.walked += 1;
     }
@@ -85,7 +97,7 @@ impl Lookahead {
         }
         let hash = key_hash(key);
         let slot = self.slots[slot_of(root, hash)];
-        (slot.root == root && slot.hash == hash).then_some(slot.leaf)
+        (slot.epoch == self.epoch && slot.root == root && slot.hash == hash).then_some(slot.leaf)
     }
 
     pub fn count_use(&mut self) {
