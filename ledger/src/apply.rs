@@ -2166,32 +2166,30 @@ pub fn prebuild_literal_insert(
     };
     // The numbers are their columns' values already (in range for the column's type).
     let mut packer = Packer::default();
-    let ranges: Option<Vec<_>> = types.iter().map(|&ty| planner::integer_range(ty)).collect();
-    match ranges.filter(|_| rows.all_integers()) {
-        // Every value an integer literal, its number read with it: only the ranges to check.
-        Some(ranges) => {
-            for i in 0..rows.len() {
+    // When every value is an integer literal, the row reader read their numbers with them:
+    // only the columns' ranges are left to check.
+    let ranges = types
+        .iter()
+        .map(|&ty| planner::integer_range(ty))
+        .collect::<Option<Vec<_>>>()
+        .filter(|_| rows.all_integers());
+    let mut built = Vec::with_capacity(types.len());
+    for i in 0..rows.len() {
+        let given = match &ranges {
+            Some(ranges) => {
                 let given = rows.integer_row(i)?;
-                if !given
-                    .iter()
-                    .zip(&ranges)
-                    .all(|(n, range)| range.contains(n))
-                {
-                    return None;
-                }
-                packer.push_shaped_ints(&shape, given);
+                let in_range = given.iter().zip(ranges).all(|(n, r)| r.contains(n));
+                in_range.then_some(given)?
             }
-        }
-        None => {
-            let mut given = Vec::with_capacity(types.len());
-            for i in 0..rows.len() {
-                given.clear();
+            None => {
+                built.clear();
                 for (&id, &ty) in rows.row(i).iter().zip(&types) {
-                    given.push(number(id, ty)?);
+                    built.push(number(id, ty)?);
                 }
-                packer.push_shaped_ints(&shape, &given);
+                &built
             }
-        }
+        };
+        packer.push_shaped_ints(&shape, given);
     }
     Some(packed_plan(p, table, packer))
 }
