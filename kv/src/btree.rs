@@ -604,14 +604,28 @@ fn split(
     cell: Vec<u8>,
 ) -> KvResult<Option<(Vec<u8>, u64)>> {
     pager.leaf_hints.forget_tree(root);
-    let (leaf, leftmost, whole) = {
+    let (leaf, len) = {
+        let node = Node::new(pager.read(page_id)?);
+        (node.is_leaf(), node.len())
+    };
+    let append = position == len && rightmost(pager, path)?;
+    let ascending = leaf && pager.leaf_inserts.continues_run(page_id, position);
+    if leaf && position == len && (append || ascending) && page_id != root {
+        // Past the leaf's last key, appending to the tree (a hot account's newest index
+        // entry) or continuing a run (a statement's ascending transfer ids): the split below
+        // would keep the old cells here and move the new one alone (`leaf_split_index`), so
+        // the full leaf stays as it is rather than being copied out and rebuilt unchanged.
+        let separator = page::cell_key(true, &cell).to_vec();
+        let right = pager.allocate(PageKind::Leaf)?;
+        fill_node(pager, (right, true), 0, &[&cell])?;
+        pager.leaf_inserts.record(right, 0);
+        return Ok(Some((separator, right)));
+    }
+    let (leftmost, whole) = {
         let buffer = pager.read(page_id)?;
-        let node = Node::new(buffer);
-        (node.is_leaf(), page::link(buffer), WholeCells::of(&node))
+        (page::link(buffer), WholeCells::of(&Node::new(buffer)))
     };
     let mut cells = whole.cells();
-    let append = position == cells.len() && rightmost(pager, path)?;
-    let ascending = leaf && pager.leaf_inserts.continues_run(page_id, position);
     cells.insert(position, &cell);
     let at = if leaf {
         leaf_split_index(&cells, position, (append, ascending), pager.page_size())
