@@ -115,7 +115,7 @@ fn slot_of(root: u64, hash: u64) -> usize {
     ((hash ^ root.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
-/// A 64-bit hash of a key (FxHash's mixing over 8-byte words).
+/// A 64-bit hash of a key: FxHash's multiply over its 8-byte words, each product folded down.
 fn key_hash(key: &[u8]) -> u64 {
     // A word's product is folded down before the next word goes in: a multiplication
     // carries a difference only upwards, so FxHash's own step (rotate by 5, xor, multiply)
