@@ -78,11 +78,8 @@ fn invalid(message: String) -> SqlError {
 }
 
 pub(crate) fn type_range(ty: DataType) -> (i64, i64) {
-    match ty {
-        DataType::Int2 => (i16::MIN as i64, i16::MAX as i64),
-        DataType::Int4 => (i32::MIN as i64, i32::MAX as i64),
-        _ => (i64::MIN, i64::MAX),
-    }
+    let range = crate::bind_write::integer_range(ty).unwrap_or(i64::MIN..=i64::MAX);
+    (*range.start(), *range.end())
 }
 
 impl SequenceDef {

@@ -145,11 +145,13 @@ fn push_statement<'a>(out: &mut Vec<(usize, &'a str)>, sql: &'a str, start: usiz
 pub fn parse(sql: &str) -> SqlResult<Vec<ParsedStatement>> {
     let mut out = Vec::new();
     for (offset, text) in split_statements(sql) {
-        let parsed = match insert_values(text) {
+        // The statement's first words, which recognize it (read once for both paths).
+        let words = first_words(text, 2);
+        let parsed = match insert_values(text, &words) {
             Some(parsed) => parsed,
             None => {
                 check_depth(text)?;
-                parse_one(text).map_err(|mut e| {
+                parse_one(text, &words).map_err(|mut e| {
                     if let Some(p) = e.position {
                         e.position = Some(p + sql[..offset].chars().count() as u32);
                     }
@@ -184,10 +186,8 @@ fn check_depth(text: &str) -> SqlResult<()> {
 /// the depth bound read over the rows' text: the reader bounds each value itself, and only
 /// the statement around the rows, which sqlparser parses, is checked here. None for
 /// anything else, which `parse_one` parses after the whole statement's depth is checked.
-fn insert_values(text: &str) -> Option<Parsed> {
-    if first_words(text, 1).first().map(String::as_str) != Some("insert")
-        || find_overriding(text).is_some()
-    {
+fn insert_values(text: &str, words: &[String]) -> Option<Parsed> {
+    if words.first().map(String::as_str) != Some("insert") || find_overriding(text).is_some() {
         return None;
     }
     let (statement, rows) = parse_insert_values(text, |rest| {
@@ -245,8 +245,8 @@ fn is_create_sequence(text: &str) -> bool {
     }
 }
 
-fn parse_one(text: &str) -> SqlResult<Parsed> {
-    let words = first_words(text, 2);
+/// Parses one statement, whose `first_words` (two) are `words`.
+fn parse_one(text: &str, words: &[String]) -> SqlResult<Parsed> {
     match words.first().map(String::as_str) {
         Some("vacuum") => return Ok(Parsed::Maintenance("VACUUM")),
         Some("analyze") | Some("analyse") => return Ok(Parsed::Maintenance("ANALYZE")),
