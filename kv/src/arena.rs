@@ -16,6 +16,12 @@
 //! free list runs low, a short-lived thread maps the next chunk and faults it in (at idle
 //! priority), and the thread that allocates puts its pages on the free list; it maps one
 //! itself only if it runs dry first.
+//!
+//! On a loaded machine that thread gets little: the pool grows with the data (~70 MB/s
+//! under the batch workload) and its owner ends up faulting most chunks itself. An arena
+//! made with `pre_paged` therefore maps the pool's whole size ahead, from the start, on the
+//! same idle-priority thread: a server that had idle time before its load (any that has
+//! been up a while) meets the load with its memory backed.
 
 use std::ptr::NonNull;
 use std::sync::atomic::{
@@ -42,12 +48,32 @@ pub struct PageArena {
     peak_in_use: AtomicUsize,
     /// A thread is preparing the next chunk.
     refilling: AtomicBool,
-    /// Chunks that thread prepared, for the allocating thread to take (0: an empty slot).
-    prepared: [AtomicUsize; PREPARED_MAX],
+    /// Chunks that thread prepared, for the allocating thread to take (0: an empty slot):
+    /// `PREPARED_MAX` slots, or as many as pre-paging maps ahead.
+    prepared: Box<[AtomicUsize]>,
+    /// Chunks mapped so far, by either thread.
+    mapped_chunks: AtomicUsize,
+    /// Chunks to map ahead, whether asked for or not (`pre_paged`; 0: none).
+    pre_page_chunks: usize,
+    /// The arena's owner has gone: the preparing thread stops mapping.
+    stopping: AtomicBool,
 }
 
 impl PageArena {
     pub fn new(page_size: usize) -> Arc<PageArena> {
+        PageArena::with_slots(page_size, 0)
+    }
+
+    /// An arena that maps `bytes` (rounded up to whole chunks) ahead in the background,
+    /// starting now, at idle priority: the memory's first touches are paid while the machine
+    /// has time to spare rather than as the pool grows under load. `stop_preparing` ends it.
+    pub fn pre_paged(page_size: usize, bytes: usize) -> Arc<PageArena> {
+        let arena = PageArena::with_slots(page_size, bytes.div_ceil(CHUNK_BYTES));
+        arena.refill_in_background();
+        arena
+    }
+
+    fn with_slots(page_size: usize, pre_page_chunks: usize) -> Arc<PageArena> {
         assert!(CHUNK_BYTES.is_multiple_of(page_size), "pages tile a chunk");
         Arc::new(PageArena {
             page_size,
@@ -56,8 +82,18 @@ impl PageArena {
             in_use: AtomicUsize::new(0),
             peak_in_use: AtomicUsize::new(0),
             refilling: AtomicBool::new(false),
-            prepared: Default::default(),
+            prepared: (0..pre_page_chunks.max(PREPARED_MAX))
+                .map(|_| AtomicUsize::new(0))
+                .collect(),
+            mapped_chunks: AtomicUsize::new(0),
+            pre_page_chunks,
+            stopping: AtomicBool::new(false),
         })
+    }
+
+    /// Stops the background thread's mapping (its owner has gone, or shuts down).
+    pub fn stop_preparing(&self) {
+        self.stopping.store(true, Relaxed);
     }
 
     /// A page buffer with unspecified content.
@@ -116,8 +152,8 @@ impl PageArena {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Starts a thread that prepares chunks until `PREPARED_MAX` wait, unless one is at it
-    /// already. Should no thread start, or the prepared chunks run out first, the allocating
+    /// Starts a thread that prepares chunks until `PREPARED_MAX` wait (and, pre-paging, until
+    /// the chunks to map ahead are mapped), unless one is at it already. Should no thread start, or the prepared chunks run out first, the allocating
     /// thread maps a chunk itself when the list runs dry.
     ///
     /// The thread faults its chunk in at `SCHED_IDLE`, on a CPU nothing else wants: on a
@@ -135,8 +171,11 @@ impl PageArena {
             .name("kv-arena".into())
             .spawn(move || {
                 set_idle_priority();
-                // Only this thread fills slots, so an empty one stays empty until filled.
-                while let Some(slot) = arena.prepared.iter().find(|s| s.load(Acquire) == 0) {
+                while arena.wants_prepared() {
+                    // Only this thread fills slots, so an empty one stays empty until filled.
+                    let Some(slot) = arena.prepared.iter().find(|s| s.load(Acquire) == 0) else {
+                        break;
+                    };
                     slot.store(arena.map_chunk(), Release);
                 }
                 arena.refilling.store(false, Relaxed);
@@ -146,14 +185,32 @@ impl PageArena {
         }
     }
 
+    /// Whether the background thread should map another chunk: fewer than `PREPARED_MAX`
+    /// wait, or pre-paging has not mapped all it maps ahead.
+    fn wants_prepared(&self) -> bool {
+        if self.stopping.load(Relaxed) {
+            return false;
+        }
+        let waiting = self
+            .prepared
+            .iter()
+            .filter(|s| s.load(Acquire) != 0)
+            .count();
+        waiting < PREPARED_MAX || self.mapped_chunks.load(Relaxed) < self.pre_page_chunks
+    }
+
     /// A chunk the background thread prepared, if one waits.
     fn take_prepared(&self) -> Option<usize> {
-        self.prepared
-            .iter()
-            .find_map(|slot| match slot.swap(0, AcqRel) {
+        self.prepared.iter().find_map(|slot| {
+            // A load first: pre-paging leaves many slots, most of them empty.
+            if slot.load(Relaxed) == 0 {
+                return None;
+            }
+            match slot.swap(0, AcqRel) {
                 0 => None,
                 chunk => Some(chunk),
-            })
+            }
+        })
     }
 
     /// Puts a mapped chunk's pages on the free list, lowest address on top.
@@ -213,6 +270,7 @@ impl PageArena {
                 std::ptr::write_volatile((aligned + offset) as *mut u8, 0);
             }
         }
+        self.mapped_chunks.fetch_add(1, Relaxed);
         aligned
     }
 
@@ -236,7 +294,7 @@ impl Drop for PageArena {
             .chunks
             .get_mut()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for slot in &self.prepared {
+        for slot in self.prepared.iter() {
             let chunk = slot.swap(0, AcqRel);
             if chunk != 0 {
                 chunks.push((chunk, CHUNK_BYTES));
@@ -323,19 +381,47 @@ mod tests {
         );
     }
 
+    /// Waits up to 10 s for `done`.
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "{what}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn a_pre_paged_arena_maps_its_size_ahead_and_stops_when_told() {
+        let per_chunk = CHUNK_BYTES / 4096;
+        let arena = PageArena::pre_paged(4096, 2 * CHUNK_BYTES + 1);
+        eventually("three chunks mapped ahead", || {
+            !arena.refilling.load(Relaxed) && arena.mapped_pages() >= 3 * per_chunk
+        });
+        assert_eq!(arena.mapped_pages(), 3 * per_chunk, "no more than asked");
+        let held: Vec<PageBuf> = (0..2 * per_chunk).map(|_| arena.allocate()).collect();
+        assert_eq!(held.len(), arena.in_use());
+        assert!(arena.mapped_pages() >= 3 * per_chunk);
+
+        let endless = PageArena::pre_paged(4096, 1 << 40);
+        endless.stop_preparing();
+        eventually("the preparing thread stops", || {
+            !endless.refilling.load(Relaxed)
+        });
+        assert!(
+            endless.mapped_pages() * 4096 < 1 << 30,
+            "stopped long before its size"
+        );
+    }
+
     #[test]
     fn the_next_chunk_is_mapped_before_the_free_list_runs_dry() {
         let arena = PageArena::new(4096);
         let per_chunk = CHUNK_BYTES / 4096;
         let held: Vec<PageBuf> = (0..per_chunk * 3 / 4).map(|_| arena.allocate()).collect();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while arena.mapped_pages() < 2 * per_chunk {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no second chunk after using three quarters of the first"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        eventually(
+            "no second chunk after using three quarters of the first",
+            || arena.mapped_pages() >= 2 * per_chunk,
+        );
         assert_eq!(held.len(), arena.in_use());
         let all: Vec<PageBuf> = (0..per_chunk).map(|_| arena.allocate()).collect();
         let mut addresses: Vec<_> = held.iter().chain(&all).map(|b| b.as_ptr()).collect();

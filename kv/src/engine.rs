@@ -48,6 +48,9 @@ pub struct EngineOptions {
     pub page_size: u32,
     /// Buffer pool size in bytes.
     pub pool_bytes: usize,
+    /// Fault the pool's whole size in from the start, in the background at idle priority,
+    /// instead of as pages are first used (`arena::PageArena::pre_paged`).
+    pub prefault_pool: bool,
     pub io_mode: IoMode,
     pub faults: FaultPlan,
     /// Create the file when it does not exist.
@@ -71,6 +74,7 @@ impl Default for EngineOptions {
         EngineOptions {
             page_size: 4096,
             pool_bytes: 256 << 20,
+            prefault_pool: false,
             io_mode: IoMode::from_env(),
             faults: FaultPlan::none(),
             create: true,
@@ -346,6 +350,7 @@ impl Engine {
             map.slots().to_vec(),
             page_size,
             options.pool_bytes,
+            options.prefault_pool,
         );
         let pager = Pager::new(pool, superblock.alloc, page_size);
         let direct = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?;

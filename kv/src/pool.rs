@@ -155,15 +155,27 @@ pub struct BufferPool {
 // into its frame's `data` and moves with it.
 unsafe impl Send for BufferPool {}
 
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        // Buffers a checkpoint still holds keep the arena alive; its preparing stops here.
+        self.arena.stop_preparing();
+    }
+}
+
 impl BufferPool {
     pub fn new(
         file: Arc<BlockFile>,
         slots: Vec<u32>,
         page_size: usize,
         capacity_bytes: usize,
+        prefault: bool,
     ) -> BufferPool {
         let capacity = (capacity_bytes / page_size).max(16);
-        let arena = PageArena::new(page_size);
+        let arena = if prefault {
+            PageArena::pre_paged(page_size, capacity * page_size)
+        } else {
+            PageArena::new(page_size)
+        };
         let empty = Arc::new(arena.allocate());
         BufferPool {
             page_size,
@@ -657,7 +669,7 @@ mod tests {
             file.write_batch(&[(page_id * 512, &image)]).unwrap();
         }
         let slots = (0..pages as u32).collect();
-        let pool = BufferPool::new(Arc::new(file), slots, 512, capacity_pages * 512);
+        let pool = BufferPool::new(Arc::new(file), slots, 512, capacity_pages * 512, false);
         (dir, pool)
     }
 

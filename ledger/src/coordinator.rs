@@ -125,6 +125,7 @@ impl Coordinator {
         commit_record.partitions = partitions;
         let engine_options = EngineOptions {
             pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
+            prefault_pool: options.prefault_pool,
             io_mode: options.io_mode,
             gated_checkpoints: true,
             checkpoint_spread: options.checkpoint_spread,
@@ -1039,6 +1040,7 @@ mod tests {
             let mut coordinator = Coordinator::open(ExecutorOptions {
                 data_file: dir.path().join("data"),
                 pool_bytes: 8 << 20,
+                prefault_pool: false,
                 checkpoint_interval: Duration::from_secs(3600),
                 checkpoint_spread: None,
                 io_mode: kv::IoMode::Portable,
@@ -1072,6 +1074,7 @@ mod tests {
         Coordinator::open(ExecutorOptions {
             data_file: dir.join("data"),
             pool_bytes: 8 << 20,
+            prefault_pool: false,
             checkpoint_interval: Duration::from_secs(3600),
             checkpoint_spread: None,
             io_mode: kv::IoMode::Portable,

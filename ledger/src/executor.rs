@@ -45,6 +45,8 @@ pub(crate) const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 pub struct ExecutorOptions {
     pub data_file: PathBuf,
     pub pool_bytes: usize,
+    /// Fault the pools' memory in from the start (`kv::EngineOptions::prefault_pool`).
+    pub prefault_pool: bool,
     /// Checkpoint at least this often while there are changes.
     pub checkpoint_interval: Duration,
     /// Pace each checkpoint's writes to take about this long (`None`: full speed); see

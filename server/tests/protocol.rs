@@ -449,20 +449,12 @@ async fn show_stats_reports_group_commit_and_storage() {
     c.batch_execute("create table t (id int primary key); insert into t values (1), (2)")
         .await
         .unwrap();
-    let fields = |text: String| -> std::collections::HashMap<String, u64> {
-        text.split_whitespace()
-            .map(|pair| {
-                let (key, value) = pair.split_once('=').expect("key=value");
-                (key.to_string(), value.parse().expect("a number"))
-            })
-            .collect()
-    };
-    let commit = fields(scalar(&c, "show group_commit_stats").await.unwrap());
+    let commit = stat_fields(scalar(&c, "show group_commit_stats").await.unwrap());
     assert!(
         commit["commands"] >= 2 && commit["fsyncs"] >= 1,
         "{commit:?}"
     );
-    let storage = fields(scalar(&c, "show storage_stats").await.unwrap());
+    let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
     assert_eq!(storage["page_size"], 4096, "{storage:?}");
     assert_eq!(
         storage["pool_capacity_pages"],
@@ -474,6 +466,43 @@ async fn show_stats_reports_group_commit_and_storage() {
     assert!(
         storage["leaf_hint_hits"] + storage["leaf_hint_misses"] >= 1,
         "{storage:?}"
+    );
+}
+
+/// The `key=value` pairs of a `SHOW ..._stats` line.
+fn stat_fields(text: String) -> std::collections::HashMap<String, u64> {
+    text.split_whitespace()
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').expect("key=value");
+            (key.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
+/// `--prefault-pool`: the pool's memory is mapped whole ahead of use, in the background, and
+/// the server serves meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefaulted_pool_is_mapped_ahead_of_use() {
+    let server = TestServer::start_with(&["--prefault-pool"]);
+    let c = server.client().await;
+    c.batch_execute("create table t (id int primary key); insert into t values (1)")
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
+        if storage["mapped_pages"] >= storage["pool_capacity_pages"] {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the 64 MiB pool not mapped within 60 s: {storage:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        scalar(&c, "select count(*) from t").await.as_deref(),
+        Some("1")
     );
 }
 

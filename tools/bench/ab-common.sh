@@ -29,6 +29,20 @@ start_loaded() {
         psql_hl -c "COPY accounts (id, ledger, code) FROM STDIN"
 }
 
+# wait_prefaulted: with --prefault-pool, waits (up to 120 s) until the pool's memory is all
+# mapped, so that a run measures a server that had time to fault its pool in.
+wait_prefaulted() {
+    local stats mapped capacity
+    for _ in $(seq 600); do
+        stats=$(psql_hl -c "SHOW storage_stats")
+        mapped=$(echo "$stats" | sed -n 's/.*mapped_pages=\([0-9]*\).*/\1/p')
+        capacity=$(echo "$stats" | sed -n 's/.*pool_capacity_pages=\([0-9]*\).*/\1/p')
+        [ "${mapped:-0}" -lt "${capacity:-1}" ] || return 0
+        sleep 0.2
+    done
+    echo "the pool was not faulted in within 120 s" >&2
+}
+
 # task_of NAME: the /proc directory of the server thread called NAME (the first, if several),
 # whose schedstat holds its nanoseconds on a CPU and waiting for one.
 task_of() { grep -lx "$1" /proc/"$pid"/task/*/comm | head -1 | xargs dirname; }
