@@ -126,6 +126,7 @@ impl Coordinator {
         let engine_options = EngineOptions {
             pool_bytes: (options.pool_bytes / partitions).max(1 << 20),
             prefault_pool: options.prefault_pool,
+            page_size: options.page_size,
             io_mode: options.io_mode,
             gated_checkpoints: true,
             checkpoint_spread: options.checkpoint_spread,
@@ -1041,6 +1042,7 @@ mod tests {
                 data_file: dir.path().join("data"),
                 pool_bytes: 8 << 20,
                 prefault_pool: false,
+                page_size: 4096,
                 checkpoint_interval: Duration::from_secs(3600),
                 checkpoint_spread: None,
                 io_mode: kv::IoMode::Portable,
@@ -1075,6 +1077,7 @@ mod tests {
             data_file: dir.join("data"),
             pool_bytes: 8 << 20,
             prefault_pool: false,
+            page_size: 4096,
             checkpoint_interval: Duration::from_secs(3600),
             checkpoint_spread: None,
             io_mode: kv::IoMode::Portable,

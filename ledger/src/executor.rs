@@ -47,6 +47,8 @@ pub struct ExecutorOptions {
     pub pool_bytes: usize,
     /// Fault the pools' memory in from the start (`kv::EngineOptions::prefault_pool`).
     pub prefault_pool: bool,
+    /// Page size of a new data directory's files (an existing one keeps its own).
+    pub page_size: u32,
     /// Checkpoint at least this often while there are changes.
     pub checkpoint_interval: Duration,
     /// Pace each checkpoint's writes to take about this long (`None`: full speed); see

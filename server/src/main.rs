@@ -85,6 +85,10 @@ struct ServeArgs {
     /// server while its pool grows. Memory use is then the pool's size from the start.
     #[arg(long)]
     prefault_pool: bool,
+    /// Page size in bytes of a new data directory's files: 4096, 8192, 16384 or 32768. An
+    /// existing directory keeps its own.
+    #[arg(long, default_value_t = 8192, value_parser = page_size)]
+    page_size: u32,
     /// Executor partitions for a new data directory (ledger rows spread by account and
     /// transfer id); default: one per core. An existing directory keeps its count.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
@@ -199,6 +203,14 @@ fn serve(args: ServeArgs) -> Result<(), String> {
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
+/// `--page-size`: a power of two from 4096 to 32768.
+fn page_size(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(size) if size.is_power_of_two() && (4096..=32768).contains(&size) => Ok(size),
+        _ => Err("must be 4096, 8192, 16384 or 32768".to_string()),
+    }
+}
+
 /// A quarter of the machine's memory in MiB, within [256, 16384] (256 if it cannot be read).
 fn default_pool_mb() -> u64 {
     // SAFETY: sysconf reads system constants; no memory is shared.
@@ -227,6 +239,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         data_file: args.data_dir.join("data.hl"),
         pool_bytes: (args.pool_mb.unwrap_or_else(default_pool_mb) as usize) << 20,
         prefault_pool: args.prefault_pool,
+        page_size: args.page_size,
         checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),
         checkpoint_spread: Some(Duration::from_millis(args.checkpoint_spread_ms))
             .filter(|spread| !spread.is_zero()),

@@ -45,6 +45,12 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         );
     }
 
+    for size in ["2048", "5000", "65536", "big"] {
+        let bad = serve(&["--data-dir", data, "--page-size", size]);
+        assert!(!bad.status.success());
+        assert!(stderr(&bad).contains("--page-size"), "{}", stderr(&bad));
+    }
+
     let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
     assert!(!public.status.success());
     assert!(
@@ -67,6 +73,8 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         "--max-message-mb",
         "--partitions",
         "--session-threads",
+        "--page-size",
+        "--prefault-pool",
     ] {
         assert!(
             stdout(&help).contains(flag),

@@ -718,7 +718,7 @@ async fn kill9_mid_load_on_four_partitions_loses_no_acknowledged_transfer() {
     assert_eq!(stats["partitions"], 4, "{stats:?}");
 }
 
-/// A 1 MiB pool (256 pages) under more data, with checkpoints paced to take 300 ms:
+/// A 1 MiB pool (256 pages of 4 KiB) under more data, with checkpoints paced to take 300 ms:
 /// pages are dirtied faster than checkpoints write them, and applying slows down instead of
 /// letting the pool (no-steal) grow with the data. Nothing is lost on the way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -733,6 +733,8 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
         "1",
         "--checkpoint-spread-ms",
         "300",
+        "--page-size",
+        "4096",
     ]);
     let client = connect(&server).await;
     for first in (1..=ACCOUNTS).step_by(1_000) {

@@ -455,10 +455,10 @@ async fn show_stats_reports_group_commit_and_storage() {
         "{commit:?}"
     );
     let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
-    assert_eq!(storage["page_size"], 4096, "{storage:?}");
+    assert_eq!(storage["page_size"], 8192, "the default: {storage:?}");
     assert_eq!(
         storage["pool_capacity_pages"],
-        (64 << 20) / 4096,
+        (64 << 20) / 8192,
         "{storage:?}"
     );
     assert!(storage["resident_pages"] >= 1, "{storage:?}");
@@ -480,10 +480,10 @@ fn stat_fields(text: String) -> std::collections::HashMap<String, u64> {
 }
 
 /// `--prefault-pool`: the pool's memory is mapped whole ahead of use, in the background, and
-/// the server serves meanwhile.
+/// the server serves meanwhile. (And `--page-size` for a new data directory.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prefaulted_pool_is_mapped_ahead_of_use() {
-    let server = TestServer::start_with(&["--prefault-pool"]);
+    let server = TestServer::start_with(&["--prefault-pool", "--page-size", "4096"]);
     let c = server.client().await;
     c.batch_execute("create table t (id int primary key); insert into t values (1)")
         .await
@@ -500,6 +500,8 @@ async fn a_prefaulted_pool_is_mapped_ahead_of_use() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
+    assert_eq!(storage["page_size"], 4096, "--page-size: {storage:?}");
     assert_eq!(
         scalar(&c, "select count(*) from t").await.as_deref(),
         Some("1")
