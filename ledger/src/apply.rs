@@ -2190,6 +2190,9 @@ pub fn prebuild_literal_insert(
             }
         };
         packer.push_shaped_ints(&shape, given);
+        if i == 0 {
+            packer.reserve_rows(rows.len() - 1);
+        }
     }
     Some(packed_plan(p, table, packer))
 }

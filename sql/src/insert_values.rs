@@ -221,12 +221,16 @@ pub(crate) fn parse_insert_values(
     let rows_start = after_values_keyword(text)?;
     let rows_text = &text[rows_start..];
     u32::try_from(rows_text.len()).ok()?;
+    // Room for as many values as typical rows of short literals hold (`(1, 2, 3),` is
+    // three bytes a value): a large statement's vectors then grow at most once or twice
+    // instead of doubling a dozen times, each a copy.
+    let values_guess = rows_text.len() / 3;
     let mut reader = RowReader {
         text: rows_text,
         pos: 0,
         depth: 0,
-        nodes: Vec::new(),
-        integers: Some(Vec::new()),
+        nodes: Vec::with_capacity(values_guess),
+        integers: Some(Vec::with_capacity(values_guess)),
     };
     let (values, row_ends) = reader.rows()?;
     let rest = format!("{} (NULL){}", &text[..rows_start], &rows_text[reader.pos..]);
@@ -316,7 +320,7 @@ impl<'a> RowReader<'a> {
 
     /// Every value's root node and where each row's values end.
     fn rows(&mut self) -> Option<(Vec<NodeId>, Vec<u32>)> {
-        let mut values = Vec::new();
+        let mut values = Vec::with_capacity(self.nodes.capacity());
         let mut row_ends = Vec::new();
         loop {
             self.expect(b'(')?;

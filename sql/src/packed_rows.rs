@@ -134,6 +134,14 @@ impl Packer {
         self.count += 1;
     }
 
+    /// Makes room for `more` rows as large as the rows so far are on average (a statement
+    /// of many rows then grows its buffer once rather than doubling it again and again).
+    pub fn reserve_rows(&mut self, more: usize) {
+        if let Some(average) = self.rows.len().checked_div(self.count) {
+            self.rows.reserve((average + 1) * more);
+        }
+    }
+
     pub fn finish(self) -> PackedRows {
         let mut bytes = Vec::with_capacity(10 + self.rows.len());
         put_varint(&mut bytes, self.count as u64);
