@@ -82,7 +82,8 @@ struct ServeArgs {
     /// Fault the whole buffer pool's memory in from the start, in the background at idle
     /// priority, rather than as pages are first used. On a virtual machine the first touch
     /// of memory costs the host ~2 s of CPU per GiB, which otherwise falls on a loaded
-    /// server while its pool grows. Memory use is then the pool's size from the start.
+    /// server while its pool grows. Memory use is then the pool's size from the start
+    /// (refused for a pool of more than three quarters of the machine's memory).
     #[arg(long)]
     prefault_pool: bool,
     /// Page size in bytes of a new data directory's files: 4096, 8192, 16384 or 32768. An
@@ -211,8 +212,8 @@ fn page_size(text: &str) -> Result<u32, String> {
     }
 }
 
-/// A quarter of the machine's memory in MiB, within [256, 16384] (256 if it cannot be read).
-fn default_pool_mb() -> u64 {
+/// The machine's memory in MiB, if it can be read.
+fn memory_mb() -> Option<u64> {
     // SAFETY: sysconf reads system constants; no memory is shared.
     let (pages, page_size) = unsafe {
         (
@@ -220,13 +221,28 @@ fn default_pool_mb() -> u64 {
             libc::sysconf(libc::_SC_PAGESIZE),
         )
     };
-    if pages <= 0 || page_size <= 0 {
-        return 256;
+    (pages > 0 && page_size > 0).then(|| (pages as u64 * page_size as u64) >> 20)
+}
+
+/// A quarter of the machine's memory in MiB, within [256, 16384] (256 if it cannot be read).
+fn default_pool_mb() -> u64 {
+    memory_mb().map_or(256, |mb| (mb / 4).clamp(256, 16_384))
+}
+
+/// The pool size, refused when `--prefault-pool` would take more than three quarters of the
+/// machine's memory at start (the process would be killed for it, not told).
+fn pool_mb(args: &ServeArgs) -> Result<u64, String> {
+    let pool_mb = args.pool_mb.unwrap_or_else(default_pool_mb);
+    match memory_mb() {
+        Some(memory) if args.prefault_pool && pool_mb > memory / 4 * 3 => Err(format!(
+            "--prefault-pool with a pool of {pool_mb} MiB: more than three quarters of this machine's {memory} MiB"
+        )),
+        _ => Ok(pool_mb),
     }
-    ((pages as u64 * page_size as u64 / 4) >> 20).clamp(256, 16_384)
 }
 
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
+    let pool_mb = pool_mb(&args)?;
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,
@@ -237,7 +253,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let options = ExecutorOptions {
         data_file: args.data_dir.join("data.hl"),
-        pool_bytes: (args.pool_mb.unwrap_or_else(default_pool_mb) as usize) << 20,
+        pool_bytes: (pool_mb as usize) << 20,
         prefault_pool: args.prefault_pool,
         page_size: args.page_size,
         checkpoint_interval: Duration::from_secs(args.checkpoint_interval_s.max(1)),

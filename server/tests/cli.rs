@@ -51,6 +51,20 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         assert!(stderr(&bad).contains("--page-size"), "{}", stderr(&bad));
     }
 
+    let huge = serve(&[
+        "--data-dir",
+        data,
+        "--prefault-pool",
+        "--pool-mb",
+        "1048576",
+    ]);
+    assert!(!huge.status.success());
+    assert!(
+        stderr(&huge).contains("--prefault-pool with a pool of 1048576 MiB"),
+        "{}",
+        stderr(&huge)
+    );
+
     let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
     assert!(!public.status.success());
     assert!(
