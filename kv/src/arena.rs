@@ -153,8 +153,9 @@ impl PageArena {
     }
 
     /// Starts a thread that prepares chunks until `PREPARED_MAX` wait (and, pre-paging, until
-    /// the chunks to map ahead are mapped), unless one is at it already. Should no thread start, or the prepared chunks run out first, the allocating
-    /// thread maps a chunk itself when the list runs dry.
+    /// the chunks to map ahead are mapped), unless one is at it already. Should no thread
+    /// start, or the prepared chunks run out first, the allocating thread maps a chunk
+    /// itself when the list runs dry.
     ///
     /// The thread faults its chunk in at `SCHED_IDLE`, on a CPU nothing else wants: on a
     /// virtual machine the first touch of memory is the host's to back, ~2.4 s of CPU per GiB
