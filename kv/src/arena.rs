@@ -136,14 +136,9 @@ impl PageArena {
         self.peak_in_use.load(Relaxed)
     }
 
-    /// Page buffers mapped so far: in use or on the free list.
+    /// Page buffers mapped so far: in use, on the free list or in a chunk waiting for it.
     pub fn mapped_pages(&self) -> usize {
-        let chunks = self
-            .chunks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let prepared = self.prepared.iter().filter(|slot| slot.load(Acquire) != 0);
-        (chunks.len() + prepared.count()) * (CHUNK_BYTES / self.page_size)
+        self.mapped_chunks.load(Relaxed) * (CHUNK_BYTES / self.page_size)
     }
 
     fn free_list(&self) -> std::sync::MutexGuard<'_, Vec<usize>> {

@@ -16,6 +16,12 @@ fn serve(args: &[&str]) -> std::process::Output {
         .expect("run hotledger")
 }
 
+/// Asserts that `output` is of a refused start whose error says `expected`.
+fn assert_refused(output: &std::process::Output, expected: &str) {
+    assert!(!output.status.success());
+    assert!(stderr(output).contains(expected), "{}", stderr(output));
+}
+
 #[test]
 fn bad_flags_and_unsafe_setups_fail_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -23,32 +29,20 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
     let data = data.to_str().unwrap();
 
     let unknown = serve(&["--no-such-flag"]);
-    assert!(!unknown.status.success());
-    assert!(
-        stderr(&unknown).contains("--no-such-flag"),
-        "{}",
-        stderr(&unknown)
-    );
+    assert_refused(&unknown, "--no-such-flag");
 
     for count in ["0", "65", "two"] {
         let bad = serve(&["--data-dir", data, "--partitions", count]);
-        assert!(!bad.status.success());
-        assert!(stderr(&bad).contains("--partitions"), "{}", stderr(&bad));
+        assert_refused(&bad, "--partitions");
     }
     for count in ["0", "257", "many"] {
         let bad = serve(&["--data-dir", data, "--session-threads", count]);
-        assert!(!bad.status.success());
-        assert!(
-            stderr(&bad).contains("--session-threads"),
-            "{}",
-            stderr(&bad)
-        );
+        assert_refused(&bad, "--session-threads");
     }
 
     for size in ["2048", "5000", "65536", "big"] {
         let bad = serve(&["--data-dir", data, "--page-size", size]);
-        assert!(!bad.status.success());
-        assert!(stderr(&bad).contains("--page-size"), "{}", stderr(&bad));
+        assert_refused(&bad, "--page-size");
     }
 
     let huge = serve(&[
@@ -58,19 +52,12 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         "--pool-mb",
         "1048576",
     ]);
-    assert!(!huge.status.success());
-    assert!(
-        stderr(&huge).contains("--prefault-pool with a pool of 1048576 MiB"),
-        "{}",
-        stderr(&huge)
-    );
+    assert_refused(&huge, "--prefault-pool with a pool of 1048576 MiB");
 
     let public = serve(&["--data-dir", data, "--listen", "0.0.0.0:0"]);
-    assert!(!public.status.success());
-    assert!(
-        stderr(&public).contains("refusing to listen on 0.0.0.0:0 with the default password"),
-        "{}",
-        stderr(&public)
+    assert_refused(
+        &public,
+        "refusing to listen on 0.0.0.0:0 with the default password",
     );
 
     let help = Command::new(binary())
@@ -105,20 +92,10 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
         "--listen",
         "127.0.0.1:0",
     ]);
-    assert!(!locked.status.success());
-    assert!(
-        stderr(&locked).contains("is in use by another hotledger process"),
-        "{}",
-        stderr(&locked)
-    );
+    assert_refused(&locked, "is in use by another hotledger process");
     let port = format!("127.0.0.1:{}", running.port);
     let busy = serve(&["--data-dir", data, "--listen", &port]);
-    assert!(!busy.status.success());
-    assert!(
-        stderr(&busy).contains(&format!("cannot listen on {port}")),
-        "{}",
-        stderr(&busy)
-    );
+    assert_refused(&busy, &format!("cannot listen on {port}"));
     assert_eq!(stderr(&busy).trim().lines().count(), 1, "{}", stderr(&busy));
 }
 

@@ -14,7 +14,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::TestServer;
+use common::{stat_fields, TestServer};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tokio::sync::Mutex;
@@ -635,10 +635,7 @@ async fn routing_stats(client: &Client) -> std::collections::HashMap<String, u64
             _ => None,
         })
         .expect("a row");
-    line.split_whitespace()
-        .filter_map(|pair| pair.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.parse().expect("a number")))
-        .collect()
+    stat_fields(&line)
 }
 
 /// kill -9 in the middle of a transfer load on 4 partitions, twice, with checkpoints of all

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{scalar, TestServer, PASSWORD};
+use common::{scalar, stat_fields, TestServer, PASSWORD};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
 
@@ -449,12 +449,12 @@ async fn show_stats_reports_group_commit_and_storage() {
     c.batch_execute("create table t (id int primary key); insert into t values (1), (2)")
         .await
         .unwrap();
-    let commit = stat_fields(scalar(&c, "show group_commit_stats").await.unwrap());
+    let commit = stat_fields(&scalar(&c, "show group_commit_stats").await.unwrap());
     assert!(
         commit["commands"] >= 2 && commit["fsyncs"] >= 1,
         "{commit:?}"
     );
-    let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
+    let storage = stat_fields(&scalar(&c, "show storage_stats").await.unwrap());
     assert_eq!(storage["page_size"], 8192, "the default: {storage:?}");
     assert_eq!(
         storage["pool_capacity_pages"],
@@ -469,16 +469,6 @@ async fn show_stats_reports_group_commit_and_storage() {
     );
 }
 
-/// The `key=value` pairs of a `SHOW ..._stats` line.
-fn stat_fields(text: String) -> std::collections::HashMap<String, u64> {
-    text.split_whitespace()
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').expect("key=value");
-            (key.to_string(), value.parse().expect("a number"))
-        })
-        .collect()
-}
-
 /// `--prefault-pool`: the pool's memory is mapped whole ahead of use, in the background, and
 /// the server serves meanwhile. (And `--page-size` for a new data directory.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -490,7 +480,7 @@ async fn a_prefaulted_pool_is_mapped_ahead_of_use() {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
+        let storage = stat_fields(&scalar(&c, "show storage_stats").await.unwrap());
         if storage["mapped_pages"] >= storage["pool_capacity_pages"] {
             break;
         }
@@ -500,7 +490,7 @@ async fn a_prefaulted_pool_is_mapped_ahead_of_use() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let storage = stat_fields(scalar(&c, "show storage_stats").await.unwrap());
+    let storage = stat_fields(&scalar(&c, "show storage_stats").await.unwrap());
     assert_eq!(storage["page_size"], 4096, "--page-size: {storage:?}");
     assert_eq!(
         scalar(&c, "select count(*) from t").await.as_deref(),

@@ -223,6 +223,16 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// The `key=value` pairs of a `SHOW ..._stats` line, the values as numbers.
+pub fn stat_fields(line: &str) -> std::collections::HashMap<String, u64> {
+    line.split_whitespace()
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').expect("key=value");
+            (key.to_string(), value.parse().expect("a number"))
+        })
+        .collect()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
