@@ -5,17 +5,19 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
-use pgwire::error::ErrorInfo;
+use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::response::{NotificationResponse, TransactionStatus};
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
-use pgwire::tokio::server::{negotiate_tls, process_error, process_message};
+use pgwire::tokio::server::{
+    negotiate_tls, process_error, process_message, PgWireMessageServerCodec,
+};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
@@ -193,6 +195,28 @@ async fn drain<S: AsyncRead + Unpin>(io: &mut S, limit: usize) {
     }
 }
 
+/// What the loop saw after the Execute it dispatches. The loop reads the message after an
+/// Execute before running it (a client that wants the result must follow it with a Sync or
+/// a Flush, so this never waits for what the client would not send): the statements a client
+/// sends before one Sync are one transaction, and an Execute that a Sync follows at once is
+/// the last of them — alone, it runs as a statement on its own, with no transaction staged.
+#[derive(Default)]
+pub struct Lookahead {
+    sync_follows: AtomicBool,
+}
+
+impl Lookahead {
+    /// Whether a Sync came right after the Execute being run.
+    pub fn sync_follows(&self) -> bool {
+        self.sync_follows.load(Ordering::Relaxed)
+    }
+
+    fn saw(&self, next: &PgWireFrontendMessage) {
+        let sync = matches!(next, PgWireFrontendMessage::Sync(_));
+        self.sync_follows.store(sync, Ordering::Relaxed);
+    }
+}
+
 /// What the loop needs of its connection besides the protocol handlers.
 pub struct ConnectionContext {
     /// Notifications to send while idle.
@@ -201,6 +225,57 @@ pub struct ConnectionContext {
     pub control: Arc<ConnectionControl>,
     /// The largest message accepted, in bytes.
     pub limit: usize,
+    /// Where the loop tells the handlers what followed an Execute.
+    pub lookahead: Arc<Lookahead>,
+}
+
+/// What reading the next message gave: a message, or the end of the connection.
+type Next<E> = Option<Result<PgWireFrontendMessage, E>>;
+
+/// The message `next` holds, or `None` after saying goodbye: the client left or sent a message
+/// over the limit (refused with FATAL 54000), or the connection was terminated (57P01; what
+/// the client sent since, which the socket's shut read side may still hand over, is not
+/// served).
+async fn message_or_end<S, E>(
+    socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
+    next: Next<PgWireError>,
+    control: &ConnectionControl,
+    refused: &AtomicUsize,
+    limit: usize,
+) -> io::Result<Option<PgWireFrontendMessage>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    if control.terminated() {
+        let info = ErrorInfo::new(
+            "FATAL".to_owned(),
+            "57P01".to_owned(),
+            "terminating connection due to administrator command".to_owned(),
+        );
+        let _ = socket
+            .send(PgWireBackendMessage::ErrorResponse(info.into()))
+            .await;
+        return Ok(None);
+    }
+    if let Some(Ok(m)) = next {
+        return Ok(Some(m));
+    }
+    let length = refused.load(Ordering::Relaxed);
+    if length > 0 {
+        let info = ErrorInfo::new(
+            "FATAL".to_owned(),
+            "54000".to_owned(),
+            format!("message of {length} bytes exceeds the server's limit of {limit} bytes"),
+        );
+        let _ = socket
+            .send(PgWireBackendMessage::ErrorResponse(info.into()))
+            .await;
+        // Half-close, so the client sees the error and then the end, and hangs up;
+        // meanwhile read what it still sends.
+        let _ = tokio::io::AsyncWriteExt::shutdown(socket.get_mut()).await;
+        drain(socket.get_mut(), limit).await;
+    }
+    Ok(None)
 }
 
 /// Serves one connection until the client leaves, is refused, is terminated, or fails.
@@ -214,6 +289,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         inbox,
         control,
         limit,
+        lookahead,
     } = connection;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
@@ -240,79 +316,68 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     let copy_handler = handlers.copy_handler();
     let cancel_handler = handlers.cancel_handler();
     let startup_deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+    // A message read ahead of time (after an Execute), dispatched next.
+    let mut ahead: Option<PgWireFrontendMessage> = None;
     loop {
-        let starting = matches!(
-            socket.state(),
-            PgWireConnectionState::AwaitingStartup
-                | PgWireConnectionState::AuthenticationInProgress
-        );
-        let idle = !starting
-            && inbox.may_receive()
-            && socket.transaction_status() == TransactionStatus::Idle;
-        // Terminated while a statement ran (its own, too): nothing more is read.
-        let next = if control.terminated() {
-            None
-        } else if starting {
-            match tokio::time::timeout_at(startup_deadline, socket.next()).await {
-                Ok(m) => m,
-                Err(_) => return Ok(()),
-            }
-        } else if idle {
-            // Between transactions, notifications go out as they arrive (and any that
-            // came while a statement or transaction block ran go out now).
-            tokio::select! {
-                biased;
-                m = socket.next() => m,
-                () = inbox.arrived() => {
-                    for n in inbox.take() {
-                        let response = NotificationResponse::new(n.pid, n.channel, n.payload);
-                        socket.feed(PgWireBackendMessage::NotificationResponse(response)).await?;
-                    }
-                    socket.flush().await?;
-                    continue;
-                }
-            }
+        let message = if let Some(message) = ahead.take() {
+            message
         } else {
-            socket.next().await
-        };
-        let message = match next {
-            // Terminated while it waited: what the client sent since is not served (the
-            // socket's read side, shut, may still hand over data that was in flight).
-            _ if control.terminated() => {
-                let info = ErrorInfo::new(
-                    "FATAL".to_owned(),
-                    "57P01".to_owned(),
-                    "terminating connection due to administrator command".to_owned(),
-                );
-                let _ = socket
-                    .send(PgWireBackendMessage::ErrorResponse(info.into()))
-                    .await;
-                return Ok(());
-            }
-            Some(Ok(m)) => m,
-            Some(Err(_)) | None => {
-                let length = refused.load(Ordering::Relaxed);
-                if length > 0 {
-                    let info = ErrorInfo::new(
-                        "FATAL".to_owned(),
-                        "54000".to_owned(),
-                        format!(
-                            "message of {length} bytes exceeds the server's limit of {limit} bytes"
-                        ),
-                    );
-                    let _ = socket
-                        .send(PgWireBackendMessage::ErrorResponse(info.into()))
-                        .await;
-                    // Half-close, so the client sees the error and then the end, and
-                    // hangs up; meanwhile read what it still sends.
-                    let _ = tokio::io::AsyncWriteExt::shutdown(socket.get_mut()).await;
-                    drain(socket.get_mut(), limit).await;
+            let starting = matches!(
+                socket.state(),
+                PgWireConnectionState::AwaitingStartup
+                    | PgWireConnectionState::AuthenticationInProgress
+            );
+            let idle = !starting
+                && inbox.may_receive()
+                && socket.transaction_status() == TransactionStatus::Idle;
+            // Terminated while a statement ran (its own, too): nothing more is read.
+            let next = if control.terminated() {
+                None
+            } else if starting {
+                match tokio::time::timeout_at(startup_deadline, socket.next()).await {
+                    Ok(m) => m,
+                    Err(_) => return Ok(()),
                 }
+            } else if idle {
+                // Between transactions, notifications go out as they arrive (and any that
+                // came while a statement or transaction block ran go out now).
+                tokio::select! {
+                    biased;
+                    m = socket.next() => m,
+                    () = inbox.arrived() => {
+                        for n in inbox.take() {
+                            let response = NotificationResponse::new(n.pid, n.channel, n.payload);
+                            socket.feed(PgWireBackendMessage::NotificationResponse(response)).await?;
+                        }
+                        socket.flush().await?;
+                        continue;
+                    }
+                }
+            } else {
+                socket.next().await
+            };
+            let Some(message) =
+                message_or_end(&mut socket, next, &control, &refused, limit).await?
+            else {
                 return Ok(());
-            }
+            };
+            message
         };
         if matches!(message, PgWireFrontendMessage::Terminate(_)) {
             return Ok(());
+        }
+        // An Execute runs once the message after it is here (`Lookahead`). Should the client
+        // leave instead, the statement is not run: its transaction could not have committed.
+        let executes = matches!(message, PgWireFrontendMessage::Execute(_))
+            && matches!(socket.state(), PgWireConnectionState::ReadyForQuery);
+        if executes {
+            let next = socket.next().await;
+            let Some(next) = message_or_end(&mut socket, next, &control, &refused, limit).await?
+            else {
+                return Ok(());
+            };
+            lookahead.saw(&next);
+            ahead = Some(next);
         }
         let is_extended = match socket.state() {
             PgWireConnectionState::CopyInProgress(extended) => extended,

@@ -43,14 +43,15 @@ use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
 use pgwire::messages::PgWireBackendMessage;
-use planner::{bind_in_session, Bound, Catalog};
+use planner::{bind_in_session, Bound, Catalog, Plan};
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
 use crate::activity::ConnectionControl;
 use crate::bulk_insert::bind_simple;
+use crate::frontend::Lookahead;
 use crate::notifications::Inbox;
-use crate::session::{Session, Shared, StatementResult};
+use crate::session::{Block, Session, Shared, StatementResult};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
 
 /// Server-wide settings every connection needs.
@@ -187,9 +188,22 @@ impl QueryParser for Parser {
             .collect();
         // The client's process id, not the session's: a connection's first Parse may come
         // before its session has taken the startup's.
-        let catalog = self.session.lock().await.catalog();
+        let session = self.session.lock().await;
+        let catalog = session.catalog();
         let pid = client.pid_and_secret_key().0;
-        let bound = bind_in_session(&catalog, &parsed, &hints, pid).map_err(|e| pg_error(&e))?;
+        let bound = bind_in_session(&catalog, &parsed, &hints, pid);
+        // In a failed block only what ends it is parsed; anything else (even a statement
+        // that would not bind) gets 25P02, as in PostgreSQL.
+        if session.is_failed() {
+            let plan = bound.as_ref().map(|b| &b.plan).unwrap_or(&Plan::Commit);
+            let refused = match &bound {
+                Ok(_) => session.refuse_when_failed(plan),
+                Err(_) => session.refuse_when_failed(&Plan::NoOp("")),
+            };
+            refused.map_err(|e| pg_error(&e))?;
+        }
+        drop(session);
+        let bound = bound.map_err(|e| pg_error(&e))?;
         Ok(Some(Arc::new(Prepared {
             parsed,
             hints,
@@ -229,6 +243,8 @@ pub struct Connection {
     control: Arc<ConnectionControl>,
     parser: Arc<Parser>,
     startup_applied: Arc<std::sync::atomic::AtomicBool>,
+    /// What the connection loop saw after the Execute being run.
+    lookahead: Arc<Lookahead>,
 }
 
 impl Connection {
@@ -250,7 +266,41 @@ impl Connection {
             control: Arc::default(),
             parser,
             startup_applied: Arc::new(false.into()),
+            lookahead: Arc::default(),
         }
+    }
+
+    /// Where the connection loop says whether a Sync follows the Execute it dispatches.
+    pub fn lookahead(&self) -> Arc<Lookahead> {
+        self.lookahead.clone()
+    }
+
+    /// In a failed block a statement that returns rows is not described (25P02), as in
+    /// PostgreSQL, where describing its rows would need the catalog.
+    async fn describable<C: ClientInfo>(
+        &self,
+        client: &C,
+        prepared: &Prepared,
+    ) -> PgWireResult<()> {
+        let session = self.session_for(client).await;
+        if session.is_failed() && !prepared.bound.plan.output_columns().is_empty() {
+            session
+                .refuse_when_failed(&prepared.bound.plan)
+                .map_err(|e| pg_error(&e))?;
+        }
+        Ok(())
+    }
+
+    /// A message of the extended protocol failed: so has the transaction it was part of.
+    async fn failing_with<C: ClientInfo>(
+        &self,
+        client: &C,
+        result: PgWireResult<()>,
+    ) -> PgWireResult<()> {
+        if result.is_err() {
+            self.session_for(client).await.statement_failed();
+        }
+        result
     }
 
     /// Where this connection's notifications wait to be sent.
@@ -287,15 +337,20 @@ impl Connection {
 fn status_of(session: &Session) -> TransactionStatus {
     if session.is_failed() {
         TransactionStatus::Error
-    } else if session.in_transaction() {
+    } else if session.in_block() {
         TransactionStatus::Transaction
     } else {
         TransactionStatus::Idle
     }
 }
 
-fn notice(message: &str) -> PgWireBackendMessage {
-    let info = ErrorInfo::new("WARNING".to_owned(), "25001".to_owned(), message.to_owned());
+/// A warning the statement gave, sent before its result.
+fn notice(warning: &SqlError) -> PgWireBackendMessage {
+    let info = ErrorInfo::new(
+        "WARNING".to_owned(),
+        warning.kind.sqlstate().to_owned(),
+        warning.message.clone(),
+    );
     PgWireBackendMessage::NoticeResponse(NoticeResponse::from(info))
 }
 
@@ -416,7 +471,7 @@ impl SimpleQueryHandler for Connection {
                     ErrorKind::QueryCanceled,
                     "canceling statement due to user request",
                 );
-                session.execute_failed();
+                session.statement_failed();
                 client
                     .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
                     .await?;
@@ -426,6 +481,12 @@ impl SimpleQueryHandler for Connection {
         let copy_started = outcome?;
         if copy_started {
             return Ok(());
+        }
+        // The Query's statements were one transaction unless they began or ended blocks.
+        if let Err(e) = session.close_implicit(Block::Query).await {
+            client
+                .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
+                .await?;
         }
         let status = status_of(&session);
         client.set_state(PgWireConnectionState::ReadyForQuery);
@@ -477,9 +538,7 @@ where
     let statements = match statements {
         Ok(s) => s,
         Err(e) => {
-            if session.in_transaction() {
-                session.execute_failed();
-            }
+            session.statement_failed();
             client
                 .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
                 .await?;
@@ -494,9 +553,14 @@ where
             .await?;
         return Ok(false);
     }
-    // Several statements in one simple query run as one implicit transaction in PostgreSQL;
-    // here each runs on its own unless the text opens a transaction itself.
+    // Several statements in one Query run as one transaction (an implicit one, which a
+    // BEGIN among them turns into a block, and a COMMIT or ROLLBACK ends), as in
+    // PostgreSQL; the caller ends it after the last.
+    let implicit = statements.len() > 1;
     for statement in statements {
+        if implicit {
+            session.open_implicit(Block::Query);
+        }
         // Active from before binding, as PostgreSQL's query_start is.
         session.begin_statement(&statement.text);
         let (catalog, pid) = (session.catalog(), session.pid());
@@ -509,7 +573,7 @@ where
         let result = match bound {
             Ok(bound) => session.execute(&bound, &[]).await,
             Err(e) => {
-                session.execute_failed();
+                session.statement_failed();
                 Err(e)
             }
         };
@@ -579,7 +643,7 @@ impl ExtendedQueryHandler for Connection {
         let rebound = match current_binding(&session, prepared) {
             Ok(b) => b,
             Err(e) => {
-                session.execute_failed();
+                session.statement_failed();
                 return Err(pg_error(&e));
             }
         };
@@ -587,10 +651,15 @@ impl ExtendedQueryHandler for Connection {
         let params = match decode_params(portal, bound) {
             Ok(p) => p,
             Err(e) => {
-                session.execute_failed();
+                session.statement_failed();
                 return Err(pg_error(&e));
             }
         };
+        // Statements the client sends before one Sync are one transaction: unless this one
+        // is the last of them (a Sync came right after its Execute), it opens one.
+        if !self.lookahead.sync_follows() {
+            session.open_implicit(Block::Pipeline);
+        }
         session.begin_statement(&prepared.parsed.text);
         let result = session.execute(bound, &params).await;
         let notices = std::mem::take(&mut session.notices);
@@ -637,115 +706,119 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
-            return Err(PgWireError::NotReadyForQuery);
-        }
-        client.set_state(PgWireConnectionState::QueryInProgress);
-        let portal_name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
-        let max_rows = message.max_rows as usize;
-        let portal = match client.portal_store().get_portal(portal_name) {
-            Some(StoreEntry::Value(portal)) => portal,
-            Some(StoreEntry::Empty) => {
-                client
-                    .feed(PgWireBackendMessage::EmptyQueryResponse(
-                        pgwire::messages::response::EmptyQueryResponse::new(),
-                    ))
-                    .await?;
-                client.set_state(PgWireConnectionState::ReadyForQuery);
-                return Ok(());
+        let result = async {
+            if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+                return Err(PgWireError::NotReadyForQuery);
             }
-            None => {
-                client.set_state(PgWireConnectionState::ReadyForQuery);
-                return Err(no_such_portal(portal_name));
-            }
-        };
-        let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
-        let needs_fetch = if started {
-            let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
-                Some(handle) => Some(handle.start_query().await),
-                None => None,
-            };
-            let work = ExtendedQueryHandler::do_query(self, client, portal.as_ref(), max_rows);
-            let response = match cancel {
-                Some(rx) => match select(Box::pin(work), rx).await {
-                    Either::Left((r, _)) => r,
-                    Either::Right(_) => Err(pg_error(&SqlError::new(
-                        ErrorKind::QueryCanceled,
-                        "canceling statement due to user request",
-                    ))),
-                },
-                None => work.await,
-            };
-            let response = match response {
-                Ok(r) => r,
-                Err(e) => {
-                    client.set_state(PgWireConnectionState::ReadyForQuery);
-                    return Err(e);
-                }
-            };
-            match response {
-                Response::Query(results) => {
-                    portal.start(results).await;
-                    true
-                }
-                Response::EmptyQuery => {
+            client.set_state(PgWireConnectionState::QueryInProgress);
+            let portal_name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+            let max_rows = message.max_rows as usize;
+            let portal = match client.portal_store().get_portal(portal_name) {
+                Some(StoreEntry::Value(portal)) => portal,
+                Some(StoreEntry::Empty) => {
                     client
                         .feed(PgWireBackendMessage::EmptyQueryResponse(
                             pgwire::messages::response::EmptyQueryResponse::new(),
                         ))
                         .await?;
-                    false
-                }
-                Response::Execution(tag) | Response::TransactionStart(tag) => {
-                    send_execution_response(client, tag).await?;
-                    false
-                }
-                Response::TransactionEnd(tag) => {
-                    send_execution_response(client, tag).await?;
-                    client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
-                    false
-                }
-                Response::Error(e) => {
-                    client
-                        .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
-                        .await?;
-                    false
-                }
-                Response::CopyIn(result) => {
-                    client.set_state(PgWireConnectionState::CopyInProgress(true));
-                    pgwire::api::copy::send_copy_in_response(client, result).await?;
+                    client.set_state(PgWireConnectionState::ReadyForQuery);
                     return Ok(());
                 }
-                Response::CopyOut(_) | Response::CopyBoth(_) => {
+                None => {
                     client.set_state(PgWireConnectionState::ReadyForQuery);
-                    return Err(pg_error(&SqlError::feature_not_supported("COPY TO")));
+                    return Err(no_such_portal(portal_name));
+                }
+            };
+            let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
+            let needs_fetch = if started {
+                let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+                    Some(handle) => Some(handle.start_query().await),
+                    None => None,
+                };
+                let work = ExtendedQueryHandler::do_query(self, client, portal.as_ref(), max_rows);
+                let response = match cancel {
+                    Some(rx) => match select(Box::pin(work), rx).await {
+                        Either::Left((r, _)) => r,
+                        Either::Right(_) => Err(pg_error(&SqlError::new(
+                            ErrorKind::QueryCanceled,
+                            "canceling statement due to user request",
+                        ))),
+                    },
+                    None => work.await,
+                };
+                let response = match response {
+                    Ok(r) => r,
+                    Err(e) => {
+                        client.set_state(PgWireConnectionState::ReadyForQuery);
+                        return Err(e);
+                    }
+                };
+                match response {
+                    Response::Query(results) => {
+                        portal.start(results).await;
+                        true
+                    }
+                    Response::EmptyQuery => {
+                        client
+                            .feed(PgWireBackendMessage::EmptyQueryResponse(
+                                pgwire::messages::response::EmptyQueryResponse::new(),
+                            ))
+                            .await?;
+                        false
+                    }
+                    Response::Execution(tag) | Response::TransactionStart(tag) => {
+                        send_execution_response(client, tag).await?;
+                        false
+                    }
+                    Response::TransactionEnd(tag) => {
+                        send_execution_response(client, tag).await?;
+                        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+                        false
+                    }
+                    Response::Error(e) => {
+                        client
+                            .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                            .await?;
+                        false
+                    }
+                    Response::CopyIn(result) => {
+                        client.set_state(PgWireConnectionState::CopyInProgress(true));
+                        pgwire::api::copy::send_copy_in_response(client, result).await?;
+                        return Ok(());
+                    }
+                    Response::CopyOut(_) | Response::CopyBoth(_) => {
+                        client.set_state(PgWireConnectionState::ReadyForQuery);
+                        return Err(pg_error(&SqlError::feature_not_supported("COPY TO")));
+                    }
+                }
+            } else {
+                true
+            };
+            if needs_fetch {
+                let fetched = portal.fetch(max_rows).await?;
+                let mut response = fetched.response;
+                let tag = response.command_tag().to_owned();
+                let mut rows = 0;
+                while let Some(row) = response.data_rows().next().await {
+                    client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+                    rows += 1;
+                }
+                if fetched.suspended {
+                    client
+                        .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+                        .await?;
+                } else {
+                    let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
+                    client
+                        .feed(PgWireBackendMessage::CommandComplete(complete))
+                        .await?;
                 }
             }
-        } else {
-            true
-        };
-        if needs_fetch {
-            let fetched = portal.fetch(max_rows).await?;
-            let mut response = fetched.response;
-            let tag = response.command_tag().to_owned();
-            let mut rows = 0;
-            while let Some(row) = response.data_rows().next().await {
-                client.feed(PgWireBackendMessage::DataRow(row?)).await?;
-                rows += 1;
-            }
-            if fetched.suspended {
-                client
-                    .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
-                    .await?;
-            } else {
-                let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
-                client
-                    .feed(PgWireBackendMessage::CommandComplete(complete))
-                    .await?;
-            }
+            client.set_state(PgWireConnectionState::ReadyForQuery);
+            Ok(())
         }
-        client.set_state(PgWireConnectionState::ReadyForQuery);
-        Ok(())
+        .await;
+        self.failing_with(client, result).await
     }
 
     // Parse and Bind replies are buffered (fed, not flushed): like PostgreSQL, everything
@@ -757,18 +830,22 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let name = message
-            .name
-            .clone()
-            .unwrap_or_else(|| pgwire::api::DEFAULT_NAME.to_owned());
-        match StoredStatement::parse(client, &message, self.parser.clone()).await? {
-            Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
-            None => client.portal_store().put_empty_statement(&name),
+        let result = async {
+            let name = message
+                .name
+                .clone()
+                .unwrap_or_else(|| pgwire::api::DEFAULT_NAME.to_owned());
+            match StoredStatement::parse(client, &message, self.parser.clone()).await? {
+                Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
+                None => client.portal_store().put_empty_statement(&name),
+            }
+            client
+                .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
+                .await?;
+            Ok(())
         }
-        client
-            .feed(PgWireBackendMessage::ParseComplete(ParseComplete::new()))
-            .await?;
-        Ok(())
+        .await;
+        self.failing_with(client, result).await
     }
 
     async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
@@ -778,32 +855,46 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statement_name = message
-            .statement_name
-            .as_deref()
-            .unwrap_or(pgwire::api::DEFAULT_NAME);
-        let portal_name = message
-            .portal_name
-            .as_deref()
-            .unwrap_or(pgwire::api::DEFAULT_NAME);
-        match client.portal_store().get_statement(statement_name) {
-            Some(StoreEntry::Value(statement)) => {
-                let portal = Portal::try_new(&message, statement)?;
-                client.portal_store().put_portal(Arc::new(portal));
-            }
-            Some(StoreEntry::Empty) => {
-                if !message.parameters.is_empty() {
-                    let e = SqlError::new(ErrorKind::ProtocolViolation, format!("bind message supplies {} parameters, but prepared statement \"{statement_name}\" requires 0", message.parameters.len()));
-                    return Err(pg_error(&e));
+        let result = async {
+            let statement_name = message
+                .statement_name
+                .as_deref()
+                .unwrap_or(pgwire::api::DEFAULT_NAME);
+            let portal_name = message
+                .portal_name
+                .as_deref()
+                .unwrap_or(pgwire::api::DEFAULT_NAME);
+            match client.portal_store().get_statement(statement_name) {
+                Some(StoreEntry::Value(statement)) => {
+                    // In a failed block only what ends it is bound (25P02 otherwise), and
+                    // parameters are checked here, at Bind, as PostgreSQL checks them.
+                    let session = self.session_for(client).await;
+                    if session.is_failed() {
+                        let plan = &statement.statement.bound.plan;
+                        session.refuse_when_failed(plan).map_err(|e| pg_error(&e))?;
+                    }
+                    drop(session);
+                    let portal = Portal::try_new(&message, statement)?;
+                    decode_params(&portal, &portal.statement.statement.bound)
+                        .map_err(|e| pg_error(&e))?;
+                    client.portal_store().put_portal(Arc::new(portal));
                 }
-                client.portal_store().put_empty_portal(portal_name);
+                Some(StoreEntry::Empty) => {
+                    if !message.parameters.is_empty() {
+                        let e = SqlError::new(ErrorKind::ProtocolViolation, format!("bind message supplies {} parameters, but prepared statement \"{statement_name}\" requires 0", message.parameters.len()));
+                        return Err(pg_error(&e));
+                    }
+                    client.portal_store().put_empty_portal(portal_name);
+                }
+                None => return Err(no_such_statement(statement_name)),
             }
-            None => return Err(no_such_statement(statement_name)),
+            client
+                .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
+                .await?;
+            Ok(())
         }
-        client
-            .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
-            .await?;
-        Ok(())
+        .await;
+        self.failing_with(client, result).await
     }
 
     // Describe and Close replies are buffered too. pgbench's prepared mode sends Bind,
@@ -816,26 +907,33 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
-        match message.target_type {
-            TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
-                Some(StoreEntry::Value(statement)) => {
-                    let described = self.do_describe_statement(client, &statement).await?;
-                    feed_description(client, described.parameters(), described.fields()).await
-                }
-                Some(StoreEntry::Empty) => feed_description(client, Some(&[]), &[]).await,
-                None => Err(no_such_statement(name)),
-            },
-            TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
-                Some(StoreEntry::Value(portal)) => {
-                    let described = self.do_describe_portal(client, &portal).await?;
-                    feed_description(client, None, described.fields()).await
-                }
-                Some(StoreEntry::Empty) => feed_description(client, None, &[]).await,
-                None => Err(no_such_portal(name)),
-            },
-            other => Err(PgWireError::InvalidTargetType(other)),
+        let result = async {
+            let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+            match message.target_type {
+                TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
+                    Some(StoreEntry::Value(statement)) => {
+                        self.describable(client, &statement.statement).await?;
+                        let described = self.do_describe_statement(client, &statement).await?;
+                        feed_description(client, described.parameters(), described.fields()).await
+                    }
+                    Some(StoreEntry::Empty) => feed_description(client, Some(&[]), &[]).await,
+                    None => Err(no_such_statement(name)),
+                },
+                TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
+                    Some(StoreEntry::Value(portal)) => {
+                        self.describable(client, &portal.statement.statement)
+                            .await?;
+                        let described = self.do_describe_portal(client, &portal).await?;
+                        feed_description(client, None, described.fields()).await
+                    }
+                    Some(StoreEntry::Empty) => feed_description(client, None, &[]).await,
+                    None => Err(no_such_portal(name)),
+                },
+                other => Err(PgWireError::InvalidTargetType(other)),
+            }
         }
+        .await;
+        self.failing_with(client, result).await
     }
 
     async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
@@ -865,10 +963,18 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
-        let status = {
-            let session = self.session_for(client).await;
-            status_of(&session)
+        // The statements since the last Sync, when no block holds them, commit now (or roll
+        // back, when one failed); a commit that fails is reported before ReadyForQuery.
+        let (closed, status) = {
+            let mut session = self.session_for(client).await;
+            let closed = session.close_implicit(Block::Pipeline).await;
+            (closed, status_of(&session))
         };
+        if let Err(e) = closed {
+            client
+                .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
+                .await?;
+        }
         client.set_transaction_status(status);
         client
             .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
@@ -967,7 +1073,14 @@ impl CopyHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut session = self.session_for(client).await;
-        let result = session.copy_done().await;
+        let mut result = session.copy_done().await;
+        if result.is_err() {
+            session.statement_failed();
+        }
+        // A COPY among several statements of one Query ends their transaction.
+        if let Err(e) = session.close_implicit(Block::Query).await {
+            result = result.and(Err(e));
+        }
         let status = status_of(&session);
         drop(session);
         client.set_transaction_status(status);
@@ -991,9 +1104,8 @@ impl CopyHandler for Connection {
     {
         let mut session = self.session_for(client).await;
         session.copy_fail();
-        if session.in_transaction() {
-            session.execute_failed();
-        }
+        session.statement_failed();
+        client.set_transaction_status(status_of(&session));
         pg_error(&SqlError::new(
             ErrorKind::QueryCanceled,
             format!("COPY from stdin failed: {}", fail.message),
@@ -1051,6 +1163,7 @@ impl Connection {
             control: self.control.clone(),
             parser: self.parser.clone(),
             startup_applied: self.startup_applied.clone(),
+            lookahead: self.lookahead.clone(),
         }
     }
 }

@@ -318,12 +318,14 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let handlers = Arc::new(Connection::new(context.clone()));
                 let inbox = handlers.inbox();
                 let control = handlers.control();
+                let lookahead = handlers.lookahead();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
                     let connection = frontend::ConnectionContext {
                         inbox,
                         control,
                         limit: max_message,
+                        lookahead,
                     };
                     let _ = frontend::serve_connection(socket, tls, handlers, connection).await;
                 });

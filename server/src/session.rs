@@ -23,6 +23,15 @@ use crate::advisory_locks::{AdvisoryLocks, Holder, LockKey};
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
 use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES};
 
+mod copy_from;
+mod settings;
+mod transaction;
+
+use copy_from::CopyState;
+use settings::{setting_key, SETTINGS};
+pub use transaction::Block;
+use transaction::Transaction;
+
 /// What the whole server shares with every session.
 pub struct Shared {
     pub executor: ExecutorHandle,
@@ -61,107 +70,6 @@ pub enum StatementResult {
     },
 }
 
-struct Transaction {
-    isolation: Isolation,
-    read_only: bool,
-    now_micros: i64,
-    ops: Vec<WriteOp>,
-    reads: Vec<ReadCheck>,
-    /// NOTIFYs sent in the transaction, delivered when it commits.
-    notifies: Vec<Notification>,
-    overlay: Arc<Overlay>,
-    /// Open savepoints, innermost last.
-    savepoints: Vec<Savepoint>,
-    /// Its schema changes so far (they apply at COMMIT).
-    schema: Option<Arc<SchemaChanges>>,
-    /// The states of the sequences its schema changes made, as its statements left them
-    /// (never taken back by ROLLBACK TO: a value handed out stays handed out).
-    own_sequences: BTreeMap<u32, planner::SequenceState>,
-}
-
-impl Transaction {
-    fn new(isolation: Isolation, read_only: bool) -> Transaction {
-        Transaction {
-            isolation,
-            read_only,
-            now_micros: now_micros(),
-            ops: Vec::new(),
-            reads: Vec::new(),
-            notifies: Vec::new(),
-            overlay: Arc::new(Overlay::new()),
-            savepoints: Vec::new(),
-            schema: None,
-            own_sequences: BTreeMap::new(),
-        }
-    }
-}
-
-/// A transaction's schema changes, planned against catalog version `base_version`, each
-/// with how many of the transaction's writes came before it, and the catalog the
-/// transaction sees after them (its statements are bound against it).
-#[derive(Clone)]
-struct SchemaChanges {
-    base_version: u64,
-    changes: Vec<(usize, DdlPlan)>,
-    catalog: Arc<Catalog>,
-}
-
-impl SchemaChanges {
-    /// The changes with the writes `ops` made before each, in the order they were made, then
-    /// the states the transaction's statements left its own sequences in; and the writes
-    /// made after the last change.
-    fn steps(
-        &self,
-        ops: &[WriteOp],
-        sequences: &BTreeMap<u32, planner::SequenceState>,
-    ) -> (ledger::SchemaChanges, Vec<WriteOp>) {
-        let mut steps = Vec::new();
-        let mut done = 0;
-        for (before, change) in &self.changes {
-            if *before > done {
-                steps.push(ledger::SchemaStep::Writes(ops[done..*before].to_vec()));
-                done = *before;
-            }
-            steps.push(ledger::SchemaStep::Change(change.clone()));
-        }
-        if !sequences.is_empty() {
-            steps.push(ledger::SchemaStep::SequenceStates(
-                sequences.iter().map(|(id, s)| (*id, *s)).collect(),
-            ));
-        }
-        let schema = ledger::SchemaChanges {
-            base_version: self.base_version,
-            steps,
-        };
-        (schema, ops[done..].to_vec())
-    }
-}
-
-/// Versions for the catalogs transactions see after their own schema changes: never one
-/// the shared catalog has, so a statement prepared against one is bound again outside it.
-static TRANSACTION_CATALOG_VERSION: std::sync::atomic::AtomicU64 =
-    std::sync::atomic::AtomicU64::new(1 << 62);
-
-/// Where a transaction stood at `SAVEPOINT name`: its writes so far and its overlay then
-/// (shared until the transaction writes again).
-struct Savepoint {
-    name: String,
-    ops: usize,
-    overlay: Arc<Overlay>,
-    schema: Option<Arc<SchemaChanges>>,
-}
-
-struct CopyState {
-    plan: CopyPlan,
-    partial: Vec<u8>,
-    rows: Vec<Row>,
-    bytes: usize,
-    header_pending: bool,
-    error: Option<SqlError>,
-}
-
-/// The most COPY data accepted in one statement; it becomes one log command.
-const COPY_BYTES_MAX: usize = 48 << 20;
 /// The largest encoded command proposed to the log (the proposer adds up to 8 MiB of other
 /// commands to an entry, and the log store's limit is 64 MiB per entry).
 const COMMAND_BYTES_MAX: usize = 48 << 20;
@@ -184,7 +92,7 @@ pub struct Session {
     /// What this session's `nextval` calls left, for `currval` and `lastval`.
     sequences: SessionSequences,
     /// Warnings to send before the statement's result.
-    pub notices: Vec<String>,
+    pub notices: Vec<SqlError>,
     /// The statement being run is a SELECT ... FOR UPDATE/FOR SHARE.
     locking_read: bool,
 }
@@ -194,51 +102,6 @@ pub fn now_micros() -> i64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
-}
-
-/// Settings a client may SET and SHOW, with their defaults.
-const SETTINGS: &[(&str, &str)] = &[
-    ("application_name", ""),
-    ("client_encoding", "UTF8"),
-    ("datestyle", "ISO, MDY"),
-    ("timezone", "UTC"),
-    ("search_path", "\"$user\", public"),
-    ("extra_float_digits", "1"),
-    ("statement_timeout", "0"),
-    ("lock_timeout", "0"),
-    ("idle_in_transaction_session_timeout", "0"),
-    ("default_transaction_isolation", "read committed"),
-    ("default_transaction_read_only", "off"),
-    ("standard_conforming_strings", "on"),
-    ("client_min_messages", "notice"),
-    ("intervalstyle", "postgres"),
-    ("synchronous_commit", "on"),
-    ("bytea_output", "hex"),
-    ("read_consistency", "strong"),
-    ("work_mem", "4MB"),
-    ("jit", "off"),
-    ("row_security", "on"),
-    ("max_parallel_workers_per_gather", "0"),
-    ("geqo", "on"),
-    // What pg_dump's scripts set first; none changes what this server does.
-    ("check_function_bodies", "on"),
-    ("xmloption", "content"),
-    ("default_tablespace", ""),
-    ("default_table_access_method", "heap"),
-];
-
-/// The server's own settings (`planner::SERVER_SETTINGS`): shown, never changed.
-fn read_only(key: &str) -> bool {
-    planner::SERVER_SETTINGS.iter().any(|(n, _)| *n == key)
-}
-
-/// Every setting SHOW knows, with its default: the session's, then the server's.
-fn known_settings() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    SETTINGS.iter().chain(planner::SERVER_SETTINGS)
-}
-
-fn setting_key(name: &str) -> String {
-    name.to_ascii_lowercase()
 }
 
 fn propose_error(e: ProposeError) -> SqlError {
@@ -366,39 +229,6 @@ impl Session {
         a.xact_start = xact_start;
     }
 
-    pub fn in_transaction(&self) -> bool {
-        self.transaction.is_some()
-    }
-
-    pub fn is_failed(&self) -> bool {
-        self.failed
-    }
-
-    /// A statement failed before it ran (parse or bind): inside a transaction that aborts it.
-    pub fn execute_failed(&mut self) {
-        if self.transaction.is_some() {
-            self.failed = true;
-        }
-        self.end_statement(true);
-    }
-
-    fn setting(&self, name: &str) -> Option<String> {
-        let key = setting_key(name);
-        if key == "transaction_isolation" {
-            return Some(match &self.transaction {
-                Some(t) => isolation_name(t.isolation).to_string(),
-                None => self
-                    .setting("default_transaction_isolation")
-                    .unwrap_or_default(),
-            });
-        }
-        self.settings.get(&key).cloned().or_else(|| {
-            known_settings()
-                .find(|(n, _)| *n == key)
-                .map(|(_, v)| v.to_string())
-        })
-    }
-
     /// How well group commit works since start: commands proposed, Raft entries they went
     /// into, entries written to the log and the fsyncs that made them durable.
     fn group_commit_stats(&self) -> String {
@@ -451,18 +281,6 @@ impl Session {
         ))
     }
 
-    fn default_isolation(&self) -> Isolation {
-        match self
-            .setting("default_transaction_isolation")
-            .as_deref()
-            .map(str::to_ascii_lowercase)
-            .as_deref()
-        {
-            Some("serializable") | Some("repeatable read") => Isolation::Serializable,
-            _ => Isolation::ReadCommitted,
-        }
-    }
-
     /// Runs one bound statement. An error inside a transaction marks it failed.
     pub async fn execute(&mut self, bound: &Bound, params: &[Value]) -> SqlResult<StatementResult> {
         self.locking_read = bound.locks_rows;
@@ -476,17 +294,7 @@ impl Session {
     }
 
     async fn execute_inner(&mut self, plan: &Plan, params: &[Value]) -> SqlResult<StatementResult> {
-        if self.failed
-            && !matches!(
-                plan,
-                Plan::Commit | Plan::Rollback | Plan::RollbackToSavepoint { .. }
-            )
-        {
-            return Err(SqlError::new(
-                ErrorKind::InFailedTransaction,
-                "current transaction is aborted, commands ignored until end of transaction block",
-            ));
-        }
+        self.refuse_when_failed(plan)?;
         match plan {
             Plan::Select(select) => {
                 let rows = self.select(select, params).await?;
@@ -498,79 +306,13 @@ impl Session {
             }
             Plan::Write(write, columns) => self.write(write, columns, params).await,
             Plan::Ddl(ddl) => self.ddl(ddl).await,
-            Plan::Begin {
-                isolation,
-                read_only,
-            } => {
-                if self.transaction.is_some() {
-                    self.notices
-                        .push("there is already a transaction in progress".into());
-                    return Ok(StatementResult::TransactionStart("BEGIN".into()));
-                }
-                let read_only = *read_only
-                    || self.setting("default_transaction_read_only").as_deref() == Some("on");
-                let isolation = isolation.unwrap_or_else(|| self.default_isolation());
-                self.transaction = Some(Transaction::new(isolation, read_only));
-                Ok(StatementResult::TransactionStart("BEGIN".into()))
-            }
-            Plan::Commit => self.commit().await,
-            Plan::Rollback => {
-                self.release_transaction_locks();
-                if self.transaction.take().is_none() {
-                    self.notices
-                        .push("there is no transaction in progress".into());
-                }
-                self.failed = false;
-                Ok(StatementResult::TransactionEnd("ROLLBACK".into()))
-            }
-            Plan::Savepoint { name } => {
-                let t = self.transaction_for("SAVEPOINT")?;
-                let mark = Savepoint {
-                    name: name.clone(),
-                    ops: t.ops.len(),
-                    overlay: t.overlay.clone(),
-                    schema: t.schema.clone(),
-                };
-                t.savepoints.push(mark);
-                Ok(StatementResult::Command("SAVEPOINT".into()))
-            }
-            Plan::RollbackToSavepoint { name } => {
-                let t = self.transaction_for("ROLLBACK TO SAVEPOINT")?;
-                let at = savepoint_position(&t.savepoints, name)?;
-                // The savepoint stays; later ones go. Reads are kept: what the rolled-back
-                // statements read may still have shaped what the client does next.
-                t.savepoints.truncate(at + 1);
-                let mark = &t.savepoints[at];
-                t.ops.truncate(mark.ops);
-                t.overlay = mark.overlay.clone();
-                t.schema = mark.schema.clone();
-                self.failed = false;
-                Ok(StatementResult::Command("ROLLBACK".into()))
-            }
-            Plan::ReleaseSavepoint { name } => {
-                let t = self.transaction_for("RELEASE SAVEPOINT")?;
-                let at = savepoint_position(&t.savepoints, name)?;
-                t.savepoints.truncate(at);
-                Ok(StatementResult::Command("RELEASE".into()))
-            }
-            Plan::SetTransaction { isolation } => {
-                match (&mut self.transaction, isolation) {
-                    (Some(t), Some(i)) => {
-                        if !t.ops.is_empty() || !t.reads.is_empty() || t.schema.is_some() {
-                            return Err(SqlError::new(
-                                ErrorKind::ActiveTransaction,
-                                "SET TRANSACTION ISOLATION LEVEL must be called before any query",
-                            ));
-                        }
-                        t.isolation = *i;
-                    }
-                    (None, _) => self
-                        .notices
-                        .push("SET TRANSACTION can only be used in transaction blocks".into()),
-                    _ => {}
-                }
-                Ok(StatementResult::Command("SET".into()))
-            }
+            Plan::Begin { .. }
+            | Plan::Commit
+            | Plan::Rollback
+            | Plan::Savepoint { .. }
+            | Plan::RollbackToSavepoint { .. }
+            | Plan::ReleaseSavepoint { .. }
+            | Plan::SetTransaction { .. } => self.transaction_control(plan).await,
             Plan::Set { name, value } => {
                 self.set(name, value.as_deref())?;
                 Ok(StatementResult::Command("SET".into()))
@@ -603,45 +345,7 @@ impl Session {
                 }
                 Ok(StatementResult::Command("RESET".into()))
             }
-            Plan::Show { name } => {
-                let key = setting_key(name);
-                if key == "all" {
-                    let rows = known_settings()
-                        .map(|(n, _)| {
-                            vec![
-                                Value::text(*n),
-                                Value::Text(self.setting(n).unwrap_or_default()),
-                            ]
-                        })
-                        .collect();
-                    let columns = ["name", "setting"]
-                        .iter()
-                        .map(|n| OutputColumn {
-                            name: n.to_string(),
-                            ty: DataType::Text,
-                            table_oid: 0,
-                            column_number: 0,
-                        })
-                        .collect();
-                    return Ok(StatementResult::Rows {
-                        columns,
-                        rows,
-                        tag: "SHOW".into(),
-                    });
-                }
-                let value = if key == "group_commit_stats" {
-                    self.group_commit_stats()
-                } else if key == "storage_stats" {
-                    self.storage_stats().await?
-                } else {
-                    self.setting(&key).ok_or_else(|| unknown_setting(name))?
-                };
-                Ok(StatementResult::Rows {
-                    columns: plan.output_columns(),
-                    rows: vec![vec![Value::Text(value)]],
-                    tag: "SHOW".into(),
-                })
-            }
+            Plan::Show { name } => self.show(name, plan).await,
             Plan::CopyFrom(copy) => {
                 if self.transaction.as_ref().is_some_and(|t| t.read_only) {
                     return Err(read_only_error("COPY FROM"));
@@ -699,11 +403,10 @@ impl Session {
         batch: &TransferBatchPlan,
         params: &[Value],
     ) -> SqlResult<StatementResult> {
-        if self.transaction.is_some() {
-            return Err(SqlError::feature_not_supported(
-                "create_transfers inside a transaction block (each of its chains is its own transaction)",
-            ));
-        }
+        self.refuse_in_transaction(
+            "create_transfers",
+            "each of its chains is a transaction of its own",
+        )?;
         let now = now_micros();
         let (columns, rows, linked) = {
             let env = EvalEnv::without_subqueries(params, now);
@@ -767,11 +470,10 @@ impl Session {
 
     /// A stored procedure: its arguments evaluated here, its body applied as one command.
     async fn call(&mut self, call: &CallPlan, params: &[Value]) -> SqlResult<StatementResult> {
-        if self.transaction.is_some() {
-            return Err(SqlError::feature_not_supported(
-                "CALL of a stored procedure inside a transaction block (a procedure is its own transaction)",
-            ));
-        }
+        self.refuse_in_transaction(
+            "CALL of a stored procedure",
+            "a procedure is a transaction of its own",
+        )?;
         let now = now_micros();
         let args = {
             let env = EvalEnv::without_subqueries(params, now);
@@ -795,55 +497,6 @@ impl Session {
             rows: outcome.rows,
             tag: "CALL".into(),
         })
-    }
-
-    fn set(&mut self, name: &str, value: Option<&str>) -> SqlResult<()> {
-        let key = setting_key(name);
-        if key == "transaction_isolation" {
-            if let (Some(t), Some(v)) = (&mut self.transaction, value) {
-                t.isolation = if v.eq_ignore_ascii_case("serializable")
-                    || v.eq_ignore_ascii_case("repeatable read")
-                {
-                    Isolation::Serializable
-                } else {
-                    Isolation::ReadCommitted
-                };
-            }
-            return Ok(());
-        }
-        if read_only(&key) {
-            return Err(SqlError::new(
-                ErrorKind::CannotConnectNow,
-                format!("parameter \"{key}\" cannot be changed"),
-            ));
-        }
-        if !SETTINGS.iter().any(|(n, _)| *n == key) && !key.contains('.') {
-            return Err(unknown_setting(name));
-        }
-        match (key.as_str(), value) {
-            ("client_encoding", Some(v))
-                if !matches!(
-                    v.to_ascii_uppercase().as_str(),
-                    "UTF8" | "UTF-8" | "UNICODE"
-                ) =>
-            {
-                return Err(SqlError::feature_not_supported(format!(
-                    "client_encoding {v}: only UTF8"
-                )));
-            }
-            ("read_consistency", Some(v)) if !matches!(v, "strong" | "weak") => {
-                return Err(SqlError::new(
-                    ErrorKind::InvalidParameterValue,
-                    format!("invalid value for parameter \"read_consistency\": \"{v}\""),
-                ));
-            }
-            _ => {}
-        }
-        match value {
-            Some(v) => self.settings.insert(key, v.to_string()),
-            None => self.settings.remove(&key),
-        };
-        Ok(())
     }
 
     // ----- executor and log -----
@@ -999,8 +652,10 @@ impl Session {
                     } else {
                         "ExclusiveLock"
                     };
-                    self.notices
-                        .push(format!("you don't own a lock of type {mode}"));
+                    self.notices.push(SqlError::new(
+                        ErrorKind::Warning,
+                        format!("you don't own a lock of type {mode}"),
+                    ));
                 }
                 Value::Bool(held)
             }
@@ -1079,14 +734,15 @@ impl Session {
         plan: &Arc<WritePlan>,
         params: &[Value],
     ) -> SqlResult<(u64, Vec<Row>)> {
-        self.transaction = Some(Transaction::new(Isolation::ReadCommitted, false));
+        let own = Transaction::new(Block::Query, Isolation::ReadCommitted, false);
+        self.transaction = Some(own);
         let staged = self.stage(plan.clone(), params).await;
-        let result = match staged {
-            Ok(staged) => self.commit().await.map(|_| staged),
-            Err(e) => Err(e),
-        };
-        self.transaction = None;
-        result
+        let own = self.transaction.take();
+        match (staged, own) {
+            (Ok(staged), Some(own)) => self.commit_transaction(own).await.map(|_| staged),
+            (Ok(_), None) => Err(SqlError::internal("a statement's own transaction vanished")),
+            (Err(e), _) => Err(e),
+        }
     }
 
     fn overlay(&self) -> Option<Arc<Overlay>> {
@@ -1440,257 +1096,6 @@ impl Session {
         self.propose(&Command::Ddl { plan }).await?;
         Ok(StatementResult::Command(tag.into()))
     }
-
-    /// A schema change inside a transaction block: tried now after the transaction's earlier
-    /// ones (its errors come now), kept to apply at COMMIT; later statements see its catalog.
-    async fn plan_schema_change(&mut self, plan: DdlPlan) -> SqlResult<()> {
-        let shared_version = self.shared.executor.catalog().version;
-        let Some(t) = &self.transaction else {
-            return Err(SqlError::internal(
-                "a schema change planned outside a transaction",
-            ));
-        };
-        let mut changes = match &t.schema {
-            Some(s) => (**s).clone(),
-            None => SchemaChanges {
-                base_version: shared_version,
-                changes: Vec::new(),
-                catalog: self.shared.executor.catalog(),
-            },
-        };
-        if let DdlPlan::AlterSequence { sequence, .. } = &plan {
-            if t.own_sequences.contains_key(&sequence.id) {
-                return Err(SqlError::feature_not_supported(
-                    "ALTER SEQUENCE of a sequence this transaction block created and drew values from (commit first)",
-                ));
-            }
-        }
-        changes.changes.push((t.ops.len(), plan));
-        let (schema, _) = changes.steps(&t.ops, &t.own_sequences);
-        let schema = Arc::new(schema);
-        let catalog = self
-            .ask(|reply| Request::PlanSchemaChanges { schema, reply })
-            .await??;
-        let mut catalog = (*catalog).clone();
-        catalog.version =
-            TRANSACTION_CATALOG_VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        changes.catalog = Arc::new(catalog);
-        if let Some(t) = &mut self.transaction {
-            t.schema = Some(Arc::new(changes));
-            // The writes so far now apply before the change: statements see them there.
-            t.overlay = Arc::new(Overlay::new());
-        }
-        Ok(())
-    }
-
-    /// The catalog statements are bound against: the open transaction's, after its schema
-    /// changes, else the shared one.
-    pub fn catalog(&self) -> Arc<Catalog> {
-        match self.transaction.as_ref().and_then(|t| t.schema.as_ref()) {
-            Some(schema) => schema.catalog.clone(),
-            None => self.shared.executor.catalog(),
-        }
-    }
-
-    /// The open transaction's schema changes with the writes made before each, which its
-    /// reads and staged writes must see. A SERIALIZABLE transaction reads nothing after a
-    /// schema change: its reads are validated before the changes apply.
-    fn schema_changes(&self) -> SqlResult<Option<Arc<ledger::SchemaChanges>>> {
-        let Some(t) = &self.transaction else {
-            return Ok(None);
-        };
-        let Some(schema) = &t.schema else {
-            return Ok(None);
-        };
-        if t.isolation == Isolation::Serializable {
-            return Err(SqlError::feature_not_supported(
-                "reading or writing tables after a schema change in a SERIALIZABLE transaction block",
-            ));
-        }
-        Ok(Some(Arc::new(schema.steps(&t.ops, &t.own_sequences).0)))
-    }
-
-    /// The open transaction, for a statement that only runs inside one.
-    fn transaction_for(&mut self, statement: &str) -> SqlResult<&mut Transaction> {
-        self.transaction.as_mut().ok_or_else(|| {
-            SqlError::new(
-                ErrorKind::NoActiveTransaction,
-                format!("{statement} can only be used in transaction blocks"),
-            )
-        })
-    }
-
-    async fn commit(&mut self) -> SqlResult<StatementResult> {
-        self.release_transaction_locks();
-        let Some(mut t) = self.transaction.take() else {
-            self.notices
-                .push("there is no transaction in progress".into());
-            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
-        };
-        if self.failed {
-            self.failed = false;
-            return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
-        }
-        let notifies = std::mem::take(&mut t.notifies);
-        let committed = self.commit_transaction(t).await?;
-        for n in &notifies {
-            self.shared.notifications.notify(n);
-        }
-        Ok(committed)
-    }
-
-    /// Proposes what a transaction block did, if anything, for its COMMIT.
-    async fn commit_transaction(&mut self, t: Transaction) -> SqlResult<StatementResult> {
-        if let Some(schema) = t.schema {
-            let (schema, ops) = schema.steps(&t.ops, &t.own_sequences);
-            self.propose(&Command::CommitWithSchema {
-                schema,
-                isolation: t.isolation,
-                reads: t.reads,
-                ops,
-                now_micros: now_micros(),
-            })
-            .await?;
-            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
-        }
-        // Reads are recorded under SERIALIZABLE and for SELECT ... FOR UPDATE; a READ
-        // COMMITTED transaction's locking reads matter only to its writes.
-        let needs_validation =
-            !t.reads.is_empty() && (t.isolation == Isolation::Serializable || !t.ops.is_empty());
-        if t.ops.is_empty() && !needs_validation {
-            return Ok(StatementResult::TransactionEnd("COMMIT".into()));
-        }
-        self.propose(&Command::Commit {
-            isolation: t.isolation,
-            reads: t.reads,
-            ops: t.ops,
-            now_micros: now_micros(),
-        })
-        .await?;
-        Ok(StatementResult::TransactionEnd("COMMIT".into()))
-    }
-
-    // ----- COPY FROM STDIN -----
-
-    pub fn copy_data(&mut self, data: &[u8]) {
-        let Some(copy) = &mut self.copy else { return };
-        if copy.error.is_some() {
-            return;
-        }
-        copy.bytes += data.len();
-        if copy.bytes > COPY_BYTES_MAX {
-            copy.error = Some(SqlError::new(
-                ErrorKind::ProgramLimitExceeded,
-                format!(
-                    "not supported yet: COPY of more than {} MiB in one statement; split the data",
-                    COPY_BYTES_MAX >> 20
-                ),
-            ));
-            return;
-        }
-        copy.partial.extend_from_slice(data);
-        let mut start = 0;
-        while let Some(nl) = copy.partial[start..].iter().position(|&b| b == b'\n') {
-            let line = copy.partial[start..start + nl].to_vec();
-            start += nl + 1;
-            if let Err(e) = copy_line(copy, &line) {
-                copy.error = Some(e);
-                return;
-            }
-        }
-        copy.partial.drain(..start);
-    }
-
-    pub fn copy_fail(&mut self) {
-        self.copy = None;
-    }
-
-    /// Finishes COPY: all rows become one command (or staged writes in a transaction).
-    pub async fn copy_done(&mut self) -> SqlResult<u64> {
-        let Some(mut copy) = self.copy.take() else {
-            return Err(SqlError::new(
-                ErrorKind::ProtocolViolation,
-                "no COPY in progress",
-            ));
-        };
-        if !copy.partial.is_empty() && copy.error.is_none() {
-            let line = std::mem::take(&mut copy.partial);
-            if let Err(e) = copy_line(&mut copy, &line) {
-                copy.error = Some(e);
-            }
-        }
-        if let Some(e) = copy.error {
-            if self.transaction.is_some() {
-                self.failed = true;
-            }
-            return Err(e);
-        }
-        let count = copy.rows.len() as u64;
-        let table = copy.plan.table.reference();
-        // Rows whose defaults draw random values are inserted as an INSERT ... VALUES is,
-        // which draws them once, before the rows are proposed or staged.
-        let defaults_draw_random = copy.plan.table.columns.iter().enumerate().any(|(i, c)| {
-            !copy.plan.columns.contains(&i)
-                && c.default
-                    .as_ref()
-                    .is_some_and(|d| d.calls(Func::draws_random))
-        });
-        if self.transaction.is_some() || defaults_draw_random {
-            let rows = copy
-                .rows
-                .into_iter()
-                .map(|r| {
-                    r.into_iter()
-                        .map(|v| Expr::Literal(v, DataType::Unknown))
-                        .collect()
-                })
-                .collect();
-            let plan = WritePlan::Insert(InsertPlan {
-                table,
-                source: InsertSource::Values(rows),
-                target_columns: copy.plan.columns.clone(),
-                on_conflict: None,
-                returning: None,
-                call: false,
-            });
-            if self.transaction.is_none() {
-                return Ok(self.write_alone(&Arc::new(plan), &[]).await?.0);
-            }
-            if let Err(e) = self.stage(Arc::new(plan), &[]).await {
-                self.failed = true;
-                return Err(e);
-            }
-            return Ok(count);
-        }
-        self.propose(&Command::Copy {
-            table,
-            columns: copy.plan.columns.clone(),
-            rows: copy.rows,
-            now_micros: now_micros(),
-        })
-        .await?;
-        Ok(count)
-    }
-}
-
-fn unknown_setting(name: &str) -> SqlError {
-    SqlError::new(
-        ErrorKind::UndefinedObject,
-        format!("unrecognized configuration parameter \"{name}\""),
-    )
-}
-
-/// The innermost savepoint named `name`.
-fn savepoint_position(savepoints: &[Savepoint], name: &str) -> SqlResult<usize> {
-    savepoints
-        .iter()
-        .rposition(|s| s.name == name)
-        .ok_or_else(|| {
-            SqlError::new(
-                ErrorKind::InvalidSavepoint,
-                format!("savepoint \"{name}\" does not exist"),
-            )
-        })
 }
 
 fn read_only_error(what: &str) -> SqlError {
@@ -1698,52 +1103,6 @@ fn read_only_error(what: &str) -> SqlError {
         ErrorKind::ReadOnlyTransaction,
         format!("cannot execute {what} in a read-only transaction"),
     )
-}
-
-/// Parses one line of COPY input into a row.
-fn copy_line(copy: &mut CopyState, line: &[u8]) -> SqlResult<()> {
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if line == b"\\." {
-        return Ok(());
-    }
-    if copy.header_pending {
-        copy.header_pending = false;
-        return Ok(());
-    }
-    let text = std::str::from_utf8(line)
-        .map_err(|_| SqlError::invalid_text("invalid UTF-8 in COPY data"))?;
-    let format = &copy.plan.format;
-    let fields: Vec<Option<String>> = if format.csv {
-        csv_fields(text, format.delimiter, &format.null)
-    } else {
-        text_fields(text, format.delimiter, &format.null)
-    };
-    let table = &copy.plan.table;
-    if fields.len() != copy.plan.columns.len() {
-        let what = if fields.len() < copy.plan.columns.len() {
-            "missing data for a column"
-        } else {
-            "extra data after last expected column"
-        };
-        return Err(SqlError::new(
-            ErrorKind::InvalidText,
-            format!("{what} (COPY {}, line {})", table.name, copy.rows.len() + 1),
-        ));
-    }
-    let mut row = Vec::with_capacity(fields.len());
-    for ((f, &c), labels) in fields
-        .into_iter()
-        .zip(&copy.plan.columns)
-        .zip(&copy.plan.enums)
-    {
-        row.push(match (f, labels) {
-            (None, _) => Value::Null,
-            (Some(s), Some(def)) => def.value(s)?,
-            (Some(s), None) => Value::parse_text(&s, table.columns[c].ty)?,
-        });
-    }
-    copy.rows.push(row);
-    Ok(())
 }
 
 /// A schema change as proposed: an added column's default is computed once, here, so

@@ -90,6 +90,8 @@ pub enum ErrorKind {
     NullValueNotAllowed,
     /// No cast exists between the two types (`1::uuid`).
     CannotCoerce,
+    /// A warning's class (sent as a notice, never as an error).
+    Warning,
 }
 
 impl ErrorKind {
@@ -165,6 +167,7 @@ impl ErrorKind {
             UntranslatableCharacter => "22P05",
             NullValueNotAllowed => "22004",
             CannotCoerce => "42846",
+            Warning => "01000",
         }
     }
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod wire;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -17,10 +19,24 @@ pub struct TestServer {
     extra_args: Vec<String>,
 }
 
-/// A free port from the OS's ephemeral range (far from 5432).
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
+/// A free port below the kernel's ephemeral range (32768 and up, where the ports of clients'
+/// own connections come from, so a server there could find its port taken), far from 5432.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id()
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+    for _ in 0..1000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 20_000 + (seed.wrapping_add(n.wrapping_mul(7_919)) % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port between 20000 and 32000");
 }
 
 /// The repository's root, from the directory cargo runs the test in. Not `env!`: the value
@@ -202,6 +218,120 @@ impl TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         self.kill9();
+    }
+}
+
+/// A private PostgreSQL 15 (`tools/setup.sh` installs it), to run the same script against:
+/// initdb in a temporary directory, trust authentication, loopback only, no fsync (it is a
+/// reference for answers, not for durability). Stopped when dropped.
+pub struct Postgres {
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+const PG_BIN: &str = "/usr/lib/postgresql/15/bin";
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A PostgreSQL tool as the postgres user when the test runs as root (initdb and postgres
+/// refuse to run as root).
+fn pg_tool(program: &str) -> Command {
+    let path = format!("{PG_BIN}/{program}");
+    if running_as_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--", &path]);
+        c
+    } else {
+        Command::new(path)
+    }
+}
+
+fn run_pg_tool(program: &str, args: &[String]) {
+    let out = pg_tool(program)
+        .args(args)
+        .output()
+        .expect("run a PostgreSQL tool");
+    assert!(
+        out.status.success(),
+        "{program} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Postgres {
+    pub fn start() -> Postgres {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let data = dir.path().join("pgdata");
+        let port = free_port();
+        if running_as_root() {
+            // initdb refuses to run as root: PostgreSQL runs as the postgres user.
+            let chown = Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(chown.success(), "chown the PostgreSQL directory");
+        }
+        let data_arg = data.to_string_lossy().into_owned();
+        run_pg_tool(
+            "initdb",
+            &[
+                "-D".into(),
+                data_arg.clone(),
+                "-U".into(),
+                "postgres".into(),
+                "--auth=trust".into(),
+                "--no-sync".into(),
+            ],
+        );
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            dir.path().display()
+        );
+        let log = data.join("log").to_string_lossy().into_owned();
+        run_pg_tool(
+            "pg_ctl",
+            &[
+                "-D".into(),
+                data_arg,
+                "-l".into(),
+                log,
+                "-w".into(),
+                "-o".into(),
+                options,
+                "start".into(),
+            ],
+        );
+        Postgres { port, dir }
+    }
+
+    pub fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            self.port
+        )
+    }
+
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, connection) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect to PostgreSQL");
+        tokio::spawn(connection);
+        client
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let data = self.dir.path().join("pgdata");
+        let _ = pg_tool("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .args(["-m", "immediate", "stop"])
+            .output();
     }
 }
 

@@ -83,6 +83,39 @@ func main() {
 	must(conn.QueryRow(ctx, "select count(*) from go_items").Scan(&n), "count")
 	check(n == 10, "rows after errors: %d", n)
 
+	// A batch is one transaction (its statements go before one Sync): a failure anywhere
+	// applies none of it, and the statements see each other. In a transaction, a failed
+	// statement fails it: the next gets 25P02 and the commit keeps nothing.
+	_, err = conn.Exec(ctx, "create table go_atomic (id int primary key)")
+	must(err, "create go_atomic")
+	batch := &pgx.Batch{}
+	batch.Queue("insert into go_atomic values ($1)", 1)
+	batch.Queue("insert into go_atomic values ($1)", 1)
+	batch.Queue("insert into go_atomic values ($1)", 2)
+	err = conn.SendBatch(ctx, batch).Close()
+	check(sqlstate(err) == "23505", "a batch with a duplicate key: %v", err)
+	batch = &pgx.Batch{}
+	batch.Queue("insert into go_atomic values ($1)", 3)
+	batch.Queue("select count(*) from go_atomic")
+	results := conn.SendBatch(ctx, batch)
+	_, err = results.Exec()
+	must(err, "batch insert")
+	must(results.QueryRow().Scan(&n), "batch count")
+	must(results.Close(), "batch close")
+	check(n == 1, "a batch's statement did not see the one before: %d", n)
+	tx, err = conn.Begin(ctx)
+	must(err, "begin")
+	_, err = tx.Exec(ctx, "insert into go_atomic values ($1)", 4)
+	must(err, "insert in tx")
+	_, err = tx.Exec(ctx, "insert into go_atomic values ($1)", 3)
+	check(sqlstate(err) == "23505", "duplicate in tx: %v", err)
+	_, err = tx.Exec(ctx, "insert into go_atomic values ($1)", 5)
+	check(sqlstate(err) == "25P02", "after the failure: %v", err)
+	err = tx.Commit(ctx)
+	check(errors.Is(err, pgx.ErrTxCommitRollback), "commit of a failed transaction: %v", err)
+	must(conn.QueryRow(ctx, "select count(*) from go_atomic").Scan(&n), "count go_atomic")
+	check(n == 1, "rows after the failed batch and transaction: %d", n)
+
 	// uuid: pgx sends and reads uuids in binary ([16]byte), and a drawn default.
 	_, err = conn.Exec(ctx, "create table go_tokens (id uuid primary key default gen_random_uuid(), n int not null)")
 	must(err, "create go_tokens")

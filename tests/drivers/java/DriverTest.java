@@ -76,6 +76,47 @@ public class DriverTest {
                 check(rs.next() && rs.getInt(1) == 1006, "commit lost a change");
             }
 
+            // A failed statement fails the whole transaction: pgJDBC (autocommit off) sends BEGIN
+            // with the first statement; after the failure every statement gets 25P02 and the
+            // commit keeps nothing. A batch outside a transaction is one transaction as well.
+            try (Statement s = conn.createStatement()) {
+                s.execute("create table java_atomic (id int primary key)");
+            }
+            conn.setAutoCommit(false);
+            try (PreparedStatement insert = conn.prepareStatement("insert into java_atomic values (?)")) {
+                insert.setInt(1, 1);
+                insert.executeUpdate();
+                try (PreparedStatement bad = conn.prepareStatement("select * from no_such_table where id = ?")) {
+                    bad.setInt(1, 1);
+                    bad.executeQuery();
+                    check(false, "a missing table did not fail");
+                } catch (SQLException e) {
+                    check("42P01".equals(e.getSQLState()), "missing table: " + e.getSQLState());
+                }
+                insert.setInt(1, 2);
+                try {
+                    insert.executeUpdate();
+                    check(false, "a statement after the failure ran");
+                } catch (SQLException e) {
+                    check("25P02".equals(e.getSQLState()), "after the failure: " + e.getSQLState());
+                }
+                conn.commit();
+            }
+            conn.setAutoCommit(true);
+            try (PreparedStatement insert = conn.prepareStatement("insert into java_atomic values (?)")) {
+                for (int id : new int[] {3, 4, 3, 5}) {
+                    insert.setInt(1, id);
+                    insert.addBatch();
+                }
+                insert.executeBatch();
+                check(false, "a batch with a duplicate key did not fail");
+            } catch (SQLException e) {
+                check(e.getSQLState() != null && e.getSQLState().equals("23505") || e.getNextException() != null && "23505".equals(e.getNextException().getSQLState()), "batch: " + e.getSQLState());
+            }
+            try (Statement s = conn.createStatement(); ResultSet rs = s.executeQuery("select count(*) from java_atomic")) {
+                check(rs.next() && rs.getLong(1) == 0, "a failed transaction or batch left rows: " + rs.getLong(1));
+            }
+
             try (Statement s = conn.createStatement()) {
                 s.executeUpdate("insert into java_items (id, name) values (1, 'dup')");
                 check(false, "duplicate key did not fail");

@@ -58,6 +58,27 @@ async function main() {
   }
   check(Number((await client.query('select count(*) as n from js_items')).rows[0].n) === 10, 'rows after errors');
 
+  // A failed statement (with parameters: the extended protocol) fails its transaction: the
+  // next statement gets 25P02 and COMMIT answers ROLLBACK, keeping nothing.
+  await client.query('create table js_atomic (id int primary key)');
+  await client.query('begin');
+  await client.query('insert into js_atomic values ($1)', [1]);
+  try {
+    await client.query('select * from no_such_table where id = $1', [1]);
+    check(false, 'unknown table did not fail');
+  } catch (e) {
+    check(e.code === '42P01', `sqlstate ${e.code}`);
+  }
+  try {
+    await client.query('insert into js_atomic values ($1)', [2]);
+    check(false, 'a statement after the failure ran');
+  } catch (e) {
+    check(e.code === '25P02', `after the failure: ${e.code}`);
+  }
+  const commit = await client.query('commit');
+  check(commit.command === 'ROLLBACK', `commit of a failed transaction answered ${commit.command}`);
+  check(Number((await client.query('select count(*) as n from js_atomic')).rows[0].n) === 0, 'a failed transaction left rows');
+
   // uuid: strings in and out, a drawn default, and an array parameter for = ANY.
   await client.query('create table js_tokens (id uuid primary key default gen_random_uuid(), n int not null)');
   const given = 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11';

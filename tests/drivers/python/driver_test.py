@@ -198,6 +198,53 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     got = conn.execute("select opens + %s from py_opening where opens = %s", (datetime.timedelta(hours=16), datetime.time(9))).fetchone()
     check(got == (datetime.time(1, 0),), f"time + interval wraps: {got}")
 
+# A failed statement fails its whole transaction, whichever way psycopg sends it: the next
+# statement gets 25P02 and COMMIT rolls back (with autocommit off psycopg opens the block
+# itself; a parameter makes it use the extended protocol).
+with psycopg.connect(conninfo, autocommit=True) as conn:
+    conn.execute("create table py_atomic (id int primary key)")
+with psycopg.connect(conninfo) as conn:
+    conn.execute("insert into py_atomic values (%s)", (1,))
+    try:
+        conn.execute("select * from no_such_table where id = %s", (1,))
+        check(False, "a missing table did not fail")
+    except errors.UndefinedTable:
+        pass
+    check(conn.info.transaction_status == psycopg.pq.TransactionStatus.INERROR, "not in a failed block")
+    try:
+        conn.execute("select 1")
+        check(False, "a statement after the failure ran")
+    except errors.InFailedSqlTransaction:
+        pass
+    conn.commit()
+    # Pipeline mode: BEGIN, INSERT, a failure, INSERT, then COMMIT: nothing is kept.
+    try:
+        with conn.pipeline():
+            conn.execute("insert into py_atomic values (%s)", (2,))
+            conn.execute("select 1 / (%s - 1)", (1,))
+            conn.execute("insert into py_atomic values (%s)", (3,))
+        check(False, "the pipeline's failure was not reported")
+    except errors.DivisionByZero:
+        pass
+    conn.commit()
+with psycopg.connect(conninfo, autocommit=True) as conn:
+    got = conn.execute("select id from py_atomic order by id").fetchall()
+    check(got == [], f"a failed transaction left rows: {got}")
+    # Autocommit, pipeline mode: the statements before one Sync are one transaction.
+    try:
+        with conn.pipeline():
+            conn.execute("insert into py_atomic values (%s)", (4,))
+            conn.execute("insert into py_atomic values (%s)", (4,))
+        check(False, "a duplicate key in a pipeline did not fail")
+    except errors.UniqueViolation:
+        pass
+    with conn.pipeline():
+        conn.execute("insert into py_atomic values (%s)", (5,))
+        cur = conn.execute("select count(*) from py_atomic")
+    check(cur.fetchone()[0] == 1, "a pipeline's statement did not see the one before")
+    got = conn.execute("select id from py_atomic order by id").fetchall()
+    check(got == [(5,)], f"after the pipelines: {got}")
+
 # LISTEN/NOTIFY between two connections: at once outside a transaction, at COMMIT inside
 # one (once for a repeated notification, never after ROLLBACK), with the sender's pid.
 with psycopg.connect(conninfo, autocommit=True) as listener, psycopg.connect(conninfo, autocommit=True) as sender:

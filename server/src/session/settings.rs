@@ -1,0 +1,176 @@
+//! The settings a session may SET, SHOW and RESET, with their defaults.
+
+use super::*;
+
+/// Settings a client may SET and SHOW, with their defaults.
+pub(super) const SETTINGS: &[(&str, &str)] = &[
+    ("application_name", ""),
+    ("client_encoding", "UTF8"),
+    ("datestyle", "ISO, MDY"),
+    ("timezone", "UTC"),
+    ("search_path", "\"$user\", public"),
+    ("extra_float_digits", "1"),
+    ("statement_timeout", "0"),
+    ("lock_timeout", "0"),
+    ("idle_in_transaction_session_timeout", "0"),
+    ("default_transaction_isolation", "read committed"),
+    ("default_transaction_read_only", "off"),
+    ("standard_conforming_strings", "on"),
+    ("client_min_messages", "notice"),
+    ("intervalstyle", "postgres"),
+    ("synchronous_commit", "on"),
+    ("bytea_output", "hex"),
+    ("read_consistency", "strong"),
+    ("work_mem", "4MB"),
+    ("jit", "off"),
+    ("row_security", "on"),
+    ("max_parallel_workers_per_gather", "0"),
+    ("geqo", "on"),
+    // What pg_dump's scripts set first; none changes what this server does.
+    ("check_function_bodies", "on"),
+    ("xmloption", "content"),
+    ("default_tablespace", ""),
+    ("default_table_access_method", "heap"),
+];
+
+/// The server's own settings (`planner::SERVER_SETTINGS`): shown, never changed.
+pub(super) fn read_only(key: &str) -> bool {
+    planner::SERVER_SETTINGS.iter().any(|(n, _)| *n == key)
+}
+
+/// Every setting SHOW knows, with its default: the session's, then the server's.
+pub(super) fn known_settings() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    SETTINGS.iter().chain(planner::SERVER_SETTINGS)
+}
+
+pub(super) fn setting_key(name: &str) -> String {
+    name.to_ascii_lowercase()
+}
+
+impl Session {
+    /// SHOW name, SHOW ALL, and the server's `group_commit_stats` and `storage_stats`.
+    pub(super) async fn show(&self, name: &str, plan: &Plan) -> SqlResult<StatementResult> {
+        let key = setting_key(name);
+        if key == "all" {
+            let rows = known_settings()
+                .map(|(n, _)| {
+                    vec![
+                        Value::text(*n),
+                        Value::Text(self.setting(n).unwrap_or_default()),
+                    ]
+                })
+                .collect();
+            let columns = ["name", "setting"]
+                .iter()
+                .map(|n| OutputColumn {
+                    name: n.to_string(),
+                    ty: DataType::Text,
+                    table_oid: 0,
+                    column_number: 0,
+                })
+                .collect();
+            return Ok(StatementResult::Rows {
+                columns,
+                rows,
+                tag: "SHOW".into(),
+            });
+        }
+        let value = if key == "group_commit_stats" {
+            self.group_commit_stats()
+        } else if key == "storage_stats" {
+            self.storage_stats().await?
+        } else {
+            self.setting(&key).ok_or_else(|| unknown_setting(name))?
+        };
+        Ok(StatementResult::Rows {
+            columns: plan.output_columns(),
+            rows: vec![vec![Value::Text(value)]],
+            tag: "SHOW".into(),
+        })
+    }
+
+    pub(super) fn setting(&self, name: &str) -> Option<String> {
+        let key = setting_key(name);
+        if key == "transaction_isolation" {
+            return Some(match &self.transaction {
+                Some(t) => isolation_name(t.isolation).to_string(),
+                None => self
+                    .setting("default_transaction_isolation")
+                    .unwrap_or_default(),
+            });
+        }
+        self.settings.get(&key).cloned().or_else(|| {
+            known_settings()
+                .find(|(n, _)| *n == key)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    pub(super) fn default_isolation(&self) -> Isolation {
+        match self
+            .setting("default_transaction_isolation")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("serializable") | Some("repeatable read") => Isolation::Serializable,
+            _ => Isolation::ReadCommitted,
+        }
+    }
+
+    pub(super) fn set(&mut self, name: &str, value: Option<&str>) -> SqlResult<()> {
+        let key = setting_key(name);
+        if key == "transaction_isolation" {
+            if let (Some(t), Some(v)) = (&mut self.transaction, value) {
+                t.isolation = if v.eq_ignore_ascii_case("serializable")
+                    || v.eq_ignore_ascii_case("repeatable read")
+                {
+                    Isolation::Serializable
+                } else {
+                    Isolation::ReadCommitted
+                };
+            }
+            return Ok(());
+        }
+        if read_only(&key) {
+            return Err(SqlError::new(
+                ErrorKind::CannotConnectNow,
+                format!("parameter \"{key}\" cannot be changed"),
+            ));
+        }
+        if !SETTINGS.iter().any(|(n, _)| *n == key) && !key.contains('.') {
+            return Err(unknown_setting(name));
+        }
+        match (key.as_str(), value) {
+            ("client_encoding", Some(v))
+                if !matches!(
+                    v.to_ascii_uppercase().as_str(),
+                    "UTF8" | "UTF-8" | "UNICODE"
+                ) =>
+            {
+                return Err(SqlError::feature_not_supported(format!(
+                    "client_encoding {v}: only UTF8"
+                )));
+            }
+            ("read_consistency", Some(v)) if !matches!(v, "strong" | "weak") => {
+                return Err(SqlError::new(
+                    ErrorKind::InvalidParameterValue,
+                    format!("invalid value for parameter \"read_consistency\": \"{v}\""),
+                ));
+            }
+            _ => {}
+        }
+        match value {
+            Some(v) => self.settings.insert(key, v.to_string()),
+            None => self.settings.remove(&key),
+        };
+        Ok(())
+    }
+}
+
+pub(super) fn unknown_setting(name: &str) -> SqlError {
+    SqlError::new(
+        ErrorKind::UndefinedObject,
+        format!("unrecognized configuration parameter \"{name}\""),
+    )
+}
