@@ -169,6 +169,46 @@ pub fn bind(
 
 /// `bind` for a client session whose process id (the one its client got at startup) is
 /// `backend_pid`: what `pg_backend_pid()` answers there.
+/// `PREPARE name [(types)] AS inner`: the inner statement bound now, as PostgreSQL does, so
+/// its errors come at PREPARE; kept with the whole text (what `pg_prepared_statements`
+/// shows).
+fn prepare(
+    catalog: &Catalog,
+    whole: &ParsedStatement,
+    name: String,
+    data_types: &[ast::DataType],
+    inner: &ast::Statement,
+    backend_pid: i32,
+) -> SqlResult<Plan> {
+    let preparable = matches!(
+        inner,
+        ast::Statement::Query(_)
+            | ast::Statement::Insert(_)
+            | ast::Statement::Update(_)
+            | ast::Statement::Delete(_)
+    );
+    if !preparable {
+        return Err(SqlError::syntax(
+            "PREPARE takes a SELECT, VALUES, INSERT, UPDATE or DELETE",
+        ));
+    }
+    let hints = data_types
+        .iter()
+        .map(crate::bind_expr::data_type_of)
+        .collect::<SqlResult<Vec<_>>>()?;
+    let statement = ParsedStatement {
+        parsed: Parsed::Statement(Box::new(inner.clone())),
+        text: whole.text.clone(),
+    };
+    let bound = bind_in_session(catalog, &statement, &hints, backend_pid)?;
+    Ok(Plan::Prepare {
+        name,
+        statement: Box::new(statement),
+        hints,
+        bound: Box::new(bound),
+    })
+}
+
 pub fn bind_in_session(
     catalog: &Catalog,
     statement: &ParsedStatement,
@@ -179,7 +219,14 @@ pub fn bind_in_session(
     binder.backend_pid = backend_pid;
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => Plan::NoOp(tag),
-        Parsed::Statement(s) => binder.statement(s)?,
+        Parsed::Statement(s) => match s.as_ref() {
+            ast::Statement::Prepare {
+                name,
+                data_types,
+                statement: inner,
+            } => prepare(catalog, statement, ident(name), data_types, inner, backend_pid)?,
+            _ => binder.statement(s)?,
+        },
         Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
         Parsed::CreateProcedure(p) => binder.create_procedure(p)?,
         Parsed::AlterSequence(a) => binder.alter_sequence(a)?,
@@ -570,7 +617,29 @@ impl<'a> Binder<'a> {
                     name: if n == "all" { None } else { Some(n) },
                 }
             }
-            S::Discard { .. } => Plan::NoOp("DISCARD ALL"),
+            S::Discard { object_type } => Plan::Discard(match object_type {
+                ast::DiscardObject::ALL => crate::Discard::All,
+                ast::DiscardObject::PLANS => crate::Discard::Plans,
+                ast::DiscardObject::SEQUENCES => crate::Discard::Sequences,
+                ast::DiscardObject::TEMP => crate::Discard::Temp,
+            }),
+            S::Execute {
+                name: Some(name),
+                parameters,
+                immediate: false,
+                into,
+                using,
+                output: false,
+                default: false,
+                ..
+            } if into.is_empty() && using.is_empty() => {
+                let (_, name) = object_name(name)?;
+                let args = parameters
+                    .iter()
+                    .map(|p| self.expr(p, &Scope::default(), None))
+                    .collect::<SqlResult<Vec<_>>>()?;
+                Plan::Execute { name, args }
+            }
             S::CreateIndex(index) => self.create_index(index)?,
             S::Call(function) => self.call(function)?,
             S::CreateExtension(e) => create_extension(e)?,

@@ -270,6 +270,25 @@ pub struct Catalog {
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]
     pub activity: Arc<Vec<SessionActivity>>,
+    /// Never stored: the session's prepared statements, filled in by the session that reads
+    /// `pg_prepared_statements` in a copy of the catalog (empty everywhere else).
+    #[serde(skip)]
+    pub prepared_statements: Arc<Vec<PreparedStatementInfo>>,
+}
+
+/// What `pg_prepared_statements` shows of one prepared statement.
+#[derive(Clone, Debug, Default)]
+pub struct PreparedStatementInfo {
+    pub name: String,
+    /// The text it was prepared from (for SQL PREPARE, the whole PREPARE statement).
+    pub statement: String,
+    /// Microseconds since the Unix epoch.
+    pub prepare_time: i64,
+    pub parameter_types: Vec<DataType>,
+    /// Prepared by SQL PREPARE rather than the protocol's Parse.
+    pub from_sql: bool,
+    /// How often it ran (each run binds its parameters: PostgreSQL's custom plans).
+    pub executions: i64,
 }
 
 /// What `pg_stat_activity` shows of one client session.

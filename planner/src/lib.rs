@@ -43,7 +43,8 @@ pub use bind_session_functions::{
 };
 pub use bind_write::{integer_literal_number, integer_range};
 pub use catalog::{
-    Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, SessionActivity, TableDef,
+    Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, PreparedStatementInfo,
+    SessionActivity, TableDef,
     TableRef, ViewDef, FIRST_USER_OID,
 };
 pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};

@@ -634,6 +634,31 @@ impl Default for CopyFormat {
     }
 }
 
+/// What `DISCARD` resets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discard {
+    /// Everything below, and settings, prepared statements, portals, LISTEN registrations and
+    /// session advisory locks: the session as a new connection has it.
+    All,
+    /// Prepared statements' plans (they are bound again at their next use).
+    Plans,
+    /// What `currval` and `lastval` remember.
+    Sequences,
+    /// Temporary tables (there are none).
+    Temp,
+}
+
+impl Discard {
+    pub fn tag(self) -> &'static str {
+        match self {
+            Discard::All => "DISCARD ALL",
+            Discard::Plans => "DISCARD PLANS",
+            Discard::Sequences => "DISCARD SEQUENCES",
+            Discard::Temp => "DISCARD TEMP",
+        }
+    }
+}
+
 /// A bound statement.
 #[derive(Clone, Debug)]
 pub enum Plan {
@@ -684,9 +709,26 @@ pub enum Plan {
     /// A statement with nothing to do here; the tag to answer with.
     NoOp(&'static str),
     Explain(Box<Plan>),
+    /// `PREPARE name [(types)] AS statement`: `statement` bound (against the catalog the
+    /// session sees), kept by the session under `name` with the text it came from.
+    Prepare {
+        name: String,
+        statement: Box<sql::ParsedStatement>,
+        hints: Vec<DataType>,
+        bound: Box<crate::Bound>,
+    },
+    /// `EXECUTE name [(args)]`: the statement prepared as `name`, the arguments evaluated and
+    /// cast to its parameters' types.
+    Execute {
+        name: String,
+        args: Vec<Expr>,
+    },
+    /// `DEALLOCATE [PREPARE] name`, or `DEALLOCATE ALL` (None).
     Deallocate {
         name: Option<String>,
     },
+    /// `DISCARD ALL | PLANS | SEQUENCES | TEMP`.
+    Discard(Discard),
     Call(Arc<CallPlan>),
     TransferBatch(Arc<TransferBatchPlan>),
     /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions, on their own.

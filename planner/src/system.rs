@@ -137,6 +137,8 @@ pub enum SystemTable {
     PgEnum,
     /// The node's client sessions (`Catalog::activity`).
     PgStatActivity,
+    /// The session's prepared statements (`Catalog::prepared_statements`).
+    PgPreparedStatements,
     /// Empty: there are no range types (drivers join it when they look a type up).
     PgRange,
     /// Every index (primary keys' too) with its definition.
@@ -217,6 +219,7 @@ impl SystemTable {
             "pg_publication_rel" => PgPublicationRel,
             "pg_settings" => PgSettings,
             "pg_stat_activity" => PgStatActivity,
+            "pg_prepared_statements" => PgPreparedStatements,
             "pg_range" => PgRange,
             "pg_indexes" => PgIndexes,
             "pg_sequence" => PgSequence,
@@ -253,6 +256,7 @@ impl SystemTable {
             PgTrigger => 2620,
             PgEnum => 3501,
             PgStatActivity => 12_222,
+            PgPreparedStatements => 12_161,
             PgRange => 3541,
             PgIndexes => 12_045,
             other => 12_000 + other as u32,
@@ -294,6 +298,7 @@ impl SystemTable {
             PgTrigger => "pg_trigger",
             PgEnum => "pg_enum",
             PgStatActivity => "pg_stat_activity",
+            PgPreparedStatements => "pg_prepared_statements",
             PgRange => "pg_range",
             PgIndexes => "pg_indexes",
             InfoTableConstraints => "table_constraints",
@@ -574,6 +579,15 @@ impl SystemTable {
             ],
             // Without `last_value`: the states are the executor's, and catalog views are
             // computed from the catalog alone (`SELECT last_value FROM seq` reads one).
+            PgPreparedStatements => vec![
+                ("name", Text),
+                ("statement", Text),
+                ("prepare_time", DataType::TimestampTz),
+                ("parameter_types", DataType::TextArray),
+                ("from_sql", Bool),
+                ("generic_plans", DataType::Int8),
+                ("custom_plans", DataType::Int8),
+            ],
             PgStatActivity => vec![
                 ("datid", Oid),
                 ("datname", Name),
@@ -1131,6 +1145,24 @@ impl SystemTable {
                             text(label),
                         ]);
                     }
+                }
+            }
+            PgPreparedStatements => {
+                for p in catalog.prepared_statements.iter() {
+                    let types = p
+                        .parameter_types
+                        .iter()
+                        .map(|t| Value::Text(t.pg_name()))
+                        .collect();
+                    rows.push(vec![
+                        text(&p.name),
+                        text(&p.statement),
+                        Value::TimestampTz(p.prepare_time),
+                        Value::Array(types),
+                        Value::Bool(p.from_sql),
+                        Value::Int(0),
+                        Value::Int(p.executions),
+                    ]);
                 }
             }
             PgStatActivity => {

@@ -43,7 +43,7 @@ use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
 use pgwire::messages::PgWireBackendMessage;
-use planner::{bind_in_session, Bound, Catalog, Plan};
+use planner::{bind_in_session, Bound, Plan};
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
@@ -52,6 +52,7 @@ use crate::bulk_insert::bind_simple;
 use crate::frontend::Lookahead;
 use crate::notifications::Inbox;
 use crate::session::{Block, Session, Shared, StatementResult};
+use crate::statements::{no_such_statement, Prepared};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
 
 /// Server-wide settings every connection needs.
@@ -136,15 +137,6 @@ impl AuthSource for Credentials {
     }
 }
 
-/// A prepared statement: its text, parse, binding, and the catalog it was bound against.
-#[derive(Debug)]
-pub struct Prepared {
-    parsed: ParsedStatement,
-    hints: Vec<DataType>,
-    bound: Bound,
-    catalog_version: u64,
-}
-
 /// Binds the connection's statements against its session's catalog (which an open
 /// transaction's schema changes may have changed).
 pub struct Parser {
@@ -195,21 +187,22 @@ impl QueryParser for Parser {
         // In a failed block only what ends it is parsed; anything else (even a statement
         // that would not bind) gets 25P02, as in PostgreSQL.
         if session.is_failed() {
-            let plan = bound.as_ref().map(|b| &b.plan).unwrap_or(&Plan::Commit);
-            let refused = match &bound {
-                Ok(_) => session.refuse_when_failed(plan),
-                Err(_) => session.refuse_when_failed(&Plan::NoOp("")),
+            let plan = match &bound {
+                Ok(b) => &b.plan,
+                Err(_) => &Plan::NoOp(""),
             };
-            refused.map_err(|e| pg_error(&e))?;
+            session.refuse_when_failed(plan).map_err(|e| pg_error(&e))?;
         }
+        let generation = session.plan_generation();
         drop(session);
         let bound = bound.map_err(|e| pg_error(&e))?;
-        Ok(Some(Arc::new(Prepared {
+        Ok(Some(Arc::new(Prepared::new(
             parsed,
             hints,
             bound,
-            catalog_version: catalog.version,
-        })))
+            catalog.version,
+            generation,
+        ))))
     }
 
     fn get_parameter_types(&self, stmt: &Arc<Prepared>) -> PgWireResult<Vec<Type>> {
@@ -273,6 +266,24 @@ impl Connection {
     /// Where the connection loop says whether a Sync follows the Execute it dispatches.
     pub fn lookahead(&self) -> Arc<Lookahead> {
         self.lookahead.clone()
+    }
+
+    /// The statement `name`: a named one from the session's statements, the unnamed one (or
+    /// an empty one) from pgwire's store.
+    async fn statement<C: ClientInfo + ClientPortalStore>(
+        &self,
+        client: &C,
+        name: &str,
+    ) -> Option<StoreEntry<StoredStatement<Arc<Prepared>>>>
+    where
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+    {
+        if name != pgwire::api::DEFAULT_NAME {
+            if let Some(stored) = self.session_for(client).await.statements.get(name) {
+                return Some(StoreEntry::Value(stored));
+            }
+        }
+        client.portal_store().get_statement(name)
     }
 
     /// In a failed block a statement that returns rows is not described (25P02), as in
@@ -415,24 +426,6 @@ where
     Ok(())
 }
 
-/// Binds against the current catalog, rebinding a prepared statement when DDL changed it.
-fn current_binding(session: &Session, prepared: &Prepared) -> SqlResult<Option<Bound>> {
-    let catalog: Arc<Catalog> = session.catalog();
-    if catalog.version == prepared.catalog_version {
-        return Ok(None);
-    }
-    let bound = bind_in_session(&catalog, &prepared.parsed, &prepared.hints, session.pid())?;
-    if bound.param_types != prepared.bound.param_types
-        || bound.plan.output_columns().len() != prepared.bound.plan.output_columns().len()
-    {
-        return Err(SqlError::new(
-            ErrorKind::FeatureNotSupported,
-            "cached plan must not change result type",
-        ));
-    }
-    Ok(Some(bound))
-}
-
 #[async_trait]
 impl SimpleQueryHandler for Connection {
     async fn on_query<C>(
@@ -526,6 +519,7 @@ async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 's
 async fn run_simple<C>(session: &mut Session, client: &mut C, text: &str) -> PgWireResult<bool>
 where
     C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C::PortalStore: PortalStore,
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
@@ -577,6 +571,9 @@ where
                 Err(e)
             }
         };
+        if session.take_portals_discarded() {
+            client.portal_store().clear_portals();
+        }
         for n in std::mem::take(&mut session.notices) {
             client.feed(notice(&n)).await?;
         }
@@ -640,7 +637,7 @@ impl ExtendedQueryHandler for Connection {
     {
         let mut session = self.session_for(client).await;
         let prepared = &portal.statement.statement;
-        let rebound = match current_binding(&session, prepared) {
+        let rebound = match session.binding_to_run(prepared) {
             Ok(b) => b,
             Err(e) => {
                 session.statement_failed();
@@ -663,7 +660,11 @@ impl ExtendedQueryHandler for Connection {
         session.begin_statement(&prepared.parsed.text);
         let result = session.execute(bound, &params).await;
         let notices = std::mem::take(&mut session.notices);
+        let portals_discarded = session.take_portals_discarded();
         drop(session);
+        if portals_discarded {
+            client.portal_store().clear_portals();
+        }
         for n in notices {
             client.feed(notice(&n)).await?;
         }
@@ -836,6 +837,15 @@ impl ExtendedQueryHandler for Connection {
                 .clone()
                 .unwrap_or_else(|| pgwire::api::DEFAULT_NAME.to_owned());
             match StoredStatement::parse(client, &message, self.parser.clone()).await? {
+                // A named one joins the session's statements (refused if the name is taken).
+                Some(statement) if name != pgwire::api::DEFAULT_NAME => {
+                    let mut session = self.session_for(client).await;
+                    let now = crate::session::now_micros();
+                    session
+                        .statements
+                        .add(Arc::new(statement), false, now)
+                        .map_err(|e| pg_error(&e))?;
+                }
                 Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
                 None => client.portal_store().put_empty_statement(&name),
             }
@@ -864,7 +874,7 @@ impl ExtendedQueryHandler for Connection {
                 .portal_name
                 .as_deref()
                 .unwrap_or(pgwire::api::DEFAULT_NAME);
-            match client.portal_store().get_statement(statement_name) {
+            match self.statement(client, statement_name).await {
                 Some(StoreEntry::Value(statement)) => {
                     // In a failed block only what ends it is bound (25P02 otherwise), and
                     // parameters are checked here, at Bind, as PostgreSQL checks them.
@@ -886,7 +896,7 @@ impl ExtendedQueryHandler for Connection {
                     }
                     client.portal_store().put_empty_portal(portal_name);
                 }
-                None => return Err(no_such_statement(statement_name)),
+                None => return Err(pg_error(&no_such_statement(statement_name))),
             }
             client
                 .feed(PgWireBackendMessage::BindComplete(BindComplete::new()))
@@ -910,14 +920,14 @@ impl ExtendedQueryHandler for Connection {
         let result = async {
             let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
             match message.target_type {
-                TARGET_TYPE_BYTE_STATEMENT => match client.portal_store().get_statement(name) {
+                TARGET_TYPE_BYTE_STATEMENT => match self.statement(client, name).await {
                     Some(StoreEntry::Value(statement)) => {
                         self.describable(client, &statement.statement).await?;
                         let described = self.do_describe_statement(client, &statement).await?;
                         feed_description(client, described.parameters(), described.fields()).await
                     }
                     Some(StoreEntry::Empty) => feed_description(client, Some(&[]), &[]).await,
-                    None => Err(no_such_statement(name)),
+                    None => Err(pg_error(&no_such_statement(name))),
                 },
                 TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
                     Some(StoreEntry::Value(portal)) => {
@@ -945,7 +955,10 @@ impl ExtendedQueryHandler for Connection {
     {
         let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
         match message.target_type {
-            TARGET_TYPE_BYTE_STATEMENT => client.portal_store().rm_statement(name),
+            TARGET_TYPE_BYTE_STATEMENT => {
+                self.session_for(client).await.statements.remove(name);
+                client.portal_store().rm_statement(name);
+            }
             TARGET_TYPE_BYTE_PORTAL => client.portal_store().rm_portal(name),
             _ => {}
         }
@@ -984,13 +997,6 @@ impl ExtendedQueryHandler for Connection {
         client.flush().await?;
         Ok(())
     }
-}
-
-fn no_such_statement(name: &str) -> PgWireError {
-    pg_error(&SqlError::new(
-        ErrorKind::InvalidPreparedStatement,
-        format!("prepared statement \"{name}\" does not exist"),
-    ))
 }
 
 fn no_such_portal(name: &str) -> PgWireError {

@@ -12,6 +12,7 @@ mod migrations;
 mod notifications;
 mod session;
 mod session_threads;
+mod statements;
 mod tls;
 mod wire;
 

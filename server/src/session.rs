@@ -22,8 +22,11 @@ use crate::activity::{self, Activity};
 use crate::advisory_locks::{AdvisoryLocks, Holder, LockKey};
 use crate::copy_format::{csv_fields, header_line, row_line, text_fields};
 use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES};
+use crate::statements::Statements;
 
 mod copy_from;
+mod prepare;
+mod reset;
 mod settings;
 mod transaction;
 
@@ -88,6 +91,15 @@ pub struct Session {
     /// An error happened inside the transaction: only ROLLBACK/COMMIT are accepted.
     failed: bool,
     settings: BTreeMap<String, String>,
+    /// The settings the client gave at startup, which RESET and DISCARD ALL go back to.
+    startup_settings: BTreeMap<String, String>,
+    /// The connection's named prepared statements (the protocol's and SQL PREPARE's).
+    pub statements: Statements,
+    /// Prepared statements bound in an earlier generation are bound again at their next
+    /// run (`DISCARD PLANS` starts a new one).
+    plan_generation: u64,
+    /// DISCARD ALL ran: the connection's portals are to be closed.
+    portals_discarded: bool,
     copy: Option<CopyState>,
     /// What this session's `nextval` calls left, for `currval` and `lastval`.
     sequences: SessionSequences,
@@ -171,7 +183,11 @@ impl Session {
             activity: record,
             transaction: None,
             failed: false,
+            startup_settings: settings.clone(),
             settings,
+            statements: Statements::default(),
+            plan_generation: 0,
+            portals_discarded: false,
             copy: None,
             sequences: SessionSequences::default(),
             notices: Vec::new(),
@@ -339,10 +355,7 @@ impl Session {
                 })
             }
             Plan::Reset { name } => {
-                match name {
-                    Some(name) => self.set(name, None)?,
-                    None => self.settings.clear(),
-                }
+                self.reset(name.as_deref())?;
                 Ok(StatementResult::Command("RESET".into()))
             }
             Plan::Show { name } => self.show(name, plan).await,
@@ -386,11 +399,15 @@ impl Session {
                     tag: "EXPLAIN".into(),
                 })
             }
-            Plan::Deallocate { name } => Ok(StatementResult::Command(if name.is_some() {
-                "DEALLOCATE".into()
-            } else {
-                "DEALLOCATE ALL".into()
-            })),
+            Plan::Prepare {
+                name,
+                statement,
+                hints,
+                bound,
+            } => self.prepare(name, statement, hints, bound),
+            Plan::Execute { name, args } => self.execute_prepared(name, args, params).await,
+            Plan::Deallocate { name } => self.deallocate(name.as_deref()),
+            Plan::Discard(what) => self.discard(*what),
             Plan::Call(call) => self.call(call, params).await,
             Plan::TransferBatch(batch) => self.transfer_batch(batch, params).await,
         }
@@ -774,18 +791,32 @@ impl Session {
         if planner::rel_calls(&plan.rel, Func::advances_sequences) {
             return self.select_advancing_sequences(plan, params).await;
         }
-        let activity = planner::reads_system_table(&plan.rel, planner::SystemTable::PgStatActivity);
-        if activity && plan.reads_user_tables {
-            return Err(SqlError::feature_not_supported(
-                "pg_stat_activity in a query that also reads tables",
-            ));
+        // The views of the session's own state are evaluated here, on a copy of the catalog
+        // that carries it.
+        let reads = |t| planner::reads_system_table(&plan.rel, t);
+        let activity = reads(planner::SystemTable::PgStatActivity);
+        let statements = reads(planner::SystemTable::PgPreparedStatements);
+        if (activity || statements) && plan.reads_user_tables {
+            let view = if activity {
+                "pg_stat_activity"
+            } else {
+                "pg_prepared_statements"
+            };
+            return Err(SqlError::feature_not_supported(format!(
+                "{view} in a query that also reads tables"
+            )));
         }
         if !plan.reads_user_tables {
             let mut catalog = self.catalog();
-            if activity {
-                let mut with_sessions = (*catalog).clone();
-                with_sessions.activity = Arc::new(self.shared.activity.snapshot());
-                catalog = Arc::new(with_sessions);
+            if activity || statements {
+                let mut with_session = (*catalog).clone();
+                if activity {
+                    with_session.activity = Arc::new(self.shared.activity.snapshot());
+                }
+                if statements {
+                    with_session.prepared_statements = Arc::new(self.statements.listing());
+                }
+                catalog = Arc::new(with_session);
             }
             return ledger::evaluate_without_storage(
                 plan,

@@ -1,14 +1,20 @@
 //! Runs every `tests/sqllogictest/*.slt` file with sqllogictest-rs over the wire (simple
 //! protocol, values as PostgreSQL text) against a fresh server per file. Errors are matched
 //! by SQLSTATE (`statement error (42601)`) or by message regex; both are in the error text.
+//!
+//! The same files can run against PostgreSQL 15 (a private one the test starts, a fresh
+//! database per file), so that what a file expects is checked to be what PostgreSQL answers:
+//! every file whose first lines say `# compare: postgresql` runs against both in CI, and
+//! `SLT_POSTGRES=1 SLT=<part of a name>` runs any selection against PostgreSQL alone
+//! (`cargo test -p server --test sqllogictest postgres -- --nocapture`).
 
 mod common;
 
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use common::TestServer;
+use common::{Postgres, TestServer};
 use sqllogictest::{AsyncDB, DBOutput, DefaultColumnType, Runner};
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
@@ -114,6 +120,28 @@ fn slt_files() -> Vec<PathBuf> {
     files
 }
 
+/// Whether a file asks to be checked against PostgreSQL too (a `# compare: postgresql` line
+/// among its leading comments).
+fn compares_with_postgres(file: &Path) -> bool {
+    let text = std::fs::read_to_string(file).expect("read an .slt file");
+    text.lines()
+        .take_while(|l| l.starts_with('#') || l.trim().is_empty())
+        .any(|l| l.trim() == "# compare: postgresql")
+}
+
+/// Runs `file` with connections from `url`; the failure's text, if it fails.
+async fn run_file(url: String, file: &Path) -> Option<String> {
+    let mut runner = Runner::new(move || {
+        let url = url.clone();
+        async move {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
+            tokio::spawn(connection);
+            Ok(Hotledger { client })
+        }
+    });
+    runner.run_file_async(file).await.err().map(|e| e.to_string())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqllogictest_files() {
     let files = slt_files();
@@ -121,21 +149,44 @@ async fn sqllogictest_files() {
     let mut failures = Vec::new();
     for file in files {
         let server = TestServer::start();
-        let url = server.url();
-        let mut runner = Runner::new(move || {
-            let url = url.clone();
-            async move {
-                let (client, connection) = tokio_postgres::connect(&url, NoTls).await?;
-                tokio::spawn(connection);
-                Ok(Hotledger { client })
-            }
-        });
-        if let Err(e) = runner.run_file_async(&file).await {
+        if let Some(e) = run_file(server.url(), &file).await {
             failures.push(format!(
                 "{}:\n{e}\nserver log:\n{}",
                 file.display(),
                 server.log()
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The files marked `# compare: postgresql` (with `SLT_POSTGRES` set, every file selected by
+/// `SLT`) against PostgreSQL 15: what they expect must be what PostgreSQL answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn marked_sqllogictest_files_agree_with_postgres() {
+    let every = std::env::var_os("SLT_POSTGRES").is_some();
+    let files: Vec<PathBuf> = slt_files()
+        .into_iter()
+        .filter(|f| every || compares_with_postgres(f))
+        .collect();
+    if files.is_empty() {
+        return;
+    }
+    let postgres = Postgres::start();
+    let admin = postgres.client().await;
+    let mut failures = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let database = format!("slt_{i}");
+        admin
+            .batch_execute(&format!("create database {database}"))
+            .await
+            .expect("create a database for the file");
+        let url = format!(
+            "host=127.0.0.1 port={} user=postgres dbname={database}",
+            postgres.port
+        );
+        if let Some(e) = run_file(url, file).await {
+            failures.push(format!("{} on PostgreSQL:\n{e}", file.display()));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));

@@ -258,6 +258,33 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "protocol statements and PREPARE share one namespace, which DISCARD ALL empties",
+            vec![
+                Round(vec![
+                    Send::Parse("a".into(), "select 1 + $1::int".into()),
+                    Send::Sync,
+                ]),
+                Round(vec![q("execute a(2)")]),
+                Round(vec![q("prepare b as select 10")]),
+                Round(vec![Send::Bind("b".into(), vec![]), Send::Execute, Send::Sync]),
+                Round(vec![Send::Parse("b".into(), "select 2".into()), Send::Sync]),
+                Round(vec![q("deallocate a")]),
+                Round(vec![
+                    Send::Bind("a".into(), vec![Some("1".into())]),
+                    Send::Execute,
+                    Send::Sync,
+                ]),
+                Round(vec![q("discard all")]),
+                Round(vec![Send::Bind("b".into(), vec![]), Send::Execute, Send::Sync]),
+                Round(vec![
+                    Send::Parse("b".into(), "select 3".into()),
+                    Send::Bind("b".into(), vec![]),
+                    Send::Execute,
+                    Send::Sync,
+                ]),
+            ],
+        ),
+        (
             "a dropped connection applies nothing of its block",
             vec![
                 Round(vec![q("begin")]),

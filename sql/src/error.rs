@@ -45,6 +45,8 @@ pub enum ErrorKind {
     QueryCanceled,
     InvalidName,
     InvalidPreparedStatement,
+    /// PREPARE or Parse of a name already in use.
+    DuplicatePreparedStatement,
     InvalidCursor,
     ProtocolViolation,
     OutOfMemory,
@@ -136,6 +138,7 @@ impl ErrorKind {
             QueryCanceled => "57014",
             InvalidName => "42602",
             InvalidPreparedStatement => "26000",
+            DuplicatePreparedStatement => "42P05",
             InvalidCursor => "34000",
             ProtocolViolation => "08P01",
             OutOfMemory => "53200",

@@ -268,5 +268,11 @@ with psycopg.connect(conninfo, autocommit=True) as listener, psycopg.connect(con
     sender.execute("notify jobs, 'after unlisten'")
     got = list(listener.notifies(timeout=0.5))
     check(got == [], f"after UNLISTEN: {got}")
+    # DISCARD ALL (what a pooler sends between clients) ends the connection's LISTENs too.
+    listener.execute("listen jobs")
+    listener.execute("discard all")
+    sender.execute("notify jobs, 'after discard'")
+    got = list(listener.notifies(timeout=0.5))
+    check(got == [], f"after DISCARD ALL: {got}")
 
 print("psycopg: ok")
