@@ -772,26 +772,21 @@ impl Binder<'_> {
                     Some(o) => Some(Box::new(self.expr(o, scope, None)?)),
                     None => None,
                 };
-                let mut whens = Vec::new();
-                let mut ty = expected.unwrap_or(DataType::Unknown);
+                let mut conditions_bound = Vec::with_capacity(conditions.len());
+                let mut results = Vec::with_capacity(conditions.len() + 1);
                 for c in conditions {
                     let when_expected = operand.as_ref().map(|o| o.ty()).or(Some(DataType::Bool));
-                    let w = self.expr(&c.condition, scope, when_expected)?;
-                    let t = self.expr(&c.result, scope, known(ty))?;
-                    if ty == DataType::Unknown {
-                        ty = t.ty();
-                    }
-                    whens.push((w, t));
+                    conditions_bound.push(self.expr(&c.condition, scope, when_expected)?);
+                    results.push(self.expr(&c.result, scope, expected)?);
                 }
-                let otherwise = match else_result {
-                    Some(x) => Some(Box::new(self.expr(x, scope, Some(ty))?)),
-                    None => None,
-                };
-                if ty == DataType::Unknown {
-                    if let Some(o) = &otherwise {
-                        ty = o.ty();
-                    }
+                // PostgreSQL weighs ELSE first when it resolves the type.
+                let has_else = else_result.is_some();
+                if let Some(x) = else_result {
+                    results.insert(0, self.expr(x, scope, expected)?);
                 }
+                let (mut results, ty) = self.resolve_common_type(results, "CASE", expected)?;
+                let otherwise = has_else.then(|| Box::new(results.remove(0)));
+                let whens = conditions_bound.into_iter().zip(results).collect();
                 Expr::Case {
                     operand,
                     whens,
@@ -987,6 +982,38 @@ impl Binder<'_> {
         self.unify(l, r)
     }
 
+    /// `exprs` converted to the type they resolve to together (`common_type`); untyped ones
+    /// all alone take `expected`, else text.
+    pub(crate) fn resolve_common_type(
+        &mut self,
+        exprs: Vec<Expr>,
+        construct: &str,
+        expected: Option<DataType>,
+    ) -> SqlResult<(Vec<Expr>, DataType)> {
+        let types: Vec<DataType> = exprs.iter().map(Expr::ty).collect();
+        let ty = crate::common_type::common_type(&types, construct)?
+            .or(expected.filter(|t| *t != DataType::Unknown))
+            .unwrap_or(DataType::Text);
+        let mut converted = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            converted.push(self.convert(e, ty)?);
+        }
+        Ok((converted, ty))
+    }
+
+    /// An expression of a type its construct's common type is: coerced when untyped, cast
+    /// when of another type (the common type is one it converts to implicitly).
+    pub(crate) fn convert(&mut self, e: Expr, ty: DataType) -> SqlResult<Expr> {
+        let e = self.coerce(e, ty)?;
+        if e.ty() == ty || matches!(e, Expr::Literal(Value::Null, _)) {
+            return Ok(e);
+        }
+        Ok(Expr::Cast {
+            expr: Box::new(e),
+            ty,
+        })
+    }
+
     /// Gives an untyped side the other side's type.
     fn unify(&mut self, l: Expr, r: Expr) -> SqlResult<(Expr, Expr)> {
         let (lt, rt) = (l.ty(), r.ty());
@@ -1045,16 +1072,24 @@ impl Binder<'_> {
             // Untyped literals next to || are text, whatever the other side is.
             let l = self.coerce(l, DataType::Text)?;
             let r = self.coerce(r, DataType::Text)?;
-            return Ok(Expr::Binary {
+            return Ok(null_if_strict_operand_null(Expr::Binary {
                 op,
                 left: Box::new(l),
                 right: Box::new(r),
                 ty: DataType::Text,
-            });
+            }));
         }
         if matches!(op, BinaryOp::And | BinaryOp::Or) {
             let l = self.expr(left, scope, Some(DataType::Bool))?;
             let r = self.expr(right, scope, Some(DataType::Bool))?;
+            // FALSE AND x is false and TRUE OR x true, whatever x would give (PostgreSQL
+            // folds them so; x is never evaluated).
+            let decides = op == BinaryOp::Or;
+            for side in [&l, &r] {
+                if matches!(side, Expr::Literal(Value::Bool(b), _) if *b == decides) {
+                    return Ok(Expr::Literal(Value::Bool(decides), DataType::Bool));
+                }
+            }
             return Ok(Expr::Binary {
                 op,
                 left: Box::new(l),
@@ -1162,8 +1197,21 @@ impl Binder<'_> {
     }
 
     /// A comparison or arithmetic operator over its bound operands (an untyped side takes
-    /// the other side's type, see `unify`).
+    /// the other side's type, see `unify`). These operators are strict, so one with a NULL
+    /// constant operand is NULL, folded here without the other operand ever being
+    /// evaluated, as PostgreSQL's planner folds it: `a / 0 = NULL` is NULL, not an error.
     fn bound_binary(
+        &mut self,
+        op: BinaryOp,
+        l: Expr,
+        r: Expr,
+        expected: Option<DataType>,
+    ) -> SqlResult<Expr> {
+        let bound = self.bound_binary_unfolded(op, l, r, expected)?;
+        Ok(null_if_strict_operand_null(bound))
+    }
+
+    fn bound_binary_unfolded(
         &mut self,
         op: BinaryOp,
         l: Expr,
@@ -1610,19 +1658,12 @@ impl Binder<'_> {
         }
         let (func, ty) = match name.as_str() {
             "coalesce" | "greatest" | "least" => {
-                let mut ty = expected.unwrap_or(DataType::Unknown);
                 for a in &args {
-                    let b = self.expr(a, scope, known(ty))?;
-                    if ty == DataType::Unknown {
-                        ty = b.ty();
-                    }
-                    bound.push(b);
+                    bound.push(self.expr(a, scope, expected)?);
                 }
-                let mut coerced = Vec::with_capacity(bound.len());
-                for b in bound.drain(..) {
-                    coerced.push(self.coerce(b, ty)?);
-                }
-                bound = coerced;
+                let construct = name.to_ascii_uppercase();
+                let (converted, ty) = self.resolve_common_type(bound, &construct, expected)?;
+                bound = converted;
                 let func = match name.as_str() {
                     "coalesce" => Func::Coalesce,
                     "greatest" => Func::Greatest,
@@ -1656,13 +1697,15 @@ impl Binder<'_> {
                 bound = vec![field, value];
                 (func, ty)
             }
+            // PostgreSQL compares with `=`, which promotes the first argument when the
+            // second's type is wider (NULLIF(1, 2.2) is numeric): its result is that type.
             "nullif" => {
                 let (l, r) = match args.as_slice() {
                     [a, b] => self.comparable(a, b, scope)?,
                     _ => return Err(wrong_args(&name)),
                 };
-                let ty = l.ty();
-                bound = vec![l, r];
+                let (converted, ty) = self.resolve_common_type(vec![l, r], "NULLIF", None)?;
+                bound = converted;
                 (Func::NullIf, ty)
             }
             _ => {
@@ -2183,6 +2226,71 @@ fn not_an_aggregate(clause: &str, name: &str) -> SqlError {
     )
 }
 
+/// A WHERE condition with a conjunct that is a NULL or FALSE constant rejects every row: it
+/// is FALSE, and nothing else in it is evaluated (PostgreSQL's one-time filter).
+pub(crate) fn where_condition(condition: Expr) -> Expr {
+    fn rejects_all(e: &Expr) -> bool {
+        match e {
+            Expr::Literal(Value::Null | Value::Bool(false), _) => true,
+            Expr::Binary {
+                op: BinaryOp::And,
+                left,
+                right,
+                ..
+            } => rejects_all(left) || rejects_all(right),
+            _ => false,
+        }
+    }
+    // Unless a constant in it fails: PostgreSQL evaluates constants first, and fails then.
+    let mut failing_constant = false;
+    condition.visit(&mut |e| {
+        failing_constant |= !matches!(e, Expr::Literal(..))
+            && e.is_constant_arithmetic()
+            && !matches!(e.clone().folded(), Expr::Literal(..));
+    });
+    if rejects_all(&condition) && !failing_constant {
+        return Expr::Literal(Value::Bool(false), DataType::Bool);
+    }
+    condition
+}
+
+/// A NULL constant: `NULL`, or a cast of one.
+fn is_null_constant(e: &Expr) -> bool {
+    match e {
+        Expr::Literal(Value::Null, _) => true,
+        Expr::Cast { expr, .. } => is_null_constant(expr),
+        _ => false,
+    }
+}
+
+/// A strict operator (every binary operator but AND and OR) with a NULL constant operand,
+/// as the NULL it always is. As in PostgreSQL, whose planner folds constants from the
+/// inside out, an other operand of constants only is still evaluated first: `1 / 0 = NULL`
+/// fails (left as it is, to fail when evaluated), `a / 0 = NULL` is NULL.
+fn null_if_strict_operand_null(e: Expr) -> Expr {
+    let Expr::Binary {
+        op,
+        left,
+        right,
+        ty,
+    } = &e
+    else {
+        return e;
+    };
+    if matches!(op, BinaryOp::And | BinaryOp::Or) {
+        return e;
+    }
+    let other = match (is_null_constant(left), is_null_constant(right)) {
+        (true, _) => right,
+        (_, true) => left,
+        _ => return e,
+    };
+    if other.is_constant_arithmetic() && !matches!(other.clone().folded(), Expr::Literal(..)) {
+        return e;
+    }
+    Expr::Literal(Value::Null, *ty)
+}
+
 fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {
     let (a, b) = (l.ty(), r.ty());
     let family = |t: DataType| -> u8 {
@@ -2255,11 +2363,6 @@ fn now_as(ty: DataType) -> Expr {
         }),
         ty,
     }
-}
-
-/// A type to expect, if it is known yet.
-fn known(ty: DataType) -> Option<DataType> {
-    (ty != DataType::Unknown).then_some(ty)
 }
 
 fn wrong_args(name: &str) -> SqlError {

@@ -320,6 +320,7 @@ impl Binder<'_> {
                 "each {op} query must have the same number of columns"
             )));
         }
+        let (l, r) = self.resolve_common_columns(l, r, &op.to_string(), outer)?;
         let (left, right) = (Box::new(l.rel), Box::new(r.rel));
         let rel = match op {
             ast::SetOperator::Union => Rel::Union { left, right, all },
@@ -344,6 +345,54 @@ impl Binder<'_> {
         })
     }
 
+    /// Both sides of a set operation with each column of the type the two resolve to
+    /// (`common_type`): a side whose column has another type is projected through a cast.
+    fn resolve_common_columns(
+        &mut self,
+        mut l: SelectPlan,
+        mut r: SelectPlan,
+        construct: &str,
+        outer: &Scope,
+    ) -> SqlResult<(SelectPlan, SelectPlan)> {
+        let (l_types, r_types) = (resolving_types(&l), resolving_types(&r));
+        let mut types = Vec::with_capacity(l.columns.len());
+        for (a, b) in l_types.into_iter().zip(r_types) {
+            let common = crate::common_type::common_type(&[a, b], construct)?;
+            types.push(common.unwrap_or(DataType::Unknown));
+        }
+        for side in [&mut l, &mut r] {
+            let differs = side
+                .columns
+                .iter()
+                .zip(&types)
+                .any(|(c, t)| *t != DataType::Unknown && c.ty != *t);
+            if !differs {
+                continue;
+            }
+            let mut exprs = Vec::with_capacity(types.len());
+            for (i, (column, ty)) in side.columns.iter_mut().zip(&types).enumerate() {
+                let e = Expr::Column(outer.columns.len() + i, column.ty);
+                if *ty == DataType::Unknown {
+                    exprs.push(e);
+                    continue;
+                }
+                exprs.push(self.convert(e, *ty)?);
+                column.ty = *ty;
+            }
+            let input = std::mem::replace(&mut side.rel, Rel::Values { rows: Vec::new() });
+            side.rel = Rel::Project {
+                input: Box::new(input),
+                exprs,
+            };
+        }
+        for (c, t) in l.columns.iter_mut().zip(&types) {
+            if *t != DataType::Unknown {
+                c.ty = *t;
+            }
+        }
+        Ok((l, r))
+    }
+
     pub(crate) fn values(&mut self, values: &ast::Values, outer: &Scope) -> SqlResult<SelectPlan> {
         let scope = Scope {
             columns: outer.columns.clone(),
@@ -361,20 +410,16 @@ impl Binder<'_> {
         if rows.iter().any(|r| r.len() != width) {
             return Err(SqlError::syntax("VALUES lists must all be the same length"));
         }
-        // Untyped literals take the column's type from the first row that has one.
+        // Each column takes the type its rows resolve to together (`common_type`); a column
+        // of untyped literals only stays untyped.
         for i in 0..width {
-            let Some(ty) = rows
-                .iter()
-                .map(|r| r[i].ty())
-                .find(|t| *t != DataType::Unknown)
-            else {
+            let types: Vec<DataType> = rows.iter().map(|r| r[i].ty()).collect();
+            let Some(ty) = crate::common_type::common_type(&types, "VALUES")? else {
                 continue;
             };
             for row in &mut rows {
-                if row[i].ty() == DataType::Unknown {
-                    let e = std::mem::replace(&mut row[i], Expr::Literal(sql::Value::Null, ty));
-                    row[i] = self.coerce(e, ty)?;
-                }
+                let e = std::mem::replace(&mut row[i], Expr::Literal(sql::Value::Null, ty));
+                row[i] = self.convert(e, ty)?;
             }
         }
         let columns = (0..width)
@@ -1115,6 +1160,33 @@ impl Binder<'_> {
         Ok((replacements, scope))
     }
 
+    /// A column of the grouped input (one a wildcard gave) in the grouped output: its group
+    /// key, named or functionally dependent on one, or 42803.
+    fn grouped_column(&self, index: usize, scope: &Scope) -> SqlResult<Expr> {
+        let ctx = self
+            .aggregate
+            .as_ref()
+            .ok_or_else(|| SqlError::internal("a grouped column outside a grouped query"))?;
+        let at = ctx
+            .groups
+            .iter()
+            .position(|(_, g)| matches!(g, Expr::Column(c, _) if *c == index));
+        let column = &scope.columns[index];
+        match at {
+            Some(g) => Ok(Expr::Column(scope.outer_len + g, column.ty)),
+            None => {
+                let name = match &column.qualifier {
+                    Some(q) => format!("{q}.{}", column.name),
+                    None => column.name.clone(),
+                };
+                Err(SqlError::new(
+                    ErrorKind::GroupingError,
+                    format!("column \"{name}\" must appear in the GROUP BY clause or be used in an aggregate function"),
+                ))
+            }
+        }
+    }
+
     /// Columns a GROUP BY determines without naming them: every column of a table whose
     /// primary key it groups by (PostgreSQL's functional dependency, which lets Django
     /// select a model's fields grouped by its id). They join the group keys — grouping by
@@ -1190,6 +1262,7 @@ impl Binder<'_> {
                 ));
             }
             let predicate = self.expr(w, &scope, Some(DataType::Bool))?;
+            let predicate = crate::bind_expr::where_condition(predicate);
             rel = match rel {
                 Rel::Scan {
                     source: TableSource::User(table),
@@ -1278,18 +1351,21 @@ impl Binder<'_> {
         let (sets, scope) = self.select_list_sets(&items, &mut rel, scope, aggregating)?;
         let output_scope;
         if aggregating {
-            if items.iter().any(|(e, _, _)| e.is_none()) {
-                return Err(SqlError::new(
-                    ErrorKind::GroupingError,
-                    "SELECT * is not allowed with GROUP BY",
-                ));
-            }
             let mut groups = Vec::new();
             for g in &group_exprs {
                 let source = match ordinal(g) {
-                    Some(n) if n >= 1 && n <= items.len() => {
-                        items[n - 1].0.clone().expect("checked above")
-                    }
+                    Some(n) if n >= 1 && n <= items.len() => match &items[n - 1] {
+                        (Some(e), _, _) => e.clone(),
+                        // A column a wildcard gave: grouped by itself.
+                        (None, Some(i), _) => {
+                            let key = Expr::Column(*i, scope.columns[*i].ty);
+                            groups.push((format!("\u{0}{i}"), key));
+                            continue;
+                        }
+                        (None, None, _) => {
+                            return Err(SqlError::internal("a select item without an expression"))
+                        }
+                    },
                     Some(n) => {
                         return Err(SqlError::new(
                             ErrorKind::InvalidColumnReference,
@@ -1334,6 +1410,7 @@ impl Binder<'_> {
                     .map(|(_, e)| e.clone())
                     .expect("found above"),
                 (Some(e), _) => self.expr(e, &output_scope, None)?,
+                (None, Some(i)) if aggregating => self.grouped_column(*i, &scope)?,
                 (None, Some(i)) => Expr::Column(*i, scope.columns[*i].ty),
                 (None, None) => {
                     return Err(SqlError::internal("a select item without an expression"))
@@ -1728,4 +1805,23 @@ fn name_columns(name: &str, plan: &mut SelectPlan, alias: &ast::TableAlias) -> S
         c.name = ident(&new.name);
     }
     Ok(())
+}
+
+/// The types a set operation's side brings to resolving its columns' types: an untyped
+/// literal or parameter a SELECT outputs as it is (shown as text) counts as untyped, as in
+/// PostgreSQL, so `SELECT 1 UNION SELECT '2'` is integer.
+fn resolving_types(plan: &SelectPlan) -> Vec<DataType> {
+    let outputs: Option<&Vec<Expr>> = match &plan.rel {
+        Rel::Project { exprs, .. } => Some(exprs),
+        Rel::Values { rows } if rows.len() == 1 => rows.first(),
+        _ => None,
+    };
+    plan.columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| match outputs.and_then(|o| o.get(i)) {
+            Some(e) if e.ty() == DataType::Unknown => DataType::Unknown,
+            _ => c.ty,
+        })
+        .collect()
 }

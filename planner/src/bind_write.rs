@@ -434,7 +434,11 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> SqlResult<(Option<Expr>, Access)> {
         let filter = match selection {
-            Some(w) => Some(self.expr(w, scope, Some(DataType::Bool))?),
+            Some(w) => Some(crate::bind_expr::where_condition(self.expr(
+                w,
+                scope,
+                Some(DataType::Bool),
+            )?)),
             None => None,
         };
         let access = choose_access(table, &self.catalog.index_derivations, filter.as_ref(), 0);

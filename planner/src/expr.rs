@@ -970,6 +970,10 @@ impl Expr {
                         )))
                     }
                 };
+                // Over no elements ANY is false and ALL true, whatever the left side is.
+                if items.is_empty() {
+                    return Ok(Value::Bool(*all));
+                }
                 if v.is_null() {
                     return Ok(Value::Null);
                 }
@@ -1000,11 +1004,16 @@ impl Expr {
             }
             Expr::InSubquery { expr, rel, negated } => {
                 let v = expr.eval(row, env)?;
+                let rows = env.subqueries.run(rel, row, env)?;
+                // No rows: IN is false and NOT IN true, even for a NULL on the left.
+                if rows.is_empty() {
+                    return Ok(Value::Bool(*negated));
+                }
                 if v.is_null() {
                     return Ok(Value::Null);
                 }
                 let mut saw_null = false;
-                for r in env.subqueries.run(rel, row, env)? {
+                for r in rows {
                     match r.first() {
                         Some(Value::Null) | None => saw_null = true,
                         Some(x) if compare_values(&v, x)? == Ordering::Equal => {

@@ -21,6 +21,7 @@ mod bind_view;
 mod bind_window;
 mod bind_write;
 mod catalog;
+mod common_type;
 mod enum_type;
 mod expr;
 mod foreign_key;
@@ -44,8 +45,7 @@ pub use bind_session_functions::{
 pub use bind_write::{integer_literal_number, integer_range};
 pub use catalog::{
     Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, PreparedStatementInfo,
-    SessionActivity, TableDef,
-    TableRef, ViewDef, FIRST_USER_OID,
+    SessionActivity, TableDef, TableRef, ViewDef, FIRST_USER_OID,
 };
 pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};
 pub use expr::{

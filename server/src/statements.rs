@@ -91,7 +91,10 @@ impl Statements {
     /// Adds a statement under its name; a name in use is refused (42P05), as in PostgreSQL.
     pub fn add(&mut self, statement: Stored, from_sql: bool, now_micros: i64) -> SqlResult<()> {
         let name = &statement.id;
-        debug_assert!(name != pgwire::api::DEFAULT_NAME, "the unnamed statement is pgwire's");
+        debug_assert!(
+            name != pgwire::api::DEFAULT_NAME,
+            "the unnamed statement is pgwire's"
+        );
         if self.named.contains_key(name) {
             return Err(SqlError::new(
                 ErrorKind::DuplicatePreparedStatement,

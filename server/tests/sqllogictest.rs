@@ -139,7 +139,11 @@ async fn run_file(url: String, file: &Path) -> Option<String> {
             Ok(Hotledger { client })
         }
     });
-    runner.run_file_async(file).await.err().map(|e| e.to_string())
+    runner
+        .run_file_async(file)
+        .await
+        .err()
+        .map(|e| e.to_string())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -266,7 +266,11 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
                 ]),
                 Round(vec![q("execute a(2)")]),
                 Round(vec![q("prepare b as select 10")]),
-                Round(vec![Send::Bind("b".into(), vec![]), Send::Execute, Send::Sync]),
+                Round(vec![
+                    Send::Bind("b".into(), vec![]),
+                    Send::Execute,
+                    Send::Sync,
+                ]),
                 Round(vec![Send::Parse("b".into(), "select 2".into()), Send::Sync]),
                 Round(vec![q("deallocate a")]),
                 Round(vec![
@@ -275,7 +279,11 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
                     Send::Sync,
                 ]),
                 Round(vec![q("discard all")]),
-                Round(vec![Send::Bind("b".into(), vec![]), Send::Execute, Send::Sync]),
+                Round(vec![
+                    Send::Bind("b".into(), vec![]),
+                    Send::Execute,
+                    Send::Sync,
+                ]),
                 Round(vec![
                     Send::Parse("b".into(), "select 3".into()),
                     Send::Bind("b".into(), vec![]),

@@ -211,26 +211,123 @@ impl Numeric {
         }
     }
 
+    /// The product, at PostgreSQL's scale (the sum of the inputs') as far as 38 digits and
+    /// `SCALE_MAX` allow: trailing zeros beyond that are left off (the value is exact), and
+    /// fraction digits past `SCALE_MAX` are rounded half away from zero. More than 38
+    /// significant digits is an overflow error, never a silent loss.
     pub fn mul(&self, other: &Numeric) -> SqlResult<Numeric> {
-        let mut m = self
-            .mantissa
-            .checked_mul(other.mantissa)
-            .ok_or_else(overflow)?;
-        let mut scale = self.scale + other.scale;
-        while scale > SCALE_MAX {
-            m /= 10;
-            scale -= 1;
+        let scale = self.scale + other.scale;
+        if let Some(m) = self.mantissa.checked_mul(other.mantissa) {
+            let exact = Numeric { mantissa: m, scale };
+            if scale <= SCALE_MAX && m.abs() <= MANTISSA_MAX {
+                return Ok(exact);
+            }
+            if m.abs() <= MANTISSA_MAX {
+                return exact.rescale_wide(SCALE_MAX);
+            }
         }
-        Numeric::new(m, scale)
+        // Too wide as it stands: multiply without the trailing zeros, then give back as
+        // many of the scale's digits as fit.
+        let (a, b) = (self.trimmed(), other.trimmed());
+        let m = a.mantissa.checked_mul(b.mantissa).ok_or_else(overflow)?;
+        let trimmed = Numeric {
+            mantissa: m,
+            scale: a.scale + b.scale,
+        };
+        if trimmed.mantissa.abs() > MANTISSA_MAX {
+            return Err(overflow());
+        }
+        trimmed.rescale_wide(scale.min(SCALE_MAX))
     }
 
-    /// Division with PostgreSQL's rule of thumb: at least 16 significant digits, and never
-    /// fewer fraction digits than either input.
+    /// Without trailing zero fraction digits.
+    fn trimmed(&self) -> Numeric {
+        let mut v = *self;
+        while v.scale > 0 && v.mantissa % 10 == 0 {
+            v.mantissa /= 10;
+            v.scale -= 1;
+        }
+        v
+    }
+
+    /// `rescale` of a value whose scale may be past `SCALE_MAX`; extending stops where the
+    /// mantissa would pass 38 digits.
+    fn rescale_wide(&self, scale: u32) -> SqlResult<Numeric> {
+        let mut v = *self;
+        if v.scale > scale {
+            let drop = v.scale - scale;
+            v = match 10i128.checked_pow(drop) {
+                Some(div) => {
+                    let (q, r) = (v.mantissa / div, v.mantissa % div);
+                    let adjust = if r.abs() >= div - r.abs() {
+                        v.mantissa.signum()
+                    } else {
+                        0
+                    };
+                    Numeric {
+                        mantissa: q + adjust,
+                        scale,
+                    }
+                }
+                // Past 38 digits of fraction: nothing is left of the value at this scale.
+                None => Numeric { mantissa: 0, scale },
+            };
+        }
+        while v.scale < scale {
+            match v.mantissa.checked_mul(10) {
+                Some(m) if m.abs() <= MANTISSA_MAX => {
+                    v.mantissa = m;
+                    v.scale += 1;
+                }
+                _ => break,
+            }
+        }
+        Numeric::new(v.mantissa, v.scale)
+    }
+
+    /// PostgreSQL's scale for a quotient (`select_div_scale`): enough fraction digits for
+    /// at least 16 significant ones, judging the quotient's size from the inputs' leading
+    /// base-10000 digits, and never fewer than either input has.
+    fn div_scale(&self, other: &Numeric) -> u32 {
+        let (w1, d1) = self.leading_group();
+        let (w2, d2) = other.leading_group();
+        let mut qweight = w1 - w2;
+        if d1 <= d2 {
+            qweight -= 1;
+        }
+        let scale = (16 - qweight * 4)
+            .max(self.scale as i64)
+            .max(other.scale as i64)
+            .max(0);
+        scale.min(SCALE_MAX as i64) as u32
+    }
+
+    /// The weight (power of 10000) of the leading base-10000 digit, and that digit, as
+    /// PostgreSQL stores a numeric; zero is (0, 0).
+    fn leading_group(&self) -> (i64, i128) {
+        let m = self.mantissa.unsigned_abs();
+        if m == 0 {
+            return (0, 0);
+        }
+        let digits = m.ilog10() as i64 + 1;
+        let exponent = digits - 1 - self.scale as i64;
+        let weight = exponent.div_euclid(4);
+        // The leading group: the value divided by 10000^weight, truncated.
+        let shift = self.scale as i64 + 4 * weight;
+        let group = if shift >= 0 {
+            m / 10u128.pow(shift as u32)
+        } else {
+            m * 10u128.pow((-shift) as u32)
+        };
+        (weight, group as i128)
+    }
+
+    /// Division at PostgreSQL's result scale (`div_scale`), rounded half away from zero.
     pub fn div(&self, other: &Numeric) -> SqlResult<Numeric> {
         if other.mantissa == 0 {
             return Err(SqlError::division_by_zero());
         }
-        let scale = self.scale.max(other.scale).clamp(16, SCALE_MAX);
+        let scale = self.div_scale(other);
         // self / other = (ma / 10^sa) / (mb / 10^sb); the result mantissa at `scale` is
         // ma * 10^(scale + sb - sa) / mb.
         let shift = scale as i64 + other.scale as i64 - self.scale as i64;
@@ -443,14 +540,34 @@ mod tests {
             n("10").div(&n("4")).unwrap().to_string(),
             "2.5000000000000000"
         );
+        // Quotients at PostgreSQL 15's scale (each expected text is its answer).
+        let quotient = |a: &str, b: &str| n(a).div(&n(b)).unwrap().to_string();
+        assert_eq!(quotient("1", "3"), "0.33333333333333333333");
+        assert_eq!(quotient("-2", "3"), "-0.66666666666666666667");
+        assert_eq!(quotient("0.001", "7"), "0.00014285714285714286");
+        assert_eq!(quotient("123456", "7"), "17636.571428571429");
+        // Products keep PostgreSQL's scale (the sum of the inputs') as far as SCALE_MAX and
+        // 38 digits allow: PostgreSQL gives -9948960 with 32 zeros and 0.01524...90521 with 38
+        // fraction digits.
+        let product = |a: &str, b: &str| n(a).mul(&n(b)).unwrap().to_string();
         assert_eq!(
-            n("1").div(&n("3")).unwrap().to_string(),
-            "0.3333333333333333"
+            product("84.0000000000000000", "-118440.0000000000000000"),
+            "-9948960.000000000000000000000000000000"
         );
         assert_eq!(
-            n("-2").div(&n("3")).unwrap().to_string(),
-            "-0.6666666666666667"
+            product("0.1234567890123456789", "0.1234567890123456789"),
+            "0.015241578753238836750190519988"
         );
+        assert_eq!(
+            product(
+                "-9948960.000000000000000000000000000000",
+                "820.0000000000000000"
+            ),
+            "-8158147200.0000000000000000000000000000"
+        );
+        assert!(n("12345678901234567890")
+            .mul(&n("12345678901234567890"))
+            .is_err());
         assert!(n("1").div(&n("0")).is_err());
         assert_eq!(n("2.345").rescale(2).unwrap().to_string(), "2.35");
         assert_eq!(n("-2.345").rescale(2).unwrap().to_string(), "-2.35");

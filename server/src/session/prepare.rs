@@ -54,7 +54,9 @@ impl Session {
         let rebound = self.binding_to_run(prepared)?;
         let bound = rebound.as_ref().unwrap_or(&prepared.bound);
         if matches!(bound.plan, Plan::Execute { .. } | Plan::Prepare { .. }) {
-            return Err(SqlError::internal("a prepared statement that prepares or executes"));
+            return Err(SqlError::internal(
+                "a prepared statement that prepares or executes",
+            ));
         }
         self.locking_read = bound.locks_rows;
         Box::pin(self.execute_inner(&bound.plan, &values)).await
