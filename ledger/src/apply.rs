@@ -1201,6 +1201,11 @@ impl Executor {
                 planner::drop_enums(&mut catalog, &names, if_exists)?
             }
             DdlPlan::DropViews { names, if_exists } => {
+                // A view created since the statement was bound may read one of them.
+                let dependents = planner::dependent_views(&catalog, &names);
+                if !dependents.is_empty() {
+                    return Err(planner::views_depend_error(&names, &dependents));
+                }
                 drop_named(&mut catalog.views, &names, if_exists, |n| {
                     SqlError::new(
                         ErrorKind::UndefinedTable,

@@ -904,6 +904,7 @@ impl Executor {
             working: RefCell::default(),
             random: false,
             backends: None,
+            shared_subqueries: RefCell::default(),
         }
     }
 

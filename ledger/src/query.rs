@@ -4,8 +4,10 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Bound;
+use std::rc::Rc;
+use std::sync::{Arc, Weak};
 
 use kv::Direction;
 use planner::{
@@ -46,7 +48,13 @@ pub struct Reader<'a> {
     pub(crate) random: bool,
     /// The node's sessions, where the statement runs in one (never on the executor).
     pub(crate) backends: Option<&'a dyn BackendSignals>,
+    /// Subqueries run so far, by the address of their relation's allocation, which the
+    /// `Weak` keeps from being reused while the reader lives: the rows of one that reads
+    /// nothing of the row it runs for, from its first run; `None` for one that does.
+    pub(crate) shared_subqueries: RefCell<SharedSubqueries>,
 }
+
+type SharedSubqueries = HashMap<usize, (Weak<Rel>, Option<Rc<Vec<Row>>>)>;
 
 /// The most rows a `WITH RECURSIVE` query may produce: reads run on the executor's
 /// thread, so a recursion that never ends must end here rather than stall every write.
@@ -1145,6 +1153,7 @@ pub fn evaluate_without_storage(
         working: RefCell::default(),
         random: true,
         backends: Some(backends),
+        shared_subqueries: RefCell::default(),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)
@@ -1153,6 +1162,30 @@ pub fn evaluate_without_storage(
 impl SubqueryRunner for Reader<'_> {
     fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>> {
         self.rows(rel, outer, env)
+    }
+
+    fn run_shared(
+        &self,
+        rel: &Arc<Rel>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Rc<Vec<Vec<Value>>>> {
+        let address = Arc::as_ptr(rel) as usize;
+        let known = self
+            .shared_subqueries
+            .borrow()
+            .get(&address)
+            .map(|(_, rows)| rows.clone());
+        match known {
+            Some(Some(rows)) => return Ok(rows),
+            Some(None) => return Ok(Rc::new(self.rows(rel, outer, env)?)),
+            None => {}
+        }
+        let rows = Rc::new(self.rows(rel, outer, env)?);
+        let shared = (!planner::rel_depends_on_row(rel, outer.len())).then(|| rows.clone());
+        let entry = (Arc::downgrade(rel), shared);
+        self.shared_subqueries.borrow_mut().insert(address, entry);
+        Ok(rows)
     }
 
     fn catalog(&self) -> Option<&Catalog> {

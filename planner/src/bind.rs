@@ -491,11 +491,21 @@ impl<'a> Binder<'a> {
                 object_type: ast::ObjectType::View,
                 if_exists,
                 names,
+                cascade,
                 ..
-            } => Plan::Ddl(DdlPlan::DropViews {
-                names: object_names(names)?,
-                if_exists: *if_exists,
-            }),
+            } => {
+                let mut names = object_names(names)?;
+                let dependents = crate::bind_view::dependent_views(self.catalog, &names);
+                if !dependents.is_empty() && !cascade {
+                    return Err(crate::bind_view::views_depend_error(&names, &dependents));
+                }
+                // CASCADE: the views that read them go too.
+                names.extend(dependents);
+                Plan::Ddl(DdlPlan::DropViews {
+                    names,
+                    if_exists: *if_exists,
+                })
+            }
             S::CreateView(create) => self.create_view(create)?,
             S::CreateSequence {
                 temporary,

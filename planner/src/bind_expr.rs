@@ -1,6 +1,8 @@
 //! Binding expressions: AST expressions to typed `Expr`s, inferring parameter types from
 //! their context (pgbench and most drivers send parameters untyped).
 
+use std::sync::Arc;
+
 use sql::ast;
 use sql::{
     DataType, ErrorKind, NodeId, Numeric, Operator, RowValue, SqlError, SqlResult, Value, ValueRows,
@@ -465,9 +467,16 @@ impl Binder<'_> {
                             return self.number(&format!("-{n}"));
                         }
                     }
-                    Expr::Negate(Box::new(self.expr(expr, scope, expected)?))
+                    let operand = self.expr(expr, scope, expected)?;
+                    prefix_operand("-", &operand)?;
+                    Expr::Negate(Box::new(operand))
                 }
-                ast::UnaryOperator::Plus => self.expr(expr, scope, expected)?,
+                ast::UnaryOperator::Plus => {
+                    let operand = self.expr(expr, scope, expected)?;
+                    prefix_operand("+", &operand)?;
+                    // An untyped operand reads as double precision, as PostgreSQL's does.
+                    self.coerce(operand, DataType::Float8)?
+                }
                 other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
             },
             E::BinaryOp { left, op, right } => {
@@ -525,7 +534,7 @@ impl Binder<'_> {
                         let plan = self.subquery(q, scope)?;
                         return Ok(Expr::InSubquery {
                             expr: Box::new(subject),
-                            rel: Box::new(plan.rel),
+                            rel: Arc::new(plan.rel),
                             negated: false,
                         });
                     }
@@ -712,7 +721,7 @@ impl Binder<'_> {
                 let subject = self.coerce(subject, plan.columns[0].ty)?;
                 Expr::InSubquery {
                     expr: Box::new(subject),
-                    rel: Box::new(plan.rel),
+                    rel: Arc::new(plan.rel),
                     negated: *negated,
                 }
             }
@@ -848,7 +857,7 @@ impl Binder<'_> {
             E::Exists { subquery, negated } => {
                 let plan = self.subquery(subquery, scope)?;
                 Expr::Subquery {
-                    rel: Box::new(plan.rel),
+                    rel: Arc::new(plan.rel),
                     kind: SubqueryKind::Exists,
                     negated: *negated,
                     ty: DataType::Bool,
@@ -860,7 +869,7 @@ impl Binder<'_> {
                     return Err(SqlError::syntax("subquery must return only one column"));
                 }
                 Expr::Subquery {
-                    rel: Box::new(plan.rel),
+                    rel: Arc::new(plan.rel),
                     kind: SubqueryKind::Scalar,
                     negated: false,
                     ty: plan.columns[0].ty,
@@ -1493,7 +1502,7 @@ impl Binder<'_> {
                     None => DataType::TextArray,
                 };
                 return Ok(Expr::Subquery {
-                    rel: Box::new(plan.rel),
+                    rel: Arc::new(plan.rel),
                     kind: SubqueryKind::Array,
                     negated: false,
                     ty,
@@ -2224,6 +2233,28 @@ fn not_an_aggregate(clause: &str, name: &str) -> SqlError {
         ErrorKind::WrongObjectType,
         format!("{clause} specified, but {name} is not an aggregate function"),
     )
+}
+
+/// The operand of prefix `+` or `-`: a number (or for `-` an interval); an untyped one is
+/// a number for `+` and ambiguous for `-` (42725), as in PostgreSQL.
+fn prefix_operand(op: &str, operand: &Expr) -> SqlResult<()> {
+    let ty = operand.ty();
+    let fits = ty.is_numeric_family()
+        || (op == "-" && ty == DataType::Interval)
+        || (op == "+" && ty == DataType::Unknown);
+    if fits {
+        return Ok(());
+    }
+    if ty == DataType::Unknown {
+        return Err(SqlError::new(
+            ErrorKind::AmbiguousFunction,
+            format!("operator is not unique: {op} unknown"),
+        ));
+    }
+    Err(SqlError::new(
+        ErrorKind::UndefinedFunction,
+        format!("operator does not exist: {op} {}", ty.pg_name()),
+    ))
 }
 
 /// A WHERE condition with a conjunct that is a NULL or FALSE constant rejects every row: it

@@ -1292,7 +1292,10 @@ impl Binder<'_> {
                 },
                 join @ Rel::Join { .. } => crate::joins::push_filter(
                     join,
-                    scope.columns.len() - scope.outer_len,
+                    &scope.columns[scope.outer_len..]
+                        .iter()
+                        .map(|c| c.ty)
+                        .collect::<Vec<_>>(),
                     predicate,
                     scope.outer_len,
                     &self.catalog.index_derivations,

@@ -1,6 +1,7 @@
 //! Binding views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, and a view named in FROM, which
 //! binds the view's stored query afresh against the catalog in force (as a derived table
-//! that sees nothing of the query around it).
+//! that sees nothing of the query around it). A view that reads another depends on it:
+//! `DROP VIEW` refuses to break it (2BP01) unless CASCADE, which drops it too.
 
 use sql::ast;
 use sql::{ErrorKind, SqlError, SqlResult};
@@ -8,7 +9,7 @@ use sql::{ErrorKind, SqlError, SqlResult};
 use crate::bind::*;
 use crate::bind_expr::ident;
 use crate::bind_query::{named_query, FromItem};
-use crate::catalog::ViewDef;
+use crate::catalog::{Catalog, ViewDef};
 use crate::plan::*;
 use crate::scope::Scope;
 
@@ -105,4 +106,56 @@ impl Binder<'_> {
         }
         named_query(name, plan, 0, alias).map(Some)
     }
+}
+
+/// Whether `view`'s query binds against `catalog`.
+fn binds(catalog: &Catalog, view: &ViewDef) -> bool {
+    let Ok(query) = parse_query(&view.sql) else {
+        return false;
+    };
+    let mut binder = Binder::new(catalog, Vec::new(), Vec::new());
+    binder.query(&query, &Scope::default()).is_ok()
+}
+
+/// The views that depend on the views `dropped` (directly or through others): those whose
+/// query binds with them and does not without them, in the order found.
+pub fn dependent_views(catalog: &Catalog, dropped: &[String]) -> Vec<String> {
+    let mut without = catalog.clone();
+    let mut gone: Vec<String> = dropped.to_vec();
+    for name in dropped {
+        without.views.remove(name);
+    }
+    let mut dependents = Vec::new();
+    loop {
+        let broken: Vec<String> = without
+            .views
+            .values()
+            .filter(|v| !gone.contains(&v.name) && binds(catalog, v) && !binds(&without, v))
+            .map(|v| v.name.clone())
+            .collect();
+        if broken.is_empty() {
+            return dependents;
+        }
+        for name in broken {
+            without.views.remove(&name);
+            gone.push(name.clone());
+            dependents.push(name);
+        }
+    }
+}
+
+/// 2BP01 for dropping `dropped` while the views `dependents` read them.
+pub fn views_depend_error(dropped: &[String], dependents: &[String]) -> SqlError {
+    let first = dropped.first().cloned().unwrap_or_default();
+    let detail = match dependents {
+        [one] => format!("view {one} depends on view {first}"),
+        many => format!("views {} depend on view {first}", many.join(", ")),
+    };
+    SqlError::new(
+        ErrorKind::DependentObjectsStillExist,
+        format!("cannot drop view {first} because other objects depend on it"),
+    )
+    .with_detail(format!(
+        "{detail}; use DROP VIEW ... CASCADE to drop the dependent views too"
+    ))
 }

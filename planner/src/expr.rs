@@ -3,6 +3,7 @@
 //! them through the log and the executor evaluates them at apply time (`x = x + $1`).
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use sql::datetime;
@@ -362,8 +363,11 @@ pub enum Expr {
         ty: DataType,
     },
     /// A subquery evaluated per row with the current row as its outer row.
+    /// The relation is shared, not copied, by clones of the expression (a write's
+    /// assignments are cloned for each row), so a runner can tell a subquery by its
+    /// allocation (`SubqueryRunner::run_shared`); serialized as the relation itself.
     Subquery {
-        rel: Box<Rel>,
+        rel: Arc<Rel>,
         kind: SubqueryKind,
         negated: bool,
         ty: DataType,
@@ -371,7 +375,7 @@ pub enum Expr {
     /// `expr [NOT] IN (subquery)`.
     InSubquery {
         expr: Box<Expr>,
-        rel: Box<Rel>,
+        rel: Arc<Rel>,
         negated: bool,
     },
     /// `expr ~ pattern` and its negated and case-insensitive forms.
@@ -393,6 +397,18 @@ pub enum Expr {
 /// Runs subqueries for the evaluator; the executor implements it over its storage.
 pub trait SubqueryRunner {
     fn run(&self, rel: &Rel, outer: &[Value], env: &EvalEnv<'_>) -> SqlResult<Vec<Vec<Value>>>;
+
+    /// The rows of a subquery for `outer`, which a runner may share between the rows it is
+    /// run for when it reads nothing of them (`rel_depends_on_row`): an uncorrelated
+    /// `IN (SELECT ...)` over 1,000 outer rows need not run its query 1,000 times.
+    fn run_shared(
+        &self,
+        rel: &Arc<Rel>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<std::rc::Rc<Vec<Vec<Value>>>> {
+        Ok(std::rc::Rc::new(self.run(rel, outer, env)?))
+    }
 
     /// The catalog, for functions that describe it (`pg_get_indexdef`, `::regclass`).
     fn catalog(&self) -> Option<&crate::catalog::Catalog> {
@@ -916,12 +932,12 @@ impl Expr {
                 negated,
                 ty,
             } => {
-                let rows = env.subqueries.run(rel, row, env)?;
+                let rows = env.subqueries.run_shared(rel, row, env)?;
                 match kind {
                     SubqueryKind::Exists => Value::Bool(rows.is_empty() == *negated),
                     SubqueryKind::Array => Value::Array(
-                        rows.into_iter()
-                            .map(|r| r.into_iter().next().unwrap_or(Value::Null))
+                        rows.iter()
+                            .map(|r| r.first().cloned().unwrap_or(Value::Null))
                             .collect(),
                     ),
                     SubqueryKind::Scalar => {
@@ -1004,7 +1020,7 @@ impl Expr {
             }
             Expr::InSubquery { expr, rel, negated } => {
                 let v = expr.eval(row, env)?;
-                let rows = env.subqueries.run(rel, row, env)?;
+                let rows = env.subqueries.run_shared(rel, row, env)?;
                 // No rows: IN is false and NOT IN true, even for a NULL on the left.
                 if rows.is_empty() {
                     return Ok(Value::Bool(*negated));
@@ -1013,7 +1029,7 @@ impl Expr {
                     return Ok(Value::Null);
                 }
                 let mut saw_null = false;
-                for r in rows {
+                for r in rows.iter() {
                     match r.first() {
                         Some(Value::Null) | None => saw_null = true,
                         Some(x) if compare_values(&v, x)? == Ordering::Equal => {

@@ -42,6 +42,7 @@ pub use bind::{bind, bind_in_session, catalog_with_table, Bound, DEFAULT_MARKER}
 pub use bind_session_functions::{
     advisory_function, is_session_function, AdvisoryAction, AdvisoryLockCall, NotifyCall,
 };
+pub use bind_view::{dependent_views, views_depend_error};
 pub use bind_write::{integer_literal_number, integer_range};
 pub use catalog::{
     Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, PreparedStatementInfo,

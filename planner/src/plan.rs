@@ -1104,6 +1104,24 @@ impl WritePlan {
 
 /// Calls `f` for every expression in a relation, its inputs and the subqueries inside them
 /// (each subquery's own expressions too).
+/// Whether `rel`, run as a subquery for a row of `outer_len` values, can give different rows
+/// for different rows: it reads one of their values, draws random values, calls sequences,
+/// or reads a recursive query's working table (which changes as the recursion runs).
+pub fn rel_depends_on_row(rel: &Rel, outer_len: usize) -> bool {
+    let mut depends = false;
+    visit_rel(rel, &mut |r| {
+        depends |= matches!(r, Rel::WorkingTable { .. } | Rel::SequenceState { .. });
+    });
+    visit_rel_exprs(rel, &mut |e| match e {
+        Expr::Column(i, _) if *i < outer_len => depends = true,
+        Expr::Function { func, .. } if func.draws_random() || func.uses_sequences() => {
+            depends = true
+        }
+        _ => {}
+    });
+    depends
+}
+
 pub fn visit_rel_exprs(rel: &Rel, f: &mut dyn FnMut(&Expr)) {
     visit_rel(rel, &mut |r| {
         for e in rel_parts(r).0 {

@@ -407,6 +407,18 @@ async fn deep_expressions_are_refused_not_a_crash() {
         scalar(&c, "select sum(n) from deep").await,
         Some(terms.to_string())
     );
+    // Parentheses nest as deep (sqlparser's own limit, 50 by default, is set past it).
+    let nested = |n: usize| format!("select {}1{}", "(".repeat(n), ")".repeat(n));
+    for n in [49, 500, sql::MAX_EXPRESSION_DEPTH - 10] {
+        assert_eq!(scalar(&c, &nested(n)).await.as_deref(), Some("1"), "{n}");
+        let row = c.query_one(&nested(n), &[]).await.unwrap();
+        assert_eq!(row.get::<_, i32>(0), 1);
+    }
+    let e = c
+        .simple_query(&nested(sql::MAX_EXPRESSION_DEPTH + 10))
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "54001", "{e:?}");
     assert!(server.client().await.simple_query("select 1").await.is_ok());
 }
 

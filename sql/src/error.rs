@@ -13,6 +13,8 @@ pub enum ErrorKind {
     UndefinedTable,
     UndefinedColumn,
     UndefinedFunction,
+    /// An operator or function call that fits more than one candidate (`- 'text'`).
+    AmbiguousFunction,
     UndefinedObject,
     UndefinedParameter,
     DuplicateTable,
@@ -106,6 +108,7 @@ impl ErrorKind {
             UndefinedTable => "42P01",
             UndefinedColumn => "42703",
             UndefinedFunction => "42883",
+            AmbiguousFunction => "42725",
             UndefinedObject => "42704",
             UndefinedParameter => "42P02",
             DuplicateTable => "42P07",

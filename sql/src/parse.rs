@@ -341,10 +341,20 @@ fn find_overriding(text: &str) -> Option<(std::ops::Range<usize>, Overriding)> {
     None
 }
 
+/// sqlparser's limit on how deeply it recurses (its default, 50, refused 49 nested
+/// parentheses). Set above what `check_depth` lets through, whose bound never undercounts:
+/// a statement too deep is refused there, before parsing, with 54001; anything it lets
+/// through parses, on threads whose stacks are sized for it (`STATEMENT_STACK_BYTES`).
+const PARSER_RECURSION_LIMIT: usize = 2 * MAX_EXPRESSION_DEPTH;
+
 /// `text` as one statement, parsed by sqlparser with the PostgreSQL dialect.
 pub(crate) fn sqlparser_statement(text: &str) -> SqlResult<Statement> {
-    let mut statements = Parser::parse_sql(&PostgreSqlDialect {}, text)
-        .map_err(|e| syntax_error(text, &e.to_string()))?;
+    let syntax = |e: sqlparser::parser::ParserError| syntax_error(text, &e.to_string());
+    let mut statements = Parser::new(&PostgreSqlDialect {})
+        .with_recursion_limit(PARSER_RECURSION_LIMIT)
+        .try_with_sql(text)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(syntax)?;
     match statements.len() {
         1 => Ok(statements.remove(0)),
         _ => Err(SqlError::syntax("syntax error: expected one statement")),
