@@ -991,38 +991,6 @@ impl Binder<'_> {
         self.unify(l, r)
     }
 
-    /// `exprs` converted to the type they resolve to together (`common_type`); untyped ones
-    /// all alone take `expected`, else text.
-    pub(crate) fn resolve_common_type(
-        &mut self,
-        exprs: Vec<Expr>,
-        construct: &str,
-        expected: Option<DataType>,
-    ) -> SqlResult<(Vec<Expr>, DataType)> {
-        let types: Vec<DataType> = exprs.iter().map(Expr::ty).collect();
-        let ty = crate::common_type::common_type(&types, construct)?
-            .or(expected.filter(|t| *t != DataType::Unknown))
-            .unwrap_or(DataType::Text);
-        let mut converted = Vec::with_capacity(exprs.len());
-        for e in exprs {
-            converted.push(self.convert(e, ty)?);
-        }
-        Ok((converted, ty))
-    }
-
-    /// An expression of a type its construct's common type is: coerced when untyped, cast
-    /// when of another type (the common type is one it converts to implicitly).
-    pub(crate) fn convert(&mut self, e: Expr, ty: DataType) -> SqlResult<Expr> {
-        let e = self.coerce(e, ty)?;
-        if e.ty() == ty || matches!(e, Expr::Literal(Value::Null, _)) {
-            return Ok(e);
-        }
-        Ok(Expr::Cast {
-            expr: Box::new(e),
-            ty,
-        })
-    }
-
     /// Gives an untyped side the other side's type.
     fn unify(&mut self, l: Expr, r: Expr) -> SqlResult<(Expr, Expr)> {
         let (lt, rt) = (l.ty(), r.ty());
@@ -1081,12 +1049,14 @@ impl Binder<'_> {
             // Untyped literals next to || are text, whatever the other side is.
             let l = self.coerce(l, DataType::Text)?;
             let r = self.coerce(r, DataType::Text)?;
-            return Ok(null_if_strict_operand_null(Expr::Binary {
-                op,
-                left: Box::new(l),
-                right: Box::new(r),
-                ty: DataType::Text,
-            }));
+            return Ok(crate::null_folding::null_if_strict_operand_null(
+                Expr::Binary {
+                    op,
+                    left: Box::new(l),
+                    right: Box::new(r),
+                    ty: DataType::Text,
+                },
+            ));
         }
         if matches!(op, BinaryOp::And | BinaryOp::Or) {
             let l = self.expr(left, scope, Some(DataType::Bool))?;
@@ -1217,7 +1187,7 @@ impl Binder<'_> {
         expected: Option<DataType>,
     ) -> SqlResult<Expr> {
         let bound = self.bound_binary_unfolded(op, l, r, expected)?;
-        Ok(null_if_strict_operand_null(bound))
+        Ok(crate::null_folding::null_if_strict_operand_null(bound))
     }
 
     fn bound_binary_unfolded(
@@ -2255,71 +2225,6 @@ fn prefix_operand(op: &str, operand: &Expr) -> SqlResult<()> {
         ErrorKind::UndefinedFunction,
         format!("operator does not exist: {op} {}", ty.pg_name()),
     ))
-}
-
-/// A WHERE condition with a conjunct that is a NULL or FALSE constant rejects every row: it
-/// is FALSE, and nothing else in it is evaluated (PostgreSQL's one-time filter).
-pub(crate) fn where_condition(condition: Expr) -> Expr {
-    fn rejects_all(e: &Expr) -> bool {
-        match e {
-            Expr::Literal(Value::Null | Value::Bool(false), _) => true,
-            Expr::Binary {
-                op: BinaryOp::And,
-                left,
-                right,
-                ..
-            } => rejects_all(left) || rejects_all(right),
-            _ => false,
-        }
-    }
-    // Unless a constant in it fails: PostgreSQL evaluates constants first, and fails then.
-    let mut failing_constant = false;
-    condition.visit(&mut |e| {
-        failing_constant |= !matches!(e, Expr::Literal(..))
-            && e.is_constant_arithmetic()
-            && !matches!(e.clone().folded(), Expr::Literal(..));
-    });
-    if rejects_all(&condition) && !failing_constant {
-        return Expr::Literal(Value::Bool(false), DataType::Bool);
-    }
-    condition
-}
-
-/// A NULL constant: `NULL`, or a cast of one.
-fn is_null_constant(e: &Expr) -> bool {
-    match e {
-        Expr::Literal(Value::Null, _) => true,
-        Expr::Cast { expr, .. } => is_null_constant(expr),
-        _ => false,
-    }
-}
-
-/// A strict operator (every binary operator but AND and OR) with a NULL constant operand,
-/// as the NULL it always is. As in PostgreSQL, whose planner folds constants from the
-/// inside out, an other operand of constants only is still evaluated first: `1 / 0 = NULL`
-/// fails (left as it is, to fail when evaluated), `a / 0 = NULL` is NULL.
-fn null_if_strict_operand_null(e: Expr) -> Expr {
-    let Expr::Binary {
-        op,
-        left,
-        right,
-        ty,
-    } = &e
-    else {
-        return e;
-    };
-    if matches!(op, BinaryOp::And | BinaryOp::Or) {
-        return e;
-    }
-    let other = match (is_null_constant(left), is_null_constant(right)) {
-        (true, _) => right,
-        (_, true) => left,
-        _ => return e,
-    };
-    if other.is_constant_arithmetic() && !matches!(other.clone().folded(), Expr::Literal(..)) {
-        return e;
-    }
-    Expr::Literal(Value::Null, *ty)
 }
 
 fn check_comparable(l: &Expr, r: &Expr, op: BinaryOp) -> SqlResult<()> {

@@ -434,7 +434,7 @@ impl Binder<'_> {
         scope: &Scope,
     ) -> SqlResult<(Option<Expr>, Access)> {
         let filter = match selection {
-            Some(w) => Some(crate::bind_expr::where_condition(self.expr(
+            Some(w) => Some(crate::null_folding::where_condition(self.expr(
                 w,
                 scope,
                 Some(DataType::Bool),

@@ -13,7 +13,10 @@
 //! precision and scale, a varchar's length) survives only when every input has the result's
 //! type with the same modifier.
 
-use sql::{DataType, ErrorKind, SqlError, SqlResult};
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
+
+use crate::bind::Binder;
+use crate::expr::Expr;
 
 /// PostgreSQL's type categories (`pg_type.typcategory`) of the types hotledger has.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -146,6 +149,40 @@ fn cannot_match(construct: &str, a: DataType, b: DataType) -> SqlError {
             name_of(b)
         ),
     )
+}
+
+impl Binder<'_> {
+    /// `exprs` converted to the type they resolve to together (`common_type`); untyped ones
+    /// all alone take `expected`, else text.
+    pub(crate) fn resolve_common_type(
+        &mut self,
+        exprs: Vec<Expr>,
+        construct: &str,
+        expected: Option<DataType>,
+    ) -> SqlResult<(Vec<Expr>, DataType)> {
+        let types: Vec<DataType> = exprs.iter().map(Expr::ty).collect();
+        let ty = common_type(&types, construct)?
+            .or(expected.filter(|t| *t != DataType::Unknown))
+            .unwrap_or(DataType::Text);
+        let mut converted = Vec::with_capacity(exprs.len());
+        for e in exprs {
+            converted.push(self.convert(e, ty)?);
+        }
+        Ok((converted, ty))
+    }
+
+    /// An expression of a type its construct's common type is: coerced when untyped, cast
+    /// when of another type (the common type is one it converts to implicitly).
+    pub(crate) fn convert(&mut self, e: Expr, ty: DataType) -> SqlResult<Expr> {
+        let e = self.coerce(e, ty)?;
+        if e.ty() == ty || matches!(e, Expr::Literal(Value::Null, _)) {
+            return Ok(e);
+        }
+        Ok(Expr::Cast {
+            expr: Box::new(e),
+            ty,
+        })
+    }
 }
 
 #[cfg(test)]
