@@ -43,6 +43,6 @@ pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
     Reply, Request, StatementValues,
 };
-pub use query::evaluate_without_storage;
+pub use query::{evaluate_with_sequences, evaluate_without_storage};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};

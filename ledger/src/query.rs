@@ -1142,6 +1142,20 @@ pub fn evaluate_without_storage(
     sequences: &planner::SessionSequences,
     backends: &dyn BackendSignals,
 ) -> SqlResult<Vec<Row>> {
+    let view = planner::SessionView { catalog, sequences };
+    evaluate_with_sequences(plan, catalog, params, now_micros, &view, backends)
+}
+
+/// `evaluate_without_storage` with the sequence calls going to `sequences` (a transaction's
+/// own sequences, say, whose values it hands out itself).
+pub fn evaluate_with_sequences(
+    plan: &planner::SelectPlan,
+    catalog: &Catalog,
+    params: &[Value],
+    now_micros: i64,
+    sequences: &dyn planner::SequenceSource,
+    backends: &dyn BackendSignals,
+) -> SqlResult<Vec<Row>> {
     let reader = Reader {
         shards: None,
         catalog,
@@ -1149,7 +1163,7 @@ pub fn evaluate_without_storage(
         record_reads: false,
         reads: RefCell::new(Vec::new()),
         sizes: false,
-        sequences: Some(Box::new(planner::SessionView { catalog, sequences })),
+        sequences: Some(Box::new(sequences)),
         working: RefCell::default(),
         random: true,
         backends: Some(backends),

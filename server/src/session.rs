@@ -25,6 +25,7 @@ use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES
 use crate::statements::Statements;
 
 mod copy_from;
+mod own_sequences;
 mod prepare;
 mod reset;
 mod settings;
@@ -873,8 +874,11 @@ impl Session {
             .as_ref()
             .is_some_and(|t| t.schema.is_some())
         {
+            if !plan.reads_user_tables {
+                return self.select_own_sequences(plan, params);
+            }
             return Err(SqlError::feature_not_supported(
-                "nextval() or setval() in a SELECT inside a transaction block that changed the schema",
+                "nextval() or setval() in a SELECT that reads tables inside a transaction block that changed the schema",
             ));
         }
         let outcome = self

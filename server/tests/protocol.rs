@@ -1431,13 +1431,11 @@ async fn sequence_values_are_unique_and_survive_kill9() {
     c.batch_execute(
         "create table items (id bigserial primary key, who int, v text);
          create sequence ticket start with 1000 increment by 3;
-         insert into items (who, v) values (-1, 'before the checkpoint');",
+         insert into items (who, v) values (-1, 'before the checkpoint');
+         select nextval('ticket');",
     )
     .await
     .unwrap();
-    // On its own: in the same query string it would be in the transaction that creates the
-    // sequence, where a SELECT calling nextval() is not supported yet.
-    c.batch_execute("select nextval('ticket')").await.unwrap();
     wait_for_checkpoint(&c).await;
     let mut tasks = Vec::new();
     for who in 0..6i32 {
