@@ -487,12 +487,11 @@ impl Session {
     }
 
     /// A stored procedure: its arguments evaluated here, its body applied as one command.
+    /// Outside a transaction, the body is applied as one command; inside one (a block, or
+    /// several statements before a Sync or in one query string) its statements run in the
+    /// transaction one after another, as PostgreSQL runs them, staged like the client's own.
     async fn call(&mut self, call: &CallPlan, params: &[Value]) -> SqlResult<StatementResult> {
-        self.refuse_in_transaction(
-            "CALL of a stored procedure",
-            "a procedure is a transaction of its own",
-        )?;
-        let now = now_micros();
+        let now = self.statement_time();
         let args = {
             let env = EvalEnv::without_subqueries(params, now);
             call.args
@@ -500,21 +499,45 @@ impl Session {
                 .map(|a| a.eval(&[], &env))
                 .collect::<SqlResult<Vec<Value>>>()?
         };
-        let outcome = self
-            .propose(&Command::Procedure {
+        let rows = if self.transaction.is_some() {
+            self.call_in_transaction(&call.steps, &args).await?
+        } else {
+            let command = Command::Procedure {
                 steps: call.steps.clone(),
                 params: args,
                 now_micros: now,
-            })
-            .await?;
+            };
+            self.propose(&command).await?.rows
+        };
         if call.columns.is_empty() {
             return Ok(StatementResult::Command("CALL".into()));
         }
         Ok(StatementResult::Rows {
             columns: call.columns.clone(),
-            rows: outcome.rows,
+            rows,
             tag: "CALL".into(),
         })
+    }
+
+    /// A procedure's body run in the open transaction: the last statement's rows.
+    async fn call_in_transaction(
+        &mut self,
+        steps: &[planner::Step],
+        args: &[Value],
+    ) -> SqlResult<Vec<Row>> {
+        let mut last = Vec::new();
+        for step in steps {
+            last = match step {
+                planner::Step::Write(plan) => {
+                    if self.transaction.as_ref().is_some_and(|t| t.read_only) {
+                        return Err(read_only_error("CALL"));
+                    }
+                    self.stage(plan.clone(), args).await?.1
+                }
+                planner::Step::Query(plan) => self.select(plan, args).await?,
+            };
+        }
+        Ok(last)
     }
 
     // ----- executor and log -----

@@ -390,53 +390,84 @@ async fn transactions_end_as_in_postgres_whatever_the_client_sends() {
     ]));
 }
 
-/// A stored procedure is a transaction of its own: a CALL of one inside a block, or before a
-/// Sync with other statements, is refused, and the refusal fails the transaction like any
-/// error (PostgreSQL would run the procedure inside it). Ledger transfers (`CALL transfer`)
-/// are not procedures: in a pipeline they are staged with the rest and commit or fail whole.
+/// A stored procedure called inside a transaction (a block, or with other statements before
+/// a Sync) runs its body in that transaction, as PostgreSQL runs it: ROLLBACK takes it back,
+/// a failure anywhere applies none of it. Ledger transfers (`CALL transfer`) likewise: in a
+/// pipeline they are staged with the rest and commit or fail whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn procedures_and_transfers_inside_transactions() {
     let server = TestServer::start();
     let mut wire = Wire::connect(server.port, "ledger", PASSWORD, "ledger");
     wire.round(&[q(
-        "create table wallet (id int primary key, balance bigint not null)",
+        "create table wallet (id int primary key, balance bigint not null check (balance >= 0))",
     )]);
     wire.round(&[q("insert into wallet values (1, 0)")]);
     wire.round(&[q(
-        "create procedure bump(n bigint) language sql as $$ update wallet set balance = balance + n where id = 1 $$",
+        "create procedure bump(n bigint) language sql as $$ update wallet set balance = balance + n where id = 1; select balance from wallet where id = 1 $$",
     )]);
-    let replies = wire.round(&[q("begin"), q("call bump(5)"), q("commit")]);
+    let balance = |wire: &mut Wire| wire.round(&[q("select balance from wallet")]);
+    // In a block: the body sees the block's own writes; ROLLBACK takes it back.
+    let replies = wire.round(&[
+        q("begin"),
+        q("call bump(5)"),
+        q("call bump(2)"),
+        q("rollback"),
+    ]);
     assert_eq!(
         replies,
         [
             "Complete BEGIN",
             "Ready T",
-            "Error 0A000",
-            "Ready E",
+            "RowDescription 1",
+            "Row 5",
+            "Complete CALL 1",
+            "Ready T",
+            "RowDescription 1",
+            "Row 7",
+            "Complete CALL 1",
+            "Ready T",
             "Complete ROLLBACK",
             "Ready I"
         ]
     );
+    assert!(balance(&mut wire).contains(&"Row 0".to_string()));
+    // Two CALLs before one Sync: one transaction, committed at the Sync.
     let mut messages = [
         statement("call bump(5)", &[]),
         statement("call bump(5)", &[]),
     ]
     .concat();
     messages.push(Send::Sync);
+    let replies = wire.round(&messages);
     assert_eq!(
-        wire.round(&messages),
-        ["ParseComplete", "BindComplete", "Error 0A000", "Ready I"],
-        "a CALL followed by another statement before Sync"
+        replies.last().map(String::as_str),
+        Some("Ready I"),
+        "{replies:?}"
     );
-    // Alone before its Sync, it runs as before.
-    let mut messages = statement("call bump(5)", &[]);
+    assert!(balance(&mut wire).contains(&"Row 10".to_string()));
+    // The second one fails (the balance would go below zero): neither applies.
+    let mut messages = [
+        statement("call bump(5)", &[]),
+        statement("call bump(-100)", &[]),
+    ]
+    .concat();
+    messages.push(Send::Sync);
+    let replies = wire.round(&messages);
+    assert!(replies.contains(&"Error 23514".to_string()), "{replies:?}");
+    assert!(balance(&mut wire).contains(&"Row 10".to_string()));
+    // Alone before its Sync, it is applied as one command, as before.
+    let mut messages = statement("call bump(1)", &[]);
     messages.push(Send::Sync);
     assert_eq!(
         wire.round(&messages),
-        ["ParseComplete", "BindComplete", "Complete CALL", "Ready I"]
+        [
+            "ParseComplete",
+            "BindComplete",
+            "Row 11",
+            "Complete CALL 1",
+            "Ready I"
+        ]
     );
-    let balance = wire.round(&[q("select balance from wallet")]);
-    assert!(balance.contains(&"Row 5".to_string()), "{balance:?}");
 
     // Two transfers in one pipeline, the second an overdraft: neither is applied.
     wire.round(&[q(
