@@ -132,13 +132,11 @@ fn set_config_call(q: &ast::Query) -> SqlResult<Option<Plan>> {
         })
         .collect();
     match args.as_slice() {
-        [name, value, ast::Value::Boolean(false)] => Ok(Some(Plan::SetConfig {
+        [name, value, ast::Value::Boolean(local)] => Ok(Some(Plan::SetConfig {
             name: literal_text(name)?.to_ascii_lowercase(),
             value: literal_text(value)?,
+            local: *local,
         })),
-        [_, _, ast::Value::Boolean(true)] => Err(SqlError::feature_not_supported(
-            "set_config(..., true): settings local to a transaction",
-        )),
         _ => Err(SqlError::feature_not_supported(
             "set_config() with arguments other than constants",
         )),
@@ -684,8 +682,12 @@ impl<'a> Binder<'a> {
     fn set(&mut self, set: &ast::Set) -> SqlResult<Plan> {
         Ok(match set {
             ast::Set::SingleAssignment {
-                variable, values, ..
+                variable,
+                values,
+                scope,
+                ..
             } => {
+                let local = matches!(scope, Some(ast::ContextModifier::Local));
                 let name = variable.to_string().to_ascii_lowercase();
                 let value = values
                     .iter()
@@ -696,16 +698,10 @@ impl<'a> Binder<'a> {
                     })
                     .collect::<SqlResult<Vec<_>>>()?
                     .join(", ");
-                if value.eq_ignore_ascii_case("default") {
-                    Plan::Set { name, value: None }
-                } else {
-                    Plan::Set {
-                        name,
-                        value: Some(value),
-                    }
-                }
+                let value = (!value.eq_ignore_ascii_case("default")).then_some(value);
+                Plan::Set { name, value, local }
             }
-            ast::Set::SetTimeZone { value, .. } => {
+            ast::Set::SetTimeZone { value, local } => {
                 let v = match value {
                     ast::Expr::Value(v) => literal_text(&v.value)?,
                     other => other.to_string(),
@@ -713,11 +709,13 @@ impl<'a> Binder<'a> {
                 Plan::Set {
                     name: "timezone".into(),
                     value: Some(v),
+                    local: *local,
                 }
             }
             ast::Set::SetNames { charset_name, .. } => Plan::Set {
                 name: "client_encoding".into(),
                 value: Some(charset_name.value.clone()),
+                local: false,
             },
             ast::Set::SetTransaction { modes, session, .. } => {
                 let (isolation, _) = modes_isolation(modes);
@@ -729,6 +727,7 @@ impl<'a> Binder<'a> {
                     Plan::Set {
                         name: "default_transaction_isolation".into(),
                         value: Some(value.into()),
+                        local: false,
                     }
                 } else {
                     Plan::SetTransaction { isolation }

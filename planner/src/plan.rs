@@ -683,18 +683,22 @@ pub enum Plan {
     SetTransaction {
         isolation: Option<Isolation>,
     },
-    /// SET name = value (value already rendered as text), or RESET (None).
+    /// SET name = value (value already rendered as text), or SET name TO DEFAULT (None);
+    /// `local` for SET LOCAL, which lasts until the transaction ends.
     Set {
         name: String,
         value: Option<String>,
+        local: bool,
     },
     Show {
         name: String,
     },
-    /// `SELECT set_config(name, value, is_local)`: SET, answered with the value as a row.
+    /// `SELECT set_config(name, value, is_local)`: SET (LOCAL when `is_local`), answered
+    /// with the value as a row.
     SetConfig {
         name: String,
         value: String,
+        local: bool,
     },
     /// RESET name, or RESET ALL (None).
     Reset {

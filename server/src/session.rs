@@ -32,6 +32,7 @@ mod settings;
 mod transaction;
 
 use copy_from::CopyState;
+use settings::SettingChange;
 use settings::{setting_key, SETTINGS};
 pub use transaction::Block;
 use transaction::Transaction;
@@ -330,8 +331,8 @@ impl Session {
             | Plan::RollbackToSavepoint { .. }
             | Plan::ReleaseSavepoint { .. }
             | Plan::SetTransaction { .. } => self.transaction_control(plan).await,
-            Plan::Set { name, value } => {
-                self.set(name, value.as_deref())?;
+            Plan::Set { name, value, local } => {
+                self.set_scoped(name, value.as_deref(), *local)?;
                 Ok(StatementResult::Command("SET".into()))
             }
             Plan::AdvisoryLock(call) => self.advisory_lock(call, params).await,
@@ -347,8 +348,8 @@ impl Session {
                 Ok(StatementResult::Command("UNLISTEN".into()))
             }
             Plan::Notify(call) => self.notify(call, params),
-            Plan::SetConfig { name, value } => {
-                self.set(name, Some(value))?;
+            Plan::SetConfig { name, value, local } => {
+                self.set_scoped(name, Some(value), *local)?;
                 Ok(StatementResult::Rows {
                     columns: plan.output_columns(),
                     rows: vec![vec![Value::Text(value.clone())]],
@@ -775,7 +776,12 @@ impl Session {
         plan: &Arc<WritePlan>,
         params: &[Value],
     ) -> SqlResult<(u64, Vec<Row>)> {
-        let own = Transaction::new(Block::Query, Isolation::ReadCommitted, false);
+        let own = Transaction::new(
+            Block::Query,
+            Isolation::ReadCommitted,
+            false,
+            &self.settings,
+        );
         self.transaction = Some(own);
         let staged = self.stage(plan.clone(), params).await;
         let own = self.transaction.take();

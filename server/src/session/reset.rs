@@ -41,9 +41,12 @@ impl Session {
     pub(super) fn reset(&mut self, name: Option<&str>) -> SqlResult<()> {
         let Some(name) = name else {
             self.settings = self.startup_settings.clone();
+            if let Some(t) = &mut self.transaction {
+                t.settings_made.push(SettingChange::All);
+            }
             return Ok(());
         };
         let startup = self.startup_settings.get(&setting_key(name)).cloned();
-        self.set(name, startup.as_deref())
+        self.set_scoped(name, startup.as_deref(), false)
     }
 }

@@ -47,7 +47,68 @@ pub(super) fn setting_key(name: &str) -> String {
     name.to_ascii_lowercase()
 }
 
+/// A SET a transaction made that outlives it when it commits (SET LOCAL's do not).
+#[derive(Clone, Debug)]
+pub(super) enum SettingChange {
+    /// The setting's value after it (None: back to the default).
+    One(String, Option<String>),
+    /// RESET ALL.
+    All,
+}
+
 impl Session {
+    /// SET or SET LOCAL (`local`): a SET inside a transaction lasts beyond it only if the
+    /// transaction commits, a SET LOCAL only until it ends, as in PostgreSQL; a SET LOCAL
+    /// outside one does nothing but warn.
+    pub(super) fn set_scoped(
+        &mut self,
+        name: &str,
+        value: Option<&str>,
+        local: bool,
+    ) -> SqlResult<()> {
+        if local && self.transaction.is_none() {
+            self.notices.push(SqlError::new(
+                ErrorKind::NoActiveTransaction,
+                "SET LOCAL can only be used in transaction blocks",
+            ));
+            return Ok(());
+        }
+        self.set(name, value)?;
+        if !local {
+            let key = setting_key(name);
+            let now = self.settings.get(&key).cloned();
+            if let Some(t) = &mut self.transaction {
+                t.settings_made.push(SettingChange::One(key, now));
+            }
+        }
+        Ok(())
+    }
+
+    /// The settings as a transaction leaves them: as they were when it began, then, when it
+    /// committed, with the SETs it made (`made`) made again.
+    pub(super) fn settle_settings(
+        &mut self,
+        before: BTreeMap<String, String>,
+        made: &[SettingChange],
+        committed: bool,
+    ) {
+        self.settings = before;
+        if !committed {
+            return;
+        }
+        for change in made {
+            match change {
+                SettingChange::One(key, Some(value)) => {
+                    self.settings.insert(key.clone(), value.clone());
+                }
+                SettingChange::One(key, None) => {
+                    self.settings.remove(key);
+                }
+                SettingChange::All => self.settings = self.startup_settings.clone(),
+            }
+        }
+    }
+
     /// SHOW name, SHOW ALL, and the server's `group_commit_stats` and `storage_stats`.
     pub(super) async fn show(&self, name: &str, plan: &Plan) -> SqlResult<StatementResult> {
         let key = setting_key(name);

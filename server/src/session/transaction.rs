@@ -33,6 +33,10 @@ pub(super) struct Transaction {
     /// The states of the sequences its schema changes made, as its statements left them
     /// (never taken back by ROLLBACK TO: a value handed out stays handed out).
     pub(super) own_sequences: BTreeMap<u32, planner::SequenceState>,
+    /// The session's settings when it began, which a rollback restores and a commit
+    /// restores too before it makes its non-LOCAL SETs again (`settings_made`).
+    pub(super) settings_before: BTreeMap<String, String>,
+    pub(super) settings_made: Vec<SettingChange>,
 }
 
 impl Transaction {
@@ -48,8 +52,15 @@ impl Transaction {
         Ok(())
     }
 
-    pub(super) fn new(block: Block, isolation: Isolation, read_only: bool) -> Transaction {
+    pub(super) fn new(
+        block: Block,
+        isolation: Isolation,
+        read_only: bool,
+        settings: &BTreeMap<String, String>,
+    ) -> Transaction {
         Transaction {
+            settings_before: settings.clone(),
+            settings_made: Vec::new(),
             block,
             isolation,
             read_only,
@@ -118,6 +129,9 @@ pub(super) struct Savepoint {
     pub(super) ops: usize,
     pub(super) overlay: Arc<Overlay>,
     pub(super) schema: Option<Arc<SchemaChanges>>,
+    /// The session's settings then, and how many SETs the transaction had made.
+    pub(super) settings: BTreeMap<String, String>,
+    pub(super) settings_made: usize,
 }
 
 impl Session {
@@ -189,7 +203,8 @@ impl Session {
         if self.transaction.is_none() {
             let isolation = self.default_isolation();
             let read_only = self.setting("default_transaction_read_only").as_deref() == Some("on");
-            self.transaction = Some(Transaction::new(block, isolation, read_only));
+            let t = Transaction::new(block, isolation, read_only, &self.settings);
+            self.transaction = Some(t);
         }
     }
 
@@ -209,7 +224,9 @@ impl Session {
     /// Drops the open transaction, whatever it staged, and the locks it held.
     pub(super) fn abandon_transaction(&mut self) {
         self.release_transaction_locks();
-        self.transaction = None;
+        if let Some(t) = self.transaction.take() {
+            self.settle_settings(t.settings_before, &t.settings_made, false);
+        }
         self.failed = false;
         self.end_statement(false);
     }
@@ -233,12 +250,15 @@ impl Session {
                 Ok(StatementResult::TransactionEnd("ROLLBACK".into()))
             }
             Plan::Savepoint { name } => {
+                let settings = self.settings.clone();
                 let t = self.transaction_for("SAVEPOINT")?;
                 let mark = Savepoint {
                     name: name.clone(),
                     ops: t.ops.len(),
                     overlay: t.overlay.clone(),
                     schema: t.schema.clone(),
+                    settings,
+                    settings_made: t.settings_made.len(),
                 };
                 t.savepoints.push(mark);
                 Ok(StatementResult::Command("SAVEPOINT".into()))
@@ -253,6 +273,8 @@ impl Session {
                 t.ops.truncate(mark.ops);
                 t.overlay = mark.overlay.clone();
                 t.schema = mark.schema.clone();
+                t.settings_made.truncate(mark.settings_made);
+                self.settings = mark.settings.clone();
                 self.failed = false;
                 Ok(StatementResult::Command("ROLLBACK".into()))
             }
@@ -307,6 +329,7 @@ impl Session {
                     Block::Explicit,
                     isolation,
                     read_only || default_read_only,
+                    &self.settings,
                 ));
             }
         }
@@ -406,12 +429,17 @@ impl Session {
         let Some(mut t) = self.transaction.take() else {
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         };
+        let before = std::mem::take(&mut t.settings_before);
+        let made = std::mem::take(&mut t.settings_made);
         if self.failed {
             self.failed = false;
+            self.settle_settings(before, &made, false);
             return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
         }
         let notifies = std::mem::take(&mut t.notifies);
-        let committed = self.commit_transaction(t).await?;
+        let committed = self.commit_transaction(t).await;
+        self.settle_settings(before, &made, committed.is_ok());
+        let committed = committed?;
         for n in &notifies {
             self.shared.notifications.notify(n);
         }
