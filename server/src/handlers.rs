@@ -707,118 +707,7 @@ impl ExtendedQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let result = async {
-            if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
-                return Err(PgWireError::NotReadyForQuery);
-            }
-            client.set_state(PgWireConnectionState::QueryInProgress);
-            let portal_name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
-            let max_rows = message.max_rows as usize;
-            let portal = match client.portal_store().get_portal(portal_name) {
-                Some(StoreEntry::Value(portal)) => portal,
-                Some(StoreEntry::Empty) => {
-                    client
-                        .feed(PgWireBackendMessage::EmptyQueryResponse(
-                            pgwire::messages::response::EmptyQueryResponse::new(),
-                        ))
-                        .await?;
-                    client.set_state(PgWireConnectionState::ReadyForQuery);
-                    return Ok(());
-                }
-                None => {
-                    client.set_state(PgWireConnectionState::ReadyForQuery);
-                    return Err(no_such_portal(portal_name));
-                }
-            };
-            let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
-            let needs_fetch = if started {
-                let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
-                    Some(handle) => Some(handle.start_query().await),
-                    None => None,
-                };
-                let work = ExtendedQueryHandler::do_query(self, client, portal.as_ref(), max_rows);
-                let response = match cancel {
-                    Some(rx) => match select(Box::pin(work), rx).await {
-                        Either::Left((r, _)) => r,
-                        Either::Right(_) => Err(pg_error(&SqlError::new(
-                            ErrorKind::QueryCanceled,
-                            "canceling statement due to user request",
-                        ))),
-                    },
-                    None => work.await,
-                };
-                let response = match response {
-                    Ok(r) => r,
-                    Err(e) => {
-                        client.set_state(PgWireConnectionState::ReadyForQuery);
-                        return Err(e);
-                    }
-                };
-                match response {
-                    Response::Query(results) => {
-                        portal.start(results).await;
-                        true
-                    }
-                    Response::EmptyQuery => {
-                        client
-                            .feed(PgWireBackendMessage::EmptyQueryResponse(
-                                pgwire::messages::response::EmptyQueryResponse::new(),
-                            ))
-                            .await?;
-                        false
-                    }
-                    Response::Execution(tag) | Response::TransactionStart(tag) => {
-                        send_execution_response(client, tag).await?;
-                        false
-                    }
-                    Response::TransactionEnd(tag) => {
-                        send_execution_response(client, tag).await?;
-                        client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
-                        false
-                    }
-                    Response::Error(e) => {
-                        client
-                            .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
-                            .await?;
-                        false
-                    }
-                    Response::CopyIn(result) => {
-                        client.set_state(PgWireConnectionState::CopyInProgress(true));
-                        pgwire::api::copy::send_copy_in_response(client, result).await?;
-                        return Ok(());
-                    }
-                    Response::CopyOut(_) | Response::CopyBoth(_) => {
-                        client.set_state(PgWireConnectionState::ReadyForQuery);
-                        return Err(pg_error(&SqlError::feature_not_supported("COPY TO")));
-                    }
-                }
-            } else {
-                true
-            };
-            if needs_fetch {
-                let fetched = portal.fetch(max_rows).await?;
-                let mut response = fetched.response;
-                let tag = response.command_tag().to_owned();
-                let mut rows = 0;
-                while let Some(row) = response.data_rows().next().await {
-                    client.feed(PgWireBackendMessage::DataRow(row?)).await?;
-                    rows += 1;
-                }
-                if fetched.suspended {
-                    client
-                        .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
-                        .await?;
-                } else {
-                    let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
-                    client
-                        .feed(PgWireBackendMessage::CommandComplete(complete))
-                        .await?;
-                }
-            }
-            client.set_state(PgWireConnectionState::ReadyForQuery);
-            Ok(())
-        }
-        .await;
+        let result = self.execute_portal(client, message).await;
         self.failing_with(client, result).await
     }
 
@@ -997,6 +886,161 @@ impl ExtendedQueryHandler for Connection {
         client.flush().await?;
         Ok(())
     }
+}
+
+/// Running a portal (Execute).
+impl Connection {
+    async fn execute_portal<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
+            return Err(PgWireError::NotReadyForQuery);
+        }
+        client.set_state(PgWireConnectionState::QueryInProgress);
+        let portal_name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
+        let max_rows = message.max_rows as usize;
+        let portal = match client.portal_store().get_portal(portal_name) {
+            Some(StoreEntry::Value(portal)) => portal,
+            Some(StoreEntry::Empty) => {
+                client
+                    .feed(PgWireBackendMessage::EmptyQueryResponse(
+                        pgwire::messages::response::EmptyQueryResponse::new(),
+                    ))
+                    .await?;
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                return Ok(());
+            }
+            None => {
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                return Err(no_such_portal(portal_name));
+            }
+        };
+        let started = matches!(*portal.state().lock().await, PortalExecutionState::Initial);
+        // A portal already started (suspended) only hands over more of its rows.
+        let has_rows = if started {
+            match self.start_portal(client, &portal, max_rows).await? {
+                Some(has_rows) => has_rows,
+                None => return Ok(()),
+            }
+        } else {
+            true
+        };
+        if has_rows {
+            send_portal_rows(client, &portal, max_rows).await?;
+        }
+        client.set_state(PgWireConnectionState::ReadyForQuery);
+        Ok(())
+    }
+
+    /// Runs a portal's statement (cancellable): whether it has rows to send, or None when
+    /// it started a COPY FROM STDIN (the protocol then waits for the data).
+    async fn start_portal<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Arc<Prepared>>,
+        max_rows: usize,
+    ) -> PgWireResult<Option<bool>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
+            Some(handle) => Some(handle.start_query().await),
+            None => None,
+        };
+        let work = ExtendedQueryHandler::do_query(self, client, portal, max_rows);
+        let response = match cancel {
+            Some(rx) => match select(Box::pin(work), rx).await {
+                Either::Left((r, _)) => r,
+                Either::Right(_) => Err(pg_error(&SqlError::new(
+                    ErrorKind::QueryCanceled,
+                    "canceling statement due to user request",
+                ))),
+            },
+            None => work.await,
+        };
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => {
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                return Err(e);
+            }
+        };
+        match response {
+            Response::Query(results) => {
+                portal.start(results).await;
+                return Ok(Some(true));
+            }
+            Response::EmptyQuery => {
+                client
+                    .feed(PgWireBackendMessage::EmptyQueryResponse(
+                        pgwire::messages::response::EmptyQueryResponse::new(),
+                    ))
+                    .await?;
+            }
+            Response::Execution(tag) | Response::TransactionStart(tag) => {
+                send_execution_response(client, tag).await?;
+            }
+            Response::TransactionEnd(tag) => {
+                send_execution_response(client, tag).await?;
+                client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
+            }
+            Response::Error(e) => {
+                client
+                    .feed(PgWireBackendMessage::ErrorResponse((*e).into()))
+                    .await?;
+            }
+            Response::CopyIn(result) => {
+                client.set_state(PgWireConnectionState::CopyInProgress(true));
+                pgwire::api::copy::send_copy_in_response(client, result).await?;
+                return Ok(None);
+            }
+            Response::CopyOut(_) | Response::CopyBoth(_) => {
+                client.set_state(PgWireConnectionState::ReadyForQuery);
+                return Err(pg_error(&SqlError::feature_not_supported("COPY TO")));
+            }
+        }
+        Ok(Some(false))
+    }
+}
+
+/// Up to `max_rows` of a started portal's rows (0: all), then PortalSuspended or the
+/// command's completion.
+async fn send_portal_rows<C>(
+    client: &mut C,
+    portal: &Portal<Arc<Prepared>>,
+    max_rows: usize,
+) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let fetched = portal.fetch(max_rows).await?;
+    let mut response = fetched.response;
+    let tag = response.command_tag().to_owned();
+    let mut rows = 0;
+    while let Some(row) = response.data_rows().next().await {
+        client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+        rows += 1;
+    }
+    if fetched.suspended {
+        client
+            .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
+            .await?;
+    } else {
+        let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
+        client
+            .feed(PgWireBackendMessage::CommandComplete(complete))
+            .await?;
+    }
+    Ok(())
 }
 
 fn no_such_portal(name: &str) -> PgWireError {
