@@ -286,6 +286,21 @@ impl Connection {
         client.portal_store().get_statement(name)
     }
 
+    /// The columns an `EXECUTE name(...)` answers with, its prepared statement's; None for
+    /// any other statement, whose own plan says.
+    async fn executed_columns<C: ClientInfo>(
+        &self,
+        client: &C,
+        prepared: &Prepared,
+    ) -> Option<Vec<planner::OutputColumn>> {
+        let Plan::Execute { name, .. } = &prepared.bound.plan else {
+            return None;
+        };
+        let session = self.session_for(client).await;
+        let target = session.statements.get(name)?;
+        Some(target.statement.bound.plan.output_columns())
+    }
+
     /// In a failed block a statement that returns rows is not described (25P02), as in
     /// PostgreSQL, where describing its rows would need the catalog.
     async fn describable<C: ClientInfo>(
@@ -813,17 +828,28 @@ impl ExtendedQueryHandler for Connection {
                     Some(StoreEntry::Value(statement)) => {
                         self.describable(client, &statement.statement).await?;
                         let described = self.do_describe_statement(client, &statement).await?;
-                        feed_description(client, described.parameters(), described.fields()).await
+                        let executed = self.executed_columns(client, &statement.statement).await;
+                        let fields = match executed {
+                            Some(columns) => field_infos(&columns, |_| FieldFormat::Text),
+                            None => described.fields().to_vec(),
+                        };
+                        feed_description(client, described.parameters(), &fields).await
                     }
                     Some(StoreEntry::Empty) => feed_description(client, Some(&[]), &[]).await,
                     None => Err(pg_error(&no_such_statement(name))),
                 },
                 TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
                     Some(StoreEntry::Value(portal)) => {
-                        self.describable(client, &portal.statement.statement)
-                            .await?;
+                        let prepared = &portal.statement.statement;
+                        self.describable(client, prepared).await?;
                         let described = self.do_describe_portal(client, &portal).await?;
-                        feed_description(client, None, described.fields()).await
+                        let fields = match self.executed_columns(client, prepared).await {
+                            Some(columns) => {
+                                field_infos(&columns, |i| portal.result_column_format.format_for(i))
+                            }
+                            None => described.fields().to_vec(),
+                        };
+                        feed_description(client, None, &fields).await
                     }
                     Some(StoreEntry::Empty) => feed_description(client, None, &[]).await,
                     None => Err(no_such_portal(name)),

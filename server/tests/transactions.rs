@@ -293,6 +293,23 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
             ],
         ),
         (
+            "EXECUTE through the extended protocol is described by its statement's columns",
+            vec![
+                Round(vec![q("prepare two as select 1 as x, 'a' as y")]),
+                synced(vec![
+                    parse("execute two"),
+                    bind(&[]),
+                    Send::DescribePortal,
+                    Send::Execute,
+                ]),
+                Round(vec![
+                    Send::Parse("ex".into(), "execute two".into()),
+                    Send::DescribeStatement("ex".into()),
+                    Send::Sync,
+                ]),
+            ],
+        ),
+        (
             "a dropped connection applies nothing of its block",
             vec![
                 Round(vec![q("begin")]),
