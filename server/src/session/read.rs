@@ -1,0 +1,132 @@
+//! The read path: a query evaluated in the session when it reads no table, else on the
+//! executor against the transaction's overlay; one that calls `nextval` goes through the log.
+
+use super::*;
+
+impl Session {
+    pub(super) fn overlay(&self) -> Option<Arc<Overlay>> {
+        self.transaction
+            .as_ref()
+            .filter(|t| !t.overlay.is_empty())
+            .map(|t| t.overlay.clone())
+    }
+
+    /// Whether the statement's reads are recorded to be checked at COMMIT: every read of a
+    /// SERIALIZABLE transaction, and in any transaction block those of SELECT ... FOR
+    /// UPDATE/FOR SHARE. Rows are not locked: instead a transaction whose locking read
+    /// another transaction has changed since fails at COMMIT (40001), so two transactions
+    /// that read the same row FOR UPDATE and then change it cannot both commit.
+    pub(super) fn record_reads(&self) -> bool {
+        self.transaction
+            .as_ref()
+            .is_some_and(|t| t.isolation == Isolation::Serializable || self.locking_read)
+    }
+
+    pub(super) async fn select(
+        &mut self,
+        plan: &Arc<SelectPlan>,
+        params: &[Value],
+    ) -> SqlResult<Vec<Row>> {
+        if planner::rel_calls(&plan.rel, Func::advances_sequences) {
+            return self.select_advancing_sequences(plan, params).await;
+        }
+        // The views of the session's own state are evaluated here, on a copy of the catalog
+        // that carries it.
+        let reads = |t| planner::reads_system_table(&plan.rel, t);
+        let activity = reads(planner::SystemTable::PgStatActivity);
+        let statements = reads(planner::SystemTable::PgPreparedStatements);
+        if (activity || statements) && plan.reads_user_tables {
+            let view = if activity {
+                "pg_stat_activity"
+            } else {
+                "pg_prepared_statements"
+            };
+            return Err(SqlError::feature_not_supported(format!(
+                "{view} in a query that also reads tables"
+            )));
+        }
+        if !plan.reads_user_tables {
+            let mut catalog = self.catalog();
+            if activity || statements {
+                let mut with_session = (*catalog).clone();
+                if activity {
+                    with_session.activity = Arc::new(self.shared.activity.snapshot());
+                }
+                if statements {
+                    with_session.prepared_statements = Arc::new(self.statements.listing());
+                }
+                catalog = Arc::new(with_session);
+            }
+            return ledger::evaluate_without_storage(
+                plan,
+                &catalog,
+                params,
+                self.statement_time(),
+                &self.sequences,
+                &self.shared.activity,
+            );
+        }
+        let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let schema = self.schema_changes()?;
+        let plan = plan.clone();
+        let params = params.to_vec();
+        let sequences = self.sequences.clone();
+        let result: QueryResult = self
+            .ask(move |reply| Request::Query {
+                plan,
+                params,
+                now_micros: now,
+                overlay,
+                record_reads: record,
+                schema,
+                sequences,
+                reply,
+            })
+            .await??;
+        if let Some(t) = &mut self.transaction {
+            t.reads.extend(result.reads);
+        }
+        Ok(result.rows)
+    }
+
+    /// A query calling `nextval` or `setval` runs in log order, as a write does.
+    pub(super) async fn select_advancing_sequences(
+        &mut self,
+        plan: &Arc<SelectPlan>,
+        params: &[Value],
+    ) -> SqlResult<Vec<Row>> {
+        if let Some(t) = &self.transaction {
+            if t.read_only {
+                return Err(read_only_error("nextval()"));
+            }
+            // Applied in log order, the query reads what is committed: what a READ COMMITTED
+            // statement may see, unless the transaction has writes of its own to see.
+            if plan.reads_user_tables && (self.overlay().is_some() || self.record_reads()) {
+                return Err(SqlError::feature_not_supported(
+                    "nextval() or setval() in a query that reads tables inside a transaction block that has written or is SERIALIZABLE",
+                ));
+            }
+        }
+        if self
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.schema.is_some())
+        {
+            if !plan.reads_user_tables {
+                return self.select_own_sequences(plan, params);
+            }
+            return Err(SqlError::feature_not_supported(
+                "nextval() or setval() in a SELECT that reads tables inside a transaction block that changed the schema",
+            ));
+        }
+        let outcome = self
+            .propose(&Command::QueryWithSequences {
+                plan: plan.clone(),
+                params: params.to_vec(),
+                now_micros: self.statement_time(),
+                session: self.sequences.clone(),
+            })
+            .await?;
+        Ok(outcome.rows)
+    }
+}

@@ -1,0 +1,58 @@
+//! `SHOW group_commit_stats` and `SHOW storage_stats`: how the log and the storage engine
+//! are doing.
+
+use super::*;
+
+impl Session {
+    /// How well group commit works since start: commands proposed, Raft entries they went
+    /// into, entries written to the log and the fsyncs that made them durable.
+    pub(super) fn group_commit_stats(&self) -> String {
+        use std::sync::atomic::Ordering::Relaxed;
+        let proposer = self.shared.proposer.stats();
+        let log = &self.shared.log_stats;
+        format!(
+            "commands={} entries={} log_entries={} fsyncs={}",
+            proposer.commands.load(Relaxed),
+            proposer.entries.load(Relaxed),
+            log.entries.load(Relaxed),
+            log.flushes.load(Relaxed)
+        )
+    }
+
+    /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
+    /// the pool and its capacity, page buffers in memory, the page size, pages in the data
+    /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
+    /// point operations found their leaf from a leaf hint or descended from the root (or
+    /// started at a leaf a multi-row statement's lookahead found), and how often and how
+    /// long entries waited for a checkpoint to make room in the pool.
+    pub(super) async fn storage_stats(&self) -> SqlResult<String> {
+        let all = self.ask(|reply| Request::Stats { reply }).await?;
+        let stats = all.storage;
+        Ok(format!(
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
+            stats.page_size,
+            stats.pool_capacity_pages,
+            stats.resident_pages,
+            stats.dirty_pages,
+            stats.mapped_pages,
+            stats.peak_buffer_pages,
+            stats.page_count,
+            stats.pool.hits,
+            stats.pool.misses,
+            stats.checkpoint_seq,
+            stats.last_checkpoint_pages,
+            stats.last_checkpoint_elapsed.as_millis(),
+            all.partitions,
+            all.on_partition_threads,
+            all.on_coordinator,
+            all.handovers,
+            all.split,
+            stats.leaf_hint_hits,
+            stats.leaf_hint_misses,
+            stats.lookahead_keys,
+            stats.lookahead_used,
+            all.pool_waits,
+            all.pool_wait.as_millis()
+        ))
+    }
+}
