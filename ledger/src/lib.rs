@@ -17,23 +17,25 @@ mod account_set;
 mod apply;
 mod command;
 mod coordinator;
+mod ddl;
 mod error;
 mod executor;
 mod foreign_keys;
 mod lookahead;
 mod partition;
+mod prebuild;
 mod query;
 mod route;
 mod row;
 mod schema_transaction;
 mod sequences;
 mod share;
+mod stage;
 mod transfer;
 mod undo;
 mod window;
 mod worker;
 
-pub use apply::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use command::{
     decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
     Overlay, QueryResult, ReadCheck, Staged, WriteOp,
@@ -43,6 +45,7 @@ pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
     Reply, Request, StatementValues,
 };
+pub use prebuild::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use query::{evaluate_with_sequences, evaluate_without_storage};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};
