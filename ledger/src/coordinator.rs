@@ -18,9 +18,9 @@ use crate::command::{decode_command, encode_result, Command, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
-    ReplicationMeta, Request, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG, META_ENUMS,
-    META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE,
-    META_UNIQUE_CONSTRAINTS, META_VIEWS,
+    ReplicationMeta, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG,
+    META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP,
+    META_TABLE, META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
 use crate::route::{Reach, Router};
@@ -278,6 +278,17 @@ impl Coordinator {
         self.checkpointing.is_some()
     }
 
+    /// Runs a session's statement on the executor in its transaction's context: after the
+    /// transaction's schema changes, when it made any.
+    fn in_context<T>(
+        &mut self,
+        context: &StatementContext,
+        run: impl FnOnce(&mut Executor) -> SqlResult<T>,
+    ) -> SqlResult<T> {
+        self.executor
+            .with_schema_changes(context.schema.as_deref(), context.now_micros, run)
+    }
+
     fn run(mut self, requests: Receiver<Request>) {
         loop {
             let wait = if self.checkpoint_in_progress() {
@@ -319,52 +330,16 @@ impl Coordinator {
             }
             Request::Query {
                 plan,
-                params,
-                now_micros,
-                overlay,
-                record_reads,
-                schema,
+                context,
                 sequences,
                 reply,
-            } => {
-                let result =
-                    self.executor
-                        .with_schema_changes(schema.as_deref(), now_micros, |ex| {
-                            ex.query(
-                                &plan,
-                                &params,
-                                now_micros,
-                                overlay.as_deref(),
-                                record_reads,
-                                sequences,
-                            )
-                        });
-                reply(result);
-            }
+            } => reply(self.in_context(&context, |ex| ex.query(&plan, &context, sequences))),
             Request::Stage {
                 plan,
-                params,
-                now_micros,
-                overlay,
-                record_reads,
-                schema,
+                context,
                 sequences,
                 reply,
-            } => {
-                let result =
-                    self.executor
-                        .with_schema_changes(schema.as_deref(), now_micros, |ex| {
-                            ex.stage(
-                                &plan,
-                                &params,
-                                now_micros,
-                                overlay.as_deref(),
-                                record_reads,
-                                sequences,
-                            )
-                        });
-                reply(result);
-            }
+            } => reply(self.in_context(&context, |ex| ex.stage(&plan, &context, sequences))),
             Request::PlanSchemaChanges { schema, reply } => reply(
                 self.executor
                     .with_schema_changes(Some(&schema), 0, |ex| Ok(ex.catalog.clone())),

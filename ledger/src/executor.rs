@@ -92,6 +92,18 @@ const SPARE_ROW_BYTES: usize = 4096;
 /// A stored row: its raw bytes (kept for undo), its version and its values.
 pub(crate) type StoredRow = (Vec<u8>, u64, Vec<Value>);
 
+/// What a session's statement runs with on the executor, a query's or a staged write's
+/// alike: its parameters and time, and the transaction it runs in — its own writes so far
+/// (`overlay`), its schema changes, whether its reads are recorded for validation.
+pub struct StatementContext {
+    pub params: Vec<Value>,
+    pub now_micros: i64,
+    pub overlay: Option<Arc<Overlay>>,
+    pub record_reads: bool,
+    /// The transaction's schema changes, if it made any: the statement sees them.
+    pub schema: Option<Arc<SchemaChanges>>,
+}
+
 pub enum Request {
     /// Applies one committed entry; the reply carries one encoded result per command, and
     /// `applied`, when given, hears each result as soon as its command is applied.
@@ -102,26 +114,18 @@ pub enum Request {
         applied: Option<CommandApplied>,
         reply: Reply<Vec<Vec<u8>>>,
     },
+    /// A query, run between entries.
     Query {
         plan: Arc<planner::SelectPlan>,
-        params: Vec<Value>,
-        now_micros: i64,
-        overlay: Option<Arc<Overlay>>,
-        record_reads: bool,
-        /// The transaction's schema changes, if it made any: the query sees them.
-        schema: Option<Arc<SchemaChanges>>,
+        context: StatementContext,
         /// The session's sequence values, for `currval` and `lastval`.
         sequences: SessionSequences,
         reply: Reply<SqlResult<QueryResult>>,
     },
+    /// A write inside a transaction, staged (evaluated, not applied) between entries.
     Stage {
         plan: Arc<WritePlan>,
-        params: Vec<Value>,
-        now_micros: i64,
-        overlay: Option<Arc<Overlay>>,
-        record_reads: bool,
-        /// The transaction's schema changes, if it made any: the statement sees them.
-        schema: Option<Arc<SchemaChanges>>,
+        context: StatementContext,
         /// The session's sequence values, and those it allocated for this statement's
         /// `nextval` calls.
         sequences: StatementValues,
@@ -911,10 +915,7 @@ impl Executor {
     pub(crate) fn query(
         &mut self,
         plan: &planner::SelectPlan,
-        params: &[Value],
-        now_micros: i64,
-        overlay: Option<&Overlay>,
-        record_reads: bool,
+        context: &StatementContext,
         sequences: SessionSequences,
     ) -> SqlResult<QueryResult> {
         self.check_running()?;
@@ -922,11 +923,11 @@ impl Executor {
             session: sequences,
             allocated: BTreeMap::new(),
         });
-        let mut reader = self.reader(overlay, record_reads);
+        let mut reader = self.reader(context.overlay.as_deref(), context.record_reads);
         reader.sizes = true;
         reader.random = true;
         reader.sequences = Some(Box::new(sequences));
-        let env = reader.env(params, now_micros);
+        let env = reader.env(&context.params, context.now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {
             rows,

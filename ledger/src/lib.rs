@@ -43,7 +43,7 @@ pub use command::{
 pub use coordinator::spawn;
 pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
-    Reply, Request, StatementValues,
+    Reply, Request, StatementContext, StatementValues,
 };
 pub use prebuild::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use query::{evaluate_with_sequences, evaluate_without_storage};

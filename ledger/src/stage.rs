@@ -8,8 +8,8 @@ use planner::{ConflictArbiter, EvalEnv, Expr, Func, LedgerRole, OnConflict, Tabl
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::*;
-use crate::command::{Overlay, ReadCheck, Staged, WriteOp};
-use crate::executor::{Executor, StatementValues};
+use crate::command::{ReadCheck, Staged, WriteOp};
+use crate::executor::{Executor, StatementContext, StatementValues};
 use crate::row::{encode_key, row_key};
 
 impl Executor {
@@ -18,12 +18,11 @@ impl Executor {
     pub(crate) fn stage(
         &mut self,
         plan: &WritePlan,
-        params: &[Value],
-        now_micros: i64,
-        overlay: Option<&Overlay>,
-        record_reads: bool,
+        context: &StatementContext,
         sequences: StatementValues,
     ) -> SqlResult<Staged> {
+        let (params, now_micros) = (&context.params[..], context.now_micros);
+        let (overlay, record_reads) = (context.overlay.as_deref(), context.record_reads);
         let table = self.resolve(plan.table())?;
         let table_ref = table.reference();
         let mut staged = Staged::default();

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use ledger::{
     decode_result, encode_command, Command, ExecutorHandle, Outcome, Overlay, QueryResult,
-    ReadCheck, Request, Row, Staged, WriteOp,
+    ReadCheck, Request, Row, Staged, StatementContext, WriteOp,
 };
 use planner::{
     explain, Bound, CallPlan, Catalog, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan,

@@ -11,6 +11,18 @@ impl Session {
             .map(|t| t.overlay.clone())
     }
 
+    /// What a statement runs with on the executor: its parameters and time, and the open
+    /// transaction's writes so far, schema changes and whether its reads are recorded.
+    pub(super) fn statement_context(&self, params: &[Value]) -> SqlResult<StatementContext> {
+        Ok(StatementContext {
+            params: params.to_vec(),
+            now_micros: self.statement_time(),
+            overlay: self.overlay(),
+            record_reads: self.record_reads(),
+            schema: self.schema_changes()?,
+        })
+    }
+
     /// Whether the statement's reads are recorded to be checked at COMMIT: every read of a
     /// SERIALIZABLE transaction, and in any transaction block those of SELECT ... FOR
     /// UPDATE/FOR SHARE. Rows are not locked: instead a transaction whose locking read
@@ -66,19 +78,12 @@ impl Session {
                 &self.shared.activity,
             );
         }
-        let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
-        let schema = self.schema_changes()?;
-        let plan = plan.clone();
-        let params = params.to_vec();
-        let sequences = self.sequences.clone();
+        let context = self.statement_context(params)?;
+        let (plan, sequences) = (plan.clone(), self.sequences.clone());
         let result: QueryResult = self
             .ask(move |reply| Request::Query {
                 plan,
-                params,
-                now_micros: now,
-                overlay,
-                record_reads: record,
-                schema,
+                context,
                 sequences,
                 reply,
             })

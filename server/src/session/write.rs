@@ -229,13 +229,13 @@ impl Session {
             Some(table) => self.with_source_rows(plan, table, params).await?,
             None => plan,
         };
-        let (overlay, record, now) = (self.overlay(), self.record_reads(), self.statement_time());
+        let now = self.statement_time();
         let mut sequences = ledger::StatementValues {
             session: self.sequences.clone(),
             allocated: BTreeMap::new(),
         };
         if let Some(table) = catalog.table_by_id(plan.table().id) {
-            let overlay_len = overlay.as_ref().map(|o| o.len()).unwrap_or(0);
+            let overlay_len = self.overlay().map(|o| o.len()).unwrap_or(0);
             if let Some(local) =
                 ledger::stage_insert_locally(&plan, table, params, now, overlay_len)
             {
@@ -247,16 +247,13 @@ impl Session {
                     .await?;
             }
         }
-        let params = params.to_vec();
-        let schema = self.schema_changes()?;
+        // After the sequence values are allocated: the transaction's own sequences' states
+        // travel with its schema changes.
+        let context = self.statement_context(params)?;
         let staged: Staged = self
             .ask(move |reply| Request::Stage {
                 plan,
-                params,
-                now_micros: now,
-                overlay,
-                record_reads: record,
-                schema,
+                context,
                 sequences,
                 reply,
             })
