@@ -40,6 +40,7 @@ impl Session {
     /// default.
     pub(super) fn reset(&mut self, name: Option<&str>) -> SqlResult<()> {
         let Some(name) = name else {
+            self.keep_settings_before();
             self.settings = self.startup_settings.clone();
             if let Some(t) = &mut self.transaction {
                 t.settings_made.push(SettingChange::All);

@@ -73,6 +73,7 @@ impl Session {
             ));
             return Ok(());
         }
+        self.keep_settings_before();
         self.set(name, value)?;
         if !local {
             let key = setting_key(name);
@@ -84,14 +85,32 @@ impl Session {
         Ok(())
     }
 
+    /// Before a transaction's first SET: keeps the settings it began with.
+    pub(super) fn keep_settings_before(&mut self) {
+        let unkept = self
+            .transaction
+            .as_ref()
+            .is_some_and(|t| t.settings_before.is_none());
+        if unkept {
+            let settings = self.settings.clone();
+            if let Some(t) = &mut self.transaction {
+                t.settings_before = Some(settings);
+            }
+        }
+    }
+
     /// The settings as a transaction leaves them: as they were when it began, then, when it
-    /// committed, with the SETs it made (`made`) made again.
+    /// committed, with the SETs it made (`made`) made again. A transaction that made no SET
+    /// (`before` None) leaves them as they are.
     pub(super) fn settle_settings(
         &mut self,
-        before: BTreeMap<String, String>,
+        before: Option<BTreeMap<String, String>>,
         made: &[SettingChange],
         committed: bool,
     ) {
+        let Some(before) = before else {
+            return;
+        };
         self.settings = before;
         if !committed {
             return;

@@ -33,9 +33,10 @@ pub(super) struct Transaction {
     /// The states of the sequences its schema changes made, as its statements left them
     /// (never taken back by ROLLBACK TO: a value handed out stays handed out).
     pub(super) own_sequences: BTreeMap<u32, planner::SequenceState>,
-    /// The session's settings when it began, which a rollback restores and a commit
-    /// restores too before it makes its non-LOCAL SETs again (`settings_made`).
-    pub(super) settings_before: BTreeMap<String, String>,
+    /// The session's settings when it began, kept at its first SET (None: it made none),
+    /// which a rollback restores and a commit restores too before it makes its non-LOCAL
+    /// SETs again (`settings_made`).
+    pub(super) settings_before: Option<BTreeMap<String, String>>,
     pub(super) settings_made: Vec<SettingChange>,
 }
 
@@ -52,14 +53,9 @@ impl Transaction {
         Ok(())
     }
 
-    pub(super) fn new(
-        block: Block,
-        isolation: Isolation,
-        read_only: bool,
-        settings: &BTreeMap<String, String>,
-    ) -> Transaction {
+    pub(super) fn new(block: Block, isolation: Isolation, read_only: bool) -> Transaction {
         Transaction {
-            settings_before: settings.clone(),
+            settings_before: None,
             settings_made: Vec::new(),
             block,
             isolation,
@@ -203,8 +199,7 @@ impl Session {
         if self.transaction.is_none() {
             let isolation = self.default_isolation();
             let read_only = self.setting("default_transaction_read_only").as_deref() == Some("on");
-            let t = Transaction::new(block, isolation, read_only, &self.settings);
-            self.transaction = Some(t);
+            self.transaction = Some(Transaction::new(block, isolation, read_only));
         }
     }
 
@@ -329,7 +324,6 @@ impl Session {
                     Block::Explicit,
                     isolation,
                     read_only || default_read_only,
-                    &self.settings,
                 ));
             }
         }

@@ -203,12 +203,7 @@ impl Session {
         plan: &Arc<WritePlan>,
         params: &[Value],
     ) -> SqlResult<(u64, Vec<Row>)> {
-        let own = Transaction::new(
-            Block::Query,
-            Isolation::ReadCommitted,
-            false,
-            &self.settings,
-        );
+        let own = Transaction::new(Block::Query, Isolation::ReadCommitted, false);
         self.transaction = Some(own);
         let staged = self.stage(plan.clone(), params).await;
         let own = self.transaction.take();
