@@ -97,11 +97,6 @@ impl Binder<'_> {
                 exprs,
             };
         }
-        for (c, t) in l.columns.iter_mut().zip(&types) {
-            if *t != DataType::Unknown {
-                c.ty = *t;
-            }
-        }
         Ok((l, r))
     }
 

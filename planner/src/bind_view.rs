@@ -3,6 +3,8 @@
 //! that sees nothing of the query around it). A view that reads another depends on it:
 //! `DROP VIEW` refuses to break it (2BP01) unless CASCADE, which drops it too.
 
+use std::sync::Arc;
+
 use sql::ast;
 use sql::{ErrorKind, SqlError, SqlResult};
 
@@ -121,26 +123,28 @@ fn binds(catalog: &Catalog, view: &ViewDef) -> bool {
 /// query binds with them and does not without them, in the order found.
 pub fn dependent_views(catalog: &Catalog, dropped: &[String]) -> Vec<String> {
     let mut without = catalog.clone();
-    let mut gone: Vec<String> = dropped.to_vec();
     for name in dropped {
         without.views.remove(name);
     }
+    // A view that does not bind even now depends on nothing being dropped.
+    let mut candidates: Vec<Arc<ViewDef>> = without
+        .views
+        .values()
+        .filter(|v| binds(catalog, v))
+        .cloned()
+        .collect();
     let mut dependents = Vec::new();
     loop {
-        let broken: Vec<String> = without
-            .views
-            .values()
-            .filter(|v| !gone.contains(&v.name) && binds(catalog, v) && !binds(&without, v))
-            .map(|v| v.name.clone())
-            .collect();
+        let (broken, kept): (Vec<_>, Vec<_>) =
+            candidates.into_iter().partition(|v| !binds(&without, v));
         if broken.is_empty() {
             return dependents;
         }
-        for name in broken {
-            without.views.remove(&name);
-            gone.push(name.clone());
-            dependents.push(name);
+        for view in broken {
+            without.views.remove(&view.name);
+            dependents.push(view.name.clone());
         }
+        candidates = kept;
     }
 }
 

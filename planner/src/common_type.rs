@@ -90,10 +90,6 @@ fn implicit(from: DataType, to: DataType) -> bool {
     )
 }
 
-fn name_of(ty: DataType) -> String {
-    ty.pg_name()
-}
-
 /// The type `inputs` resolve to in `construct` (`CASE`, `COALESCE`, `UNION`, ...), or 42804
 /// when they cannot be matched. `None` when every input is untyped: the caller decides (text,
 /// or what its context expects).
@@ -145,8 +141,8 @@ fn cannot_match(construct: &str, a: DataType, b: DataType) -> SqlError {
         ErrorKind::DatatypeMismatch,
         format!(
             "{construct} types {} and {} cannot be matched",
-            name_of(a),
-            name_of(b)
+            a.pg_name(),
+            b.pg_name()
         ),
     )
 }

@@ -143,11 +143,8 @@ fn reorder(rel: Rel, types: &[DataType], parts: &mut Vec<Expr>, outer_len: usize
         starts.push(at);
         at += w;
     }
-    let leaf_of = |column: usize| {
-        starts
-            .iter()
-            .rposition(|&s| column >= s && column >= outer_len)
-    };
+    // None for an outer column (before the first relation's start).
+    let leaf_of = |column: usize| starts.iter().rposition(|&s| column >= s);
     let reads: Vec<u64> = parts
         .iter()
         .map(|p| {

@@ -23,17 +23,23 @@ pub(crate) fn where_condition(condition: Expr) -> Expr {
             _ => false,
         }
     }
+    if !rejects_all(&condition) {
+        return condition;
+    }
     // Unless a constant in it fails: PostgreSQL evaluates constants first, and fails then.
     let mut failing_constant = false;
-    condition.visit(&mut |e| {
-        failing_constant |= !matches!(e, Expr::Literal(..))
-            && e.is_constant_arithmetic()
-            && !matches!(e.clone().folded(), Expr::Literal(..));
-    });
-    if rejects_all(&condition) && !failing_constant {
-        return Expr::Literal(Value::Bool(false), DataType::Bool);
+    condition.visit(&mut |e| failing_constant |= fails_when_folded(e));
+    if failing_constant {
+        return condition;
     }
-    condition
+    Expr::Literal(Value::Bool(false), DataType::Bool)
+}
+
+/// An expression of constants only whose evaluation fails (`1 / 0`).
+fn fails_when_folded(e: &Expr) -> bool {
+    !matches!(e, Expr::Literal(..))
+        && e.is_constant_arithmetic()
+        && !matches!(e.clone().folded(), Expr::Literal(..))
 }
 
 /// A NULL constant: `NULL`, or a cast of one.
@@ -67,7 +73,7 @@ pub(crate) fn null_if_strict_operand_null(e: Expr) -> Expr {
         (_, true) => left,
         _ => return e,
     };
-    if other.is_constant_arithmetic() && !matches!(other.clone().folded(), Expr::Literal(..)) {
+    if fails_when_folded(other) {
         return e;
     }
     Expr::Literal(Value::Null, *ty)

@@ -278,43 +278,29 @@ impl Connection {
     where
         C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
     {
-        if name != pgwire::api::DEFAULT_NAME {
-            if let Some(stored) = self.session_for(client).await.statements.get(name) {
-                return Some(StoreEntry::Value(stored));
-            }
-        }
-        client.portal_store().get_statement(name)
+        let session = self.session_for(client).await;
+        statement_in(&session, client, name)
     }
 
-    /// The columns an `EXECUTE name(...)` answers with, its prepared statement's; None for
-    /// any other statement, whose own plan says.
-    async fn executed_columns<C: ClientInfo>(
+    /// The columns a Describe gives of `prepared` when they are not its own plan's: an
+    /// `EXECUTE name(...)` answers with its prepared statement's. In a failed block a
+    /// statement that returns rows is not described (25P02), as in PostgreSQL, where
+    /// describing its rows would need the catalog.
+    async fn described_columns<C: ClientInfo>(
         &self,
         client: &C,
         prepared: &Prepared,
-    ) -> Option<Vec<planner::OutputColumn>> {
-        let Plan::Execute { name, .. } = &prepared.bound.plan else {
-            return None;
+    ) -> PgWireResult<Option<Vec<planner::OutputColumn>>> {
+        let session = self.session_for(client).await;
+        let plan = &prepared.bound.plan;
+        if session.is_failed() && !plan.output_columns().is_empty() {
+            session.refuse_when_failed(plan).map_err(|e| pg_error(&e))?;
+        }
+        let Plan::Execute { name, .. } = plan else {
+            return Ok(None);
         };
-        let session = self.session_for(client).await;
-        let target = session.statements.get(name)?;
-        Some(target.statement.bound.plan.output_columns())
-    }
-
-    /// In a failed block a statement that returns rows is not described (25P02), as in
-    /// PostgreSQL, where describing its rows would need the catalog.
-    async fn describable<C: ClientInfo>(
-        &self,
-        client: &C,
-        prepared: &Prepared,
-    ) -> PgWireResult<()> {
-        let session = self.session_for(client).await;
-        if session.is_failed() && !prepared.bound.plan.output_columns().is_empty() {
-            session
-                .refuse_when_failed(&prepared.bound.plan)
-                .map_err(|e| pg_error(&e))?;
-        }
-        Ok(())
+        let target = session.statements.get(name);
+        Ok(target.map(|t| t.statement.bound.plan.output_columns()))
     }
 
     /// A message of the extended protocol failed: so has the transaction it was part of.
@@ -778,16 +764,22 @@ impl ExtendedQueryHandler for Connection {
                 .portal_name
                 .as_deref()
                 .unwrap_or(pgwire::api::DEFAULT_NAME);
-            match self.statement(client, statement_name).await {
-                Some(StoreEntry::Value(statement)) => {
-                    // In a failed block only what ends it is bound (25P02 otherwise), and
-                    // parameters are checked here, at Bind, as PostgreSQL checks them.
-                    let session = self.session_for(client).await;
-                    if session.is_failed() {
-                        let plan = &statement.statement.bound.plan;
-                        session.refuse_when_failed(plan).map_err(|e| pg_error(&e))?;
+            let (entry, refused) = {
+                let session = self.session_for(client).await;
+                let entry = statement_in(&session, client, statement_name);
+                // In a failed block only what ends it is bound (25P02 otherwise).
+                let refused = match &entry {
+                    Some(StoreEntry::Value(s)) if session.is_failed() => {
+                        session.refuse_when_failed(&s.statement.bound.plan)
                     }
-                    drop(session);
+                    _ => Ok(()),
+                };
+                (entry, refused)
+            };
+            refused.map_err(|e| pg_error(&e))?;
+            match entry {
+                Some(StoreEntry::Value(statement)) => {
+                    // Parameters are checked here, at Bind, as PostgreSQL checks them.
                     let portal = Portal::try_new(&message, statement)?;
                     decode_params(&portal, &portal.statement.statement.bound)
                         .map_err(|e| pg_error(&e))?;
@@ -826,9 +818,8 @@ impl ExtendedQueryHandler for Connection {
             match message.target_type {
                 TARGET_TYPE_BYTE_STATEMENT => match self.statement(client, name).await {
                     Some(StoreEntry::Value(statement)) => {
-                        self.describable(client, &statement.statement).await?;
+                        let executed = self.described_columns(client, &statement.statement).await?;
                         let described = self.do_describe_statement(client, &statement).await?;
-                        let executed = self.executed_columns(client, &statement.statement).await;
                         let fields = match executed {
                             Some(columns) => field_infos(&columns, |_| FieldFormat::Text),
                             None => described.fields().to_vec(),
@@ -841,9 +832,9 @@ impl ExtendedQueryHandler for Connection {
                 TARGET_TYPE_BYTE_PORTAL => match client.portal_store().get_portal(name) {
                     Some(StoreEntry::Value(portal)) => {
                         let prepared = &portal.statement.statement;
-                        self.describable(client, prepared).await?;
+                        let executed = self.described_columns(client, prepared).await?;
                         let described = self.do_describe_portal(client, &portal).await?;
-                        let fields = match self.executed_columns(client, prepared).await {
+                        let fields = match executed {
                             Some(columns) => {
                                 field_infos(&columns, |i| portal.result_column_format.format_for(i))
                             }
@@ -1067,6 +1058,23 @@ where
             .await?;
     }
     Ok(())
+}
+
+/// The statement `name` as `statement` finds it, under a session already locked.
+fn statement_in<C: ClientPortalStore>(
+    session: &Session,
+    client: &C,
+    name: &str,
+) -> Option<StoreEntry<StoredStatement<Arc<Prepared>>>>
+where
+    C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+{
+    if name != pgwire::api::DEFAULT_NAME {
+        if let Some(stored) = session.statements.get(name) {
+            return Some(StoreEntry::Value(stored));
+        }
+    }
+    client.portal_store().get_statement(name)
 }
 
 fn no_such_portal(name: &str) -> PgWireError {

@@ -101,12 +101,13 @@ impl Statements {
                 format!("prepared statement \"{name}\" already exists"),
             ));
         }
+        let name = name.clone();
         let entry = Entry {
-            statement: statement.clone(),
+            statement,
             from_sql,
             prepare_time: now_micros,
         };
-        self.named.insert(name.clone(), entry);
+        self.named.insert(name, entry);
         Ok(())
     }
 

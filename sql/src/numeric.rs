@@ -228,7 +228,7 @@ impl Numeric {
         }
         // Too wide as it stands: multiply without the trailing zeros, then give back as
         // many of the scale's digits as fit.
-        let (a, b) = (self.trimmed(), other.trimmed());
+        let (a, b) = (self.trim_to(0)?, other.trim_to(0)?);
         let m = a.mantissa.checked_mul(b.mantissa).ok_or_else(overflow)?;
         let trimmed = Numeric {
             mantissa: m,
@@ -240,39 +240,14 @@ impl Numeric {
         trimmed.rescale_wide(scale.min(SCALE_MAX))
     }
 
-    /// Without trailing zero fraction digits.
-    fn trimmed(&self) -> Numeric {
-        let mut v = *self;
-        while v.scale > 0 && v.mantissa % 10 == 0 {
-            v.mantissa /= 10;
-            v.scale -= 1;
-        }
-        v
-    }
-
-    /// `rescale` of a value whose scale may be past `SCALE_MAX`; extending stops where the
-    /// mantissa would pass 38 digits.
+    /// `rescale` of a product, whose scale may be past `SCALE_MAX` (by at most `SCALE_MAX`
+    /// digits), except that extending stops where the mantissa would pass 38 digits.
     fn rescale_wide(&self, scale: u32) -> SqlResult<Numeric> {
-        let mut v = *self;
-        if v.scale > scale {
-            let drop = v.scale - scale;
-            v = match 10i128.checked_pow(drop) {
-                Some(div) => {
-                    let (q, r) = (v.mantissa / div, v.mantissa % div);
-                    let adjust = if r.abs() >= div - r.abs() {
-                        v.mantissa.signum()
-                    } else {
-                        0
-                    };
-                    Numeric {
-                        mantissa: q + adjust,
-                        scale,
-                    }
-                }
-                // Past 38 digits of fraction: nothing is left of the value at this scale.
-                None => Numeric { mantissa: 0, scale },
-            };
-        }
+        let mut v = if self.scale > scale {
+            self.rescale(scale)?
+        } else {
+            *self
+        };
         while v.scale < scale {
             match v.mantissa.checked_mul(10) {
                 Some(m) if m.abs() <= MANTISSA_MAX => {

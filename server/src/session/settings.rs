@@ -186,6 +186,11 @@ impl Session {
         })
     }
 
+    /// Whether transactions are read-only unless they say otherwise.
+    pub(super) fn default_read_only(&self) -> bool {
+        self.setting("default_transaction_read_only").as_deref() == Some("on")
+    }
+
     pub(super) fn default_isolation(&self) -> Isolation {
         match self
             .setting("default_transaction_isolation")

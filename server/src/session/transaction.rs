@@ -197,8 +197,7 @@ impl Session {
     pub fn open_implicit(&mut self, block: Block) {
         debug_assert!(block != Block::Explicit);
         if self.transaction.is_none() {
-            let isolation = self.default_isolation();
-            let read_only = self.setting("default_transaction_read_only").as_deref() == Some("on");
+            let (isolation, read_only) = (self.default_isolation(), self.default_read_only());
             self.transaction = Some(Transaction::new(block, isolation, read_only));
         }
     }
@@ -302,8 +301,7 @@ impl Session {
         isolation: Option<Isolation>,
         read_only: bool,
     ) -> SqlResult<StatementResult> {
-        let default_read_only =
-            self.setting("default_transaction_read_only").as_deref() == Some("on");
+        let default_read_only = self.default_read_only();
         match &mut self.transaction {
             Some(t) if t.block == Block::Explicit => {
                 self.notices.push(SqlError::new(
@@ -419,17 +417,16 @@ impl Session {
                 "there is no transaction in progress",
             ));
         }
+        if self.failed {
+            self.abandon_transaction();
+            return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
+        }
         self.release_transaction_locks();
         let Some(mut t) = self.transaction.take() else {
             return Ok(StatementResult::TransactionEnd("COMMIT".into()));
         };
         let before = std::mem::take(&mut t.settings_before);
         let made = std::mem::take(&mut t.settings_made);
-        if self.failed {
-            self.failed = false;
-            self.settle_settings(before, &made, false);
-            return Ok(StatementResult::TransactionEnd("ROLLBACK".into()));
-        }
         let notifies = std::mem::take(&mut t.notifies);
         let committed = self.commit_transaction(t).await;
         self.settle_settings(before, &made, committed.is_ok());
