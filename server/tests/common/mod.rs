@@ -335,6 +335,13 @@ impl Drop for Postgres {
     }
 }
 
+/// An error's SQLSTATE, or a line saying it has none.
+pub fn code(e: &tokio_postgres::Error) -> String {
+    e.code()
+        .map(|c| c.code().to_string())
+        .unwrap_or_else(|| format!("no SQLSTATE: {e:?}"))
+}
+
 /// A query's single value as text (simple protocol).
 pub async fn scalar(client: &tokio_postgres::Client, sql: &str) -> Option<String> {
     let messages = client
