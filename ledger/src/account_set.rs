@@ -9,7 +9,7 @@
 //! one statement (or chain) that opened it; an error discards the set (the statement's undo
 //! removes what it wrote).
 
-use planner::{LedgerRole, TableDef};
+use plan::{LedgerRole, TableDef};
 use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use planner::{
+use plan::{
     Assignment, ConflictArbiter, EvalEnv, Expr, Func, InsertPlan, InsertSource, LedgerRole,
     OnConflict, Step, TableDef, TableRef, WritePlan, DEFAULT_MARKER,
 };
@@ -115,7 +115,7 @@ pub(crate) fn unique_violation_described(name: &str, key: String) -> SqlError {
 }
 
 /// The unique index an ON CONFLICT clause arbitrates on.
-pub(crate) fn unique_arbiter(table: &TableDef, id: u32) -> SqlResult<&planner::IndexDef> {
+pub(crate) fn unique_arbiter(table: &TableDef, id: u32) -> SqlResult<&plan::IndexDef> {
     table.indexes.iter().find(|i| i.id == id).ok_or_else(|| {
         SqlError::serialization_failure(format!(
             "the unique index ON CONFLICT names on \"{}\" was dropped; retry",
@@ -524,7 +524,7 @@ impl Executor {
     fn write_targets(
         &mut self,
         table: &TableDef,
-        access: &planner::Access,
+        access: &plan::Access,
         filter: Option<&Expr>,
         params: &[Value],
         now_micros: i64,

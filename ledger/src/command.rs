@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bincode::Options;
-use planner::{
+use plan::{
     DdlPlan, Expr, Isolation, OnConflict, SelectPlan, SessionSequences, Step, TableRef, WritePlan,
 };
 use serde::{Deserialize, Serialize};
@@ -229,7 +229,7 @@ pub fn decode_result(bytes: &[u8]) -> CommandResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use planner::{InsertPlan, InsertSource};
+    use plan::{InsertPlan, InsertSource};
     use sql::PackedRows;
 
     fn transfer_rows(n: i64) -> Command {

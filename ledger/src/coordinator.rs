@@ -10,7 +10,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use kv::{Engine, EngineOptions, LogPosition};
-use planner::{Catalog, WritePlan};
+use plan::{Catalog, WritePlan};
 use rustc_hash::FxHashMap;
 use sql::{ErrorKind, SqlError, SqlResult};
 
@@ -250,6 +250,7 @@ impl Coordinator {
         }
         let mut executor = Executor::new(shards, catalog, published, meta, expiry, ledger_clock);
         executor.sequences = Arc::new(SequenceStore::owning(sequence_states));
+        executor.dependent_views = Some(options.dependent_views);
         Ok(Coordinator {
             executor,
             workers,
@@ -1022,12 +1023,13 @@ mod tests {
                 checkpoint_spread: None,
                 io_mode: kv::IoMode::Portable,
                 partitions: Some(partitions),
+                dependent_views: planner::dependent_views,
             })
             .unwrap();
             // The compact marker, then an enum variant no build has.
             let unknown = vec![0xC1, 0x7f, 0, 0];
             let ddl = crate::command::encode_command(&Command::Ddl {
-                plan: planner::DdlPlan::DropTables {
+                plan: plan::DdlPlan::DropTables {
                     names: vec!["t".into()],
                     if_exists: true,
                 },
@@ -1057,6 +1059,7 @@ mod tests {
             checkpoint_spread: None,
             io_mode: kv::IoMode::Portable,
             partitions: Some(partitions),
+            dependent_views: planner::dependent_views,
         })
         .unwrap()
     }
@@ -1067,8 +1070,8 @@ mod tests {
         let catalog = &coordinator.executor.catalog;
         let parsed = sql::parse(text).unwrap().remove(0);
         let command = match planner::bind(catalog, &parsed, &[]).unwrap().plan {
-            planner::Plan::Ddl(plan) => Command::Ddl { plan },
-            planner::Plan::Write(plan, _) => Command::Write {
+            plan::Plan::Ddl(plan) => Command::Ddl { plan },
+            plan::Plan::Write(plan, _) => Command::Write {
                 plan: Arc::new(
                     match crate::prebuild_insert(&plan, catalog, &[], now_micros) {
                         Some(built) => built.unwrap(),

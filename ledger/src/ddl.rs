@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use planner::{Catalog, ColumnSource, DdlPlan, EvalEnv, RowChange, TableDef, TableRef};
+use plan::{Catalog, ColumnSource, DdlPlan, EvalEnv, RowChange, TableDef, TableRef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::*;
@@ -18,8 +18,8 @@ use crate::row::{encode_key, Row};
 /// keys (both get their ids when the table has its own).
 #[derive(Default)]
 struct TableKeys {
-    sequences: Vec<planner::SequenceDef>,
-    foreign_keys: Vec<planner::ForeignKeyDef>,
+    sequences: Vec<plan::SequenceDef>,
+    foreign_keys: Vec<plan::ForeignKeyDef>,
 }
 
 /// A CREATE INDEX's definition as the binder gave it.
@@ -28,7 +28,7 @@ struct NewIndex {
     columns: Vec<usize>,
     unique: bool,
     if_not_exists: bool,
-    derivation: Option<planner::IndexDerivation>,
+    derivation: Option<plan::IndexDerivation>,
 }
 
 impl Executor {
@@ -277,16 +277,19 @@ impl Executor {
                 }
                 catalog.views.insert(view.name.clone(), Arc::new(view));
             }
-            DdlPlan::CreateEnum { def } => planner::create_enum(&mut catalog, def)?,
-            DdlPlan::AlterEnum { old, new } => planner::alter_enum(&mut catalog, old, new)?,
+            DdlPlan::CreateEnum { def } => plan::create_enum(&mut catalog, def)?,
+            DdlPlan::AlterEnum { old, new } => plan::alter_enum(&mut catalog, old, new)?,
             DdlPlan::DropEnums { names, if_exists } => {
-                planner::drop_enums(&mut catalog, &names, if_exists)?
+                plan::drop_enums(&mut catalog, &names, if_exists)?
             }
             DdlPlan::DropViews { names, if_exists } => {
                 // A view created since the statement was bound may read one of them.
-                let dependents = planner::dependent_views(&catalog, &names);
+                let dependent_views = self
+                    .dependent_views
+                    .expect("schema changes apply on the coordinator's executor");
+                let dependents = dependent_views(&catalog, &names);
                 if !dependents.is_empty() {
-                    return Err(planner::views_depend_error(&names, &dependents));
+                    return Err(plan::views_depend_error(&names, &dependents));
                 }
                 drop_named(&mut catalog.views, &names, if_exists, |n| {
                     SqlError::new(
@@ -297,7 +300,7 @@ impl Executor {
             }
             DdlPlan::WithForeignKeys { ddl, foreign_keys } => {
                 for fk in &foreign_keys {
-                    if fk.parent != planner::SELF_REFERENCE {
+                    if fk.parent != plan::SELF_REFERENCE {
                         let parent = catalog.table_by_id(fk.parent).ok_or_else(|| {
                             SqlError::serialization_failure(
                                 "a referenced table changed while the foreign key was planned; retry",
@@ -567,7 +570,7 @@ impl Executor {
         }
         for mut fk in foreign_keys {
             fk.table = id;
-            if fk.parent == planner::SELF_REFERENCE {
+            if fk.parent == plan::SELF_REFERENCE {
                 fk.parent = id;
             }
             catalog.add_foreign_key(fk);
@@ -623,7 +626,7 @@ impl Executor {
         let mut def = (*old).clone();
         let id = catalog.next_table_id + 1;
         catalog.next_table_id += 1;
-        let index = planner::IndexDef {
+        let index = plan::IndexDef {
             id,
             name,
             columns,
@@ -643,8 +646,8 @@ impl Executor {
     fn build_index(
         &mut self,
         table: &TableDef,
-        index: &planner::IndexDef,
-        derivation: Option<&planner::IndexDerivation>,
+        index: &plan::IndexDef,
+        derivation: Option<&plan::IndexDerivation>,
     ) -> SqlResult<()> {
         self.fill_new_storage(
             table,
@@ -855,7 +858,7 @@ fn drop_named<T>(
 /// none may be taken, or be `also` (a table created with them).
 fn check_sequence_names(
     catalog: &Catalog,
-    sequences: &[planner::SequenceDef],
+    sequences: &[plan::SequenceDef],
     also: Option<&str>,
 ) -> SqlResult<()> {
     for (i, s) in sequences.iter().enumerate() {
@@ -958,7 +961,7 @@ fn refuse_if_referenced(catalog: &Catalog, table: &TableDef, dropped: &[u32]) ->
 /// columns, and the referenced columns with their primary key or unique index.
 fn foreign_keys_hold(catalog: &Catalog, table: &TableDef, doing: &str) -> SqlResult<()> {
     for fk in catalog.foreign_keys_of(table.id) {
-        planner::ForeignKeyDef::positions(table, &fk.columns)
+        plan::ForeignKeyDef::positions(table, &fk.columns)
             .map_err(|_| dependent_foreign_key(catalog, fk, doing, &table.name))?;
     }
     for fk in catalog.references_to(table.id) {
@@ -970,7 +973,7 @@ fn foreign_keys_hold(catalog: &Catalog, table: &TableDef, doing: &str) -> SqlRes
 
 fn dependent_foreign_key(
     catalog: &Catalog,
-    fk: &planner::ForeignKeyDef,
+    fk: &plan::ForeignKeyDef,
     doing: &str,
     what: &str,
 ) -> SqlError {

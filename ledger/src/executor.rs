@@ -12,7 +12,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use kv::{IoMode, LogPosition};
-use planner::{Catalog, SequenceSource, SessionSequences, TableDef, WritePlan};
+use plan::{Catalog, SequenceSource, SessionSequences, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
@@ -58,6 +58,9 @@ pub struct ExecutorOptions {
     /// How many partitions a new data directory gets (`None`: the number of cores). An
     /// existing one keeps the count it was created with; asking for another is an error.
     pub partitions: Option<usize>,
+    /// Which views a DROP VIEW would break, rechecked when it applies: the binder's
+    /// `planner::dependent_views` (this crate runs plans; it does not bind SQL).
+    pub dependent_views: plan::DependentViews,
 }
 
 /// What a log entry carries, as far as the executor is concerned.
@@ -116,7 +119,7 @@ pub enum Request {
     },
     /// A query, run between entries.
     Query {
-        plan: Arc<planner::SelectPlan>,
+        plan: Arc<plan::SelectPlan>,
         context: StatementContext,
         /// The session's sequence values, for `currval` and `lastval`.
         sequences: SessionSequences,
@@ -233,7 +236,7 @@ pub struct Executor {
     pub(crate) expiry: kv::Table,
     /// No pending transfer expires before this (None: none has a timeout).
     pub(crate) next_expiry: Option<i64>,
-    pub(crate) ledger_schema: Option<(u64, Arc<planner::LedgerSchema>)>,
+    pub(crate) ledger_schema: Option<(u64, Arc<plan::LedgerSchema>)>,
     /// Open while a multi-row transfer statement runs (see `account_set`).
     pub(crate) account_set: Option<crate::account_set::AccountSet>,
     /// The set's memory between statements (empty).
@@ -242,6 +245,9 @@ pub struct Executor {
     pub(crate) sequences: Arc<SequenceStore>,
     /// Open while a transaction's schema changes apply (`schema_transaction`).
     pub(crate) schema_transaction: Option<crate::schema_transaction::SchemaTransaction>,
+    /// The coordinator's executor's (the one that applies schema changes); None on a
+    /// partition thread's.
+    pub(crate) dependent_views: Option<plan::DependentViews>,
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -283,6 +289,7 @@ impl Executor {
             spare_account_set: Default::default(),
             sequences: Default::default(),
             schema_transaction: None,
+            dependent_views: None,
         }
     }
 
@@ -532,10 +539,7 @@ impl Executor {
         })
     }
 
-    fn write_sequence_states(
-        &mut self,
-        changed: &[(u32, planner::SequenceState)],
-    ) -> SqlResult<()> {
+    fn write_sequence_states(&mut self, changed: &[(u32, plan::SequenceState)]) -> SqlResult<()> {
         if changed.is_empty() {
             return Ok(());
         }
@@ -554,7 +558,7 @@ impl Executor {
         let source = self.command_sequences();
         let mut rows = Vec::new();
         for &(id, count) in sequences {
-            let oid = planner::FIRST_USER_OID + id;
+            let oid = plan::FIRST_USER_OID + id;
             let sequence = self.catalog.sequence_named(&Value::Int(oid as i64))?;
             for _ in 0..count {
                 let value = source.next_value(sequence)?;
@@ -643,7 +647,7 @@ impl Executor {
         }
     }
 
-    pub(crate) fn resolve(&self, table: &planner::TableRef) -> SqlResult<Arc<TableDef>> {
+    pub(crate) fn resolve(&self, table: &plan::TableRef) -> SqlResult<Arc<TableDef>> {
         match self.catalog.table_by_id(table.id) {
             Some(t) if t.shape_version == table.shape_version => Ok(t.clone()),
             Some(_) => Err(SqlError::serialization_failure(format!(
@@ -914,7 +918,7 @@ impl Executor {
 
     pub(crate) fn query(
         &mut self,
-        plan: &planner::SelectPlan,
+        plan: &plan::SelectPlan,
         context: &StatementContext,
         sequences: SessionSequences,
     ) -> SqlResult<QueryResult> {
@@ -974,7 +978,7 @@ impl Executor {
 /// when the entry already ends with it (a fifth of a history-index entry, stored twice
 /// before). An entry with an empty value cannot collide with another row's.
 pub(crate) fn index_entry_into<'k>(
-    index: &planner::IndexDef,
+    index: &plan::IndexDef,
     row: &[Value],
     row_key: &'k [u8],
     out: &mut Vec<u8>,
@@ -990,8 +994,8 @@ pub(crate) fn index_entry_into<'k>(
 /// `index_entry_into` for any index: a derived one's entry is made of the keys its
 /// `derivation` gives; None when it leaves the row out.
 pub(crate) fn row_entry_into<'k>(
-    index: &planner::IndexDef,
-    derivation: Option<&planner::IndexDerivation>,
+    index: &plan::IndexDef,
+    derivation: Option<&plan::IndexDerivation>,
     row: &[Value],
     row_key: &'k [u8],
     out: &mut Vec<u8>,
@@ -1025,7 +1029,7 @@ pub(crate) fn entry_of_values<'v, 'k>(
 /// The row key an index entry points at: its value, or when that is empty (entries written
 /// since values stopped repeating the key) what follows the indexed values in its key.
 pub(crate) fn indexed_row_key(
-    index: &planner::IndexDef,
+    index: &plan::IndexDef,
     entry: Vec<u8>,
     value: Vec<u8>,
 ) -> SqlResult<Vec<u8>> {
@@ -1044,7 +1048,7 @@ mod tests {
 
     #[test]
     fn index_entries_find_their_row_key_stored_either_way() {
-        let index = planner::IndexDef {
+        let index = plan::IndexDef {
             id: 7,
             name: "t_a_b".into(),
             columns: vec![1, 2],
@@ -1064,7 +1068,7 @@ mod tests {
             );
         }
         // A unique index without NULLs keeps the row key as the value.
-        let unique = planner::IndexDef {
+        let unique = plan::IndexDef {
             unique: true,
             columns: vec![1],
             ..index.clone()

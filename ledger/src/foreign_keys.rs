@@ -7,7 +7,7 @@
 //! Only tables outside the ledger take part (the binder refuses the others), and those
 //! live in partition 0, so every check stays on the executor running the command.
 
-use planner::{Access, EvalEnv, ForeignKeyDef, ReferentialAction, TableDef};
+use plan::{Access, EvalEnv, ForeignKeyDef, ReferentialAction, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::key_description;

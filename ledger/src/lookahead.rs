@@ -12,7 +12,7 @@
 
 use std::collections::VecDeque;
 
-use planner::TableDef;
+use plan::TableDef;
 use sql::{SqlResult, Value};
 
 use crate::executor::{entry_of_values, Executor};

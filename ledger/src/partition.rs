@@ -15,7 +15,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use kv::{Engine, EngineStats, LogPosition};
-use planner::TableDef;
+use plan::TableDef;
 use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 

@@ -2,7 +2,7 @@
 //! (`InsertSource::Packed`), and staging one locally, when every value and default evaluates
 //! the same anywhere: the one part of applying writes that `server/` calls.
 
-use planner::{
+use plan::{
     Catalog, EvalEnv, Expr, Func, InsertPlan, InsertSource, OnConflict, TableDef, WritePlan,
     DEFAULT_MARKER,
 };
@@ -90,7 +90,7 @@ pub fn prebuild_insert(
 /// `prebuild_insert` for a large INSERT ... VALUES of integer literals straight from the
 /// row reader's `rows`, without an expression bound for each value: `plan` is the statement
 /// bound with its first row alone (`ValueRows::head`), which checked everything but the
-/// other rows. Each value is what binding it would give (`planner::integer_literal_number`),
+/// other rows. Each value is what binding it would give (`plan::integer_literal_number`),
 /// so the rows are the ones `prebuild_insert` builds from the whole statement bound. None
 /// (bind the whole statement) when a row has another width, a value is anything but an
 /// integer literal in its column's range, or a default cannot be evaluated here (a random
@@ -114,7 +114,7 @@ pub fn prebuild_literal_insert(
     }
     // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
-    let number = |id, ty| planner::integer_literal_number(rows, id, ty);
+    let number = |id, ty| plan::integer_literal_number(rows, id, ty);
     let Some(shape) = row_shape(p, table, &env) else {
         let rows_values = (0..rows.len()).map(|i| {
             rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
@@ -131,7 +131,7 @@ pub fn prebuild_literal_insert(
     // only the columns' ranges are left to check.
     let ranges = types
         .iter()
-        .map(|&ty| planner::integer_range(ty))
+        .map(|&ty| plan::integer_range(ty))
         .collect::<Option<Vec<_>>>()
         .filter(|_| rows.all_integers());
     let mut built = Vec::with_capacity(types.len());
@@ -290,7 +290,7 @@ pub fn stage_insert_locally(
         || !table.indexes.is_empty()
         || p.on_conflict.is_some()
         || p.table.shape_version != table.shape_version
-        || planner::write_calls(plan, table, Func::uses_sequences)
+        || plan::write_calls(plan, table, Func::uses_sequences)
     {
         return None;
     }
@@ -331,10 +331,8 @@ pub fn stage_insert_locally(
 mod tests {
     use std::sync::Arc;
 
-    use planner::{
-        bind, catalog_with_table, Catalog, EvalEnv, InsertPlan, InsertSource, Plan, TableDef,
-        WritePlan,
-    };
+    use plan::{Catalog, EvalEnv, InsertPlan, InsertSource, Plan, TableDef, WritePlan};
+    use planner::{bind, catalog_with_table};
     use sql::{PackedRows, Value};
 
     use super::{build_row, eval_values, prebuild_insert, RowBuilder};

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
 use kv::Direction;
-use planner::{
+use plan::{
     arithmetic, Access, AggCall, AggFunc, BackendSignals, BinaryOp, Catalog, EvalEnv, Expr,
     JoinKind, NoBackends, NoSequences, Rel, SequenceSource, SortKey, SubqueryRunner, TableDef,
     TableSource,
@@ -84,7 +84,7 @@ fn join_too_large() -> SqlError {
     .with_detail("Joins are materialized: not supported yet for results this large; add conditions that relate the joined tables.")
 }
 
-/// A join's right rows by the values of its equi-join keys (`planner::equi_keys`).
+/// A join's right rows by the values of its equi-join keys (`plan::equi_keys`).
 struct KeyedRows {
     /// (left side's key expression, right side's).
     keys: Vec<(Expr, Expr)>,
@@ -102,7 +102,7 @@ impl KeyedRows {
         env: &EvalEnv<'_>,
     ) -> SqlResult<Option<KeyedRows>> {
         let split = outer.len() + left_width;
-        let keys = planner::equi_keys(on, outer.len(), split);
+        let keys = plan::equi_keys(on, outer.len(), split);
         if keys.is_empty() {
             return Ok(None);
         }
@@ -1135,25 +1135,25 @@ pub(crate) fn compare_keys(a: &[Value], b: &[Value], keys: &[SortKey]) -> Orderi
 /// Evaluates a plan that reads no user table (constants, catalog views) without the
 /// executor: it needs only the catalog.
 pub fn evaluate_without_storage(
-    plan: &planner::SelectPlan,
+    plan: &plan::SelectPlan,
     catalog: &Catalog,
     params: &[Value],
     now_micros: i64,
-    sequences: &planner::SessionSequences,
+    sequences: &plan::SessionSequences,
     backends: &dyn BackendSignals,
 ) -> SqlResult<Vec<Row>> {
-    let view = planner::SessionView { catalog, sequences };
+    let view = plan::SessionView { catalog, sequences };
     evaluate_with_sequences(plan, catalog, params, now_micros, &view, backends)
 }
 
 /// `evaluate_without_storage` with the sequence calls going to `sequences` (a transaction's
 /// own sequences, say, whose values it hands out itself).
 pub fn evaluate_with_sequences(
-    plan: &planner::SelectPlan,
+    plan: &plan::SelectPlan,
     catalog: &Catalog,
     params: &[Value],
     now_micros: i64,
-    sequences: &dyn planner::SequenceSource,
+    sequences: &dyn plan::SequenceSource,
     backends: &dyn BackendSignals,
 ) -> SqlResult<Vec<Row>> {
     let reader = Reader {
@@ -1196,7 +1196,7 @@ impl SubqueryRunner for Reader<'_> {
             None => {}
         }
         let rows = Rc::new(self.rows(rel, outer, env)?);
-        let shared = (!planner::rel_depends_on_row(rel, outer.len())).then(|| rows.clone());
+        let shared = (!plan::rel_depends_on_row(rel, outer.len())).then(|| rows.clone());
         let entry = (Arc::downgrade(rel), shared);
         self.shared_subqueries.borrow_mut().insert(address, entry);
         Ok(rows)
@@ -1208,13 +1208,13 @@ impl SubqueryRunner for Reader<'_> {
 
     /// Adds up the bytes of the relation's trees in every partition (see
     /// `kv::Engine::table_bytes`: the inner pages are read, the leaves counted).
-    fn relation_bytes(&self, oid: u32, func: planner::Func) -> SqlResult<Option<i64>> {
+    fn relation_bytes(&self, oid: u32, func: plan::Func) -> SqlResult<Option<i64>> {
         let Some(shards) = self.shards.as_ref().filter(|_| self.sizes) else {
             return Err(SqlError::feature_not_supported(
                 "relation sizes in a write (they differ between replicas)",
             ));
         };
-        let Some(ids) = planner::relation_storage(self.catalog, oid, func) else {
+        let Some(ids) = plan::relation_storage(self.catalog, oid, func) else {
             return Ok(None);
         };
         let Ok(mut shards) = shards.try_borrow_mut() else {
@@ -1400,7 +1400,7 @@ impl Reader<'_> {
 /// How to find the rows of `table` whose `columns` hold `key`'s values there: through the
 /// primary key or an index leading with those columns when there is one.
 fn access_for(table: &TableDef, columns: &[usize], key: &[Value]) -> Access {
-    let covers = |lead: &[usize]| planner::same_columns(lead, columns);
+    let covers = |lead: &[usize]| plan::same_columns(lead, columns);
     if table.has_primary_key() && covers(&table.primary_key) {
         Access::Point(
             table

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use planner::{Catalog, EvalEnv, InsertSource, LedgerRole, LedgerSchema, TableDef, WritePlan};
+use plan::{Catalog, EvalEnv, InsertSource, LedgerRole, LedgerSchema, TableDef, WritePlan};
 use sql::Value;
 
 use crate::apply::build_row;
@@ -136,17 +136,15 @@ impl Router<'_> {
                 let mut reach = Reach::one(0);
                 for step in steps {
                     reach = reach.with(match step {
-                        planner::Step::Write(plan) => self.write(plan, params, *now_micros),
-                        planner::Step::Query(plan)
-                            if planner::rel_calls(&plan.rel, planner::Func::uses_sequences) =>
+                        plan::Step::Write(plan) => self.write(plan, params, *now_micros),
+                        plan::Step::Query(plan)
+                            if plan::rel_calls(&plan.rel, plan::Func::uses_sequences) =>
                         {
                             self.all()
                         }
-                        planner::Step::Query(plan) => {
+                        plan::Step::Query(plan) => {
                             let mut r = Reach::NONE;
-                            planner::visit_read_tables(&plan.rel, &mut |t| {
-                                r = r.with(self.table(t))
-                            });
+                            plan::visit_read_tables(&plan.rel, &mut |t| r = r.with(self.table(t)));
                             r
                         }
                     });
@@ -176,7 +174,7 @@ impl Router<'_> {
             return reach.with(Reach::one(0));
         };
         if !self.catalog.sequences.is_empty()
-            && planner::write_calls(plan, table, planner::Func::uses_sequences)
+            && plan::write_calls(plan, table, plan::Func::uses_sequences)
         {
             return self.all();
         }
@@ -208,7 +206,7 @@ impl Router<'_> {
                 self.key(table.id, key)
             }
         };
-        let exprs: Vec<&planner::Expr> = match op {
+        let exprs: Vec<&plan::Expr> = match op {
             WriteOp::Insert { .. } => Vec::new(),
             WriteOp::Update {
                 assignments,
@@ -218,7 +216,7 @@ impl Router<'_> {
             WriteOp::Delete { recheck, .. } => recheck.iter().collect(),
         };
         for e in exprs {
-            planner::visit_expr_read_tables(e, &mut |t| reach = reach.with(self.table(t)));
+            plan::visit_expr_read_tables(e, &mut |t| reach = reach.with(self.table(t)));
         }
         reach
     }

@@ -8,7 +8,7 @@
 //! read, tag INT).
 
 use kv::keycode::{self, KeyPart};
-use planner::TableDef;
+use plan::TableDef;
 use sql::value_tag::{
     put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
     JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID, VARINT,

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use planner::{Catalog, DdlPlan, SequenceState};
+use plan::{Catalog, DdlPlan, SequenceState};
 use serde::{Deserialize, Serialize};
 use sql::{SqlError, SqlResult};
 

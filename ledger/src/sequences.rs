@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use planner::{Catalog, Expr, Func, SequenceDef, SequenceSource, SequenceState, SessionSequences};
+use plan::{Catalog, Expr, Func, SequenceDef, SequenceSource, SequenceState, SessionSequences};
 use sql::{ErrorKind, SqlError, SqlResult};
 
 use crate::executor::Executor;

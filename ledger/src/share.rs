@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use planner::{InsertPlan, InsertSource, LedgerRole, WritePlan};
+use plan::{InsertPlan, InsertSource, LedgerRole, WritePlan};
 use sql::{PackedRows, SqlError, SqlResult};
 
 use crate::apply::{prebuilt_row, undecodable};

@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use planner::{ConflictArbiter, EvalEnv, Expr, Func, LedgerRole, OnConflict, TableDef, WritePlan};
+use plan::{ConflictArbiter, EvalEnv, Expr, Func, LedgerRole, OnConflict, TableDef, WritePlan};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::*;
@@ -301,10 +301,10 @@ fn key_only_target(
     if returning.is_some() {
         return None;
     }
-    let planner::Access::Point(key_exprs) = access else {
+    let plan::Access::Point(key_exprs) = access else {
         return None;
     };
-    if !planner::filter_is_key_equality(table, filter.as_ref()) {
+    if !plan::filter_is_key_equality(table, filter.as_ref()) {
         return None;
     }
     let env = EvalEnv::without_subqueries(params, now_micros);

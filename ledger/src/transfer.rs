@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use planner::{EvalEnv, LedgerSchema, OnConflict, TableDef};
+use plan::{EvalEnv, LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
@@ -93,7 +93,7 @@ impl Executor {
     /// error fails the command as a whole.
     pub(crate) fn apply_transfer_batch(
         &mut self,
-        table: &planner::TableRef,
+        table: &plan::TableRef,
         columns: &[usize],
         rows: Vec<Row>,
         linked: &[bool],
@@ -101,7 +101,7 @@ impl Executor {
         version: u64,
     ) -> CommandResult {
         let def = self.resolve(table)?;
-        if def.ledger != Some(planner::LedgerRole::Transfers) {
+        if def.ledger != Some(plan::LedgerRole::Transfers) {
             return Err(SqlError::internal(
                 "create_transfers on a table that is not transfers",
             ));

@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use planner::{AggCall, EvalEnv, FrameBound, WindowCall, WindowFrame, WindowFunc};
+use plan::{AggCall, EvalEnv, FrameBound, WindowCall, WindowFrame, WindowFunc};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::query::{compare_keys, joined, Accumulator, RowKey};

@@ -6,7 +6,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
 use std::thread;
 
-use planner::Catalog;
+use plan::Catalog;
 use sql::{SqlError, SqlResult};
 
 use crate::command::{Command, CommandResult};

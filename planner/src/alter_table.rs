@@ -4,16 +4,13 @@
 //! new definition and how the stored rows follow it (`RowChange`), so the executor only
 //! checks and applies it.
 
+use plan::*;
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::*;
 use crate::bind_expr::*;
-use crate::catalog::*;
-use crate::expr::*;
-use crate::plan::*;
 use crate::scope::Scope;
-use crate::sequence::{Identity, SequenceDef};
 
 /// A table's definition while an ALTER TABLE's actions apply to it.
 struct TableChange {

@@ -7,23 +7,11 @@ use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ParsedStatement, SqlError, SqlResult, Value, ValueRows};
 
 pub(crate) use crate::bind_expr::ident;
+use plan::*;
+
 use crate::bind_expr::{literal_text, AggregateContext};
 use crate::bind_window::WindowContext;
-use crate::catalog::{Catalog, TableDef};
-use crate::expr::Expr;
-use crate::plan::*;
 use crate::scope::{Scope, ScopeColumn};
-use crate::system::SystemTable;
-
-/// A bound statement and the types of its parameters.
-#[derive(Clone, Debug)]
-pub struct Bound {
-    pub plan: Plan,
-    pub param_types: Vec<DataType>,
-    /// A query with `FOR UPDATE`/`FOR SHARE` (and their NOWAIT/SKIP LOCKED forms): inside a
-    /// transaction block the rows it read are checked at COMMIT (see `Session::select`).
-    pub locks_rows: bool,
-}
 
 pub struct Binder<'a> {
     pub(crate) catalog: &'a Catalog,
@@ -475,7 +463,7 @@ impl<'a> Binder<'a> {
                 if *kind == ast::ObjectType::Table {
                     for name in &names {
                         if let Some(table) = self.catalog.table(name) {
-                            crate::ledger::check_remove(table)?;
+                            plan::check_remove(table)?;
                         }
                     }
                 }
@@ -495,7 +483,7 @@ impl<'a> Binder<'a> {
                 let mut names = object_names(names)?;
                 let dependents = crate::bind_view::dependent_views(self.catalog, &names);
                 if !dependents.is_empty() && !cascade {
-                    return Err(crate::bind_view::views_depend_error(&names, &dependents));
+                    return Err(plan::views_depend_error(&names, &dependents));
                 }
                 // CASCADE: the views that read them go too.
                 names.extend(dependents);
@@ -555,7 +543,7 @@ impl<'a> Binder<'a> {
                 for target in &t.table_names {
                     let (_, name) = object_name(&target.name)?;
                     let table = self.user_table(&name)?;
-                    crate::ledger::check_remove(&table)?;
+                    plan::check_remove(&table)?;
                     tables.push(table.reference());
                 }
                 Plan::Ddl(DdlPlan::Truncate { tables })
@@ -633,10 +621,10 @@ impl<'a> Binder<'a> {
                 }
             }
             S::Discard { object_type } => Plan::Discard(match object_type {
-                ast::DiscardObject::ALL => crate::Discard::All,
-                ast::DiscardObject::PLANS => crate::Discard::Plans,
-                ast::DiscardObject::SEQUENCES => crate::Discard::Sequences,
-                ast::DiscardObject::TEMP => crate::Discard::Temp,
+                ast::DiscardObject::ALL => plan::Discard::All,
+                ast::DiscardObject::PLANS => plan::Discard::Plans,
+                ast::DiscardObject::SEQUENCES => plan::Discard::Sequences,
+                ast::DiscardObject::TEMP => plan::Discard::Temp,
             }),
             S::Execute {
                 name: Some(name),
@@ -661,7 +649,7 @@ impl<'a> Binder<'a> {
             S::LISTEN { channel } => Plan::Listen(ident(channel)),
             S::UNLISTEN { channel } if channel.value == "*" => Plan::Unlisten(None),
             S::UNLISTEN { channel } => Plan::Unlisten(Some(ident(channel))),
-            S::NOTIFY { channel, payload } => Plan::Notify(crate::NotifyCall {
+            S::NOTIFY { channel, payload } => Plan::Notify(plan::NotifyCall {
                 channel: Expr::literal(Value::Text(ident(channel))),
                 payload: Expr::literal(Value::Text(payload.clone().unwrap_or_default())),
                 column: None,
@@ -770,11 +758,6 @@ pub(crate) fn parse_query(text: &str) -> SqlResult<Box<ast::Query>> {
     }
     Err(SqlError::internal(format!("not a query: {text}")))
 }
-
-/// The text a VALUES item holds when it says DEFAULT; the executor fills in the column's
-/// default. (A real string literal cannot produce it: it is not valid UTF-8 text a client
-/// can send, since it contains a NUL.)
-pub const DEFAULT_MARKER: &str = "\0default\0";
 
 pub(crate) fn ordinal(e: &ast::Expr) -> Option<usize> {
     match e {

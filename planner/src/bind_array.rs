@@ -3,12 +3,12 @@
 //! `||`, subscripts, `ANY`/`ALL` and the other array functions are bound elsewhere;
 //! evaluation is `expr`'s.
 
+use plan::{BinaryOp, Expr, Func};
 use sql::ast;
 use sql::{DataType, SqlResult};
 
 use crate::bind::Binder;
 use crate::bind_json::{undefined_function, undefined_operator};
-use crate::expr::{BinaryOp, Expr, Func};
 use crate::scope::Scope;
 
 impl Binder<'_> {

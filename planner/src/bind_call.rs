@@ -10,14 +10,12 @@
 
 use std::sync::Arc;
 
+use plan::*;
 use sql::ast;
 use sql::{DataType, ErrorKind, Parsed, ProcedureText, SqlError, SqlResult};
 
 use crate::bind::*;
 use crate::bind_expr::ident;
-use crate::catalog::{Catalog, ProcedureDef, TableDef};
-use crate::ledger::{LedgerRole, TRANSFER_ARGUMENTS};
-use crate::plan::*;
 use crate::scope::Scope;
 
 fn no_such_procedure(name: &str) -> SqlError {
@@ -264,7 +262,7 @@ impl Binder<'_> {
                 "procedure create_transfers() needs arguments: create_transfers(id => bigint[], debit_account_id => bigint[], ...)",
             ));
         }
-        crate::ledger::check_insert(
+        plan::check_insert(
             &table,
             &columns.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
             false,
@@ -303,7 +301,7 @@ impl Binder<'_> {
                 "procedure transfer() needs arguments: transfer(id, debit_account_id, credit_account_id, amount, ledger, code, ...)",
             ));
         }
-        crate::ledger::check_insert(&table, &target_columns, false)?;
+        plan::check_insert(&table, &target_columns, false)?;
         let row = self.values_row(&table, &target_columns, &values)?;
         let insert = InsertPlan {
             table: table.reference(),

@@ -2,18 +2,13 @@
 
 use std::sync::Arc;
 
+use plan::*;
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::*;
 use crate::bind_expr::*;
-use crate::catalog::*;
-use crate::expr::*;
-use crate::foreign_key::{unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
-use crate::ledger::LedgerRole;
-use crate::plan::*;
 use crate::scope::Scope;
-use crate::sequence::{Identity, SequenceDef};
 
 impl Binder<'_> {
     pub(crate) fn create_table(&mut self, create: &ast::CreateTable) -> SqlResult<Plan> {
@@ -218,7 +213,7 @@ impl Binder<'_> {
         if let Some(role) = table.ledger {
             let exists = self.catalog.table(&name).is_some();
             if !(exists && create.if_not_exists) {
-                crate::ledger::validate_table(self.catalog, role, &table)?;
+                plan::validate_table(self.catalog, role, &table)?;
             }
         }
         if !self.params.is_empty() {
@@ -301,7 +296,7 @@ impl Binder<'_> {
             .unwrap_or_else(|| format!("{}_{}_fkey", table.name, columns.join("_")));
         let positions = ForeignKeyDef::positions(parent, &parent_columns)?;
         if !unique_on(parent, &positions) {
-            return Err(crate::foreign_key::no_unique_key(&parent_name));
+            return Err(plan::no_unique_key(&parent_name));
         }
         for (c, &p) in columns.iter().zip(&positions) {
             let child_ty = table.columns[table.column_index(c).unwrap_or(0)].ty;
@@ -686,7 +681,7 @@ impl Binder<'_> {
         let (_, name) = object_name(table_name)?;
         let table = self.user_table(&name)?;
         let columns = copy_columns(&table, columns)?;
-        crate::ledger::check_insert(&table, &columns, false)?;
+        plan::check_insert(&table, &columns, false)?;
         let format = copy_format(options, legacy)?;
         let enums = columns
             .iter()

@@ -3,6 +3,10 @@
 
 use std::sync::Arc;
 
+use plan::{
+    arithmetic_type, scalar_functions, AggCall, AggFunc, BinaryOp, Expr, Func, Rel, SelectPlan,
+    SortKey, SubqueryKind,
+};
 use sql::ast;
 use sql::{
     DataType, ErrorKind, NodeId, Numeric, Operator, RowValue, SqlError, SqlResult, Value, ValueRows,
@@ -10,9 +14,6 @@ use sql::{
 
 use crate::bind::Binder;
 use crate::bind_window::NOT_ALLOWED_HERE;
-use crate::expr::{AggCall, AggFunc, BinaryOp, Expr, Func, SubqueryKind};
-use crate::plan::{Rel, SelectPlan, SortKey};
-use crate::scalar_functions;
 use crate::scope::{Scope, ScopeColumn};
 
 /// While binding the output of a grouped query: the group keys and the aggregates found.
@@ -178,27 +179,6 @@ fn map_binary(op: &ast::BinaryOperator) -> SqlResult<BinaryOp> {
         B::PGBitwiseShiftRight => BinaryOp::ShiftRight,
         other => return Err(SqlError::feature_not_supported(format!("operator {other}"))),
     })
-}
-
-/// The result type of arithmetic between two types.
-pub(crate) fn arithmetic_type(l: DataType, r: DataType) -> DataType {
-    use DataType::*;
-    let rank = |t: DataType| match t {
-        Int2 => 1,
-        Int4 | Oid => 2,
-        Int8 => 3,
-        Numeric { .. } => 4,
-        Float4 | Float8 => 5,
-        _ => 0,
-    };
-    match rank(l).max(rank(r)) {
-        1 => Int2,
-        2 => Int4,
-        3 => Int8,
-        4 => DataType::UNCONSTRAINED_NUMERIC,
-        5 => Float8,
-        _ => DataType::UNCONSTRAINED_NUMERIC,
-    }
 }
 
 /// Parses a type as sqlparser prints it: `INT`, `VARCHAR(20)`, `NUMERIC(10,2)`, `TEXT[]`.
@@ -820,7 +800,7 @@ impl Binder<'_> {
                 if type_text == "regproc" {
                     if let ast::Expr::Value(v) = expr.as_ref() {
                         if let ast::Value::SingleQuotedString(name) = &v.value {
-                            return crate::system::regproc_oid(name)
+                            return plan::regproc_oid(name)
                                 .map(|oid| Expr::Literal(Value::Int(oid as i64), DataType::Oid));
                         }
                     }
@@ -962,8 +942,7 @@ impl Binder<'_> {
         let inner = self.expr(expr, scope, None)?;
         match inner {
             Expr::Literal(Value::Text(name), _) => {
-                let ty = crate::expr::type_of_name(&name)
-                    .ok_or_else(|| crate::expr::undefined_type(&name))?;
+                let ty = plan::type_of_name(&name).ok_or_else(|| plan::undefined_type(&name))?;
                 Ok(Expr::Literal(Value::Int(ty.oid() as i64), DataType::Oid))
             }
             other => Ok(Expr::Function {
@@ -976,7 +955,7 @@ impl Binder<'_> {
 
     /// `'name'::regclass`: the oid of a user table or of a catalog (as an oid literal).
     fn regclass_of_name(&self, name: &str) -> SqlResult<Expr> {
-        let oid = crate::system::regclass_oid(self.catalog, name)?;
+        let oid = plan::regclass_oid(self.catalog, name)?;
         Ok(Expr::Literal(Value::Int(oid as i64), DataType::Oid))
     }
 

@@ -5,14 +5,12 @@
 //! (`jsonb_array_elements`, `jsonb_each`, ... as an unnest of the element list).
 //! Evaluation is `json_functions`'.
 
+use plan::{json_functions::JsonFunc, Expr, Func, Rel};
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::Binder;
 use crate::bind_query::{function_column, FromItem};
-use crate::expr::{Expr, Func};
-use crate::json_functions::JsonFunc;
-use crate::plan::Rel;
 use crate::scope::{Scope, ScopeColumn};
 
 fn json(func: JsonFunc, args: Vec<Expr>, ty: DataType) -> Expr {

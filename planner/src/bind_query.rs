@@ -2,17 +2,14 @@
 //! grouping and aggregates, the projection, ORDER BY, LIMIT (VALUES and UNION are
 //! `bind_set_operation`'s).
 
+use plan::*;
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
-use crate::access::*;
 use crate::bind::*;
 use crate::bind_expr::*;
 use crate::bind_window::{WindowContext, WINDOW_SLOT};
-use crate::expr::*;
-use crate::plan::*;
 use crate::scope::{Scope, ScopeColumn};
-use crate::system::SystemTable;
 
 /// A bound FROM item: its relation, its columns, whether it reads user tables, whether it
 /// is a lateral one.

@@ -1,16 +1,13 @@
 //! Binding sequence statements and columns: CREATE, ALTER and DROP SEQUENCE, and the
 //! sequences SERIAL and identity columns make for CREATE TABLE.
 
+use plan::*;
 use sql::{ast, AlterSequence};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::*;
 use crate::bind_expr::data_type_of;
-use crate::catalog::{not_a_sequence, ColumnDef};
-use crate::expr::{EvalEnv, Expr, Func};
-use crate::plan::*;
 use crate::scope::Scope;
-use crate::sequence::{Identity, SequenceDef, SequenceOptions, SequenceOwner};
 
 /// The integer type a SERIAL type name stands for.
 pub(crate) fn serial_type(t: &ast::DataType) -> Option<DataType> {
@@ -92,7 +89,7 @@ impl Binder<'_> {
             None => old.ty,
         };
         // A bound that was the old type's own limit follows the type; any other stays.
-        let (old_min, old_max) = crate::sequence::type_range(old.ty);
+        let (old_min, old_max) = plan::type_range(old.ty);
         let keep = |bound: i64, limit: i64| (ty == old.ty || bound != limit).then_some(bound);
         let merged = SequenceOptions {
             ty: Some(ty),

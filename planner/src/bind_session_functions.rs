@@ -7,39 +7,13 @@
 //! (`SELECT pg_advisory_lock($1)`, as migration tools send it) becomes `Plan::AdvisoryLock`
 //! or `Plan::Notify`; a call anywhere else is refused.
 
+use plan::{AdvisoryAction, AdvisoryLockCall, Expr, NotifyCall, OutputColumn, Plan};
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::Binder;
 use crate::bind_expr::{function_name, unnamed_args};
-use crate::expr::Expr;
-use crate::plan::{OutputColumn, Plan};
 use crate::scope::Scope;
-
-/// What an advisory lock function does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdvisoryAction {
-    /// Waits until the lock is free, then takes it.
-    Lock,
-    /// Takes the lock if it is free: true, else false.
-    TryLock,
-    /// Gives back one hold of the lock: whether the session held it.
-    Unlock,
-    /// Gives back every session-level lock of the session.
-    UnlockAll,
-}
-
-/// One advisory lock call, its key still to evaluate (parameters).
-#[derive(Clone, Debug)]
-pub struct AdvisoryLockCall {
-    pub action: AdvisoryAction,
-    pub shared: bool,
-    /// Held until the transaction ends rather than until unlocked or the session ends.
-    pub transaction: bool,
-    /// The key: one bigint, or two integers (a key space of its own).
-    pub key: Vec<Expr>,
-    pub column: OutputColumn,
-}
 
 /// (action, shared, transaction) of an advisory lock function's name.
 pub fn advisory_function(name: &str) -> Option<(AdvisoryAction, bool, bool)> {
@@ -70,16 +44,6 @@ pub(crate) fn not_alone(name: &str) -> SqlError {
 /// Whether a function name is one of those that run in the session.
 pub fn is_session_function(name: &str) -> bool {
     advisory_function(name).is_some() || name == "pg_notify"
-}
-
-/// `NOTIFY channel [, 'payload']` or `SELECT pg_notify(channel, payload)`, its arguments
-/// still to evaluate (parameters).
-#[derive(Clone, Debug)]
-pub struct NotifyCall {
-    pub channel: Expr,
-    pub payload: Expr,
-    /// The column `SELECT pg_notify(...)` answers with (None for NOTIFY).
-    pub column: Option<OutputColumn>,
 }
 
 impl Binder<'_> {

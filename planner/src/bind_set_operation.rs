@@ -2,12 +2,11 @@
 //! type its inputs resolve to together (`common_type`), a side of another type projected
 //! through a cast.
 
+use plan::*;
 use sql::ast;
 use sql::{DataType, SqlError, SqlResult};
 
 use crate::bind::*;
-use crate::expr::*;
-use crate::plan::*;
 use crate::scope::Scope;
 
 impl Binder<'_> {

@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
+use plan::*;
 use sql::ast;
 use sql::{ErrorKind, SqlError, SqlResult};
 
 use crate::bind::*;
 use crate::bind_expr::ident;
 use crate::bind_query::{named_query, FromItem};
-use crate::catalog::{Catalog, ViewDef};
-use crate::plan::*;
 use crate::scope::Scope;
 
 impl Binder<'_> {
@@ -146,20 +145,4 @@ pub fn dependent_views(catalog: &Catalog, dropped: &[String]) -> Vec<String> {
         }
         candidates = kept;
     }
-}
-
-/// 2BP01 for dropping `dropped` while the views `dependents` read them.
-pub fn views_depend_error(dropped: &[String], dependents: &[String]) -> SqlError {
-    let first = dropped.first().cloned().unwrap_or_default();
-    let detail = match dependents {
-        [one] => format!("view {one} depends on view {first}"),
-        many => format!("views {} depend on view {first}", many.join(", ")),
-    };
-    SqlError::new(
-        ErrorKind::DependentObjectsStillExist,
-        format!("cannot drop view {first} because other objects depend on it"),
-    )
-    .with_detail(format!(
-        "{detail}; use DROP VIEW ... CASCADE to drop the dependent views too"
-    ))
 }

@@ -3,13 +3,12 @@
 //! becomes one `WindowCall` of the query's `Rel::Window`; in the expression it is a column
 //! numbered from `WINDOW_SLOT` until `select` knows how wide the window's input row is.
 
+use plan::{AggCall, Expr, FrameBound, WindowCall, WindowFrame, WindowFunc};
 use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::Binder;
 use crate::bind_expr::{aggregate_signature, filtered, ident, CallArgs, AGGREGATES};
-use crate::expr::{AggCall, Expr};
-use crate::plan::{FrameBound, WindowCall, WindowFrame, WindowFunc};
 use crate::scope::Scope;
 
 /// The refusal of a window function outside a select list or ORDER BY.

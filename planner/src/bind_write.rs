@@ -2,18 +2,13 @@
 
 use std::sync::Arc;
 
+use plan::*;
 use sql::ast;
-use sql::{DataType, ErrorKind, NodeId, RowValue, SqlError, SqlResult, Value, ValueRows};
+use sql::{DataType, ErrorKind, NodeId, SqlError, SqlResult, Value, ValueRows};
 
-use crate::access::*;
 use crate::bind::*;
 use crate::bind_expr::*;
-use crate::catalog::*;
-use crate::expr::*;
-use crate::foreign_key::UniqueKey;
-use crate::plan::*;
 use crate::scope::Scope;
-use crate::sequence::Identity;
 
 impl Binder<'_> {
     pub(crate) fn returning(
@@ -199,7 +194,7 @@ impl Binder<'_> {
             }
             Some(_) => return Err(SqlError::feature_not_supported("ON DUPLICATE KEY")),
         };
-        crate::ledger::check_insert(
+        plan::check_insert(
             &table,
             &target_columns,
             on_conflict.as_ref().and_then(OnConflict::update).is_some(),
@@ -413,7 +408,7 @@ impl Binder<'_> {
         };
         let assignments = self.assignments(&table, &set, &scope)?;
         let assigned: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
-        crate::ledger::check_update(&table, &assigned)?;
+        plan::check_update(&table, &assigned)?;
         let (filter, access) = self.where_clause(&table, selection.as_ref(), &scope)?;
         let (returning, columns) = self.returning(&update.returning, &scope)?;
         let plan = WritePlan::Update(UpdatePlan {
@@ -455,7 +450,7 @@ impl Binder<'_> {
             ));
         }
         let (table, alias) = self.single_table(&from[0])?;
-        crate::ledger::check_remove(&table)?;
+        plan::check_remove(&table)?;
         let scope = Scope {
             columns: table_scope(&table, &alias),
             outer_len: 0,
@@ -609,13 +604,13 @@ fn conflict_arbiter(
                 .collect::<SqlResult<_>>()?;
             named.sort_unstable();
             named.dedup();
-            match crate::foreign_key::unique_key_on(table, &named) {
+            match plan::unique_key_on(table, &named) {
                 Some(UniqueKey::PrimaryKey) => ConflictArbiter::PrimaryKey,
                 Some(UniqueKey::Index(index)) => ConflictArbiter::Index(index.id),
                 None if table
                     .indexes
                     .iter()
-                    .any(|i| i.unique && crate::foreign_key::same_columns(&i.columns, &named)) =>
+                    .any(|i| i.unique && plan::same_columns(&i.columns, &named)) =>
                 {
                     return Err(SqlError::feature_not_supported(
                         "ON CONFLICT on a partial or expression unique index",
@@ -665,47 +660,12 @@ fn integer_literal(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Expr> {
     integer_literal_number(rows, id, ty).map(|n| Expr::Literal(Value::Int(n), ty))
 }
 
-/// The number `integer_literal`'s expression holds (as a `Value::Int`): what the row
-/// reader's value `id` gives a column of type `ty` when it is an integer literal in the
-/// column's range.
-pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<i64> {
-    let range = integer_range(ty)?;
-    let value = match rows.value(id) {
-        RowValue::Number(digits) => digits.parse::<i64>().ok()?,
-        RowValue::Minus(inner) => match rows.value(inner) {
-            RowValue::Number(digits) => negative(digits)?,
-            _ => return None,
-        },
-        _ => return None,
-    };
-    range.contains(&value).then_some(value)
-}
-
-/// The values of an integer type; None for other types.
-pub fn integer_range(ty: DataType) -> Option<std::ops::RangeInclusive<i64>> {
-    match ty {
-        DataType::Int2 => Some(i16::MIN as i64..=i16::MAX as i64),
-        DataType::Int4 => Some(i32::MIN as i64..=i32::MAX as i64),
-        DataType::Int8 => Some(i64::MIN..=i64::MAX),
-        _ => None,
-    }
-}
-
-/// `-digits` as an i64 (i64::MIN included).
-fn negative(digits: &str) -> Option<i64> {
-    if !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let magnitude: u64 = digits.parse().ok()?;
-    0i64.checked_sub_unsigned(magnitude)
-}
-
 #[cfg(test)]
 mod tests {
     use sql::{Parsed, ParsedStatement};
 
     use crate::bind::{bind, catalog_with_table};
-    use crate::catalog::Catalog;
+    use plan::Catalog;
 
     fn catalog() -> Catalog {
         catalog_with_table(

@@ -13,10 +13,10 @@
 //! precision and scale, a varchar's length) survives only when every input has the result's
 //! type with the same modifier.
 
+use plan::Expr;
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::Binder;
-use crate::expr::Expr;
 
 /// PostgreSQL's type categories (`pg_type.typcategory`) of the types hotledger has.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

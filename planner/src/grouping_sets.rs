@@ -10,11 +10,10 @@
 //!
 //! Not here: grouping sets nested inside grouping sets.
 
+use plan::{AggCall, AggFunc, Expr, Rel};
 use sql::{ast, DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind_expr::{AggregateContext, CallArgs};
-use crate::expr::{AggCall, AggFunc, Expr};
-use crate::plan::Rel;
 use crate::scope::Scope;
 
 /// More sets than this (a CUBE of 13 items, say) is refused rather than aggregated.

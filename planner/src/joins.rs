@@ -4,16 +4,16 @@
 //! lowest join that has every column it reads — into a scan's filter when it reads one
 //! table (where the scan may then use a key or an index), into an inner join's ON when it
 //! reads both sides. The rows that come out are the same; fewer are built on the way.
-//! `equi_keys` finds the equalities of a join's ON between its sides, which let the
-//! executor match rows by key instead of trying every pair.
+//! (`plan::equi_keys` finds the equalities of a join's ON between its sides, which let the
+//! executor match rows by key instead of trying every pair.)
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::access::{choose_access, conjuncts};
-use crate::catalog::IndexDerivation;
-use crate::expr::{BinaryOp, Expr};
-use crate::plan::{Access, JoinKind, Rel, TableSource};
+use plan::{
+    choose_access, conjuncts, side, Access, BinaryOp, Expr, IndexDerivation, JoinKind, Rel, Side,
+    TableSource,
+};
 use sql::DataType;
 
 /// `rel` (the FROM list's relation, columns of `types` after `outer_len` outer ones)
@@ -239,15 +239,6 @@ struct Pushdown<'a> {
     derivations: &'a BTreeMap<u32, Arc<IndexDerivation>>,
 }
 
-/// Which side of a join a part of a filter reads.
-enum Side {
-    /// The left side only (or no column of either side).
-    Left,
-    Right,
-    /// Both sides, or a subquery (whose column references are not followed).
-    Both,
-}
-
 impl Pushdown<'_> {
     fn push(&self, rel: Rel, width: usize, parts: Vec<Expr>) -> Rel {
         if parts.is_empty() {
@@ -331,78 +322,6 @@ impl Pushdown<'_> {
             },
         }
     }
-}
-
-/// The side of a join (its left side's columns before `split`, after the outer row's
-/// `outer_len`) that `part` reads.
-fn side(part: &Expr, outer_len: usize, split: usize) -> Side {
-    if part.has_subquery() {
-        return Side::Both;
-    }
-    let (mut left, mut right) = (false, false);
-    part.visit(&mut |e| {
-        if let Expr::Column(c, _) = e {
-            right |= *c >= split;
-            left |= (outer_len..split).contains(c);
-        }
-    });
-    match (left, right) {
-        (_, false) => Side::Left,
-        (false, true) => Side::Right,
-        (true, true) => Side::Both,
-    }
-}
-
-/// The equalities `left = right` among the AND-ed parts of a join's ON (which sees the outer
-/// row's `outer_len` columns, then the left side's up to `split`, then the right side's):
-/// each as (left side's expression, right side's), for types whose equal values are equal
-/// keys. The ON is still checked on every pair they match.
-pub fn equi_keys(on: &Expr, outer_len: usize, split: usize) -> Vec<(Expr, Expr)> {
-    let mut parts = Vec::new();
-    conjuncts(on.clone(), &mut parts);
-    let mut keys = Vec::new();
-    for part in parts {
-        let Expr::Binary {
-            op: BinaryOp::Eq,
-            left,
-            right,
-            ..
-        } = part
-        else {
-            continue;
-        };
-        if left.ty() != right.ty() || !keyed_by_value(left.ty()) {
-            continue;
-        }
-        match (
-            side(&left, outer_len, split),
-            side(&right, outer_len, split),
-        ) {
-            (Side::Left, Side::Right) => keys.push((*left, *right)),
-            (Side::Right, Side::Left) => keys.push((*right, *left)),
-            _ => {}
-        }
-    }
-    keys
-}
-
-/// Types whose values are equal exactly when they sort equal.
-fn keyed_by_value(ty: DataType) -> bool {
-    matches!(
-        ty,
-        DataType::Int2
-            | DataType::Int4
-            | DataType::Int8
-            | DataType::Oid
-            | DataType::Bool
-            | DataType::Text
-            | DataType::Varchar(_)
-            | DataType::Name
-            | DataType::Uuid
-            | DataType::Date
-            | DataType::Timestamp
-            | DataType::TimestampTz
-    )
 }
 
 /// The parts AND-ed together; None for none.

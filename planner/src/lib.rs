@@ -1,17 +1,29 @@
-//! `planner`: binds parsed statements against the catalog and produces plans — point gets,
-//! range scans, joins, aggregates, and write commands — with every name resolved, every
-//! expression typed and every parameter's type inferred.
+//! `planner`: binds parsed statements against the catalog — every name resolved, every
+//! expression typed, every parameter's type inferred — and plans them: point gets, range
+//! scans, join order, aggregates, window functions, writes and DDL.
 //!
-//! It owns the catalog's shape (`TableDef`), bound expressions (`Expr`) and their evaluation,
-//! the virtual `pg_catalog` tables, and EXPLAIN's text. It must not do IO: the executor in
-//! `ledger` runs plans over storage.
+//! It owns the binder (`Binder`, `Scope`) and the planning decisions (which key or index a
+//! filter uses, where a filter is pushed, in which order tables are joined). What it
+//! produces — `plan::Plan` and `plan::Expr` — and how that runs and evaluates lives in the
+//! `plan` crate. It must not do IO or evaluate rows: the executor in `ledger` runs plans.
+//!
+//! Key entry points: `bind` (a statement against a catalog), `bind_in_session` (with the
+//! session's settings and sequences), `dependent_views` (what a DROP would break).
+//!
+//! Reading order: `bind.rs` (the `Binder` and the statement dispatch), `scope.rs`,
+//! `bind_expr.rs` (expressions), `bind_query.rs` (SELECT: FROM, joins via `joins.rs`,
+//! grouping, ORDER BY), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
+//! `alter_table.rs` (DDL), then the smaller binders (`bind_json`, `bind_array`,
+//! `bind_window`, `bind_call`, `bind_sequence`, `bind_enum`, `bind_view`,
+//! `bind_set_operation`, `bind_session_functions`) and the typing rules
+//! (`common_type.rs`, `null_folding.rs`, `row_values.rs`, `grouping_sets.rs`).
 
-mod access;
 mod alter_table;
 mod bind;
 mod bind_array;
 mod bind_call;
 mod bind_ddl;
+mod bind_enum;
 mod bind_expr;
 mod bind_json;
 mod bind_query;
@@ -21,49 +33,13 @@ mod bind_set_operation;
 mod bind_view;
 mod bind_window;
 mod bind_write;
-mod catalog;
 mod common_type;
-mod enum_type;
-mod expr;
-mod foreign_key;
 mod grouping_sets;
-mod information_schema;
 mod joins;
-mod json_functions;
-mod ledger;
 mod null_folding;
-mod plan;
 mod row_values;
-mod scalar_functions;
 mod scope;
-mod sequence;
-mod system;
 
-pub use access::{choose_access, filter_is_key_equality};
-pub use bind::{bind, bind_in_session, catalog_with_table, Bound, DEFAULT_MARKER};
-pub use bind_session_functions::{
-    advisory_function, is_session_function, AdvisoryAction, AdvisoryLockCall, NotifyCall,
-};
-pub use bind_view::{dependent_views, views_depend_error};
-pub use bind_write::{integer_literal_number, integer_range};
-pub use catalog::{
-    Catalog, CheckDef, ColumnDef, IndexDef, IndexDerivation, IndexExpr, PreparedStatementInfo,
-    SessionActivity, TableDef, TableRef, ViewDef, FIRST_USER_OID,
-};
-pub use enum_type::{alter_enum, create_enum, drop_enums, EnumDef};
-pub use expr::{
-    arithmetic, compare_values, AggCall, AggFunc, BackendSignals, BinaryOp, EvalEnv, Expr, Func,
-    NoBackends, NoSubqueries, SubqueryKind, SubqueryRunner,
-};
-pub use foreign_key::{same_columns, unique_on, ForeignKeyDef, ReferentialAction, SELF_REFERENCE};
-pub use joins::equi_keys;
-pub use ledger::{
-    check_insert, check_remove, check_update, LedgerRole, LedgerSchema, TRANSFER_ARGUMENTS,
-};
-pub use plan::*;
-pub use sequence::{nextval_calls, rel_calls, write_calls};
-pub use sequence::{
-    Identity, NoSequences, SequenceDef, SequenceOptions, SequenceOwner, SequenceSource,
-    SequenceState, SessionSequences, SessionView,
-};
-pub use system::{relation_storage, SystemTable, SERVER_SETTINGS};
+pub use bind::{bind, bind_in_session, catalog_with_table};
+pub use bind_session_functions::{advisory_function, is_session_function};
+pub use bind_view::dependent_views;

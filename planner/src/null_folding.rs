@@ -4,9 +4,8 @@
 //! with a NULL or FALSE conjunct rejects every row (its one-time filter). A constant operand
 //! that fails is left to fail, as PostgreSQL evaluates constants first.
 
+use plan::{BinaryOp, Expr};
 use sql::{DataType, Value};
-
-use crate::expr::{BinaryOp, Expr};
 
 /// A WHERE condition with a conjunct that is a NULL or FALSE constant rejects every row: it
 /// is FALSE, and nothing else in it is evaluated (PostgreSQL's one-time filter).

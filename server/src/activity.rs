@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pgwire::api::ConnectionHandle;
-use planner::SessionActivity;
+use plan::SessionActivity;
 use sql::SqlResult;
 
 /// PostgreSQL keeps this many bytes of a statement's text (`track_activity_query_size`).
@@ -142,7 +142,7 @@ impl Activity {
     }
 }
 
-impl planner::BackendSignals for Activity {
+impl plan::BackendSignals for Activity {
     fn signal(&self, pid: i32, terminate: bool) -> SqlResult<bool> {
         let control = self
             .sessions()

@@ -16,7 +16,8 @@
 
 use std::sync::Arc;
 
-use planner::{bind_in_session, Bound, Catalog, Plan, WritePlan};
+use plan::{Bound, Catalog, Plan, WritePlan};
+use planner::bind_in_session;
 use sql::{Parsed, ParsedStatement};
 
 /// Fewer rows than this are bound whole: binding the first row twice would cost more than

@@ -3,7 +3,7 @@
 //! NULL). Reading splits one line of COPY FROM data into fields; writing turns one result
 //! row into one line of COPY TO data.
 
-use planner::{CopyFormat, OutputColumn};
+use plan::{CopyFormat, OutputColumn};
 use sql::Value;
 
 /// PostgreSQL's text COPY format: delimiter-separated, backslash escapes, `\N` for NULL.

@@ -43,7 +43,8 @@ use pgwire::messages::response::{
     CommandComplete, NoticeResponse, ReadyForQuery, TransactionStatus,
 };
 use pgwire::messages::PgWireBackendMessage;
-use planner::{bind_in_session, Bound, Plan};
+use plan::{Bound, Plan};
+use planner::bind_in_session;
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult, Value};
 use tokio::sync::Mutex;
 
@@ -290,7 +291,7 @@ impl Connection {
         &self,
         client: &C,
         prepared: &Prepared,
-    ) -> PgWireResult<Option<Vec<planner::OutputColumn>>> {
+    ) -> PgWireResult<Option<Vec<plan::OutputColumn>>> {
         let session = self.session_for(client).await;
         let plan = &prepared.bound.plan;
         if session.is_failed() && !plan.output_columns().is_empty() {
@@ -367,7 +368,7 @@ fn notice(warning: &SqlError) -> PgWireBackendMessage {
 }
 
 fn query_response(
-    columns: &[planner::OutputColumn],
+    columns: &[plan::OutputColumn],
     rows: Vec<Vec<Value>>,
     tag: &str,
     format: Option<&Format>,

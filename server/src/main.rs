@@ -262,6 +262,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             .filter(|spread| !spread.is_zero()),
         io_mode,
         partitions: args.partitions.map(usize::from),
+        dependent_views: planner::dependent_views,
     };
     let (executor, recovered) = ledger::spawn(options)
         .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;

@@ -17,7 +17,7 @@ use ledger::{
     decode_result, encode_command, Command, ExecutorHandle, Outcome, Overlay, QueryResult,
     ReadCheck, Request, Row, Staged, StatementContext, WriteOp,
 };
-use planner::{
+use plan::{
     explain, Bound, CallPlan, Catalog, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan,
     InsertSource, Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TableDef,
     TransferBatchPlan, WritePlan,
@@ -174,7 +174,7 @@ impl Session {
         static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let now = now_micros();
-        let record = Arc::new(std::sync::Mutex::new(planner::SessionActivity {
+        let record = Arc::new(std::sync::Mutex::new(plan::SessionActivity {
             pid,
             user: startup.get("user").cloned().unwrap_or_default(),
             database: startup.get("database").cloned().unwrap_or_default(),

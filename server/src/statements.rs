@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use pgwire::api::stmt::StoredStatement;
-use planner::{bind_in_session, Bound, Catalog, PreparedStatementInfo};
+use plan::{Bound, Catalog, PreparedStatementInfo};
+use planner::bind_in_session;
 use sql::{DataType, ErrorKind, ParsedStatement, SqlError, SqlResult};
 
 /// A prepared statement: its text and parse, the parameter types the client gave, its

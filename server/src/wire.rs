@@ -6,7 +6,7 @@ use pgwire::api::results::{FieldFormat, FieldInfo};
 use pgwire::api::Type;
 use pgwire::error::{ErrorInfo, PgWireError};
 use pgwire::messages::data::DataRow;
-use planner::OutputColumn;
+use plan::OutputColumn;
 use sql::{
     DataType, Interval, Numeric, SqlError, SqlResult, Value, PG_EPOCH_OFFSET_DAYS,
     PG_EPOCH_OFFSET_MICROS,

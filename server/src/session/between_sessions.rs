@@ -8,10 +8,10 @@ impl Session {
     /// transaction block is given back when the statement ends, as in PostgreSQL.
     pub(super) async fn advisory_lock(
         &mut self,
-        call: &planner::AdvisoryLockCall,
+        call: &plan::AdvisoryLockCall,
         params: &[Value],
     ) -> SqlResult<StatementResult> {
-        use planner::AdvisoryAction as A;
+        use plan::AdvisoryAction as A;
         let key = {
             let env = EvalEnv::without_subqueries(params, now_micros());
             call.key
@@ -79,11 +79,11 @@ impl Session {
     /// when the transaction block commits (nothing if it rolls back), as in PostgreSQL.
     pub(super) fn notify(
         &mut self,
-        call: &planner::NotifyCall,
+        call: &plan::NotifyCall,
         params: &[Value],
     ) -> SqlResult<StatementResult> {
         let env = EvalEnv::without_subqueries(params, now_micros());
-        let text = |e: &planner::Expr| -> SqlResult<Option<String>> {
+        let text = |e: &plan::Expr| -> SqlResult<Option<String>> {
             Ok(match e.eval(&[], &env)? {
                 Value::Null => None,
                 v => Some(v.to_pg_text(DataType::Text).unwrap_or_default()),

@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use planner::{SequenceDef, SequenceSource, SequenceState};
+use plan::{SequenceDef, SequenceSource, SequenceState};
 
 use super::*;
 

@@ -39,14 +39,14 @@ impl Session {
         plan: &Arc<SelectPlan>,
         params: &[Value],
     ) -> SqlResult<Vec<Row>> {
-        if planner::rel_calls(&plan.rel, Func::advances_sequences) {
+        if plan::rel_calls(&plan.rel, Func::advances_sequences) {
             return self.select_advancing_sequences(plan, params).await;
         }
         // The views of the session's own state are evaluated here, on a copy of the catalog
         // that carries it.
-        let reads = |t| planner::reads_system_table(&plan.rel, t);
-        let activity = reads(planner::SystemTable::PgStatActivity);
-        let statements = reads(planner::SystemTable::PgPreparedStatements);
+        let reads = |t| plan::reads_system_table(&plan.rel, t);
+        let activity = reads(plan::SystemTable::PgStatActivity);
+        let statements = reads(plan::SystemTable::PgPreparedStatements);
         if (activity || statements) && plan.reads_user_tables {
             let view = if activity {
                 "pg_stat_activity"

@@ -5,8 +5,8 @@ use super::*;
 
 impl Session {
     /// `DISCARD ALL | PLANS | SEQUENCES | TEMP`.
-    pub(super) fn discard(&mut self, what: planner::Discard) -> SqlResult<StatementResult> {
-        use planner::Discard;
+    pub(super) fn discard(&mut self, what: plan::Discard) -> SqlResult<StatementResult> {
+        use plan::Discard;
         match what {
             Discard::All => {
                 if self.transaction.is_some() {

@@ -33,14 +33,14 @@ pub(super) const SETTINGS: &[(&str, &str)] = &[
     ("default_table_access_method", "heap"),
 ];
 
-/// The server's own settings (`planner::SERVER_SETTINGS`): shown, never changed.
+/// The server's own settings (`plan::SERVER_SETTINGS`): shown, never changed.
 pub(super) fn read_only(key: &str) -> bool {
-    planner::SERVER_SETTINGS.iter().any(|(n, _)| *n == key)
+    plan::SERVER_SETTINGS.iter().any(|(n, _)| *n == key)
 }
 
 /// Every setting SHOW knows, with its default: the session's, then the server's.
 pub(super) fn known_settings() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
-    SETTINGS.iter().chain(planner::SERVER_SETTINGS)
+    SETTINGS.iter().chain(plan::SERVER_SETTINGS)
 }
 
 pub(super) fn setting_key(name: &str) -> String {

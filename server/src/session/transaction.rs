@@ -32,7 +32,7 @@ pub(super) struct Transaction {
     pub(super) schema: Option<Arc<SchemaChanges>>,
     /// The states of the sequences its schema changes made, as its statements left them
     /// (never taken back by ROLLBACK TO: a value handed out stays handed out).
-    pub(super) own_sequences: BTreeMap<u32, planner::SequenceState>,
+    pub(super) own_sequences: BTreeMap<u32, plan::SequenceState>,
     /// The session's settings when it began, kept at its first SET (None: it made none),
     /// which a rollback restores and a commit restores too before it makes its non-LOCAL
     /// SETs again (`settings_made`).
@@ -89,7 +89,7 @@ impl SchemaChanges {
     pub(super) fn steps(
         &self,
         ops: &[WriteOp],
-        sequences: &BTreeMap<u32, planner::SequenceState>,
+        sequences: &BTreeMap<u32, plan::SequenceState>,
     ) -> (ledger::SchemaChanges, Vec<WriteOp>) {
         let mut steps = Vec::new();
         let mut done = 0;

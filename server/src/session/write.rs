@@ -71,7 +71,7 @@ impl Session {
             })
             .await?;
         Ok(StatementResult::Rows {
-            columns: planner::transfer_batch_columns(),
+            columns: plan::transfer_batch_columns(),
             rows: outcome.rows,
             tag: "CALL".into(),
         })
@@ -117,19 +117,19 @@ impl Session {
     /// A procedure's body run in the open transaction: the last statement's rows.
     pub(super) async fn call_in_transaction(
         &mut self,
-        steps: &[planner::Step],
+        steps: &[plan::Step],
         args: &[Value],
     ) -> SqlResult<Vec<Row>> {
         let mut last = Vec::new();
         for step in steps {
             last = match step {
-                planner::Step::Write(plan) => {
+                plan::Step::Write(plan) => {
                     if self.transaction.as_ref().is_some_and(|t| t.read_only) {
                         return Err(read_only_error("CALL"));
                     }
                     self.stage(plan.clone(), args).await?.1
                 }
-                planner::Step::Query(plan) => self.select(plan, args).await?,
+                plan::Step::Query(plan) => self.select(plan, args).await?,
             };
         }
         Ok(last)
@@ -147,7 +147,7 @@ impl Session {
         let now = now_micros();
         let catalog = self.shared.executor.catalog();
         let table = catalog.table_by_id(plan.table().id);
-        let calls = |which| table.is_some_and(|t| planner::write_calls(plan, t, which));
+        let calls = |which| table.is_some_and(|t| plan::write_calls(plan, t, which));
         let sequences = !catalog.sequences.is_empty() && calls(Func::uses_sequences);
         let draws_random = calls(Func::draws_random);
         // Only an INSERT ... VALUES can be prebuilt.
@@ -236,7 +236,7 @@ impl Session {
             {
                 return self.absorb(local?);
             }
-            if planner::write_calls(&plan, table, Func::advances_sequences) {
+            if plan::write_calls(&plan, table, Func::advances_sequences) {
                 sequences.allocated = self
                     .allocate_sequence_values(&plan, table, &catalog)
                     .await?;
@@ -271,8 +271,8 @@ impl Session {
         let InsertSource::Query(rel) = &insert.source else {
             return Ok(plan);
         };
-        if planner::rel_calls(rel, Func::advances_sequences)
-            || !planner::write_calls(&plan, table, Func::advances_sequences)
+        if plan::rel_calls(rel, Func::advances_sequences)
+            || !plan::write_calls(&plan, table, Func::advances_sequences)
         {
             return Ok(plan);
         }
@@ -297,11 +297,11 @@ impl Session {
     pub(super) async fn allocate_sequence_values(
         &mut self,
         plan: &WritePlan,
-        table: &planner::TableDef,
-        catalog: &planner::Catalog,
+        table: &plan::TableDef,
+        catalog: &plan::Catalog,
     ) -> SqlResult<BTreeMap<u32, VecDeque<i64>>> {
-        let calls = planner::nextval_calls(plan, table, catalog)?;
-        let setval = planner::write_calls(plan, table, |f| f == Func::SetVal);
+        let calls = plan::nextval_calls(plan, table, catalog)?;
+        let setval = plan::write_calls(plan, table, |f| f == Func::SetVal);
         let Some(calls) = calls.filter(|_| !setval) else {
             return Err(SqlError::feature_not_supported(
                 "nextval() or setval() inside a transaction block other than in INSERT ... VALUES, INSERT ... SELECT (whose SELECT does not call them) or a SELECT that reads no table",
@@ -310,7 +310,7 @@ impl Session {
         // A sequence this transaction made exists for it alone until COMMIT: its values are
         // drawn here, and its state goes into the COMMIT. The others' come from the log.
         let shared = self.shared.executor.catalog();
-        let oid = |id: u32| Value::Int((planner::FIRST_USER_OID + id) as i64);
+        let oid = |id: u32| Value::Int((plan::FIRST_USER_OID + id) as i64);
         let mut allocated: BTreeMap<u32, VecDeque<i64>> = BTreeMap::new();
         let mut from_log = Vec::new();
         for (id, n) in calls {
@@ -436,9 +436,9 @@ impl Session {
             // Inside a transaction TRUNCATE deletes the rows it sees, so it commits or rolls
             // back with the rest of the transaction.
             for table in tables {
-                let plan = WritePlan::Delete(planner::DeletePlan {
+                let plan = WritePlan::Delete(plan::DeletePlan {
                     table: table.clone(),
-                    access: planner::Access::Full,
+                    access: plan::Access::Full,
                     filter: None,
                     returning: None,
                 });
@@ -461,13 +461,13 @@ pub(super) fn with_constants_bound(ddl: &DdlPlan) -> SqlResult<DdlPlan> {
         other => other,
     };
     if let DdlPlan::AlterTable {
-        rows: planner::RowChange::Rebuild(sources),
+        rows: plan::RowChange::Rebuild(sources),
         ..
     } = alter
     {
         let now = now_micros();
         for source in sources {
-            if let planner::ColumnSource::Value(e) = source {
+            if let plan::ColumnSource::Value(e) = source {
                 *e = e.bind_constants(&[], now)?;
             }
         }

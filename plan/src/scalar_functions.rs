@@ -13,7 +13,7 @@ use crate::expr::{arithmetic, compile_regex, BinaryOp, Func};
 
 /// What a call binds to: the function, its result type, and the type each argument is given
 /// when it is untyped.
-pub(crate) struct Signature {
+pub struct Signature {
     pub func: Func,
     pub result: DataType,
     pub args: Vec<DataType>,
@@ -24,7 +24,7 @@ const ANY: DataType = DataType::Unknown;
 
 /// The signature of `name` over arguments of these types; None when `name` is not one of
 /// these functions.
-pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signature>> {
+pub fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signature>> {
     use DataType::*;
     let n = args.len();
     let first = args.first().copied().unwrap_or(Unknown);
@@ -87,7 +87,7 @@ pub(crate) fn signature(name: &str, args: &[DataType]) -> Option<SqlResult<Signa
             let ty = match (args[0], args[1]) {
                 (Unknown, Unknown) => Int4,
                 (Unknown, t) | (t, Unknown) => t,
-                (a, b) => crate::bind_expr::arithmetic_type(a, b),
+                (a, b) => crate::expr::arithmetic_type(a, b),
             };
             (Func::Mod, ty, vec![ty, ty])
         }

@@ -204,7 +204,7 @@ fn article(type_name: &str) -> String {
 
 /// Evaluates `func` over `values`, whose expressions have `types` (a `json` value is text
 /// that goes into JSON as written), to a value of type `ty`.
-pub(crate) fn eval(
+pub fn eval(
     func: JsonFunc,
     values: &[Value],
     types: &[DataType],

@@ -10,7 +10,7 @@ use crate::expr::{BinaryOp, Expr};
 use crate::plan::Access;
 
 /// Splits a predicate into its AND-ed parts.
-pub(crate) fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
+pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
     match e {
         Expr::Binary {
             op: BinaryOp::And,

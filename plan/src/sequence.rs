@@ -8,10 +8,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
-use crate::bind::DEFAULT_MARKER;
 use crate::catalog::{Catalog, TableDef, FIRST_USER_OID};
 use crate::expr::{Expr, Func};
-use crate::plan::{visit_rel_exprs, InsertPlan, InsertSource, Rel, WritePlan};
+use crate::plan::{visit_rel_exprs, InsertPlan, InsertSource, Rel, WritePlan, DEFAULT_MARKER};
 
 /// How an identity column takes explicit values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,8 +76,8 @@ fn invalid(message: String) -> SqlError {
     SqlError::new(ErrorKind::InvalidParameterValue, message)
 }
 
-pub(crate) fn type_range(ty: DataType) -> (i64, i64) {
-    let range = crate::bind_write::integer_range(ty).unwrap_or(i64::MIN..=i64::MAX);
+pub fn type_range(ty: DataType) -> (i64, i64) {
+    let range = crate::integer_literal::integer_range(ty).unwrap_or(i64::MIN..=i64::MAX);
     (*range.start(), *range.end())
 }
 

@@ -719,7 +719,7 @@ pub enum Plan {
         name: String,
         statement: Box<sql::ParsedStatement>,
         hints: Vec<DataType>,
-        bound: Box<crate::Bound>,
+        bound: Box<Bound>,
     },
     /// `EXECUTE name [(args)]`: the statement prepared as `name`, the arguments evaluated and
     /// cast to its parameters' types.
@@ -736,13 +736,13 @@ pub enum Plan {
     Call(Arc<CallPlan>),
     TransferBatch(Arc<TransferBatchPlan>),
     /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions, on their own.
-    AdvisoryLock(crate::AdvisoryLockCall),
+    AdvisoryLock(AdvisoryLockCall),
     /// `LISTEN channel`.
     Listen(String),
     /// `UNLISTEN channel`, or `UNLISTEN *` (None).
     Unlisten(Option<String>),
     /// `NOTIFY channel [, payload]` or `SELECT pg_notify(channel, payload)`.
-    Notify(crate::NotifyCall),
+    Notify(NotifyCall),
 }
 
 impl Plan {
@@ -1248,4 +1248,54 @@ pub fn transfer_batch_columns() -> Vec<OutputColumn> {
     .into_iter()
     .map(|(name, ty)| OutputColumn::computed(name, ty))
     .collect()
+}
+
+/// A bound statement and the types of its parameters.
+#[derive(Clone, Debug)]
+pub struct Bound {
+    pub plan: Plan,
+    pub param_types: Vec<DataType>,
+    /// A query with `FOR UPDATE`/`FOR SHARE` (and their NOWAIT/SKIP LOCKED forms): inside a
+    /// transaction block the rows it read are checked at COMMIT (see `Session::select`).
+    pub locks_rows: bool,
+}
+
+/// The text a VALUES item holds when it says DEFAULT; the executor fills in the column's
+/// default. (A real string literal cannot produce it: it is not valid UTF-8 text a client
+/// can send, since it contains a NUL.)
+pub const DEFAULT_MARKER: &str = "\0default\0";
+
+/// What an advisory lock function does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdvisoryAction {
+    /// Waits until the lock is free, then takes it.
+    Lock,
+    /// Takes the lock if it is free: true, else false.
+    TryLock,
+    /// Gives back one hold of the lock: whether the session held it.
+    Unlock,
+    /// Gives back every session-level lock of the session.
+    UnlockAll,
+}
+
+/// One advisory lock call, its key still to evaluate (parameters).
+#[derive(Clone, Debug)]
+pub struct AdvisoryLockCall {
+    pub action: AdvisoryAction,
+    pub shared: bool,
+    /// Held until the transaction ends rather than until unlocked or the session ends.
+    pub transaction: bool,
+    /// The key: one bigint, or two integers (a key space of its own).
+    pub key: Vec<Expr>,
+    pub column: OutputColumn,
+}
+
+/// `NOTIFY channel [, 'payload']` or `SELECT pg_notify(channel, payload)`, its arguments
+/// still to evaluate (parameters).
+#[derive(Clone, Debug)]
+pub struct NotifyCall {
+    pub channel: Expr,
+    pub payload: Expr,
+    /// The column `SELECT pg_notify(...)` answers with (None for NOTIFY).
+    pub column: Option<OutputColumn>,
 }

@@ -433,9 +433,31 @@ impl Catalog {
     }
 }
 
-pub(crate) fn not_a_sequence(name: &str) -> SqlError {
+pub fn not_a_sequence(name: &str) -> SqlError {
     SqlError::new(
         ErrorKind::WrongObjectType,
         format!("\"{name}\" is not a sequence"),
     )
 }
+
+/// 2BP01 for dropping `dropped` while the views `dependents` read them.
+pub fn views_depend_error(dropped: &[String], dependents: &[String]) -> SqlError {
+    let first = dropped.first().cloned().unwrap_or_default();
+    let detail = match dependents {
+        [one] => format!("view {one} depends on view {first}"),
+        many => format!("views {} depend on view {first}", many.join(", ")),
+    };
+    SqlError::new(
+        ErrorKind::DependentObjectsStillExist,
+        format!("cannot drop view {first} because other objects depend on it"),
+    )
+    .with_detail(format!(
+        "{detail}; use DROP VIEW ... CASCADE to drop the dependent views too"
+    ))
+}
+
+/// The views of a catalog that stop binding once the views `dropped` are gone (and the
+/// views that read those, and so on): `planner::dependent_views`. The executor rechecks a
+/// DROP VIEW with it when it applies (a view may have been created on one of them since
+/// the statement was bound) without binding SQL itself.
+pub type DependentViews = fn(&Catalog, &[String]) -> Vec<String>;

@@ -514,7 +514,7 @@ impl<'a> EvalEnv<'a> {
 
 impl Expr {
     /// The expression as type `ty`: itself if it is of that type, else cast.
-    pub(crate) fn cast_to(self, ty: DataType) -> Expr {
+    pub fn cast_to(self, ty: DataType) -> Expr {
         if self.ty() == ty {
             return self;
         }
@@ -660,7 +660,7 @@ impl Expr {
     }
 
     /// Moves every column reference outside subqueries to `f(position)`.
-    pub(crate) fn renumber_columns(&mut self, f: &dyn Fn(usize) -> usize) {
+    pub fn renumber_columns(&mut self, f: &dyn Fn(usize) -> usize) {
         if let Expr::Column(i, _) = self {
             *i = f(*i);
         }
@@ -1074,7 +1074,7 @@ fn int_overflow() -> SqlError {
 }
 
 /// A regular expression from SQL (`~`, `regexp_replace`), with a bound on its size.
-pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> SqlResult<regex::Regex> {
+pub fn compile_regex(pattern: &str, case_insensitive: bool) -> SqlResult<regex::Regex> {
     regex::RegexBuilder::new(pattern)
         .case_insensitive(case_insensitive)
         .size_limit(1 << 20)
@@ -1088,7 +1088,7 @@ pub(crate) fn compile_regex(pattern: &str, case_insensitive: bool) -> SqlResult<
 }
 
 /// A value's text, as `::text` writes it for most types.
-pub(crate) fn text_of(v: &Value) -> String {
+pub fn text_of(v: &Value) -> String {
     v.to_pg_text(v.natural_type()).unwrap_or_default()
 }
 
@@ -2045,6 +2045,27 @@ pub fn undefined_type(name: &str) -> SqlError {
         ErrorKind::UndefinedObject,
         format!("type \"{name}\" does not exist"),
     )
+}
+
+/// The result type of arithmetic between two types.
+pub fn arithmetic_type(l: DataType, r: DataType) -> DataType {
+    use DataType::*;
+    let rank = |t: DataType| match t {
+        Int2 => 1,
+        Int4 | Oid => 2,
+        Int8 => 3,
+        Numeric { .. } => 4,
+        Float4 | Float8 => 5,
+        _ => 0,
+    };
+    match rank(l).max(rank(r)) {
+        1 => Int2,
+        2 => Int4,
+        3 => Int8,
+        4 => DataType::UNCONSTRAINED_NUMERIC,
+        5 => Float8,
+        _ => DataType::UNCONSTRAINED_NUMERIC,
+    }
 }
 
 #[cfg(test)]
