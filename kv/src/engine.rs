@@ -642,7 +642,7 @@ impl Engine {
         old: Option<&mut Vec<u8>>,
     ) -> KvResult<bool> {
         self.check_usable()?;
-        btree::put(
+        let existed = btree::put(
             &mut self.pager,
             table.root,
             key,
@@ -650,7 +650,34 @@ impl Engine {
             mode,
             &mut self.path_scratch,
             old,
-        )
+        )?;
+        if cfg!(debug_assertions) {
+            let written = match mode {
+                PutMode::Upsert => true,
+                PutMode::InsertOnly => !existed,
+                PutMode::UpdateOnly => existed,
+            };
+            if written {
+                self.assert_reads_back(table, key, Some(value));
+            } else if mode == PutMode::UpdateOnly {
+                self.assert_reads_back(table, key, None);
+            }
+        }
+        Ok(existed)
+    }
+
+    /// Debug builds' paired assertion: what was just written (or deleted: `None`) is what a
+    /// read of `key` gives back. A read that fails (a fault being injected) proves nothing
+    /// either way and is not checked.
+    fn assert_reads_back(&mut self, table: Table, key: &[u8], expected: Option<&[u8]>) {
+        if let Ok(read) = self.get(table, key) {
+            assert_eq!(
+                read.as_deref(),
+                expected,
+                "table {} key {key:?}: a read after the write gives back something else",
+                table.id
+            );
+        }
     }
 
     /// Inserts or replaces; returns whether the key existed.
@@ -702,13 +729,17 @@ impl Engine {
         old: Option<&mut Vec<u8>>,
     ) -> KvResult<bool> {
         self.check_usable()?;
-        btree::delete(
+        let existed = btree::delete(
             &mut self.pager,
             table.root,
             key,
             &mut self.path_scratch,
             old,
-        )
+        )?;
+        if cfg!(debug_assertions) {
+            self.assert_reads_back(table, key, None);
+        }
+        Ok(existed)
     }
 
     /// Iterates the keys of `table` between the bounds, in `direction`.

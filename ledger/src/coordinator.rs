@@ -561,6 +561,14 @@ impl Coordinator {
         payload: EntryPayload,
         applied: Option<CommandApplied>,
     ) -> Vec<Vec<u8>> {
+        // Entries apply once each, in log order: the first after a start follows the
+        // position recovery found (index 0 is the first entry of a new log).
+        assert!(
+            position.index > self.applied.index || self.applied == LogPosition::default(),
+            "log entry {} applied after entry {}",
+            position.index,
+            self.applied.index
+        );
         // Row ids of tables without a primary key: unique per log entry, and the same on
         // every replica.
         self.executor.rowid_next = position.index << 24;
@@ -588,6 +596,9 @@ impl Coordinator {
         self.applied = position;
         self.replication.applied_log_id = Some(log_id);
         self.changed_since_checkpoint = true;
+        if cfg!(debug_assertions) {
+            self.executor.assert_double_entry();
+        }
         results.into_encoded()
     }
 

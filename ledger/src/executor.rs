@@ -248,6 +248,8 @@ pub struct Executor {
     /// The coordinator's executor's (the one that applies schema changes); None on a
     /// partition thread's.
     pub(crate) dependent_views: Option<plan::DependentViews>,
+    /// Debug builds: set once the accounts outgrow `double_entry`'s check.
+    pub(crate) double_entry_unchecked: bool,
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -290,6 +292,7 @@ impl Executor {
             sequences: Default::default(),
             schema_transaction: None,
             dependent_views: None,
+            double_entry_unchecked: false,
         }
     }
 
@@ -347,6 +350,16 @@ impl Executor {
         self.shards.len()
     }
 
+    /// Every command starts with an empty undo log: one left over would be rolled back
+    /// with the next command's writes, undoing a command that stood.
+    fn assert_no_undo(&self, what: &str) {
+        assert!(
+            self.undo.is_empty(),
+            "{what} starts with {} writes of another in the undo log",
+            self.undo.len()
+        );
+    }
+
     pub(crate) fn fail(&mut self, error: SqlError) {
         if self.failed.is_none() {
             self.failed = Some(error);
@@ -402,7 +415,7 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         self.check_running()?;
-        self.undo.clear();
+        self.assert_no_undo("a command's preparation");
         if let Some(now) = now_micros {
             self.advance_clock(now);
             if let Err(e) = self.expire_pending(version) {
@@ -435,7 +448,7 @@ impl Executor {
     /// Applies one command atomically: all of it, or (after an error) none of it.
     pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
         self.check_running()?;
-        self.undo.clear();
+        self.assert_no_undo("a command");
         // Without sequences (the hot paths) nothing can call one: no bookkeeping.
         let sequences = !self.catalog.sequences.is_empty();
         if sequences {
@@ -520,6 +533,21 @@ impl Executor {
                         e.message
                     ),
                 ));
+            }
+            // An internal error is a state the executor's own rules say cannot happen (a
+            // routing bug, a table its catalog names but storage lacks, a row that does not
+            // fit its table). Answering it and going on would leave this replica applying
+            // later commands to a state the others may not share: stop applying instead.
+            if e.kind == ErrorKind::Internal {
+                eprintln!(
+                    "hotledger: the executor stops: internal error: {}",
+                    e.message
+                );
+                self.fail(e.clone());
+                return Err(SqlError::internal(format!(
+                    "the executor stopped after an internal error ({}); restart the server",
+                    e.message
+                )));
             }
             self.rollback();
         }

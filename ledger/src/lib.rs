@@ -10,14 +10,34 @@
 //! limits, idempotency, history) are applied here too, in `transfer`.
 //!
 //! It must not know about Raft or sockets: log entries arrive as positions and opaque bytes,
-//! and every reply is a callback. Commands are deterministic, so every replica applying the
-//! same log reaches the same state.
+//! and every reply is a callback. It runs plans (`plan`); it does not bind SQL (the one
+//! binder question it asks, which views a DROP VIEW breaks, is handed to it in
+//! `ExecutorOptions::dependent_views`). Commands are deterministic, so every replica
+//! applying the same log reaches the same state.
+//!
+//! Invariants, asserted: log entries apply once each in increasing index
+//! (`Coordinator::apply_entry`); every command starts with an empty undo log
+//! (`Executor::run_command`); an internal error stops the executor applying rather than
+//! being answered and passed over (a replica that went on would diverge); debits equal
+//! credits over all accounts after each entry in debug builds (`double_entry`).
+//!
+//! Key types: `ExecutorHandle` (the sessions' and the log's way in: `Request`), `Command`
+//! (what a log entry carries), `Executor` (the state and the apply functions), `Reader`
+//! (plans over storage), `UndoLog` (what makes a command atomic).
+//!
+//! Reading order: `executor.rs` (the `Executor`, `run_command`), `coordinator.rs` (the
+//! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
+//! `schema_transaction.rs` (writes, staged commits, schema changes), `query.rs` and
+//! `window.rs` (reads), `transfer.rs` → `account_set.rs` / `lookahead.rs` (the ledger),
+//! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
+//! session builds before proposing), `undo.rs`, `row.rs`.
 
 mod account_set;
 mod apply;
 mod command;
 mod coordinator;
 mod ddl;
+mod double_entry;
 mod error;
 mod executor;
 mod foreign_keys;

@@ -64,6 +64,10 @@ impl<S> UndoLog<S> {
         self.entries.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The latest write, removed from the log.
     pub fn pop(&mut self) -> Option<UndoEntry<S>> {
         let entry = self.entries.pop()?;
