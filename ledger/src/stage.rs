@@ -1,6 +1,6 @@
 //! Staging: a write statement inside a transaction evaluated against the state plus the
 //! transaction's overlay without being applied — the rows it touches, their new images and
-//! the ops its COMMIT will apply (see ARCHITECTURE.md, "The write path").
+//! the ops its COMMIT will apply (see docs/paths.md, "The write path, as built").
 
 use std::borrow::Cow;
 

@@ -6,6 +6,13 @@
 //!
 //! It must not know about SQL: commands and results are opaque bytes encoded by the layers
 //! above.
+//!
+//! Key types: `Node` (a started node: its `Raft` and `Proposer`), `Proposer`, `Batch` (a log
+//! entry's commands), `TypeConfig`.
+//!
+//! Reading order: `node.rs` (start and replay), `proposer.rs` (group commit),
+//! `log_store.rs` (openraft's log storage on `kv::LogStore`), `state_machine.rs` (entries
+//! to the executor), `early_reply.rs`, `types.rs`, `network.rs`.
 
 // openraft's trait signatures return its `StorageError` by value; helpers follow suit.
 #![allow(clippy::result_large_err)]

@@ -1,6 +1,15 @@
 //! `hotledger`: the server binary. It owns the command line, the data directory, the pgwire
 //! listener and sessions, and wiring the executor and the Raft node together. It contains no
 //! business rules: statements are planned by `planner` and applied by `ledger`.
+//!
+//! Key types: `Session` (one connection's state and statement execution), `Connection` (the
+//! pgwire handlers of one connection), `ServerContext` (what every connection shares).
+//!
+//! Reading order: `main.rs` (startup), `frontend.rs` (the connection loop), `handlers.rs`
+//! (pgwire messages), `session.rs` and `session/` (`transaction.rs` first, then `write.rs`,
+//! `read.rs`), `statements.rs`, `wire.rs`; then the per-node services (`activity.rs`,
+//! `advisory_locks.rs`, `notifications.rs`), `bulk_insert.rs`, `copy_format.rs`,
+//! `migrations.rs`, `session_threads.rs`, `tls.rs`.
 
 mod activity;
 mod advisory_locks;
@@ -122,7 +131,7 @@ struct ServeArgs {
     /// File IO for the data file: auto (io_uring when available), uring or portable.
     #[arg(long, default_value = "auto", value_parser = ["auto", "uring", "portable"])]
     io: String,
-    /// File IO for the replicated log (portable measured faster: see docs/ARCHITECTURE.md).
+    /// File IO for the replicated log (portable measured faster: see docs/paths.md).
     #[arg(long, default_value = "portable", value_parser = ["auto", "uring", "portable"])]
     log_io: String,
 }

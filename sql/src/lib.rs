@@ -4,6 +4,14 @@
 //!
 //! It must not touch storage, the network or the catalog: everything here is a pure function
 //! of its inputs.
+//!
+//! Key types: `Parsed` / `ParsedStatement` (what `parse` gives), `Value` and `DataType`,
+//! `Numeric`, `Jsonb`, `ValueRows` (a bulk INSERT's rows, read without sqlparser),
+//! `PackedRows` (rows as the log carries them), `SqlError` / `ErrorKind`.
+//!
+//! Reading order: `parse.rs`, `types.rs`, `value.rs`, `error.rs`, then the types
+//! (`numeric.rs`, `jsonb.rs`, `interval.rs`, `datetime.rs`, `uuid.rs`, `time_of_day.rs`),
+//! `insert_values.rs`, `packed_rows.rs` and `value_tag.rs`, `nesting.rs`.
 
 pub mod datetime;
 mod error;
