@@ -35,7 +35,7 @@ const CAPTURE_STEP_PAGES: usize = 256;
 /// the writer (tens of thousands of pages a second) however rarely the owner can call: an
 /// executor applying 1,000-row statements polls a few dozen times a second, and 256 pages a
 /// call held checkpoints to ~8k pages/s while the batch load dirtied pages faster (the pool
-/// grew to seven times its size; docs/benchmarks.md, 2026-11-23).
+/// grew to seven times its size; docs/benchmarks.md, "What was tried").
 const CAPTURE_PAGES_PER_MS: usize = 100;
 /// Pages marked clean per `poll_checkpoint` call after a checkpoint is durable, at least and
 /// per millisecond since the previous call (marking is cheaper than capturing).

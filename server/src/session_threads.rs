@@ -4,8 +4,8 @@
 //!
 //! Thread 0 is the runtime the server starts on, which also runs the listener and the Raft
 //! node; the others are started here. On 2 cores two such threads beat both one thread and
-//! tokio's work-stealing scheduler with two workers under pgbench (docs/benchmarks.md, "Session
-//! threads").
+//! tokio's work-stealing scheduler with two workers under pgbench (docs/benchmarks.md,
+//! "What was tried").
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
