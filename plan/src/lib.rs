@@ -16,7 +16,8 @@
 //!
 //! Reading order: `catalog.rs` (what a schema is), `plan.rs` (what a statement becomes),
 //! `expr.rs` (expressions: `Expr`, `Func`, `EvalEnv`, `Expr::eval`), then the function
-//! library (`scalar_functions.rs`, `json_functions.rs`), `access.rs` and `join_keys.rs`
+//! library (`function_eval.rs`, the dispatch by group, then `scalar_functions.rs` and
+//! `json_functions.rs`), `access.rs` and `join_keys.rs`
 //! (keys), `sequence.rs`, `enum_type.rs`, `foreign_key.rs`, `ledger.rs` (the ledger
 //! tables' rules), and `system.rs` / `information_schema.rs` (the virtual tables).
 
@@ -25,6 +26,7 @@ mod catalog;
 mod enum_type;
 mod expr;
 mod foreign_key;
+mod function_eval;
 mod information_schema;
 mod integer_literal;
 mod join_keys;
