@@ -121,15 +121,15 @@ impl Executor {
         write_failed: impl FnOnce(SqlError) -> E,
     ) -> Result<T, E> {
         let many_transfers = rows > 1 && table.ledger == Some(LedgerRole::Transfers);
-        if !many_transfers || self.account_set.is_some() {
+        if !many_transfers || self.transfers.account_set.is_some() {
             return statement(self);
         }
-        self.account_set = Some(std::mem::take(&mut self.spare_account_set));
+        self.transfers.account_set = Some(std::mem::take(&mut self.transfers.spare_account_set));
         let outcome = statement(self);
         self.forget_look_ahead();
-        let mut set = self.account_set.take().unwrap_or_default();
+        let mut set = self.transfers.account_set.take().unwrap_or_default();
         let dirty = set.drain_dirty();
-        self.spare_account_set = set;
+        self.transfers.spare_account_set = set;
         let value = outcome?;
         dirty
             .and_then(|accounts| self.write_back(accounts, version))

@@ -571,8 +571,9 @@ impl Executor {
         });
         // A multi-row transfer statement (its account working set is open) reads its rows a
         // group ahead and finds the leaves they will touch before applying them.
-        let look_ahead =
-            table.ledger == Some(LedgerRole::Transfers) && self.account_set.is_some() && count > 1;
+        let look_ahead = table.ledger == Some(LedgerRole::Transfers)
+            && self.transfers.account_set.is_some()
+            && count > 1;
         let mut rows = RowsAhead::new(rows, look_ahead);
         for n in 0..count {
             let Some(row) = rows.next(self, table) else {

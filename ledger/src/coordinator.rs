@@ -394,7 +394,7 @@ impl Coordinator {
     fn begin_checkpoint(&mut self) {
         let snapshot = self.replication.clone();
         let meta = self.executor.meta;
-        let clock = self.executor.ledger_clock.to_le_bytes();
+        let clock = self.executor.clock.now.to_le_bytes();
         let applied = self.applied;
         let Some(first) = self.executor.shards[0].as_mut().map(|s| &mut s.engine) else {
             return;
@@ -681,7 +681,7 @@ impl Coordinator {
                         slot,
                         command: Box::new(command),
                         catalog: self.executor.catalog.clone(),
-                        clock: self.executor.ledger_clock,
+                        clock: self.executor.clock.now,
                         version,
                         reports: dispatch.reports.0.clone(),
                     });
@@ -694,7 +694,7 @@ impl Coordinator {
                             command,
                             share: SplitShare {
                                 plan,
-                                clock: self.executor.ledger_clock,
+                                clock: self.executor.clock.now,
                             },
                         };
                         let run = self.split_run(first, commands, version);
@@ -744,7 +744,7 @@ impl Coordinator {
             {
                 break;
             }
-            let clock = self.executor.ledger_clock;
+            let clock = self.executor.clock.now;
             run.push(SplitStatement {
                 slot,
                 command,
@@ -875,7 +875,7 @@ impl Coordinator {
             }
         }
         let statement = run.swap_remove(at);
-        self.executor.ledger_clock = statement.share.clock;
+        self.executor.clock.now = statement.share.clock;
         self.routing.on_coordinator += 1;
         let result = self.executor.run_command(statement.command, version);
         dispatch.results.set(statement.slot, &result);

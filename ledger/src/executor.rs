@@ -222,25 +222,12 @@ pub struct Executor {
     /// Set when applying hit an IO error: the state may no longer match the log, so every
     /// later command is refused until a restart replays the log.
     pub(crate) failed: Option<SqlError>,
-    pub(crate) scratch: Vec<u8>,
-    /// An index entry being written (kept for its capacity).
-    entry_scratch: Vec<u8>,
-    /// The value an index entry's write replaced, on its way to the undo log.
-    old_scratch: Vec<u8>,
-    /// Buffers of stored rows read and done with, for the next reads (`recycle`).
-    spare_rows: Vec<Vec<u8>>,
-    /// The keys of the group of rows a multi-row transfer statement looks ahead at.
-    pub(crate) lookahead_keys: crate::lookahead::LookaheadKeys,
-    /// The ledger clock (see `transfer`): the latest `now()` of the commands applied.
-    pub(crate) ledger_clock: i64,
-    pub(crate) expiry: kv::Table,
-    /// No pending transfer expires before this (None: none has a timeout).
-    pub(crate) next_expiry: Option<i64>,
-    pub(crate) ledger_schema: Option<(u64, Arc<plan::LedgerSchema>)>,
-    /// Open while a multi-row transfer statement runs (see `account_set`).
-    pub(crate) account_set: Option<crate::account_set::AccountSet>,
-    /// The set's memory between statements (empty).
-    pub(crate) spare_account_set: crate::account_set::AccountSet,
+    /// Buffers kept for their capacity between writes and reads.
+    pub(crate) buffers: Buffers,
+    /// The ledger clock and the expiry of pending transfers it drives.
+    pub(crate) clock: LedgerClock,
+    /// What applying transfers keeps between statements.
+    pub(crate) transfers: TransferState,
     /// Sequence states (owned by the coordinator's executor only).
     pub(crate) sequences: Arc<SequenceStore>,
     /// Open while a transaction's schema changes apply (`schema_transaction`).
@@ -250,6 +237,42 @@ pub struct Executor {
     pub(crate) dependent_views: Option<plan::DependentViews>,
     /// Debug builds: set once the accounts outgrow `double_entry`'s check.
     pub(crate) double_entry_unchecked: bool,
+}
+
+/// Buffers an executor keeps for their capacity, so a write or a read allocates nothing.
+#[derive(Default)]
+pub(crate) struct Buffers {
+    /// A row being encoded.
+    pub(crate) row: Vec<u8>,
+    /// An index entry being written.
+    pub(crate) entry: Vec<u8>,
+    /// The value an index entry's write replaced, on its way to the undo log.
+    pub(crate) old: Vec<u8>,
+    /// Buffers of stored rows read and done with, for the next reads (`recycle`).
+    pub(crate) spare_rows: Vec<Vec<u8>>,
+}
+
+/// The ledger clock (see `transfer`): the latest `now()` of the commands applied, which
+/// `created_at` and the expiry of pending transfers follow.
+pub(crate) struct LedgerClock {
+    pub(crate) now: i64,
+    /// Pending transfers with a timeout, by the time they expire.
+    pub(crate) expiry: kv::Table,
+    /// No pending transfer expires before this (None: none has a timeout).
+    pub(crate) next_expiry: Option<i64>,
+}
+
+/// What applying transfers keeps from one statement to the next.
+#[derive(Default)]
+pub(crate) struct TransferState {
+    /// The ledger tables resolved, with the catalog version they were resolved at.
+    pub(crate) schema: Option<(u64, Arc<plan::LedgerSchema>)>,
+    /// The keys of the group of rows a multi-row transfer statement looks ahead at.
+    pub(crate) lookahead_keys: crate::lookahead::LookaheadKeys,
+    /// Open while a multi-row transfer statement runs (see `account_set`).
+    pub(crate) account_set: Option<crate::account_set::AccountSet>,
+    /// The set's memory between statements (empty).
+    pub(crate) spare_account_set: crate::account_set::AccountSet,
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -277,18 +300,14 @@ impl Executor {
             undo: UndoLog::default(),
             rowid_next: 0,
             failed: None,
-            scratch: Vec::new(),
-            entry_scratch: Vec::new(),
-            old_scratch: Vec::new(),
-            spare_rows: Vec::new(),
-            lookahead_keys: Default::default(),
-            ledger_clock,
-            expiry,
-            // Unknown after a start: the first sweep looks.
-            next_expiry: Some(i64::MIN),
-            ledger_schema: None,
-            account_set: None,
-            spare_account_set: Default::default(),
+            buffers: Buffers::default(),
+            clock: LedgerClock {
+                now: ledger_clock,
+                expiry,
+                // Unknown after a start: the first sweep looks.
+                next_expiry: Some(i64::MIN),
+            },
+            transfers: TransferState::default(),
             sequences: Default::default(),
             schema_transaction: None,
             dependent_views: None,
@@ -436,8 +455,8 @@ impl Executor {
         let Some(now) = now_micros else {
             return false;
         };
-        let clock = self.ledger_clock.max(now);
-        self.next_expiry.is_some_and(|at| at <= clock)
+        let clock = self.clock.now.max(now);
+        self.clock.next_expiry.is_some_and(|at| at <= clock)
     }
 
     pub(crate) fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
@@ -617,7 +636,7 @@ impl Executor {
         value: Option<&[u8]>,
     ) -> SqlResult<()> {
         let engine = &mut held(&mut self.shards, shard)?.engine;
-        let old = &mut self.old_scratch;
+        let old = &mut self.buffers.old;
         let existed = match value {
             Some(v) => engine.put_saving_old(storage, key, v, old),
             None => engine.delete_saving_old(storage, key, old),
@@ -708,7 +727,7 @@ impl Executor {
     /// A stored row's bytes.
     pub(crate) fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
-        let mut out = self.spare_rows.pop().unwrap_or_default();
+        let mut out = self.buffers.spare_rows.pop().unwrap_or_default();
         let shard = self.shard(index)?;
         let handle = shard.handle(store.id)?;
         if shard
@@ -727,8 +746,8 @@ impl Executor {
     /// account into a fresh allocation and freeing it after its write was ~5% of a batch of
     /// transfers.
     pub(crate) fn recycle(&mut self, bytes: Vec<u8>) {
-        if self.spare_rows.len() < SPARE_ROWS && bytes.capacity() <= SPARE_ROW_BYTES {
-            self.spare_rows.push(bytes);
+        if self.buffers.spare_rows.len() < SPARE_ROWS && bytes.capacity() <= SPARE_ROW_BYTES {
+            self.buffers.spare_rows.push(bytes);
         }
     }
 
@@ -795,13 +814,16 @@ impl Executor {
         row: &[Value],
         version: u64,
     ) -> SqlResult<bool> {
-        encode_row(version, row, &mut self.scratch);
+        encode_row(version, row, &mut self.buffers.row);
         let shard = held(&mut self.shards, index)?;
         let storage = shard.handle(table.id)?;
         let (written, old) = match how {
-            RowWrite::InsertOnly => (shard.engine.insert(storage, key, &self.scratch), None),
+            RowWrite::InsertOnly => (shard.engine.insert(storage, key, &self.buffers.row), None),
             RowWrite::Put { old } => (
-                shard.engine.put(storage, key, &self.scratch).map(|_| true),
+                shard
+                    .engine
+                    .put(storage, key, &self.buffers.row)
+                    .map(|_| true),
                 old,
             ),
         };
@@ -852,14 +874,14 @@ impl Executor {
                 }
                 None => None,
             };
-            let mut new_entry = std::mem::take(&mut self.entry_scratch);
+            let mut new_entry = std::mem::take(&mut self.buffers.entry);
             let new_entry = match new {
                 Some(row) => row_entry_into(index, derivation, row, row_key, &mut new_entry)?
                     .map(|value| (new_entry, value)),
                 None => None,
             };
             if old_entry.as_ref() == new_entry.as_ref().map(|(entry, _)| entry) {
-                self.entry_scratch = new_entry.map(|(entry, _)| entry).unwrap_or_default();
+                self.buffers.entry = new_entry.map(|(entry, _)| entry).unwrap_or_default();
                 continue;
             }
             if let Some(entry) = old_entry {
@@ -896,7 +918,7 @@ impl Executor {
                 }
                 engine.put(storage, &entry, value).map_err(kv_error)?;
                 self.undo.push(shard, storage, &entry, None);
-                self.entry_scratch = entry;
+                self.buffers.entry = entry;
             }
         }
         Ok(())

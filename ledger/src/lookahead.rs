@@ -96,8 +96,8 @@ impl Executor {
             return;
         };
         let t = &schema.transfer;
-        let created_at = Value::TimestampTz(self.ledger_clock);
-        let mut found = std::mem::take(&mut self.lookahead_keys);
+        let created_at = Value::TimestampTz(self.clock.now);
+        let mut found = std::mem::take(&mut self.transfers.lookahead_keys);
         found.bytes.clear();
         found.keys.clear();
         let (mut key, mut entry) = (Vec::new(), Vec::new());
@@ -106,6 +106,7 @@ impl Executor {
                 let account = &row[column];
                 let Value::Int(id) = account else { continue };
                 if self
+                    .transfers
                     .account_set
                     .as_ref()
                     .is_some_and(|set| set.contains(*id))
@@ -161,7 +162,7 @@ impl Executor {
             slices.extend(group.iter().map(|key| &found.bytes[key.start..key.end]));
             shard.engine.look_ahead(handle, &slices);
         }
-        self.lookahead_keys = found;
+        self.transfers.lookahead_keys = found;
     }
 
     /// Forgets the leaves found ahead (at the end of the statement that found them).

@@ -111,7 +111,7 @@ impl Executor {
         let mut applied = AppliedShares::default();
         for share in shares {
             applied.marks.push(self.undo_len());
-            self.ledger_clock = share.clock;
+            self.clock.now = share.clock;
             let result = self.apply_share(&share.plan, part, version);
             let failed = result.is_err();
             applied.results.push(result);

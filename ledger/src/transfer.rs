@@ -76,7 +76,7 @@ impl Executor {
     /// The ledger's columns for the catalog in force, or an error before the ledger
     /// migration has run.
     pub(crate) fn ledger_schema(&mut self) -> SqlResult<Arc<LedgerSchema>> {
-        if let Some((version, schema)) = &self.ledger_schema {
+        if let Some((version, schema)) = &self.transfers.schema {
             if *version == self.catalog.version {
                 return Ok(schema.clone());
             }
@@ -84,7 +84,7 @@ impl Executor {
         let schema = LedgerSchema::resolve(&self.catalog)?
             .map(Arc::new)
             .ok_or_else(|| SqlError::internal("the ledger tables do not exist yet"))?;
-        self.ledger_schema = Some((self.catalog.version, schema.clone()));
+        self.transfers.schema = Some((self.catalog.version, schema.clone()));
         Ok(schema)
     }
 
@@ -204,7 +204,7 @@ impl Executor {
 
     /// Moves the ledger clock to a command's `now()` if that is later.
     pub(crate) fn advance_clock(&mut self, now_micros: i64) {
-        self.ledger_clock = self.ledger_clock.max(now_micros);
+        self.clock.now = self.clock.now.max(now_micros);
     }
 
     /// A new account: the engine sets its balances to zero and its creation time.
@@ -219,7 +219,7 @@ impl Executor {
         ] {
             row[c] = Value::Int(0);
         }
-        row[a.created_at] = Value::TimestampTz(self.ledger_clock);
+        row[a.created_at] = Value::TimestampTz(self.clock.now);
         Ok(row)
     }
 
@@ -259,7 +259,7 @@ impl Executor {
         let timeout_given = row[t.timeout].clone();
         let written_early = !post && !void && {
             row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
-            row[t.created_at] = Value::TimestampTz(self.ledger_clock);
+            row[t.created_at] = Value::TimestampTz(self.clock.now);
             let written = self.insert_new_row(table, &key, &row, version)?;
             row[t.timeout] = timeout_given;
             written
@@ -304,7 +304,7 @@ impl Executor {
             ));
         }
         row[t.timeout] = Value::Int(timeout);
-        row[t.created_at] = Value::TimestampTz(self.ledger_clock);
+        row[t.created_at] = Value::TimestampTz(self.clock.now);
         if post || void {
             self.resolve_pending(&schema, id, &mut row, post, version)?;
             self.put_row(table, &key, None, &row, version)?;
@@ -356,7 +356,7 @@ impl Executor {
         add(id, credit_id, &mut credit.row, credit_balance, amount)?;
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
-        let now = self.ledger_clock;
+        let now = self.clock.now;
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
         if pending {
@@ -398,7 +398,7 @@ impl Executor {
         if !row_here && !debit_here && !credit_here {
             return Ok(());
         }
-        let now = self.ledger_clock;
+        let now = self.clock.now;
         if row_here {
             row[t.timeout] = Value::Int(0);
             row[t.created_at] = Value::TimestampTz(now);
@@ -444,7 +444,7 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let timeout = int(&row[schema.transfer.timeout]).unwrap_or(0);
-        let now = self.ledger_clock;
+        let now = self.clock.now;
         let expires_at = (timeout > 0).then(|| now.saturating_add(timeout * MICROS_PER_SECOND));
         let p = &schema.pending_col;
         let mut state = vec![Value::Null; schema.pending.columns.len()];
@@ -568,7 +568,7 @@ impl Executor {
         };
         row[t.amount] = Value::Int(amount);
         let posted = if post { amount } else { 0 };
-        let now = self.ledger_clock;
+        let now = self.clock.now;
         self.release(schema, id, &original, posted, now, version)?;
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {
@@ -625,7 +625,7 @@ impl Executor {
         id: i64,
         side: &str,
     ) -> SqlResult<Account> {
-        if let Some(set) = &mut self.account_set {
+        if let Some(set) = &mut self.transfers.account_set {
             if let Some(account) = set.take(id)? {
                 return Ok(account);
             }
@@ -686,11 +686,11 @@ impl Executor {
                     &account.row,
                     version,
                 )?;
-                if let Some(set) = &mut self.account_set {
+                if let Some(set) = &mut self.transfers.account_set {
                     set.give_back(account, false);
                 }
             }
-            None => match &mut self.account_set {
+            None => match &mut self.transfers.account_set {
                 Some(set) => set.give_back(account, true),
                 None => {
                     return Err(SqlError::internal(
@@ -713,24 +713,24 @@ impl Executor {
 
     fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
         let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
-        self.put_raw(self.expiry, &key, Some(&[]))?;
-        self.next_expiry = Some(self.next_expiry.map_or(at, |n| n.min(at)));
+        self.put_raw(self.clock.expiry, &key, Some(&[]))?;
+        self.clock.next_expiry = Some(self.clock.next_expiry.map_or(at, |n| n.min(at)));
         Ok(())
     }
 
     fn cancel_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
         let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
-        self.put_raw(self.expiry, &key, None)
+        self.put_raw(self.clock.expiry, &key, None)
     }
 
     /// Voids every pending transfer whose timeout has passed by the ledger clock. Runs
     /// before each command, so which transfers have expired is decided in log order.
     pub(crate) fn expire_pending(&mut self, version: u64) -> SqlResult<()> {
-        let now = self.ledger_clock;
-        if self.next_expiry.is_none_or(|at| at > now) {
+        let now = self.clock.now;
+        if self.clock.next_expiry.is_none_or(|at| at > now) {
             return Ok(());
         }
-        let expiry = self.expiry;
+        let expiry = self.clock.expiry;
         loop {
             let first = self
                 .shard(0)?
@@ -746,7 +746,7 @@ impl Executor {
                 .transpose()
                 .map_err(kv_error)?;
             let Some((key, _)) = first else {
-                self.next_expiry = None;
+                self.clock.next_expiry = None;
                 return Ok(());
             };
             let (at, id) = match kv::keycode::decode_key(&key).as_deref() {
@@ -760,13 +760,13 @@ impl Executor {
                 }
             };
             if at > now {
-                self.next_expiry = Some(at);
+                self.clock.next_expiry = Some(at);
                 return Ok(());
             }
             // Looked up only once something is due: before the ledger migration has run
             // there are no tables to find, and nothing can be due either.
             let schema = self.ledger_schema()?;
-            self.put_raw(self.expiry, &key, None)?;
+            self.put_raw(self.clock.expiry, &key, None)?;
             let pending_key = encode_key(&[Value::Int(id)])?;
             let states = self.storage_of(&schema.pending)?;
             let transfers = self.storage_of(&schema.transfers)?;

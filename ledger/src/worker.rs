@@ -73,7 +73,7 @@ impl Worker {
     pub fn start(partition: usize, mut executor: Executor) -> SqlResult<Worker> {
         let (work, inbox) = mpsc::channel::<Work>();
         // Expiry is the coordinator's: it runs before a command is sent here.
-        executor.next_expiry = None;
+        executor.clock.next_expiry = None;
         let thread = thread::Builder::new()
             .name(format!("partition-{partition}"))
             .stack_size(sql::STATEMENT_STACK_BYTES)
@@ -156,7 +156,7 @@ impl Executor {
             self.shards[partition] = Some(*shard);
         }
         self.catalog = catalog;
-        self.ledger_clock = clock;
+        self.clock.now = clock;
     }
 }
 
