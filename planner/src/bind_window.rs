@@ -8,7 +8,8 @@ use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 use crate::bind::Binder;
-use crate::bind_expr::{aggregate_signature, filtered, ident, CallArgs, AGGREGATES};
+use crate::bind_expr::{ident, AGGREGATES};
+use crate::bind_function::{aggregate_signature, filtered, CallArgs};
 use crate::scope::Scope;
 
 /// The refusal of a window function outside a select list or ORDER BY.

@@ -13,7 +13,8 @@
 use plan::{AggCall, AggFunc, Expr, Rel};
 use sql::{ast, DataType, ErrorKind, SqlError, SqlResult, Value};
 
-use crate::bind_expr::{AggregateContext, CallArgs};
+use crate::bind_expr::AggregateContext;
+use crate::bind_function::CallArgs;
 use crate::scope::Scope;
 
 /// More sets than this (a CUBE of 13 items, say) is refused rather than aggregated.

@@ -11,7 +11,8 @@
 //! session's settings and sequences), `dependent_views` (what a DROP would break).
 //!
 //! Reading order: `bind.rs` (the `Binder` and the statement dispatch), `scope.rs`,
-//! `bind_expr.rs` (expressions), `bind_query.rs` (SELECT: FROM, joins via `joins.rs`,
+//! `bind_expr.rs` (expressions; operators in `bind_operator.rs`, function calls and
+//! aggregates in `bind_function.rs`), `bind_query.rs` (SELECT: FROM, joins via `joins.rs`,
 //! grouping, ORDER BY), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
 //! `alter_table.rs` (DDL), then the smaller binders (`bind_json`, `bind_array`,
 //! `bind_window`, `bind_call`, `bind_sequence`, `bind_enum`, `bind_view`,
@@ -25,7 +26,9 @@ mod bind_call;
 mod bind_ddl;
 mod bind_enum;
 mod bind_expr;
+mod bind_function;
 mod bind_json;
+mod bind_operator;
 mod bind_query;
 mod bind_sequence;
 mod bind_session_functions;
