@@ -10,7 +10,8 @@ use sql::ast;
 use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::bind::Binder;
-use crate::bind_query::{function_column, FromItem};
+use crate::bind_from::function_column;
+use crate::bind_query::FromItem;
 use crate::scope::{Scope, ScopeColumn};
 
 fn json(func: JsonFunc, args: Vec<Expr>, ty: DataType) -> Expr {

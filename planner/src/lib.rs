@@ -12,8 +12,8 @@
 //!
 //! Reading order: `bind.rs` (the `Binder` and the statement dispatch), `scope.rs`,
 //! `bind_expr.rs` (expressions; operators in `bind_operator.rs`, function calls and
-//! aggregates in `bind_function.rs`), `bind_query.rs` (SELECT: FROM, joins via `joins.rs`,
-//! grouping, ORDER BY), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
+//! aggregates in `bind_function.rs`), `bind_query.rs` (SELECT: WITH, grouping, ORDER BY) with
+//! `bind_from.rs` (FROM, joins ordered by `joins.rs`), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
 //! `alter_table.rs` (DDL), then the smaller binders (`bind_json`, `bind_array`,
 //! `bind_window`, `bind_call`, `bind_sequence`, `bind_enum`, `bind_view`,
 //! `bind_set_operation`, `bind_session_functions`) and the typing rules
@@ -26,6 +26,7 @@ mod bind_call;
 mod bind_ddl;
 mod bind_enum;
 mod bind_expr;
+mod bind_from;
 mod bind_function;
 mod bind_json;
 mod bind_operator;
