@@ -2,18 +2,16 @@
 //! a hidden row id); the value is the row's version (the log index that last wrote it, for
 //! validating serializable reads) followed by its columns.
 //!
-//! Value layout: `version u64 LE | column count u16 LE | per column: tag u8, payload`.
-//! Integers take one byte from 0 to 127 (the value in the tag) and a zigzag varint beyond:
-//! a transfer's row is half the size it had with eight bytes each (rows written so still
-//! read, tag INT).
+//! Value layout: `version u64 LE | column count u16 LE | per column: tag u8, payload`, the
+//! columns in `sql::value_codec`'s `Stored` layout (the one codec the log's packed rows use
+//! too). Integers take one byte from 0 to 127 (the value in the tag) and a zigzag varint
+//! beyond: a transfer's row is half the size it had with eight bytes each (rows written so
+//! still read, tag INT).
 
 use kv::keycode::{self, KeyPart};
 use plan::TableDef;
-use sql::value_tag::{
-    put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
-    JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID, VARINT,
-};
-use sql::{DataType, Interval, Numeric, SqlError, SqlResult, Value};
+use sql::value_codec::{put_value, read_slots, Cursor, Stored};
+use sql::{DataType, SqlError, SqlResult, Value};
 
 pub type Row = Vec<Value>;
 
@@ -33,103 +31,12 @@ pub fn encode_row(version: u64, row: &[Value], out: &mut Vec<u8>) {
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(row.len() as u16).to_le_bytes());
     for v in row {
-        encode_value(v, out);
-    }
-}
-
-fn encode_value(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Null => out.push(NULL),
-        Value::Bool(false) => out.push(FALSE),
-        Value::Bool(true) => out.push(TRUE),
-        Value::Int(i) if (0..128).contains(i) => out.push(SMALL_INT + *i as u8),
-        Value::Int(i) => {
-            out.push(VARINT);
-            put_varint(out, zigzag(*i));
-        }
-        Value::Float(f) => {
-            out.push(FLOAT);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Value::Numeric(n) => {
-            out.push(NUMERIC);
-            out.extend_from_slice(&n.mantissa().to_le_bytes());
-            out.push(n.scale() as u8);
-        }
-        Value::Text(s) => {
-            out.push(TEXT);
-            out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            out.extend_from_slice(s.as_bytes());
-        }
-        Value::Bytes(b) => {
-            out.push(BYTES);
-            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            out.extend_from_slice(b);
-        }
-        Value::Timestamp(t) => {
-            out.push(TIMESTAMP);
-            out.extend_from_slice(&t.to_le_bytes());
-        }
-        Value::TimestampTz(t) => {
-            out.push(TIMESTAMPTZ);
-            out.extend_from_slice(&t.to_le_bytes());
-        }
-        Value::Date(d) => {
-            out.push(DATE);
-            out.extend_from_slice(&d.to_le_bytes());
-        }
-        Value::Time(t) => {
-            out.push(TIME);
-            out.extend_from_slice(&t.to_le_bytes());
-        }
-        Value::Jsonb(j) => {
-            let text = j.to_text();
-            out.push(JSONB);
-            out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-            out.extend_from_slice(text.as_bytes());
-        }
-        Value::Uuid(u) => {
-            out.push(UUID);
-            out.extend_from_slice(u);
-        }
-        Value::Interval(i) => {
-            out.push(INTERVAL);
-            out.extend_from_slice(&i.months.to_le_bytes());
-            out.extend_from_slice(&i.days.to_le_bytes());
-            out.extend_from_slice(&i.micros.to_le_bytes());
-        }
-        // A one-dimensional array: its length, then each element as a value.
-        Value::Array(items) => {
-            out.push(ARRAY);
-            out.extend_from_slice(&(items.len() as u32).to_le_bytes());
-            for item in items {
-                encode_value(item, out);
-            }
-        }
+        put_value::<Stored>(out, v);
     }
 }
 
 fn corrupt() -> SqlError {
     SqlError::internal("stored row is malformed")
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> SqlResult<&'a [u8]> {
-        if self.bytes.len() < n {
-            return Err(corrupt());
-        }
-        let (head, rest) = self.bytes.split_at(n);
-        self.bytes = rest;
-        Ok(head)
-    }
-
-    fn array<const N: usize>(&mut self) -> SqlResult<[u8; N]> {
-        Ok(self.take(N)?.try_into().expect("length checked"))
-    }
 }
 
 /// The version stamp of a stored row.
@@ -141,96 +48,15 @@ pub fn row_version(bytes: &[u8]) -> u64 {
 }
 
 pub fn decode_row(bytes: &[u8]) -> SqlResult<(u64, Row)> {
-    let mut r = Reader { bytes };
-    let version = u64::from_le_bytes(r.array()?);
-    let count = u16::from_le_bytes(r.array()?) as usize;
+    let mut c = Cursor::new(bytes);
+    let version = u64::from_le_bytes(c.array().map_err(|_| corrupt())?);
+    let count = u16::from_le_bytes(c.array().map_err(|_| corrupt())?) as usize;
     // Every value takes at least its tag byte.
-    if count > r.bytes.len() {
-        return Err(corrupt());
-    }
+    let count = c.within(count).map_err(|_| corrupt())?;
     let mut row = Vec::with_capacity(count);
     row.resize_with(count, || Value::Int(0));
-    for slot in row.iter_mut() {
-        match r.bytes.first() {
-            Some(&tag @ SMALL_INT..) => {
-                r.bytes = &r.bytes[1..];
-                slot.set_int((tag - SMALL_INT) as i64);
-            }
-            Some(&VARINT) => {
-                let (v, len) = read_varint(&r.bytes[1..]).ok_or_else(corrupt)?;
-                r.bytes = &r.bytes[1 + len..];
-                slot.set_int(unzigzag(v));
-            }
-            _ => decode_value(&mut r, slot, 0)?,
-        }
-    }
+    read_slots::<Stored>(&mut c, &mut row).map_err(|_| corrupt())?;
     Ok((version, row))
-}
-
-/// Decodes one value into `out`, a slot of the row, by assigning it there
-/// (see `sql::PackedRows`'s reader for why). Arrays are one-dimensional: an array inside
-/// one is corrupt.
-fn decode_value(r: &mut Reader<'_>, out: &mut Value, depth: u8) -> SqlResult<()> {
-    match r.take(1)?[0] {
-        tag @ SMALL_INT.. => *out = Value::Int((tag - SMALL_INT) as i64),
-        VARINT => {
-            let (v, len) = read_varint(r.bytes).ok_or_else(corrupt)?;
-            r.bytes = &r.bytes[len..];
-            *out = Value::Int(unzigzag(v))
-        }
-        NULL => *out = Value::Null,
-        FALSE => *out = Value::Bool(false),
-        TRUE => *out = Value::Bool(true),
-        INT => *out = Value::Int(i64::from_le_bytes(r.array()?)),
-        FLOAT => *out = Value::Float(f64::from_le_bytes(r.array()?)),
-        NUMERIC => {
-            let mantissa = i128::from_le_bytes(r.array()?);
-            let scale = r.take(1)?[0] as u32;
-            *out = Value::Numeric(Numeric::new(mantissa, scale).map_err(|_| corrupt())?)
-        }
-        TEXT => {
-            let len = u32::from_le_bytes(r.array()?) as usize;
-            let text = String::from_utf8(r.take(len)?.to_vec()).map_err(|_| corrupt())?;
-            *out = Value::Text(text)
-        }
-        BYTES => {
-            let len = u32::from_le_bytes(r.array()?) as usize;
-            *out = Value::Bytes(r.take(len)?.to_vec())
-        }
-        TIMESTAMP => *out = Value::Timestamp(i64::from_le_bytes(r.array()?)),
-        TIMESTAMPTZ => *out = Value::TimestampTz(i64::from_le_bytes(r.array()?)),
-        DATE => *out = Value::Date(i32::from_le_bytes(r.array()?)),
-        TIME => *out = Value::Time(i64::from_le_bytes(r.array()?)),
-        UUID => *out = Value::Uuid(r.array()?),
-        JSONB => {
-            let len = u32::from_le_bytes(r.array()?) as usize;
-            let text = std::str::from_utf8(r.take(len)?).map_err(|_| corrupt())?;
-            let j = sql::Jsonb::parse(text).map_err(|_| corrupt())?;
-            *out = Value::Jsonb(Box::new(j))
-        }
-        INTERVAL => {
-            *out = Value::Interval(Interval {
-                months: i32::from_le_bytes(r.array()?),
-                days: i32::from_le_bytes(r.array()?),
-                micros: i64::from_le_bytes(r.array()?),
-            })
-        }
-        ARRAY if depth == 0 => {
-            let len = u32::from_le_bytes(r.array()?) as usize;
-            // Every element takes at least its tag byte.
-            if len > r.bytes.len() {
-                return Err(corrupt());
-            }
-            let mut items = Vec::with_capacity(len);
-            items.resize_with(len, || Value::Int(0));
-            for item in items.iter_mut() {
-                decode_value(r, item, depth + 1)?;
-            }
-            *out = Value::Array(items)
-        }
-        _ => return Err(corrupt()),
-    }
-    Ok(())
 }
 
 /// One key component for a value of a key column; None for a type keys cannot hold. (An
@@ -304,6 +130,8 @@ pub fn cast_key(table: &TableDef, values: &[Value]) -> Option<Vec<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sql::value_tag::INT;
+    use sql::{Interval, Numeric};
 
     #[test]
     fn rows_round_trip() {

@@ -7,11 +7,12 @@
 //!
 //! Key types: `Parsed` / `ParsedStatement` (what `parse` gives), `Value` and `DataType`,
 //! `Numeric`, `Jsonb`, `ValueRows` (a bulk INSERT's rows, read without sqlparser),
-//! `PackedRows` (rows as the log carries them), `SqlError` / `ErrorKind`.
+//! `PackedRows` (rows as the log carries them; `value_codec` writes and reads the values of
+//! both stored and packed rows), `SqlError` / `ErrorKind`.
 //!
 //! Reading order: `parse.rs`, `types.rs`, `value.rs`, `error.rs`, then the types
 //! (`numeric.rs`, `jsonb.rs`, `interval.rs`, `datetime.rs`, `uuid.rs`, `time_of_day.rs`),
-//! `insert_values.rs`, `packed_rows.rs` and `value_tag.rs`, `nesting.rs`.
+//! `insert_values.rs`, `value_tag.rs`, `value_codec.rs` and `packed_rows.rs`, `nesting.rs`.
 
 pub mod datetime;
 mod error;
@@ -29,6 +30,7 @@ pub mod time_of_day;
 mod types;
 pub mod uuid;
 mod value;
+pub mod value_codec;
 pub mod value_tag;
 
 pub use error::{ErrorKind, SqlError, SqlResult};

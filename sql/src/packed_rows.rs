@@ -12,11 +12,9 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::value_tag::{
-    put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
-    JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
-};
-use crate::{Interval, Numeric, Value};
+use crate::value_codec::{put_int, put_value, read_slots, Cursor, Packed};
+use crate::value_tag::put_varint;
+use crate::Value;
 
 /// Rows of values in the packed form, read a row at a time ([`PackedRows::rows`]): the
 /// executor decodes each row just before it stores it, while its few hundred bytes are in
@@ -44,12 +42,9 @@ impl PackedRows {
     /// Takes packed bytes as they came from [`PackedRows::as_bytes`]: only the row count is
     /// read here; a damaged row is an error when [`PackedRows::rows`] reaches it.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<PackedRows, String> {
-        let mut reader = Reader {
-            bytes: &bytes,
-            at: 0,
-        };
-        let count = reader.length()?;
-        let first_row = reader.at;
+        let mut reader = Cursor::new(&bytes);
+        let count = packed_length(&mut reader)?;
+        let first_row = bytes.len() - reader.rest().len();
         Ok(PackedRows {
             count,
             bytes,
@@ -73,10 +68,7 @@ impl PackedRows {
     /// damaged bytes (bytes left after the last row make it an error too).
     pub fn rows(&self) -> PackedRowIter<'_> {
         PackedRowIter {
-            reader: Reader {
-                bytes: &self.bytes,
-                at: self.first_row,
-            },
+            reader: Cursor::new(&self.bytes[self.first_row..]),
             left: self.count,
         }
     }
@@ -100,7 +92,7 @@ impl Packer {
     pub fn push(&mut self, row: &[Value]) {
         put_varint(&mut self.rows, row.len() as u64);
         for value in row {
-            put_value(&mut self.rows, value);
+            put_value::<Packed>(&mut self.rows, value);
         }
         self.count += 1;
     }
@@ -108,13 +100,13 @@ impl Packer {
     /// Pushes a row of `shape`, its given columns' values from `given` (by their places in
     /// it), each already in its column's form: the bytes `push` would write for the whole row.
     pub fn push_shaped(&mut self, shape: &RowShape, given: &[Value]) {
-        self.push_shaped_with(shape, |out, i| put_value(out, &given[i]));
+        self.push_shaped_with(shape, |out, i| put_value::<Packed>(out, &given[i]));
     }
 
     /// `push_shaped` for rows whose given values are all integers: the bytes it writes for
     /// them as `Value::Int`s, without the values made.
     pub fn push_shaped_ints(&mut self, shape: &RowShape, given: &[i64]) {
-        self.push_shaped_with(shape, |out, i| put_int(out, given[i]));
+        self.push_shaped_with(shape, |out, i| put_int::<Packed>(out, given[i]));
     }
 
     fn push_shaped_with(
@@ -191,7 +183,7 @@ impl RowShape {
                 ColumnFill::Given(i) => shape.parts.push(ShapePart::Given(i)),
                 ColumnFill::Fixed(value) => {
                     let start = shape.fixed.len();
-                    put_value(&mut shape.fixed, &value);
+                    put_value::<Packed>(&mut shape.fixed, &value);
                     let end = shape.fixed.len();
                     match shape.parts.last_mut() {
                         Some(ShapePart::Fixed(_, run_end)) if *run_end == start => *run_end = end,
@@ -212,7 +204,7 @@ impl std::fmt::Debug for PackedRows {
 
 /// The rows of a [`PackedRows`], decoded one at a time.
 pub struct PackedRowIter<'a> {
-    reader: Reader<'a>,
+    reader: Cursor<'a>,
     left: usize,
 }
 
@@ -224,14 +216,14 @@ impl Iterator for PackedRowIter<'_> {
             return None;
         }
         self.left -= 1;
-        let row = self.reader.row();
+        let row = packed_row(&mut self.reader);
         if row.is_err() {
             // Nothing after a damaged row can be read.
             self.left = 0;
-        } else if self.left == 0 && self.reader.at != self.reader.bytes.len() {
+        } else if self.left == 0 && !self.reader.rest().is_empty() {
             return Some(Err(format!(
                 "{} bytes after the last packed row",
-                self.reader.bytes.len() - self.reader.at
+                self.reader.rest().len()
             )));
         }
         Some(row)
@@ -244,215 +236,20 @@ impl Iterator for PackedRowIter<'_> {
 
 impl ExactSizeIterator for PackedRowIter<'_> {}
 
-/// Arrays nest at most this deep in packed rows (deeper ones are refused when read, so
-/// damaged bytes cannot exhaust the stack).
-const MAX_ARRAY_DEPTH: usize = 64;
-
-fn put_tagged_int(out: &mut Vec<u8>, tag: u8, v: i64) {
-    out.push(tag);
-    put_varint(out, zigzag(v));
+/// A count in packed rows (of rows, of a row's values): a varint, never more than the bytes
+/// left, so damaged bytes cannot ask for a huge allocation.
+fn packed_length(c: &mut Cursor<'_>) -> Result<usize, String> {
+    let n = c.varint()?;
+    c.within(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
-fn put_int(out: &mut Vec<u8>, i: i64) {
-    if (0..128).contains(&i) {
-        out.push(SMALL_INT + i as u8)
-    } else {
-        put_tagged_int(out, INT, i)
-    }
-}
-
-fn put_value(out: &mut Vec<u8>, value: &Value) {
-    match value {
-        Value::Null => out.push(NULL),
-        Value::Bool(false) => out.push(FALSE),
-        Value::Bool(true) => out.push(TRUE),
-        Value::Int(i) => put_int(out, *i),
-        Value::Float(f) => {
-            out.push(FLOAT);
-            out.extend_from_slice(&f.to_le_bytes());
-        }
-        Value::Numeric(n) => {
-            out.push(NUMERIC);
-            out.extend_from_slice(&n.mantissa().to_le_bytes());
-            put_varint(out, n.scale() as u64);
-        }
-        Value::Text(s) => {
-            out.push(TEXT);
-            put_varint(out, s.len() as u64);
-            out.extend_from_slice(s.as_bytes());
-        }
-        Value::Bytes(b) => {
-            out.push(BYTES);
-            put_varint(out, b.len() as u64);
-            out.extend_from_slice(b);
-        }
-        Value::Timestamp(t) => put_tagged_int(out, TIMESTAMP, *t),
-        Value::TimestampTz(t) => put_tagged_int(out, TIMESTAMPTZ, *t),
-        Value::Date(d) => put_tagged_int(out, DATE, *d as i64),
-        Value::Time(t) => put_tagged_int(out, TIME, *t),
-        Value::Interval(i) => {
-            out.push(INTERVAL);
-            for part in [i.months as i64, i.days as i64, i.micros] {
-                put_varint(out, zigzag(part));
-            }
-        }
-        Value::Jsonb(j) => {
-            let text = j.to_text();
-            out.push(JSONB);
-            put_varint(out, text.len() as u64);
-            out.extend_from_slice(text.as_bytes());
-        }
-        Value::Uuid(u) => {
-            out.push(UUID);
-            out.extend_from_slice(u);
-        }
-        Value::Array(items) => {
-            out.push(ARRAY);
-            put_varint(out, items.len() as u64);
-            for item in items {
-                put_value(out, item);
-            }
-        }
-    }
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    /// One row. Its slots are made first (all `Int(0)`) and each value is assigned into its
-    /// own: a value pushed onto a `Vec` (or returned in a `Result`) is built on the stack and
-    /// copied, and that copy's wide loads wait on the narrow stores that just built it —
-    /// most of the time decoding took under bulk inserts. Integers, the common kind, are
-    /// read here and only their payload is stored.
-    fn row(&mut self) -> Result<Vec<Value>, String> {
-        let len = self.length()?;
-        let mut row = Vec::with_capacity(len);
-        row.resize_with(len, || Value::Int(0));
-        for slot in row.iter_mut() {
-            match self.bytes.get(self.at) {
-                Some(&tag @ SMALL_INT..) => {
-                    self.at += 1;
-                    slot.set_int((tag - SMALL_INT) as i64);
-                }
-                Some(&INT) => {
-                    self.at += 1;
-                    let v = self.int()?;
-                    slot.set_int(v);
-                }
-                _ => self.read_value(slot, 0)?,
-            }
-        }
-        Ok(row)
-    }
-
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self
-            .bytes
-            .get(self.at)
-            .ok_or("packed rows end in the middle of a value")?;
-        self.at += 1;
-        Ok(b)
-    }
-
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or("packed rows end in the middle of a value")?;
-        let taken = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(taken)
-    }
-
-    fn varint(&mut self) -> Result<u64, String> {
-        let (v, len) = read_varint(&self.bytes[self.at..])
-            .ok_or("a varint in packed rows is cut short or longer than ten bytes")?;
-        self.at += len;
-        Ok(v)
-    }
-
-    /// A count of things still to read, each at least a byte: never more than the bytes
-    /// left, so damaged bytes cannot ask for a huge allocation.
-    fn length(&mut self) -> Result<usize, String> {
-        let n = self.varint()?;
-        if n > (self.bytes.len() - self.at) as u64 {
-            return Err(format!(
-                "packed rows announce {n} items with {} bytes left",
-                self.bytes.len() - self.at
-            ));
-        }
-        Ok(n as usize)
-    }
-
-    fn int(&mut self) -> Result<i64, String> {
-        Ok(unzigzag(self.varint()?))
-    }
-
-    /// Reads one value into `out`, a slot of the row (see `row`).
-    fn read_value(&mut self, out: &mut Value, depth: usize) -> Result<(), String> {
-        match self.byte()? {
-            tag @ SMALL_INT.. => *out = Value::Int((tag - SMALL_INT) as i64),
-            NULL => *out = Value::Null,
-            FALSE => *out = Value::Bool(false),
-            TRUE => *out = Value::Bool(true),
-            INT => *out = Value::Int(self.int()?),
-            FLOAT => {
-                let bytes = self.take(8)?.try_into().expect("eight bytes");
-                *out = Value::Float(f64::from_le_bytes(bytes))
-            }
-            NUMERIC => {
-                let mantissa = i128::from_le_bytes(self.take(16)?.try_into().expect("16 bytes"));
-                let scale = u32::try_from(self.varint()?).map_err(|e| e.to_string())?;
-                *out = Value::Numeric(Numeric::new(mantissa, scale).map_err(|e| e.to_string())?)
-            }
-            TEXT => {
-                let len = self.length()?;
-                let text = std::str::from_utf8(self.take(len)?).map_err(|e| e.to_string())?;
-                *out = Value::Text(text.to_owned())
-            }
-            BYTES => {
-                let len = self.length()?;
-                *out = Value::Bytes(self.take(len)?.to_vec())
-            }
-            TIMESTAMP => *out = Value::Timestamp(self.int()?),
-            TIME => *out = Value::Time(self.int()?),
-            TIMESTAMPTZ => *out = Value::TimestampTz(self.int()?),
-            DATE => *out = Value::Date(i32::try_from(self.int()?).map_err(|e| e.to_string())?),
-            ARRAY if depth < MAX_ARRAY_DEPTH => {
-                let len = self.length()?;
-                let mut items = Vec::with_capacity(len);
-                items.resize_with(len, || Value::Int(0));
-                for item in items.iter_mut() {
-                    self.read_value(item, depth + 1)?;
-                }
-                *out = Value::Array(items)
-            }
-            ARRAY => return Err("arrays in packed rows nest too deep".into()),
-            INTERVAL => {
-                let months = i32::try_from(self.int()?).map_err(|e| e.to_string())?;
-                let days = i32::try_from(self.int()?).map_err(|e| e.to_string())?;
-                let micros = self.int()?;
-                *out = Value::Interval(Interval {
-                    months,
-                    days,
-                    micros,
-                })
-            }
-            JSONB => {
-                let len = self.length()?;
-                let text = std::str::from_utf8(self.take(len)?).map_err(|e| e.to_string())?;
-                let j = crate::Jsonb::parse(text).map_err(|e| e.message)?;
-                *out = Value::Jsonb(Box::new(j))
-            }
-            UUID => *out = Value::Uuid(self.take(16)?.try_into().expect("16 bytes")),
-            tag => return Err(format!("unknown value tag {tag} in packed rows")),
-        }
-        Ok(())
-    }
+/// One row: its value count, then its values (`value_codec::read_slots`).
+fn packed_row(c: &mut Cursor<'_>) -> Result<Vec<Value>, String> {
+    let len = packed_length(c)?;
+    let mut row = Vec::with_capacity(len);
+    row.resize_with(len, || Value::Int(0));
+    read_slots::<Packed>(c, &mut row).map_err(|e| format!("packed rows: {e}"))?;
+    Ok(row)
 }
 
 impl Serialize for PackedRows {
@@ -484,6 +281,9 @@ impl<'de> Deserialize<'de> for PackedRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::value_codec::Layout;
+    use crate::value_tag::{ARRAY, INT, NULL};
+    use crate::{Interval, Numeric};
 
     fn every_kind() -> Vec<Value> {
         vec![
@@ -597,7 +397,7 @@ mod tests {
         );
         assert!(decode(&[0xff, 0xff, 0xff, 0x0f]).is_err(), "huge count");
         let mut deep = vec![1, 1];
-        deep.extend([ARRAY, 1].repeat(MAX_ARRAY_DEPTH + 1));
+        deep.extend([ARRAY, 1].repeat(Packed::MAX_ARRAY_DEPTH + 1));
         deep.push(NULL);
         assert!(decode(&deep).is_err(), "nested too deep");
         let mut extra = bytes;
