@@ -17,7 +17,8 @@
 //!
 //! Invariants, asserted: log entries apply once each in increasing index
 //! (`Coordinator::apply_entry`); every command starts with an empty undo log
-//! (`Executor::run_command`); an internal error stops the executor applying rather than
+//! (`Executor::run_command`); a partition's thread holds its partition, and only it, when it
+//! applies (`Executor::lent`); an internal error stops the executor applying rather than
 //! being answered and passed over (a replica that went on would diverge); debits equal
 //! credits over all accounts after each entry in debug builds (`double_entry`).
 //!

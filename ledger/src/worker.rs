@@ -155,6 +155,12 @@ impl Executor {
         if let Some(shard) = shard {
             self.shards[partition] = Some(*shard);
         }
+        // A partition's thread applies to its own partition, which it holds meanwhile, and
+        // to no other (the coordinator holds those).
+        assert!(
+            (0..self.shards.len()).all(|p| self.holds(p) == (p == partition)),
+            "partition {partition}'s thread applies without holding exactly its partition"
+        );
         self.catalog = catalog;
         self.clock.now = clock;
     }
