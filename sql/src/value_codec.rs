@@ -320,10 +320,11 @@ fn text<'a>(c: &mut Cursor<'a>, len: usize) -> Result<&'a str, Malformed> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn every_kind() -> Vec<Value> {
+    /// A row with a value of every kind, an array of scalars among them.
+    pub(crate) fn every_kind() -> Vec<Value> {
         vec![
             Value::Null,
             Value::Bool(false),
