@@ -210,7 +210,7 @@ pub(crate) struct Store {
 /// executor always holds partition 0 and, between log entries, every partition; a partition
 /// thread's executor holds only its own, lent to it for the commands it runs (see
 /// `coordinator`). A command touching a partition this executor does not hold is a routing
-/// bug and fails with an internal error.
+/// bug: an internal error, which stops the executor (see `run_command`).
 pub struct Executor {
     /// Indexed by partition; None while that partition is held elsewhere.
     pub(crate) shards: Vec<Option<Shard>>,
@@ -219,8 +219,8 @@ pub struct Executor {
     pub(crate) meta: kv::Table,
     undo: UndoLog<kv::Table>,
     pub(crate) rowid_next: u64,
-    /// Set when applying hit an IO error: the state may no longer match the log, so every
-    /// later command is refused until a restart replays the log.
+    /// Set when applying hit an IO error or an internal one: the state may no longer match
+    /// the log, so every later command is refused until a restart replays the log.
     pub(crate) failed: Option<SqlError>,
     /// Buffers kept for their capacity between writes and reads.
     pub(crate) buffers: Buffers,
