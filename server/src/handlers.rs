@@ -56,6 +56,39 @@ use crate::session::{Block, Session, Shared, StatementResult};
 use crate::statements::{no_such_statement, Prepared};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
 
+// pgwire's bounds on a handler's client, written once, in three widths. (Rust does not
+// imply `PgWireError: From<C::Error>` from a trait's where clause, so each handler still
+// states that one.)
+
+/// Where a handler writes its messages.
+pub trait MessageSink: Sink<PgWireBackendMessage, Error: Debug> + Unpin {}
+
+impl<C> MessageSink for C
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+{
+}
+
+/// A connection's client as the simple-query and COPY handlers see it.
+pub trait SessionClient: ClientInfo + MessageSink + Send + Sync {}
+
+impl<C: ClientInfo + MessageSink + Send + Sync> SessionClient for C {}
+
+/// A connection's client as the extended-protocol handlers see it: with its portals, whose
+/// statements are this server's `Prepared`.
+pub trait Client:
+    SessionClient + ClientPortalStore<PortalStore: PortalStore<Statement = Arc<Prepared>>>
+{
+}
+
+impl<C> Client for C
+where
+    C: SessionClient + ClientPortalStore,
+    C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
+{
+}
+
 /// Server-wide settings every connection needs.
 pub struct ServerContext {
     pub shared: Arc<Shared>,
@@ -405,8 +438,7 @@ fn copy_in_response(columns: usize) -> CopyResponse {
 /// header line as a row).
 async fn send_copy_out<C>(client: &mut C, columns: usize, lines: Vec<Vec<u8>>) -> PgWireResult<()>
 where
-    C: Sink<PgWireBackendMessage> + Unpin,
-    C::Error: Debug,
+    C: MessageSink,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let formats = vec![0; columns];
@@ -436,9 +468,8 @@ impl SimpleQueryHandler for Connection {
         query: pgwire::messages::simplequery::Query,
     ) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: SessionClient + ClientPortalStore,
         C::PortalStore: PortalStore,
-        C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
@@ -491,9 +522,8 @@ impl SimpleQueryHandler for Connection {
 
     async fn do_query<C>(&self, _client: &mut C, _query: &str) -> PgWireResult<Vec<Response>>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: SessionClient + ClientPortalStore,
         C::PortalStore: PortalStore,
-        C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         Err(PgWireError::ApiError(
@@ -520,9 +550,8 @@ async fn off_the_runtime<T: Send + 'static>(work: impl FnOnce() -> T + Send + 's
 /// true when a COPY FROM STDIN started (the protocol then waits for data).
 async fn run_simple<C>(session: &mut Session, client: &mut C, text: &str) -> PgWireResult<bool>
 where
-    C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+    C: SessionClient + ClientPortalStore,
     C::PortalStore: PortalStore,
-    C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let statements = if text.len() >= LARGE_STATEMENT_BYTES {
@@ -632,9 +661,7 @@ impl ExtendedQueryHandler for Connection {
         _max_rows: usize,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut session = self.session_for(client).await;
@@ -704,9 +731,7 @@ impl ExtendedQueryHandler for Connection {
     // ends the batch flushes once, as PostgreSQL does.
     async fn on_execute<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let result = self.execute_portal(client, message).await;
@@ -717,9 +742,7 @@ impl ExtendedQueryHandler for Connection {
     // up to the next Sync or Flush goes out in one write.
     async fn on_parse<C>(&self, client: &mut C, message: Parse) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let result = async {
@@ -751,9 +774,7 @@ impl ExtendedQueryHandler for Connection {
 
     async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let result = async {
@@ -809,9 +830,7 @@ impl ExtendedQueryHandler for Connection {
     // write (and a second wakeup of the client) per statement.
     async fn on_describe<C>(&self, client: &mut C, message: Describe) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let result = async {
@@ -855,9 +874,7 @@ impl ExtendedQueryHandler for Connection {
 
     async fn on_close<C>(&self, client: &mut C, message: Close) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let name = message.name.as_deref().unwrap_or(pgwire::api::DEFAULT_NAME);
@@ -877,9 +894,7 @@ impl ExtendedQueryHandler for Connection {
 
     async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
@@ -910,9 +925,7 @@ impl ExtendedQueryHandler for Connection {
 impl Connection {
     async fn execute_portal<C>(&self, client: &mut C, message: Execute) -> PgWireResult<()>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         if !matches!(client.state(), PgWireConnectionState::ReadyForQuery) {
@@ -963,9 +976,7 @@ impl Connection {
         max_rows: usize,
     ) -> PgWireResult<Option<bool>>
     where
-        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::PortalStore: PortalStore<Statement = Arc<Prepared>>,
-        C::Error: Debug,
+        C: Client,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let cancel = match client.session_extensions().get::<Arc<ConnectionHandle>>() {
@@ -1036,8 +1047,7 @@ async fn send_portal_rows<C>(
     max_rows: usize,
 ) -> PgWireResult<()>
 where
-    C: Sink<PgWireBackendMessage> + Unpin,
-    C::Error: Debug,
+    C: MessageSink,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     let fetched = portal.fetch(max_rows).await?;
@@ -1093,8 +1103,7 @@ async fn feed_description<C>(
     fields: &[FieldInfo],
 ) -> PgWireResult<()>
 where
-    C: Sink<PgWireBackendMessage> + Unpin,
-    C::Error: Debug,
+    C: MessageSink,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
     if let Some(parameters) = parameters {
@@ -1142,8 +1151,7 @@ fn decode_params(portal: &Portal<Arc<Prepared>>, bound: &Bound) -> SqlResult<Vec
 impl CopyHandler for Connection {
     async fn on_copy_data<C>(&self, client: &mut C, copy_data: CopyData) -> PgWireResult<()>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
+        C: SessionClient,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut session = self.session_for(client).await;
@@ -1153,8 +1161,7 @@ impl CopyHandler for Connection {
 
     async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
+        C: SessionClient,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut session = self.session_for(client).await;
@@ -1183,8 +1190,7 @@ impl CopyHandler for Connection {
 
     async fn on_copy_fail<C>(&self, client: &mut C, fail: CopyFail) -> PgWireError
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
+        C: SessionClient,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut session = self.session_for(client).await;
