@@ -421,16 +421,16 @@ fn text_function(func: Func, values: Vec<Value>) -> SqlResult<Value> {
                     )))
                 }
             };
-            if text.len().saturating_mul(times) > 256 << 20 {
-                return Err(SqlError::new(
-                    ErrorKind::ProgramLimitExceeded,
-                    "requested length too large",
-                ));
-            }
+            check_text_length(text.len().saturating_mul(times))?;
             Value::Text(text.repeat(times))
         }
         Func::Replace => {
-            Value::Text(text_of(&arg(0)).replace(&text_of(&arg(1)), &text_of(&arg(2))))
+            let (text, from, to) = (text_of(&arg(0)), text_of(&arg(1)), text_of(&arg(2)));
+            if to.len() > from.len() && !from.is_empty() {
+                let grows = text.matches(&from).count() * (to.len() - from.len());
+                check_text_length(text.len().saturating_add(grows))?;
+            }
+            Value::Text(text.replace(&from, &to))
         }
         Func::Left | Func::Right => {
             let chars: Vec<char> = text_of(&arg(0)).chars().collect();
@@ -745,6 +745,22 @@ fn catalog_function(
         }
         other => return Err(misrouted(other)),
     })
+}
+
+/// The most bytes a text value a function builds may take (PostgreSQL allows 1 GB, which
+/// on this server's sizes would take several statements to the edge of its memory).
+pub(crate) const MAX_TEXT_BYTES: usize = 256 << 20;
+
+/// 54000 when a function's result would take `bytes`, past `MAX_TEXT_BYTES`: checked
+/// before the text is built.
+pub(crate) fn check_text_length(bytes: usize) -> SqlResult<()> {
+    if bytes > MAX_TEXT_BYTES {
+        return Err(SqlError::new(
+            ErrorKind::ProgramLimitExceeded,
+            "requested length too large",
+        ));
+    }
+    Ok(())
 }
 
 /// An internal error: `eval_function` handed `func` to a group that does not have it.

@@ -10,6 +10,7 @@ use md5::{Digest, Md5};
 use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
 use crate::expr::{arithmetic, compile_regex, BinaryOp, Func};
+use crate::function_eval::check_text_length;
 
 /// What a call binds to: the function, its result type, and the type each argument is given
 /// when it is untyped.
@@ -372,6 +373,9 @@ pub(crate) fn eval(func: Func, args: &[Value], ty: DataType) -> SqlResult<Value>
             if len <= s.len() || fill.is_empty() {
                 return Ok(Value::Text(s[..len.min(s.len())].iter().collect()));
             }
+            let widest = fill.iter().map(|c| c.len_utf8()).max().unwrap_or(1);
+            let text_bytes: usize = s.iter().map(|c| c.len_utf8()).sum();
+            check_text_length((len - s.len()).saturating_mul(widest) + text_bytes)?;
             let pad: String = fill.iter().cycle().take(len - s.len()).collect();
             let s: String = s.into_iter().collect();
             Value::Text(if func == Func::Lpad {
