@@ -175,7 +175,8 @@ fn is_strict(func: Func) -> bool {
     ) && !matches!(func, Func::Json(f) if f.takes_nulls())
 }
 
-/// Functions of the session and the moment: the time, random draws, sequences, signals to other backends.
+/// Functions of the session and the moment: the time, random draws, sequences, signals to
+/// other backends.
 fn session_function(func: Func, values: Vec<Value>, env: &EvalEnv<'_>) -> SqlResult<Value> {
     let arg = |i: usize| values.get(i).cloned().unwrap_or(Value::Null);
     Ok(match func {
@@ -239,7 +240,8 @@ fn session_function(func: Func, values: Vec<Value>, env: &EvalEnv<'_>) -> SqlRes
     })
 }
 
-/// The final step of the ordered-set aggregates (`percentile_cont`, `percentile_disc`, `mode`): the aggregated values arrive as one array, with its sort direction.
+/// The final step of the ordered-set aggregates (`percentile_cont`, `percentile_disc`,
+/// `mode`): the aggregated values arrive as one array, with its sort direction.
 fn ordered_set_function(func: Func, values: Vec<Value>) -> SqlResult<Value> {
     let arg = |i: usize| values.get(i).cloned().unwrap_or(Value::Null);
     Ok(match func {
@@ -616,7 +618,8 @@ fn time_function(func: Func, values: Vec<Value>) -> SqlResult<Value> {
     })
 }
 
-/// Functions of types and of the catalog: enum labels, type names, relation sizes, object definitions.
+/// Functions of types and of the catalog: enum labels, type names, relation sizes, object
+/// definitions.
 fn catalog_function(
     func: Func,
     values: Vec<Value>,

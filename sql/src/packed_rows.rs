@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::value_codec::{put_int, put_value, read_slots, Cursor, Packed};
+use crate::value_codec::{put_int, put_value, read_slots, Cursor, Layout, Packed};
 use crate::value_tag::put_varint;
 use crate::Value;
 
@@ -43,7 +43,7 @@ impl PackedRows {
     /// read here; a damaged row is an error when [`PackedRows::rows`] reaches it.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<PackedRows, String> {
         let mut reader = Cursor::new(&bytes);
-        let count = packed_length(&mut reader)?;
+        let count = Packed::length(&mut reader)?;
         let first_row = bytes.len() - reader.rest().len();
         Ok(PackedRows {
             count,
@@ -236,16 +236,9 @@ impl Iterator for PackedRowIter<'_> {
 
 impl ExactSizeIterator for PackedRowIter<'_> {}
 
-/// A count in packed rows (of rows, of a row's values): a varint, never more than the bytes
-/// left, so damaged bytes cannot ask for a huge allocation.
-fn packed_length(c: &mut Cursor<'_>) -> Result<usize, String> {
-    let n = c.varint()?;
-    c.within(usize::try_from(n).unwrap_or(usize::MAX))
-}
-
 /// One row: its value count, then its values (`value_codec::read_slots`).
 fn packed_row(c: &mut Cursor<'_>) -> Result<Vec<Value>, String> {
-    let len = packed_length(c)?;
+    let len = Packed::length(c)?;
     let mut row = Vec::with_capacity(len);
     row.resize_with(len, || Value::Int(0));
     read_slots::<Packed>(c, &mut row).map_err(|e| format!("packed rows: {e}"))?;
@@ -281,7 +274,6 @@ impl<'de> Deserialize<'de> for PackedRows {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::value_codec::Layout;
     use crate::value_tag::{ARRAY, INT, NULL};
 
     /// `value_codec`'s row of every kind, and an array of arrays (which the log's form holds).

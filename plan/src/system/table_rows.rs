@@ -3,10 +3,16 @@
 
 use super::*;
 
+fn b(v: bool) -> Value {
+    Value::Bool(v)
+}
+
+fn null() -> Value {
+    Value::Null
+}
+
 /// The rows of `pg_class`.
 pub(super) fn pg_class(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for t in catalog.tables.values() {
         rows.push(vec![
@@ -68,7 +74,6 @@ pub(super) fn pg_class(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_namespace`.
 pub(super) fn pg_namespace() -> Vec<Vec<Value>> {
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for (oid, name) in [
         (PG_CATALOG_NAMESPACE, "pg_catalog"),
@@ -108,8 +113,6 @@ pub(super) fn pg_attribute(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_type`.
 pub(super) fn pg_type(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for ty in DataType::ALL {
         let elem = ty.element().map_or(0, |e| e.oid());
@@ -181,8 +184,6 @@ pub(super) fn pg_type(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_database`.
 pub(super) fn pg_database() -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     vec![vec![
         int(DATABASE_OID),
         text("ledger"),
@@ -200,8 +201,6 @@ pub(super) fn pg_database() -> Vec<Vec<Value>> {
 
 /// The rows of `pg_index`.
 pub(super) fn pg_index(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for t in catalog.tables.values().filter(|t| t.has_primary_key()) {
         rows.push(vec![
@@ -260,8 +259,6 @@ pub(super) fn pg_index(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_roles`.
 pub(super) fn pg_roles() -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     vec![vec![
         int(OWNER_OID),
         text("ledger"),
@@ -327,8 +324,6 @@ pub(super) fn pg_attrdef(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_constraint`.
 pub(super) fn pg_constraint(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
-    let null = || Value::Null;
     let mut rows = Vec::new();
     // Columns after `conbin`, for a constraint other than a foreign key.
     let plain = || {
@@ -475,7 +470,6 @@ pub(super) fn pg_settings() -> Vec<Vec<Value>> {
 
 /// The rows of `pg_indexes`.
 pub(super) fn pg_indexes(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for t in catalog.tables.values() {
         let keys = t
@@ -590,7 +584,6 @@ pub(super) fn info_tables(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_sequence`.
 pub(super) fn pg_sequence(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
     let mut rows = Vec::new();
     for q in catalog.sequences.values() {
         rows.push(vec![
@@ -635,7 +628,6 @@ pub(super) fn pg_depend(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `pg_sequences`.
 pub(super) fn pg_sequences(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let b = Value::Bool;
     let mut rows = Vec::new();
     for q in catalog.sequences.values() {
         rows.push(vec![
@@ -683,7 +675,6 @@ pub(super) fn info_sequences(catalog: &Catalog) -> Vec<Vec<Value>> {
 
 /// The rows of `info_columns`.
 pub(super) fn info_columns(catalog: &Catalog) -> Vec<Vec<Value>> {
-    let null = || Value::Null;
     let mut rows = Vec::new();
     for t in catalog.tables.values() {
         for (i, c) in t.columns.iter().enumerate() {
