@@ -22,7 +22,10 @@ fn fixture_model() -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 /// A fixture data file and its journal, copied to a fresh directory as `db`.
 fn copy_fixture(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
+    // Read when the test runs, not compiled in: a clone sharing the target directory reuses
+    // a test binary built in another checkout.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let fixtures = format!("{manifest}/tests/fixtures");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("db");
     std::fs::copy(format!("{fixtures}/{name}"), &path).unwrap();

@@ -174,6 +174,8 @@ pub type OverlayKey = (u32, Vec<u8>);
 #[derive(Clone, Debug, Default)]
 pub struct Staged {
     pub ops: Vec<WriteOp>,
+    /// The ops' bytes in the log's encoding: what they add to the transaction's COMMIT.
+    pub bytes: usize,
     pub overlay: Vec<(OverlayKey, Option<Row>)>,
     pub rows_affected: u64,
     pub rows: Vec<Row>,
@@ -200,6 +202,45 @@ fn compact() -> impl bincode::Options {
 }
 
 /// One command as it travels in a log entry (an entry carries many: group commit).
+/// The largest encoded command proposed to the log (the proposer adds up to 8 MiB of other
+/// commands to an entry, and the log store's limit is 64 MiB per entry). A transaction's
+/// staged writes are held to it as they are staged, so one that could never commit fails
+/// at the statement that passes it instead of holding its rows in memory until COMMIT.
+pub const COMMAND_BYTES_MAX: usize = 48 << 20;
+
+/// 54000 for a command (or a transaction's staged writes) of `bytes`, past the limit.
+pub fn command_too_large(bytes: usize) -> SqlError {
+    SqlError::new(
+        sql::ErrorKind::ProgramLimitExceeded,
+        format!(
+            "not supported yet: a write of {} MiB in one command or transaction (the limit is {} MiB); split the transaction or statement",
+            bytes >> 20,
+            COMMAND_BYTES_MAX >> 20
+        ),
+    )
+}
+
+/// How many bytes `value` takes in the log's encoding, without encoding it.
+pub fn encoded_len<T: Serialize>(value: &T) -> usize {
+    compact()
+        .serialized_size(value)
+        .map_or(usize::MAX, |n| n as usize)
+}
+
+impl Staged {
+    /// Adds one op to what the statement stages, counting its encoded bytes: past
+    /// `COMMAND_BYTES_MAX` together with the transaction's `earlier` ones, the statement
+    /// fails (54000) before it builds more.
+    pub fn push_op(&mut self, op: WriteOp, earlier: usize) -> SqlResult<()> {
+        self.bytes += encoded_len(&op);
+        if earlier.saturating_add(self.bytes) > COMMAND_BYTES_MAX {
+            return Err(command_too_large(earlier.saturating_add(self.bytes)));
+        }
+        self.ops.push(op);
+        Ok(())
+    }
+}
+
 pub fn encode_command(command: &Command) -> Vec<u8> {
     let mut out = vec![COMPACT];
     compact()

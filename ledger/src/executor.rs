@@ -105,6 +105,11 @@ pub struct StatementContext {
     pub record_reads: bool,
     /// The transaction's schema changes, if it made any: the statement sees them.
     pub schema: Option<Arc<SchemaChanges>>,
+    /// Raised when the statement must stop (a cancel, its timeout, its client gone).
+    pub interrupt: plan::Interrupt,
+    /// The bytes the transaction's writes staged so far take in the log's encoding: a
+    /// statement staging past `COMMAND_BYTES_MAX` with them fails.
+    pub staged_bytes: usize,
 }
 
 pub enum Request {
@@ -963,6 +968,7 @@ impl Executor {
             random: false,
             backends: None,
             shared_subqueries: RefCell::default(),
+            interrupt: plan::Interrupt::never(),
         }
     }
 
@@ -981,6 +987,7 @@ impl Executor {
         reader.sizes = true;
         reader.random = true;
         reader.sequences = Some(Box::new(sequences));
+        reader.interrupt = context.interrupt.clone();
         let env = reader.env(&context.params, context.now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {

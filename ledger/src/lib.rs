@@ -58,8 +58,8 @@ mod window;
 mod worker;
 
 pub use command::{
-    decode_command, decode_result, encode_command, encode_result, Command, CommandResult, Outcome,
-    Overlay, QueryResult, ReadCheck, Staged, WriteOp,
+    command_too_large, decode_command, decode_result, encode_command, encode_result, Command,
+    CommandResult, Outcome, Overlay, QueryResult, ReadCheck, Staged, WriteOp, COMMAND_BYTES_MAX,
 };
 pub use coordinator::spawn;
 pub use executor::{

@@ -275,13 +275,14 @@ fn packed_plan(p: &InsertPlan, table: &TableDef, packer: Packer) -> WritePlan {
 /// Stages an INSERT ... VALUES without the executor when nothing in storage can change its
 /// outcome: a table with no primary key and no index (no duplicate to find), values without
 /// subqueries. The session then saves a round trip to the executor; the commit applies the
-/// rows exactly as if the executor had staged them.
+/// rows exactly as if the executor had staged them. `overlay_len` and `earlier` are the
+/// transaction's rows and encoded bytes staged so far (see `Staged::push_op`).
 pub fn stage_insert_locally(
     plan: &WritePlan,
     table: &TableDef,
     params: &[Value],
     now_micros: i64,
-    overlay_len: usize,
+    (overlay_len, earlier): (usize, usize),
 ) -> Option<SqlResult<Staged>> {
     let WritePlan::Insert(p) = plan else {
         return None;
@@ -316,11 +317,14 @@ pub fn stage_insert_locally(
             returning(p.returning.as_ref(), &row, &env, &mut staged.rows)?;
             staged.rows_affected += 1;
             staged.overlay.push(((table.id, key), Some(row.clone())));
-            staged.ops.push(WriteOp::Insert {
-                table: p.table.clone(),
-                row,
-                on_conflict: None,
-            });
+            staged.push_op(
+                WriteOp::Insert {
+                    table: p.table.clone(),
+                    row,
+                    on_conflict: None,
+                },
+                earlier,
+            )?;
         }
         Ok(staged)
     };

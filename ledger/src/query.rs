@@ -12,8 +12,8 @@ use std::sync::{Arc, Weak};
 use kv::Direction;
 use plan::{
     arithmetic, Access, AggCall, AggFunc, BackendSignals, BinaryOp, Catalog, EvalEnv, Expr,
-    JoinKind, NoBackends, NoSequences, Rel, SequenceSource, SortKey, SubqueryRunner, TableDef,
-    TableSource,
+    Interrupt, JoinKind, NoBackends, NoSequences, Rel, SequenceSource, SortKey, SubqueryRunner,
+    TableDef, TableSource,
 };
 use sql::{DataType, SqlError, SqlResult, Value};
 
@@ -52,6 +52,9 @@ pub struct Reader<'a> {
     /// `Weak` keeps from being reused while the reader lives: the rows of one that reads
     /// nothing of the row it runs for, from its first run; `None` for one that does.
     pub(crate) shared_subqueries: RefCell<SharedSubqueries>,
+    /// Whether the statement must stop: checked once per row read, joined, filtered or
+    /// aggregated. Never raised for a command applied from the log.
+    pub(crate) interrupt: Interrupt,
 }
 
 type SharedSubqueries = HashMap<usize, (Weak<Rel>, Option<Rc<Vec<Row>>>)>;
@@ -253,6 +256,7 @@ impl<'a> Reader<'a> {
             sequences: self.sequences.as_deref().unwrap_or(&NoSequences),
             random: self.random,
             backends: self.backends.unwrap_or(&NoBackends),
+            interrupt: &self.interrupt,
         }
     }
 
@@ -428,6 +432,7 @@ impl<'a> Reader<'a> {
                         })
                         .collect::<SqlResult<_>>()?;
                     for row_key in row_keys {
+                        self.interrupt.check()?;
                         if let Some(bytes) =
                             shard.engine.get(storage, &row_key).map_err(kv_error)?
                         {
@@ -486,6 +491,7 @@ impl<'a> Reader<'a> {
     ) -> SqlResult<Vec<ScannedRow>> {
         let mut out = Vec::with_capacity(raw.len());
         for (key, stored) in raw {
+            self.interrupt.check()?;
             let Some((version, row)) = stored else {
                 continue;
             };
@@ -548,6 +554,7 @@ impl<'a> Reader<'a> {
             };
             let mut matched = false;
             for r in candidates {
+                self.interrupt.check()?;
                 let mut full = prefix.clone();
                 full.extend_from_slice(r);
                 if let Some(on) = on {
@@ -601,6 +608,7 @@ impl<'a> Reader<'a> {
             } => {
                 let mut out = Vec::new();
                 for row in system.rows(self.catalog) {
+                    self.interrupt.check()?;
                     if let Some(f) = filter {
                         if !f.eval(&joined(outer, &row), env)?.is_true() {
                             continue;
@@ -621,6 +629,7 @@ impl<'a> Reader<'a> {
             Rel::Filter { input, predicate } => {
                 let mut out = Vec::new();
                 for row in self.rows(input, outer, env)? {
+                    self.interrupt.check()?;
                     if predicate.eval(&joined(outer, &row), env)?.is_true() {
                         out.push(row);
                     }
@@ -631,6 +640,7 @@ impl<'a> Reader<'a> {
                 let rows = self.rows(input, outer, env)?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in rows {
+                    self.interrupt.check()?;
                     let full = joined(outer, &row);
                     out.push(
                         exprs
@@ -684,6 +694,7 @@ impl<'a> Reader<'a> {
                 let mut seen = BTreeSet::new();
                 let mut out = Vec::new();
                 for row in self.rows(input, outer, env)? {
+                    self.interrupt.check()?;
                     if seen.insert(RowKey(row.clone())) {
                         out.push(row);
                     }
@@ -778,6 +789,7 @@ impl<'a> Reader<'a> {
                 let mut rows = Vec::with_capacity(count as usize);
                 let mut v = first;
                 while (step > 0 && v <= last) || (step < 0 && v >= last) {
+                    self.interrupt.check()?;
                     rows.push(vec![Value::Int(v)]);
                     v = match v.checked_add(step) {
                         Some(n) => n,
@@ -800,6 +812,7 @@ impl<'a> Reader<'a> {
                 let mut emitted = BTreeSet::new();
                 let mut out = Vec::new();
                 for row in left {
+                    self.interrupt.check()?;
                     let key = RowKey(row);
                     let in_right = match counts.get_mut(&key) {
                         // ALL: each right row matches one left row.
@@ -879,6 +892,7 @@ impl<'a> Reader<'a> {
         let enclosing = self.working.borrow_mut().remove(&id);
         let outcome = (|| {
             while !working.is_empty() {
+                self.interrupt.check()?;
                 self.working
                     .borrow_mut()
                     .insert(id, std::mem::take(&mut working));
@@ -914,6 +928,7 @@ impl<'a> Reader<'a> {
     ) -> SqlResult<Vec<Row>> {
         let mut groups: BTreeMap<RowKey, Vec<Accumulator>> = BTreeMap::new();
         let mut add = |row: Row| -> SqlResult<()> {
+            self.interrupt.check()?;
             let full = joined(outer, &row);
             let key = RowKey(
                 group_by
@@ -1063,6 +1078,7 @@ impl Reader<'_> {
                 )
                 .map_err(kv_error)?;
             for item in range {
+                self.interrupt.check()?;
                 let (key, bytes) = item.map_err(kv_error)?;
                 each(key, decode_row(&bytes)?)?;
             }
@@ -1101,6 +1117,7 @@ pub fn sort_rows(
 ) -> SqlResult<Vec<Row>> {
     let mut keyed: Vec<(Vec<Value>, Row)> = Vec::with_capacity(rows.len());
     for row in rows {
+        env.interrupt.check()?;
         let full = joined(outer, &row);
         let k = keys
             .iter()
@@ -1108,8 +1125,31 @@ pub fn sort_rows(
             .collect::<SqlResult<_>>()?;
         keyed.push((k, row));
     }
-    keyed.sort_by(|(a, _), (b, _)| compare_keys(a, b, keys));
+    sort_interruptibly(&mut keyed, env.interrupt, |(a, _), (b, _)| {
+        compare_keys(a, b, keys)
+    })?;
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Sorts `items` (stably) by `compare`, looking at `interrupt` every 65,536 comparisons:
+/// once it is raised the rest of the sort compares nothing and the stop is reported.
+pub(crate) fn sort_interruptibly<T>(
+    items: &mut [T],
+    interrupt: &Interrupt,
+    mut compare: impl FnMut(&T, &T) -> Ordering,
+) -> SqlResult<()> {
+    let (mut compared, mut stopped) = (0u32, false);
+    items.sort_by(|a, b| {
+        if stopped {
+            return Ordering::Equal;
+        }
+        compared = compared.wrapping_add(1);
+        if compared & 0xFFFF == 0 && interrupt.check().is_err() {
+            stopped = true;
+        }
+        compare(a, b)
+    });
+    interrupt.check()
 }
 
 /// Orders two rows' evaluated sort keys as ORDER BY `keys` does (NULLs first or last,
@@ -1141,9 +1181,12 @@ pub fn evaluate_without_storage(
     now_micros: i64,
     sequences: &plan::SessionSequences,
     backends: &dyn BackendSignals,
+    interrupt: &Interrupt,
 ) -> SqlResult<Vec<Row>> {
     let view = plan::SessionView { catalog, sequences };
-    evaluate_with_sequences(plan, catalog, params, now_micros, &view, backends)
+    evaluate_with_sequences(
+        plan, catalog, params, now_micros, &view, backends, interrupt,
+    )
 }
 
 /// `evaluate_without_storage` with the sequence calls going to `sequences` (a transaction's
@@ -1155,6 +1198,7 @@ pub fn evaluate_with_sequences(
     now_micros: i64,
     sequences: &dyn plan::SequenceSource,
     backends: &dyn BackendSignals,
+    interrupt: &Interrupt,
 ) -> SqlResult<Vec<Row>> {
     let reader = Reader {
         shards: None,
@@ -1168,6 +1212,7 @@ pub fn evaluate_with_sequences(
         random: true,
         backends: Some(backends),
         shared_subqueries: RefCell::default(),
+        interrupt: interrupt.clone(),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)
@@ -1244,6 +1289,24 @@ pub(crate) struct Accumulator {
     /// DISTINCT string_agg's separator.
     separator: Option<String>,
     seen: Option<BTreeSet<RowKey>>,
+    /// The bytes its text, items or set hold, bounded by `MAX_AGGREGATE_BYTES`.
+    bytes: usize,
+}
+
+/// The most bytes one aggregate's state may hold (`string_agg`'s text, `array_agg`'s
+/// items, a DISTINCT aggregate's set): past it the statement fails with 54000 before it
+/// takes the server's memory.
+const MAX_AGGREGATE_BYTES: usize = 256 << 20;
+
+fn aggregate_too_large(call: &AggCall) -> SqlError {
+    SqlError::new(
+        sql::ErrorKind::ProgramLimitExceeded,
+        format!(
+            "{} result too large: one aggregate may hold at most {} MiB",
+            call.func.name(),
+            MAX_AGGREGATE_BYTES >> 20
+        ),
+    )
 }
 
 impl Accumulator {
@@ -1254,6 +1317,7 @@ impl Accumulator {
             text: None,
             items: Vec::new(),
             separator: None,
+            bytes: 0,
             seen: if call.distinct {
                 Some(BTreeSet::new())
             } else {
@@ -1268,6 +1332,12 @@ impl Accumulator {
             return Ok(());
         }
         let v = args.first().cloned().unwrap_or(Value::Null);
+        if matches!(call.func, AggFunc::ArrayAgg | AggFunc::StringAgg) || self.seen.is_some() {
+            self.bytes += v.memory_bytes();
+            if self.bytes > MAX_AGGREGATE_BYTES {
+                return Err(aggregate_too_large(call));
+            }
+        }
         if call.func == AggFunc::ArrayAgg {
             // DISTINCT: the set is the result, in its order (finish).
             match &mut self.seen {
@@ -1338,6 +1408,10 @@ impl Accumulator {
                     return Ok(());
                 }
                 let piece = v.to_pg_text(v.natural_type()).unwrap_or_default();
+                self.bytes += sep.len() + piece.len();
+                if self.bytes > MAX_AGGREGATE_BYTES {
+                    return Err(aggregate_too_large(call));
+                }
                 self.text = Some(match self.text.take() {
                     None => piece,
                     Some(t) => t + &sep + &piece,

@@ -26,9 +26,12 @@ impl Executor {
         let table = self.resolve(plan.table())?;
         let table_ref = table.reference();
         let mut staged = Staged::default();
+        // What the transaction staged before this statement, in the log's encoding.
+        let earlier = context.staged_bytes;
         let sequences = self.statement_sequences(sequences);
         let mut reader = self.reader(overlay, record_reads);
         reader.sequences = Some(Box::new(&sequences));
+        reader.interrupt = context.interrupt.clone();
         // An INSERT's rows go into the commit as built here, so they may draw random values;
         // what the commit evaluates again (assignments of UPDATE and ON CONFLICT DO UPDATE,
         // evaluated where `commit_env` is) may not.
@@ -161,14 +164,17 @@ impl Executor {
                         }
                         (Some(_), Some(_)) => None,
                     };
-                    staged.ops.push(WriteOp::Insert {
-                        table: table_ref.clone(),
-                        row,
-                        on_conflict: match evaluated_conflict {
-                            Some(clause) => Some(clause),
-                            None => on_conflict.into_owned(),
+                    staged.push_op(
+                        WriteOp::Insert {
+                            table: table_ref.clone(),
+                            row,
+                            on_conflict: match evaluated_conflict {
+                                Some(clause) => Some(clause),
+                                None => on_conflict.into_owned(),
+                            },
                         },
-                    });
+                        earlier,
+                    )?;
                     if let Some((key, stored)) = stored {
                         staged.rows_affected += 1;
                         if p.call {
@@ -227,12 +233,15 @@ impl Executor {
                         staged.overlay.push(((table.id, key.clone()), None));
                     }
                     staged.overlay.push(((table.id, new_key), Some(new)));
-                    staged.ops.push(WriteOp::Update {
-                        table: table_ref.clone(),
-                        key,
-                        assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
-                        recheck: recheck.into_owned(),
-                    });
+                    staged.push_op(
+                        WriteOp::Update {
+                            table: table_ref.clone(),
+                            key,
+                            assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
+                            recheck: recheck.into_owned(),
+                        },
+                        earlier,
+                    )?;
                 }
             }
             WritePlan::Delete(p) => {
@@ -254,11 +263,14 @@ impl Executor {
                     staged.rows_affected += 1;
                     returning(p.returning.as_ref(), &old, &env, &mut staged.rows)?;
                     staged.overlay.push(((table.id, key.clone()), None));
-                    staged.ops.push(WriteOp::Delete {
-                        table: table_ref.clone(),
-                        key,
-                        recheck,
-                    });
+                    staged.push_op(
+                        WriteOp::Delete {
+                            table: table_ref.clone(),
+                            key,
+                            recheck,
+                        },
+                        earlier,
+                    )?;
                 }
             }
         }

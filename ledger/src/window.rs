@@ -10,7 +10,7 @@ use std::cmp::Ordering;
 use plan::{AggCall, EvalEnv, FrameBound, WindowCall, WindowFrame, WindowFunc};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
-use crate::query::{compare_keys, joined, Accumulator, RowKey};
+use crate::query::{compare_keys, joined, sort_interruptibly, Accumulator, RowKey};
 use crate::row::Row;
 
 pub(crate) fn window_rows(
@@ -38,11 +38,11 @@ pub(crate) fn window_rows(
                 .collect::<SqlResult<Vec<Vec<Value>>>>()?;
             // Each call sorts the rows afresh (stable, from their input order).
             order = (0..rows.len()).collect();
-            order.sort_by(|&a, &b| {
+            sort_interruptibly(&mut order, env.interrupt, |&a, &b| {
                 partitions[a]
                     .cmp(&partitions[b])
                     .then_with(|| compare_keys(&keys[a], &keys[b], &call.order_by))
-            });
+            })?;
             for rows in order.chunk_by(|&a, &b| partitions[a] == partitions[b]) {
                 let partition = Partition {
                     rows,

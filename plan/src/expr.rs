@@ -10,6 +10,7 @@ use sql::datetime;
 use sql::{check_int_range, DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
 use crate::function_eval::eval_function;
+use crate::interrupt::Interrupt;
 use crate::plan::Rel;
 use crate::sequence::{NoSequences, SequenceSource};
 
@@ -296,6 +297,23 @@ pub enum AggFunc {
     ArrayAgg,
 }
 
+impl AggFunc {
+    /// The function's SQL name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AggFunc::CountStar | AggFunc::Count => "count",
+            AggFunc::Sum => "sum",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+            AggFunc::Avg => "avg",
+            AggFunc::BoolAnd => "bool_and",
+            AggFunc::BoolOr => "bool_or",
+            AggFunc::StringAgg => "string_agg",
+            AggFunc::ArrayAgg => "array_agg",
+        }
+    }
+}
+
 /// One aggregate call in a grouped query.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AggCall {
@@ -452,6 +470,8 @@ pub struct EvalEnv<'a> {
     pub random: bool,
     /// The node's sessions, for `pg_cancel_backend` and `pg_terminate_backend`.
     pub backends: &'a dyn BackendSignals,
+    /// Whether the statement must stop (checked per row by the loops that may run long).
+    pub interrupt: &'a Interrupt,
 }
 
 /// Signals to this node's client sessions, by process id (`pg_backend_pid()`).
@@ -487,6 +507,7 @@ impl<'a> EvalEnv<'a> {
             sequences: &NoSequences,
             random: false,
             backends: &NoBackends,
+            interrupt: &crate::interrupt::NEVER,
         }
     }
 
@@ -509,6 +530,7 @@ impl<'a> EvalEnv<'a> {
             sequences,
             random: self.random,
             backends: self.backends,
+            interrupt: self.interrupt,
         }
     }
 }
@@ -1427,6 +1449,7 @@ mod tests {
             sequences: &NoSequences,
             random: false,
             backends: &NoBackends,
+            interrupt: &crate::interrupt::NEVER,
         }
     }
 

@@ -7,7 +7,8 @@
 //! `DdlPlan`); `Expr`, evaluated by `Expr::eval` against a row and an `EvalEnv`; every
 //! function's signature and body (`Func`, `scalar_functions`, `json_functions`); casts and
 //! arithmetic (`arithmetic`, `compare_values`); the key a filter pins (`choose_access`) and
-//! the keys a join matches on (`equi_keys`).
+//! the keys a join matches on (`equi_keys`); `Interrupt`, how a running statement learns
+//! it must stop.
 //!
 //! It must not: read SQL text or bind names (that is `planner`, which turns
 //! `sql::ParsedStatement` into these types), or do IO (the executor in `ledger` runs plans
@@ -29,6 +30,7 @@ mod foreign_key;
 mod function_eval;
 mod information_schema;
 mod integer_literal;
+mod interrupt;
 mod join_keys;
 pub mod json_functions;
 mod ledger;
@@ -43,6 +45,7 @@ pub use enum_type::*;
 pub use expr::*;
 pub use foreign_key::*;
 pub use integer_literal::*;
+pub use interrupt::{Interrupt, StopReason};
 pub use join_keys::*;
 pub use json_functions::JsonFunc;
 pub use ledger::*;

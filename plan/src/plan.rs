@@ -998,6 +998,20 @@ pub fn reads_system_table(rel: &Rel, table: SystemTable) -> bool {
     found
 }
 
+/// Whether evaluating a relation may take long whatever tables it reads: anything beyond
+/// one row of values, filtered or projected (a series, a join, a recursive query, a sort or
+/// aggregate of many rows). Such a statement runs off the session's thread.
+pub fn may_run_long(rel: &Rel) -> bool {
+    let mut found = false;
+    visit_rel(rel, &mut |r| {
+        found |= !matches!(
+            r,
+            Rel::Values { .. } | Rel::Project { .. } | Rel::Filter { .. } | Rel::Limit { .. }
+        );
+    });
+    found
+}
+
 /// True when evaluating a relation needs the executor's storage: it scans a user table, or
 /// asks for a relation's size.
 pub fn reads_storage(rel: &Rel) -> bool {

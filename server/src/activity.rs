@@ -6,11 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use pgwire::api::ConnectionHandle;
-use plan::SessionActivity;
+use plan::{Interrupt, SessionActivity, StopReason};
 use sql::SqlResult;
 
 /// PostgreSQL keeps this many bytes of a statement's text (`track_activity_query_size`).
@@ -42,13 +43,25 @@ fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// What another session needs to reach a connection: its statement's cancel handle and,
-/// while the connection loop (`frontend::serve_connection`) serves it, its socket.
+/// What another session needs to reach a connection: its statement's cancel handle and
+/// interrupt, while the connection loop (`frontend::serve_connection`) serves it its
+/// socket, and the idle timeouts the loop applies between statements.
 #[derive(Default)]
 pub struct ConnectionControl {
     cancel: Mutex<Option<Arc<ConnectionHandle>>>,
     socket: Mutex<Option<RawFd>>,
     terminated: AtomicBool,
+    running: Mutex<Option<Running>>,
+    /// `idle_in_transaction_session_timeout` and `idle_session_timeout`, in milliseconds (0:
+    /// none), as the session's settings were after its last statement.
+    idle_in_transaction_ms: AtomicU64,
+    idle_session_ms: AtomicU64,
+}
+
+/// The statement a connection runs: how to stop it, and when its `statement_timeout` ends.
+struct Running {
+    interrupt: Interrupt,
+    deadline: Option<Instant>,
 }
 
 impl ConnectionControl {
@@ -69,8 +82,73 @@ impl ConnectionControl {
         self.terminated.load(Ordering::Relaxed)
     }
 
-    /// Cancels the statement running, if any (as a cancel request does).
+    /// A statement starts: `interrupt` stops it, and past `timeout` the watchdog raises it.
+    /// A timeout raised for the statement before it in the same query is taken back.
+    pub fn start_statement(&self, interrupt: &Interrupt, timeout: Option<Duration>) {
+        let mut running = locked(&self.running);
+        interrupt.clear_timeout();
+        *running = Some(Running {
+            interrupt: interrupt.clone(),
+            deadline: timeout.map(|t| Instant::now() + t),
+        });
+    }
+
+    /// The statement ended: nothing runs to be stopped.
+    pub fn end_statement(&self) {
+        *locked(&self.running) = None;
+    }
+
+    /// Raises the running statement's interrupt for `reason`, if one runs.
+    fn stop_running(&self, reason: StopReason) {
+        if let Some(running) = &*locked(&self.running) {
+            running.interrupt.raise(reason);
+        }
+    }
+
+    /// What the watchdog does every tick: raises the running statement's interrupt when its
+    /// timeout has passed or its client has closed the connection.
+    pub fn watch(&self, now: Instant) {
+        let running = locked(&self.running);
+        let Some(running) = &*running else {
+            return;
+        };
+        if running.deadline.is_some_and(|d| now >= d) {
+            running.interrupt.raise(StopReason::Timeout);
+        }
+        if let Some(socket) = *locked(&self.socket) {
+            if peer_closed(socket) {
+                running.interrupt.raise(StopReason::ConnectionLost);
+            }
+        }
+    }
+
+    /// The session's idle timeouts, for the connection loop to apply.
+    pub fn set_idle_timeouts(&self, in_transaction: Option<Duration>, session: Option<Duration>) {
+        let ms = |d: Option<Duration>| d.map_or(0, |d| d.as_millis().max(1) as u64);
+        self.idle_in_transaction_ms
+            .store(ms(in_transaction), Ordering::Relaxed);
+        self.idle_session_ms.store(ms(session), Ordering::Relaxed);
+    }
+
+    /// How long the connection may wait for its client's next message: inside a transaction
+    /// block (`in_transaction`) or outside one. None: for ever.
+    pub fn idle_timeout(&self, in_transaction: bool) -> Option<Duration> {
+        let ms = if in_transaction {
+            &self.idle_in_transaction_ms
+        } else {
+            &self.idle_session_ms
+        };
+        match ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        }
+    }
+
+    /// Cancels the statement running, if any (as a cancel request does): its interrupt is
+    /// raised, and the connection's cancel handle fired for a query between statements or
+    /// waiting (for a lock, say).
     fn cancel(&self) {
+        self.stop_running(StopReason::Cancel);
         let Some(handle) = locked(&self.cancel).clone() else {
             return;
         };
@@ -85,6 +163,7 @@ impl ConnectionControl {
     /// shut so the connection loop, however it waits, reads the end and closes.
     fn terminate(&self) {
         self.terminated.store(true, Ordering::Relaxed);
+        self.stop_running(StopReason::Terminate);
         self.cancel();
         if let Some(socket) = *locked(&self.socket) {
             // SAFETY: the descriptor is the connection's open socket: `Attached` forgets it
@@ -92,6 +171,19 @@ impl ConnectionControl {
             unsafe { libc::shutdown(socket, libc::SHUT_RD) };
         }
     }
+}
+
+/// Whether the client has closed its end of `socket` (or it failed): a statement running
+/// for it has no one to answer. Pipelined messages waiting to be read do not count.
+fn peer_closed(socket: RawFd) -> bool {
+    let mut poll = libc::pollfd {
+        fd: socket,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, valid for the call; a zero timeout never blocks.
+    let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+    ready > 0 && poll.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// A connection's socket, reachable by signals while this lives.
@@ -133,6 +225,14 @@ impl Activity {
 
     pub fn remove(&self, session: u64) {
         self.sessions().remove(&session);
+    }
+
+    /// Every connection's control, for the watchdog.
+    pub fn controls(&self) -> Vec<Arc<ConnectionControl>> {
+        self.sessions()
+            .values()
+            .filter_map(|e| e.control.clone())
+            .collect()
     }
 
     /// Every session's record as it is now, in the order they started.

@@ -236,6 +236,33 @@ type Next<E> = Option<Result<PgWireFrontendMessage, E>>;
 /// over the limit (refused with FATAL 54000), or the connection was terminated (57P01; what
 /// the client sent since, which the socket's shut read side may still hand over, is not
 /// served).
+/// The client stayed idle past its session's timeout: the connection ends with FATAL
+/// 25P03 (inside a transaction block, which is rolled back) or 57P05, as in PostgreSQL.
+async fn end_idle<S, E>(
+    socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
+    in_transaction: bool,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (code, message) = if in_transaction {
+        (
+            "25P03",
+            "terminating connection due to idle-in-transaction timeout",
+        )
+    } else {
+        (
+            "57P05",
+            "terminating connection due to idle-session timeout",
+        )
+    };
+    let info = ErrorInfo::new("FATAL".to_owned(), code.to_owned(), message.to_owned());
+    let _ = socket
+        .send(PgWireBackendMessage::ErrorResponse(info.into()))
+        .await;
+    Ok(())
+}
+
 async fn message_or_end<S, E>(
     socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
     next: Next<PgWireError>,
@@ -327,9 +354,21 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                 PgWireConnectionState::AwaitingStartup
                     | PgWireConnectionState::AuthenticationInProgress
             );
-            let idle = !starting
-                && inbox.may_receive()
-                && socket.transaction_status() == TransactionStatus::Idle;
+            let in_transaction = socket.transaction_status() != TransactionStatus::Idle;
+            let idle = !starting && inbox.may_receive() && !in_transaction;
+            // Waiting for the client's next command: the session's idle timeouts apply.
+            let waiting =
+                !starting && matches!(socket.state(), PgWireConnectionState::ReadyForQuery);
+            let idle_end = waiting
+                .then(|| control.idle_timeout(in_transaction))
+                .flatten()
+                .map(|limit| tokio::time::Instant::now() + limit);
+            let idle_expired = async {
+                match idle_end {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             // Terminated while a statement ran (its own, too): nothing more is read.
             let next = if control.terminated() {
                 None
@@ -344,6 +383,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                 tokio::select! {
                     biased;
                     m = socket.next() => m,
+                    () = idle_expired => return end_idle(&mut socket, in_transaction).await,
                     () = inbox.arrived() => {
                         for n in inbox.take() {
                             let response = NotificationResponse::new(n.pid, n.channel, n.payload);
@@ -354,7 +394,11 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                     }
                 }
             } else {
-                socket.next().await
+                tokio::select! {
+                    biased;
+                    m = socket.next() => m,
+                    () = idle_expired => return end_idle(&mut socket, in_transaction).await,
+                }
             };
             let Some(message) =
                 message_or_end(&mut socket, next, &control, &refused, limit).await?

@@ -429,6 +429,30 @@ fn query_response(
     Ok(response)
 }
 
+/// Runs a query message's work to its end. A cancel request for it raises its interrupt,
+/// and the statements stop where they are (a write already proposed completes: its
+/// client hears the outcome, as PostgreSQL's does of a commit under way).
+async fn until_done<T, E>(
+    work: impl std::future::Future<Output = T>,
+    cancel: Option<impl std::future::Future<Output = Result<(), E>> + Unpin>,
+    interrupt: &plan::Interrupt,
+) -> T {
+    let Some(cancel) = cancel else {
+        return work.await;
+    };
+    let work = Box::pin(work);
+    match select(work, cancel).await {
+        Either::Left((done, _)) => done,
+        Either::Right((fired, work)) => {
+            // An Err is the handle's sender replaced, not a cancel.
+            if fired.is_ok() {
+                interrupt.raise(plan::StopReason::Cancel);
+            }
+            work.await
+        }
+    }
+}
+
 fn copy_in_response(columns: usize) -> CopyResponse {
     CopyResponse::new(0, columns, stream::empty())
 }
@@ -482,29 +506,9 @@ impl SimpleQueryHandler for Connection {
             None => None,
         };
         let mut session = self.session_for(client).await;
+        let interrupt = session.begin_query();
         let work = run_simple(&mut session, client, &query.query);
-        let finished = match cancel {
-            Some(rx) => match select(Box::pin(work), rx).await {
-                Either::Left((r, _)) => Some(r),
-                Either::Right(_) => None,
-            },
-            None => Some(work.await),
-        };
-        let outcome = match finished {
-            Some(r) => r,
-            None => {
-                let e = SqlError::new(
-                    ErrorKind::QueryCanceled,
-                    "canceling statement due to user request",
-                );
-                session.statement_failed();
-                client
-                    .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
-                    .await?;
-                Ok(false)
-            }
-        };
-        let copy_started = outcome?;
+        let copy_started = until_done(work, cancel, &interrupt).await?;
         if copy_started {
             return Ok(());
         }
@@ -983,17 +987,9 @@ impl Connection {
             Some(handle) => Some(handle.start_query().await),
             None => None,
         };
+        let interrupt = self.session_for(client).await.begin_query();
         let work = ExtendedQueryHandler::do_query(self, client, portal, max_rows);
-        let response = match cancel {
-            Some(rx) => match select(Box::pin(work), rx).await {
-                Either::Left((r, _)) => r,
-                Either::Right(_) => Err(pg_error(&SqlError::new(
-                    ErrorKind::QueryCanceled,
-                    "canceling statement due to user request",
-                ))),
-            },
-            None => work.await,
-        };
+        let response = until_done(work, cancel, &interrupt).await;
         let response = match response {
             Ok(r) => r,
             Err(e) => {

@@ -23,6 +23,7 @@ mod session;
 mod session_threads;
 mod statements;
 mod tls;
+mod watchdog;
 mod wire;
 
 use std::net::{IpAddr, SocketAddr};
@@ -297,6 +298,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     migrations::apply(&shared)
         .await
         .map_err(|e| format!("migration failed: {e}"))?;
+    watchdog::spawn(Arc::downgrade(&shared)).map_err(|e| format!("watchdog: {e}"))?;
     let context = Arc::new(ServerContext::new(
         shared,
         args.user.clone(),

@@ -40,6 +40,7 @@ mod read;
 mod reset;
 mod settings;
 mod stats;
+mod timeouts;
 mod transaction;
 mod write;
 
@@ -87,10 +88,6 @@ pub enum StatementResult {
     },
 }
 
-/// The largest encoded command proposed to the log (the proposer adds up to 8 MiB of other
-/// commands to an entry, and the log store's limit is 64 MiB per entry).
-const COMMAND_BYTES_MAX: usize = 48 << 20;
-
 pub struct Session {
     shared: Arc<Shared>,
     /// This session among the node's, as a holder of advisory locks and a listener.
@@ -121,6 +118,10 @@ pub struct Session {
     pub notices: Vec<SqlError>,
     /// The statement being run is a SELECT ... FOR UPDATE/FOR SHARE.
     locking_read: bool,
+    /// What stops the statements of the query message being run (`begin_query`).
+    interrupt: plan::Interrupt,
+    /// How other sessions, the watchdog and the connection loop reach this connection.
+    control: Option<Arc<activity::ConnectionControl>>,
 }
 
 pub fn now_micros() -> i64 {
@@ -167,7 +168,9 @@ impl Session {
         let mut settings = BTreeMap::new();
         for (k, v) in startup {
             let key = setting_key(k);
-            if SETTINGS.iter().any(|(n, _)| *n == key) {
+            let valid = !timeouts::TIMEOUTS.contains(&key.as_str())
+                || timeouts::milliseconds(&key, v).is_ok();
+            if valid && SETTINGS.iter().any(|(n, _)| *n == key) {
                 settings.insert(key, v.clone());
             }
         }
@@ -206,6 +209,8 @@ impl Session {
             sequences: SessionSequences::default(),
             notices: Vec::new(),
             locking_read: false,
+            interrupt: plan::Interrupt::new(),
+            control: None,
         }
     }
 
@@ -225,9 +230,21 @@ impl Session {
         a.client_port = Some(address.port() as i32);
     }
 
-    /// Lets other sessions cancel this one's statements and end its connection.
-    pub fn attach_control(&self, control: Arc<activity::ConnectionControl>) {
-        self.shared.activity.attach_control(self.id, control);
+    /// Lets other sessions cancel this one's statements and end its connection, the
+    /// watchdog stop them, and the connection loop apply its idle timeouts.
+    pub fn attach_control(&mut self, control: Arc<activity::ConnectionControl>) {
+        self.shared
+            .activity
+            .attach_control(self.id, control.clone());
+        self.control = Some(control);
+        self.publish_idle_timeouts();
+    }
+
+    /// A query message (a simple Query, or an Execute) starts: what stops its statements,
+    /// which a cancel request for it raises.
+    pub fn begin_query(&mut self) -> plan::Interrupt {
+        self.interrupt = plan::Interrupt::new();
+        self.interrupt.clone()
     }
 
     /// A statement starts: `pg_stat_activity` shows it as the session's active query.
@@ -257,12 +274,25 @@ impl Session {
         a.state.push_str(state);
         a.state_change = now_micros();
         a.xact_start = xact_start;
+        drop(a);
+        self.publish_idle_timeouts();
     }
 
     /// Runs one bound statement. An error inside a transaction marks it failed.
     pub async fn execute(&mut self, bound: &Bound, params: &[Value]) -> SqlResult<StatementResult> {
         self.locking_read = bound.locks_rows;
-        let result = self.execute_inner(&bound.plan, params).await;
+        let timeout = self.timeout("statement_timeout");
+        match &self.control {
+            Some(control) => control.start_statement(&self.interrupt, timeout),
+            None => self.interrupt.clear_timeout(),
+        }
+        let result = match self.interrupt.check() {
+            Ok(()) => self.execute_inner(&bound.plan, params).await,
+            Err(stop) => Err(stop),
+        };
+        if let Some(control) = &self.control {
+            control.end_statement();
+        }
         self.locking_read = false;
         self.end_statement(result.is_err());
         if result.is_err() && self.transaction.is_some() {
@@ -396,15 +426,8 @@ impl Session {
         let encoded = encode_command(command);
         // One command is one part of one log entry; the log refuses entries past 64 MiB, and a
         // refused append would stop replication, so a command that large is refused here.
-        if encoded.len() > COMMAND_BYTES_MAX {
-            return Err(SqlError::new(
-                ErrorKind::ProgramLimitExceeded,
-                format!(
-                    "not supported yet: a write of {} MiB in one command (the limit is {} MiB); split the transaction or statement",
-                    encoded.len() >> 20,
-                    COMMAND_BYTES_MAX >> 20
-                ),
-            ));
+        if encoded.len() > ledger::COMMAND_BYTES_MAX {
+            return Err(ledger::command_too_large(encoded.len()));
         }
         let bytes = self
             .shared

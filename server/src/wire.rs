@@ -43,8 +43,15 @@ pub fn field_infos(
 
 /// The ErrorResponse for an error: SQLSTATE, message, detail and position.
 pub fn error_info(e: &SqlError) -> ErrorInfo {
+    // Errors that end the connection are FATAL, as PostgreSQL sends them.
+    let severity = match e.kind {
+        sql::ErrorKind::AdminShutdown
+        | sql::ErrorKind::IdleInTransactionSessionTimeout
+        | sql::ErrorKind::IdleSessionTimeout => "FATAL",
+        _ => "ERROR",
+    };
     let mut info = ErrorInfo::new(
-        "ERROR".to_owned(),
+        severity.to_owned(),
         e.sqlstate().to_owned(),
         e.message.clone(),
     );

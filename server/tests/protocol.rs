@@ -416,8 +416,10 @@ async fn deep_expressions_are_refused_not_a_crash() {
     assert!(server.client().await.simple_query("select 1").await.is_ok());
 }
 
-/// A transaction too large for one log entry is refused at COMMIT with 54000; nothing of it
-/// applies, and the server keeps committing.
+/// A transaction too large for one log entry fails at the statement that stages past the
+/// limit (54000) — one large statement or many small ones — rather than holding its rows
+/// until COMMIT; nothing of it applies, a savepoint rolled back gives its bytes back, and
+/// the server keeps committing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_transaction_is_refused_whole() {
     let server = TestServer::start();
@@ -426,13 +428,45 @@ async fn oversized_transaction_is_refused_whole() {
         .await
         .unwrap();
     c.batch_execute("begin").await.unwrap();
-    c.batch_execute(
-        "insert into big_tx select g, repeat('x', 1000) from generate_series(1, 60000) g",
-    )
-    .await
-    .unwrap();
-    let e = c.batch_execute("commit").await.unwrap_err();
+    let e = c
+        .batch_execute(
+            "insert into big_tx select g, repeat('x', 1000) from generate_series(1, 60000) g",
+        )
+        .await
+        .unwrap_err();
     assert_eq!(code(&e), "54000", "{e:?}");
+    let e = c.batch_execute("select 1").await.unwrap_err();
+    assert_eq!(code(&e), "25P02", "the transaction failed: {e:?}");
+    c.batch_execute("commit").await.unwrap();
+
+    // Many small statements: the one that passes the limit fails.
+    c.batch_execute("begin").await.unwrap();
+    let slice = |from: i32| {
+        format!(
+            "insert into big_tx select g, repeat('x', 1200) from generate_series({from}, {}) g",
+            from + 9_999
+        )
+    };
+    c.batch_execute("savepoint s").await.unwrap();
+    for from in [1, 10_001, 20_001] {
+        c.batch_execute(&slice(from)).await.unwrap();
+    }
+    // Rolled back to the savepoint, the 30,000 rows no longer count.
+    c.batch_execute("rollback to savepoint s").await.unwrap();
+    let mut failed_at = None;
+    for (n, from) in (1..=6).map(|n| (n, 1 + (n - 1) * 10_000)) {
+        if let Err(e) = c.batch_execute(&slice(from)).await {
+            assert_eq!(code(&e), "54000", "{e:?}");
+            failed_at = Some(n);
+            break;
+        }
+    }
+    assert_eq!(
+        failed_at,
+        Some(5),
+        "48 MiB is passed by the fifth 12 MB statement"
+    );
+    c.batch_execute("rollback").await.unwrap();
     assert_eq!(
         scalar(&c, "select count(*) from big_tx").await.as_deref(),
         Some("0")

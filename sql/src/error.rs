@@ -94,6 +94,14 @@ pub enum ErrorKind {
     NullValueNotAllowed,
     /// No cast exists between the two types (`1::uuid`).
     CannotCoerce,
+    /// A lock not taken within `lock_timeout`.
+    LockNotAvailable,
+    /// A session idle inside a transaction block past `idle_in_transaction_session_timeout`.
+    IdleInTransactionSessionTimeout,
+    /// A session idle past `idle_session_timeout`.
+    IdleSessionTimeout,
+    /// The client's connection closed while its statement ran.
+    ConnectionFailure,
     /// A warning's class (sent as a notice, never as an error).
     Warning,
 }
@@ -173,6 +181,10 @@ impl ErrorKind {
             UntranslatableCharacter => "22P05",
             NullValueNotAllowed => "22004",
             CannotCoerce => "42846",
+            LockNotAvailable => "55P03",
+            IdleInTransactionSessionTimeout => "25P03",
+            IdleSessionTimeout => "57P05",
+            ConnectionFailure => "08006",
             Warning => "01000",
         }
     }

@@ -30,6 +30,19 @@ pub enum Jsonb {
     Object(Vec<(String, Jsonb)>),
 }
 
+impl Jsonb {
+    /// About how many bytes of memory the document takes (see `Value::memory_bytes`).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Jsonb>()
+            + match self {
+                Jsonb::String(s) => s.len(),
+                Jsonb::Array(items) => items.iter().map(Jsonb::memory_bytes).sum(),
+                Jsonb::Object(pairs) => pairs.iter().map(|(k, v)| k.len() + v.memory_bytes()).sum(),
+                Jsonb::Null | Jsonb::Bool(_) | Jsonb::Number(_) => 0,
+            }
+    }
+}
+
 fn invalid_json(detail: impl Into<String>) -> SqlError {
     SqlError::invalid_text("invalid input syntax for type json").with_detail(detail)
 }

@@ -67,6 +67,19 @@ impl Value {
         }
     }
 
+    /// About how many bytes of memory the value takes, itself and what it owns: what
+    /// memory limits count (an estimate, not an allocator's figure).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Value>()
+            + match self {
+                Value::Text(s) => s.len(),
+                Value::Bytes(b) => b.len(),
+                Value::Array(items) => items.iter().map(Value::memory_bytes).sum(),
+                Value::Jsonb(doc) => doc.memory_bytes(),
+                _ => 0,
+            }
+    }
+
     pub fn text(s: impl Into<String>) -> Value {
         Value::Text(s.into())
     }

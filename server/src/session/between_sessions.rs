@@ -44,7 +44,8 @@ impl Session {
             }
             (_, None) => return Err(SqlError::internal("an advisory lock without a key")),
             (A::Lock, Some(key)) => {
-                locks.lock(holder, key, call.shared).await;
+                self.wait_interruptibly(locks.lock(holder, key, call.shared))
+                    .await?;
                 Value::Text(String::new())
             }
             (A::TryLock, Some(key)) => Value::Bool(locks.try_lock(holder, key, call.shared)),

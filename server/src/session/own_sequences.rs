@@ -78,6 +78,7 @@ impl Session {
             now,
             &source,
             &self.shared.activity,
+            &self.interrupt,
         )?;
         let OwnSequences {
             states, session, ..

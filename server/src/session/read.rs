@@ -20,7 +20,14 @@ impl Session {
             overlay: self.overlay(),
             record_reads: self.record_reads(),
             schema: self.schema_changes()?,
+            interrupt: self.interrupt.clone(),
+            staged_bytes: self.staged_bytes(),
         })
+    }
+
+    /// The bytes the open transaction's staged writes take in the log's encoding.
+    pub(super) fn staged_bytes(&self) -> usize {
+        self.transaction.as_ref().map_or(0, |t| t.staged_bytes)
     }
 
     /// Whether the statement's reads are recorded to be checked at COMMIT: every read of a
@@ -69,14 +76,7 @@ impl Session {
                 }
                 catalog = Arc::new(with_session);
             }
-            return ledger::evaluate_without_storage(
-                plan,
-                &catalog,
-                params,
-                self.statement_time(),
-                &self.sequences,
-                &self.shared.activity,
-            );
+            return self.evaluate_here(plan, catalog, params).await;
         }
         let context = self.statement_context(params)?;
         let (plan, sequences) = (plan.clone(), self.sequences.clone());
@@ -133,5 +133,45 @@ impl Session {
             })
             .await?;
         Ok(outcome.rows)
+    }
+
+    /// A query that reads no table, evaluated in the session: inline when it is a row of
+    /// values, else on a blocking worker, so a long one (a large series, a join of them)
+    /// leaves the session thread to the other sessions on it. Either way it stops when the
+    /// statement's interrupt is raised.
+    async fn evaluate_here(
+        &self,
+        plan: &Arc<SelectPlan>,
+        catalog: Arc<Catalog>,
+        params: &[Value],
+    ) -> SqlResult<Vec<Row>> {
+        let now = self.statement_time();
+        if !plan::may_run_long(&plan.rel) {
+            return ledger::evaluate_without_storage(
+                plan,
+                &catalog,
+                params,
+                now,
+                &self.sequences,
+                &self.shared.activity,
+                &self.interrupt,
+            );
+        }
+        let (plan, params) = (plan.clone(), params.to_vec());
+        let (sequences, shared) = (self.sequences.clone(), self.shared.clone());
+        let interrupt = self.interrupt.clone();
+        tokio::task::spawn_blocking(move || {
+            ledger::evaluate_without_storage(
+                &plan,
+                &catalog,
+                &params,
+                now,
+                &sequences,
+                &shared.activity,
+                &interrupt,
+            )
+        })
+        .await
+        .map_err(|e| SqlError::internal(format!("a query's evaluation failed: {e}")))?
     }
 }

@@ -13,6 +13,7 @@ pub(super) const SETTINGS: &[(&str, &str)] = &[
     ("statement_timeout", "0"),
     ("lock_timeout", "0"),
     ("idle_in_transaction_session_timeout", "0"),
+    ("idle_session_timeout", "0"),
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_read_only", "off"),
     ("standard_conforming_strings", "on"),
@@ -245,8 +246,14 @@ impl Session {
             }
             _ => {}
         }
+        let value = match value {
+            Some(v) if super::timeouts::TIMEOUTS.contains(&key.as_str()) => Some(
+                super::timeouts::shown(super::timeouts::milliseconds(&key, v)?),
+            ),
+            other => other.map(str::to_string),
+        };
         match value {
-            Some(v) => self.settings.insert(key, v.to_string()),
+            Some(v) => self.settings.insert(key, v),
             None => self.settings.remove(&key),
         };
         Ok(())

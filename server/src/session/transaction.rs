@@ -22,6 +22,8 @@ pub(super) struct Transaction {
     pub(super) read_only: bool,
     pub(super) now_micros: i64,
     pub(super) ops: Vec<WriteOp>,
+    /// The ops' bytes in the log's encoding (`ledger::Staged::bytes`, added up).
+    pub(super) staged_bytes: usize,
     pub(super) reads: Vec<ReadCheck>,
     /// NOTIFYs sent in the transaction, delivered when it commits.
     pub(super) notifies: Vec<Notification>,
@@ -62,6 +64,7 @@ impl Transaction {
             read_only,
             now_micros: now_micros(),
             ops: Vec::new(),
+            staged_bytes: 0,
             reads: Vec::new(),
             notifies: Vec::new(),
             overlay: Arc::new(Overlay::new()),
@@ -123,6 +126,7 @@ pub(super) static TRANSACTION_CATALOG_VERSION: std::sync::atomic::AtomicU64 =
 pub(super) struct Savepoint {
     pub(super) name: String,
     pub(super) ops: usize,
+    pub(super) staged_bytes: usize,
     pub(super) overlay: Arc<Overlay>,
     pub(super) schema: Option<Arc<SchemaChanges>>,
     /// The session's settings then, and how many SETs the transaction had made.
@@ -249,6 +253,7 @@ impl Session {
                 let mark = Savepoint {
                     name: name.clone(),
                     ops: t.ops.len(),
+                    staged_bytes: t.staged_bytes,
                     overlay: t.overlay.clone(),
                     schema: t.schema.clone(),
                     settings,
@@ -265,6 +270,7 @@ impl Session {
                 t.savepoints.truncate(at + 1);
                 let mark = &t.savepoints[at];
                 t.ops.truncate(mark.ops);
+                t.staged_bytes = mark.staged_bytes;
                 t.overlay = mark.overlay.clone();
                 t.schema = mark.schema.clone();
                 t.settings_made.truncate(mark.settings_made);

@@ -231,8 +231,9 @@ impl Session {
         };
         if let Some(table) = catalog.table_by_id(plan.table().id) {
             let overlay_len = self.overlay().map(|o| o.len()).unwrap_or(0);
+            let staged_so_far = (overlay_len, self.staged_bytes());
             if let Some(local) =
-                ledger::stage_insert_locally(&plan, table, params, now, overlay_len)
+                ledger::stage_insert_locally(&plan, table, params, now, staged_so_far)
             {
                 return self.absorb(local?);
             }
@@ -362,6 +363,7 @@ impl Session {
         overlay.extend(staged.overlay);
         t.reads.extend(staged.reads);
         t.ops.extend(staged.ops);
+        t.staged_bytes += staged.bytes;
         self.sequences.absorb(&staged.sequences);
         Ok((staged.rows_affected, staged.rows))
     }
