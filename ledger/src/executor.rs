@@ -969,6 +969,7 @@ impl Executor {
             backends: None,
             shared_subqueries: RefCell::default(),
             interrupt: plan::Interrupt::never(),
+            memory: plan::memory::StatementMemory::unlimited(),
         }
     }
 
@@ -988,6 +989,7 @@ impl Executor {
         reader.random = true;
         reader.sequences = Some(Box::new(sequences));
         reader.interrupt = context.interrupt.clone();
+        reader.memory = plan::memory::StatementMemory::start();
         let env = reader.env(&context.params, context.now_micros);
         let rows = reader.rows(&plan.rel, &[], &env)?;
         Ok(QueryResult {

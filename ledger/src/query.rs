@@ -55,6 +55,9 @@ pub struct Reader<'a> {
     /// Whether the statement must stop: checked once per row read, joined, filtered or
     /// aggregated. Never raised for a command applied from the log.
     pub(crate) interrupt: Interrupt,
+    /// What the statement's thread held when it started, checked with the interrupt
+    /// against the server's memory budget; unlimited for a command applied from the log.
+    pub(crate) memory: plan::memory::StatementMemory,
 }
 
 type SharedSubqueries = HashMap<usize, (Weak<Rel>, Option<Rc<Vec<Row>>>)>;
@@ -260,6 +263,14 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// What the loops that may run long call once per row: the statement stops when its
+    /// interrupt is raised or it holds too much memory.
+    #[inline]
+    fn tick(&self) -> SqlResult<()> {
+        self.interrupt.check()?;
+        self.memory.check()
+    }
+
     fn shards(&self) -> SqlResult<&RefCell<&'a mut Vec<Option<Shard>>>> {
         self.shards
             .as_ref()
@@ -432,7 +443,7 @@ impl<'a> Reader<'a> {
                         })
                         .collect::<SqlResult<_>>()?;
                     for row_key in row_keys {
-                        self.interrupt.check()?;
+                        self.tick()?;
                         if let Some(bytes) =
                             shard.engine.get(storage, &row_key).map_err(kv_error)?
                         {
@@ -491,7 +502,7 @@ impl<'a> Reader<'a> {
     ) -> SqlResult<Vec<ScannedRow>> {
         let mut out = Vec::with_capacity(raw.len());
         for (key, stored) in raw {
-            self.interrupt.check()?;
+            self.tick()?;
             let Some((version, row)) = stored else {
                 continue;
             };
@@ -554,7 +565,7 @@ impl<'a> Reader<'a> {
             };
             let mut matched = false;
             for r in candidates {
-                self.interrupt.check()?;
+                self.tick()?;
                 let mut full = prefix.clone();
                 full.extend_from_slice(r);
                 if let Some(on) = on {
@@ -608,7 +619,7 @@ impl<'a> Reader<'a> {
             } => {
                 let mut out = Vec::new();
                 for row in system.rows(self.catalog) {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     if let Some(f) = filter {
                         if !f.eval(&joined(outer, &row), env)?.is_true() {
                             continue;
@@ -629,7 +640,7 @@ impl<'a> Reader<'a> {
             Rel::Filter { input, predicate } => {
                 let mut out = Vec::new();
                 for row in self.rows(input, outer, env)? {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     if predicate.eval(&joined(outer, &row), env)?.is_true() {
                         out.push(row);
                     }
@@ -640,7 +651,7 @@ impl<'a> Reader<'a> {
                 let rows = self.rows(input, outer, env)?;
                 let mut out = Vec::with_capacity(rows.len());
                 for row in rows {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     let full = joined(outer, &row);
                     out.push(
                         exprs
@@ -694,7 +705,7 @@ impl<'a> Reader<'a> {
                 let mut seen = BTreeSet::new();
                 let mut out = Vec::new();
                 for row in self.rows(input, outer, env)? {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     if seen.insert(RowKey(row.clone())) {
                         out.push(row);
                     }
@@ -789,7 +800,7 @@ impl<'a> Reader<'a> {
                 let mut rows = Vec::with_capacity(count as usize);
                 let mut v = first;
                 while (step > 0 && v <= last) || (step < 0 && v >= last) {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     rows.push(vec![Value::Int(v)]);
                     v = match v.checked_add(step) {
                         Some(n) => n,
@@ -812,7 +823,7 @@ impl<'a> Reader<'a> {
                 let mut emitted = BTreeSet::new();
                 let mut out = Vec::new();
                 for row in left {
-                    self.interrupt.check()?;
+                    self.tick()?;
                     let key = RowKey(row);
                     let in_right = match counts.get_mut(&key) {
                         // ALL: each right row matches one left row.
@@ -892,7 +903,7 @@ impl<'a> Reader<'a> {
         let enclosing = self.working.borrow_mut().remove(&id);
         let outcome = (|| {
             while !working.is_empty() {
-                self.interrupt.check()?;
+                self.tick()?;
                 self.working
                     .borrow_mut()
                     .insert(id, std::mem::take(&mut working));
@@ -928,7 +939,7 @@ impl<'a> Reader<'a> {
     ) -> SqlResult<Vec<Row>> {
         let mut groups: BTreeMap<RowKey, Vec<Accumulator>> = BTreeMap::new();
         let mut add = |row: Row| -> SqlResult<()> {
-            self.interrupt.check()?;
+            self.tick()?;
             let full = joined(outer, &row);
             let key = RowKey(
                 group_by
@@ -1078,7 +1089,7 @@ impl Reader<'_> {
                 )
                 .map_err(kv_error)?;
             for item in range {
-                self.interrupt.check()?;
+                self.tick()?;
                 let (key, bytes) = item.map_err(kv_error)?;
                 each(key, decode_row(&bytes)?)?;
             }
@@ -1213,6 +1224,7 @@ pub fn evaluate_with_sequences(
         backends: Some(backends),
         shared_subqueries: RefCell::default(),
         interrupt: interrupt.clone(),
+        memory: plan::memory::StatementMemory::start(),
     };
     let env = reader.env(params, now_micros);
     reader.rows(&plan.rel, &[], &env)

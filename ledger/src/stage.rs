@@ -32,6 +32,7 @@ impl Executor {
         let mut reader = self.reader(overlay, record_reads);
         reader.sequences = Some(Box::new(&sequences));
         reader.interrupt = context.interrupt.clone();
+        reader.memory = plan::memory::StatementMemory::start();
         // An INSERT's rows go into the commit as built here, so they may draw random values;
         // what the commit evaluates again (assignments of UPDATE and ON CONFLICT DO UPDATE,
         // evaluated where `commit_env` is) may not.

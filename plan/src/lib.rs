@@ -8,7 +8,8 @@
 //! function's signature and body (`Func`, `scalar_functions`, `json_functions`); casts and
 //! arithmetic (`arithmetic`, `compare_values`); the key a filter pins (`choose_access`) and
 //! the keys a join matches on (`equi_keys`); `Interrupt`, how a running statement learns
-//! it must stop.
+//! it must stop; `memory`, the heap each thread and the server hold against the server's
+//! budget.
 //!
 //! It must not: read SQL text or bind names (that is `planner`, which turns
 //! `sql::ParsedStatement` into these types), or do IO (the executor in `ledger` runs plans
@@ -34,6 +35,7 @@ mod interrupt;
 mod join_keys;
 pub mod json_functions;
 mod ledger;
+pub mod memory;
 mod plan;
 pub mod scalar_functions;
 mod sequence;

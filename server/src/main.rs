@@ -15,6 +15,7 @@ mod activity;
 mod advisory_locks;
 mod bulk_insert;
 mod copy_format;
+mod counting_allocator;
 mod frontend;
 mod handlers;
 mod migrations;
@@ -43,9 +44,10 @@ use crate::session::Shared;
 use crate::session_threads::SessionThreads;
 
 // The session path allocates small objects on every message; glibc's malloc showed up at
-// about 17% of CPU under pgbench, mimalloc's thread-local free lists cut that down.
+// about 17% of CPU under pgbench, mimalloc's thread-local free lists cut that down. Counted
+// per thread for the memory budget (`plan::memory`).
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: counting_allocator::CountingAllocator = counting_allocator::CountingAllocator;
 
 const DEFAULT_PASSWORD: &str = "ledger";
 
@@ -90,6 +92,12 @@ struct ServeArgs {
     /// the same index leaves over and over.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pool_mb: Option<u64>,
+    /// The server's heap budget in MiB, beside the buffer pool: a statement holding 64 MiB
+    /// or more fails with 53200 (out of memory) once the server's heap passes it (or the
+    /// statement alone would); default: half of what the machine's memory leaves beside the
+    /// pool, at least 256.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(16..=1 << 24))]
+    memory_budget_mb: Option<u64>,
     /// Fault the whole buffer pool's memory in from the start, in the background at idle
     /// priority, rather than as pages are first used. On a virtual machine the first touch
     /// of memory costs the host ~2 s of CPU per GiB, which otherwise falls on a loaded
@@ -252,8 +260,17 @@ fn pool_mb(args: &ServeArgs) -> Result<u64, String> {
     }
 }
 
+/// Half of what the machine's memory leaves beside the pool, in MiB, at least 256.
+fn default_memory_budget_mb(pool_mb: u64) -> u64 {
+    memory_mb().map_or(1024, |mb| (mb.saturating_sub(pool_mb) / 2).max(256))
+}
+
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     let pool_mb = pool_mb(&args)?;
+    let budget_mb = args
+        .memory_budget_mb
+        .unwrap_or_else(|| default_memory_budget_mb(pool_mb));
+    plan::memory::set_budget((budget_mb << 20) as usize);
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
         _ => None,

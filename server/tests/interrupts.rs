@@ -1,13 +1,17 @@
 //! Statements that stop: `statement_timeout`, a cancel request, `pg_terminate_backend` and a
 //! client that goes away each stop a long read where it runs (on the executor, or off the
 //! session's thread), and free the executor for everyone else; the idle timeouts end
-//! idle connections; `lock_timeout` ends a lock wait. Against the real server binary.
+//! idle connections; `lock_timeout` ends a lock wait; statements that would take more
+//! memory than the server's budget fail (53200) and its memory stays bounded. Against the
+//! real server binary.
 
 mod common;
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{code, scalar, TestServer};
+use common::{code, rss_bytes, scalar, TestServer};
 use tokio_postgres::NoTls;
 
 /// A read that takes many seconds on the executor (a nested-loop self-join with an OR).
@@ -259,4 +263,59 @@ async fn idle_connections_end_at_their_timeouts_and_lock_waits_at_lock_timeout()
     assert_eq!(code(&e), "55P03", "{e:?}");
     assert!(start.elapsed() >= Duration::from_millis(200));
     assert_eq!(scalar(&busy, "select 1").await.as_deref(), Some("1"));
+}
+
+/// With `--memory-budget-mb 256`, statements that would hold gigabytes — a sort of 20
+/// million rows, a transaction staging 6 million rows, a string_agg of 10 million values —
+/// fail with 53200 (or 54000 for one aggregate's limit) and the server's resident memory
+/// stays near its budget; small statements go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statements_past_the_memory_budget_fail_and_memory_stays_bounded() {
+    let server = TestServer::start_with(&["--memory-budget-mb", "256"]);
+    let c = server.client().await;
+    c.batch_execute("create table t (id int primary key, pad text)")
+        .await
+        .unwrap();
+    let peak = Arc::new(AtomicU64::new(0));
+    let watching = Arc::new(AtomicBool::new(true));
+    let watcher = {
+        let (peak, watching, pid) = (peak.clone(), watching.clone(), server.pid());
+        std::thread::spawn(move || {
+            while watching.load(Ordering::Relaxed) {
+                peak.fetch_max(rss_bytes(pid), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let hogs = [
+        "select count(*) from (select g, repeat('x', 100) from generate_series(1, 20000000) g order by 2) s",
+        "select length(string_agg(x, ',')) from (select repeat('x', 100) x from generate_series(1, 10000000)) s",
+    ];
+    for sql in hogs {
+        let e = c.batch_execute(sql).await.unwrap_err();
+        assert!(
+            ["53200", "54000"].contains(&code(&e).as_str()),
+            "{sql}: {e:?}"
+        );
+    }
+    c.batch_execute("begin").await.unwrap();
+    let e = c
+        .batch_execute(
+            "insert into t select g, repeat('x', 200) from generate_series(1, 6000000) g",
+        )
+        .await
+        .unwrap_err();
+    assert!(["53200", "54000"].contains(&code(&e).as_str()), "{e:?}");
+    c.batch_execute("rollback").await.unwrap();
+    assert_eq!(
+        scalar(&c, "select count(*) from generate_series(1, 1000)")
+            .await
+            .as_deref(),
+        Some("1000")
+    );
+    watching.store(false, Ordering::Relaxed);
+    watcher.join().unwrap();
+    let peak = peak.load(Ordering::Relaxed) >> 20;
+    // The budget, the tests' 64 MiB pool, and room for the binary, threads and allocator.
+    assert!(peak < 256 + 64 + 320, "peak resident memory {peak} MiB");
 }

@@ -74,6 +74,11 @@ impl TestServer {
         self.dir.path()
     }
 
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     fn launch(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -333,6 +338,16 @@ impl Drop for Postgres {
             .args(["-m", "immediate", "stop"])
             .output();
     }
+}
+
+/// Process `pid`'s resident memory now, in bytes (VmRSS; 0 once it is gone).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb << 10)
 }
 
 /// An error's SQLSTATE, or a line saying it has none.
