@@ -24,7 +24,7 @@ cargo run -j 2 -q -p kv-bench -- --keys 20000 --duration-s 1 --checkpoint-interv
 test -s "$scratch/summary.csv" && test -s "$scratch/timeseries.csv"
 echo "== tools/bench --quick runs end to end against PostgreSQL (the tool's correctness, not speed)"
 tools/bench/run --quick --binary "$CARGO_TARGET_DIR/debug/hotledger" --out "$scratch/bench" | tail -n 6
-for f in summary.md results.csv steady.csv throughput.png latency.png steady.png; do
+for f in summary.md results.csv steady.csv throughput.png latency.png steady.png report.png; do
     test -s "$scratch/bench/$f" || { echo "tools/bench did not write $f" >&2; exit 1; }
 done
 echo "== all tests passed"

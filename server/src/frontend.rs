@@ -232,10 +232,6 @@ pub struct ConnectionContext {
 /// What reading the next message gave: a message, or the end of the connection.
 type Next<E> = Option<Result<PgWireFrontendMessage, E>>;
 
-/// The message `next` holds, or `None` after saying goodbye: the client left or sent a message
-/// over the limit (refused with FATAL 54000), or the connection was terminated (57P01; what
-/// the client sent since, which the socket's shut read side may still hand over, is not
-/// served).
 /// The client stayed idle past its session's timeout: the connection ends with FATAL
 /// 25P03 (inside a transaction block, which is rolled back) or 57P05, as in PostgreSQL.
 async fn end_idle<S, E>(
@@ -263,6 +259,10 @@ where
     Ok(())
 }
 
+/// The message `next` holds, or `None` after saying goodbye: the client left or sent a message
+/// over the limit (refused with FATAL 54000), or the connection was terminated (57P01; what
+/// the client sent since, which the socket's shut read side may still hand over, is not
+/// served).
 async fn message_or_end<S, E>(
     socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
     next: Next<PgWireError>,

@@ -27,14 +27,15 @@ import threading
 import meter
 import probes
 import report
+import report_during_load
 from driver import pgbench
 from servers import Hotledger, Postgres, run
 from workloads import ROOT, WORKLOADS, prepare
 
 QUICK = dict(clients="1,16", batch_clients="1,16", duration=2, steady_seconds=8, steady_clients=16, accounts=100_000,
-             idle_connections=50, fsync_samples=50)
+             idle_connections=50, fsync_samples=50, report_seconds=12, report_at=4, report_limit=5)
 FULL = dict(clients="1,4,16,64,128,256", batch_clients="1,4,8,16", duration=10, steady_seconds=60, steady_clients=64, accounts=1_000_000,
-            idle_connections=200, fsync_samples=500)
+            idle_connections=200, fsync_samples=500, report_seconds=30, report_at=10, report_limit=10)
 
 
 def parse_args():
@@ -55,6 +56,12 @@ def parse_args():
                         help=f"length of the steady run, 0 to skip (default {FULL['steady_seconds']})")
     parser.add_argument("--steady-workload", default="transfer", choices=list(WORKLOADS))
     parser.add_argument("--steady-clients", type=int, help=f"default {FULL['steady_clients']}")
+    parser.add_argument("--report-seconds", type=int,
+                        help=f"length of the report-during-load run, 0 to skip (default {FULL['report_seconds']})")
+    parser.add_argument("--report-at", type=int, help=f"when the report starts, s (default {FULL['report_at']})")
+    parser.add_argument("--report-limit", type=int,
+                        help=f"the report's statement_timeout, s (default {FULL['report_limit']})")
+    parser.add_argument("--report-clients", type=int, default=64, help="transfer clients beside the report (64)")
     parser.add_argument("--accounts", type=int, help=f"accounts for the data file check (default {FULL['accounts']:,})")
     parser.add_argument("--idle-connections", type=int, help=f"default {FULL['idle_connections']}")
     parser.add_argument("--pool-mb", type=int, default=256, help="hotledger's buffer pool (default 256)")
@@ -273,6 +280,8 @@ def main():
         print("; ".join(f"{n}: {v}" for n, v in reference), flush=True)
         rows = sweep(args, pg, hl, work)
         series, steady = steady_run(args, pg, hl, work) if args.steady_seconds > 0 else ([], {})
+        during = (report_during_load.run(args, pg, hl, start_from, work) if args.report_seconds > 0
+                  else {})
         hl.start(fresh=True)
         idle = {s.name: probes.idle_connection_bytes(s, args.idle_connections, work) for s in (hl, pg)}
         files = probes.data_file_size(hl, pg, args.accounts)
@@ -292,6 +301,10 @@ def main():
     report.summary(os.path.join(args.out, "summary.md"), context, rows, workloads, targets, steady)
     report.throughput_chart(os.path.join(args.out, "throughput.png"), rows, workloads)
     report.latency_chart(os.path.join(args.out, "latency.png"), rows, workloads)
+    if during:
+        with open(os.path.join(args.out, "summary.md"), "a") as f:
+            f.write("\n".join(report_during_load.summary_lines(args, during)) + "\n")
+        report_during_load.chart(os.path.join(args.out, "report.png"), args, during)
     if series:
         report.steady_chart(os.path.join(args.out, "steady.png"), series,
                             f"{steady['workload']} at {steady['clients']} clients")

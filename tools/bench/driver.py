@@ -18,6 +18,7 @@ class PgbenchResult:
     aborted: str = ""  # pgbench's complaint when clients were aborted
     latencies_us: list = field(default_factory=list)
     per_second: dict = field(default_factory=dict)  # epoch second -> completed transactions
+    samples: list = field(default_factory=list)  # (epoch µs at completion, latency µs), when kept
     client_cpu_s: float = 0.0
 
     def percentile_ms(self, q):
@@ -27,8 +28,9 @@ class PgbenchResult:
         return round(self.latencies_us[index] / 1000.0, 3)
 
 
-def pgbench(server, workload, clients, duration, workdir, extra=()):
-    """One pgbench run of `workload` with `clients` connections for `duration` seconds."""
+def pgbench(server, workload, clients, duration, workdir, extra=(), keep_samples=False):
+    """One pgbench run of `workload` with `clients` connections for `duration` seconds;
+    `keep_samples` keeps each transaction's completion time and latency."""
     logdir = tempfile.mkdtemp(dir=workdir)
     script = []
     if workload.script is not None:
@@ -55,16 +57,17 @@ def pgbench(server, workload, clients, duration, workdir, extra=()):
         lines = [l for l in out.stderr.splitlines() if l.strip() and not l.startswith("progress")]
         lines = lines or [l for l in out.stdout.splitlines() if l.strip()]
         result.aborted = " / ".join(lines[-3:])[:300] or f"pgbench exited with {out.returncode}"
-    read_logs(logdir, result)
+    read_logs(logdir, result, keep_samples)
     shutil.rmtree(logdir, ignore_errors=True)
     return result
 
 
-def read_logs(logdir, result):
+def read_logs(logdir, result, keep_samples=False):
     """pgbench's per-transaction log lines: client, transaction, latency µs (or "failed" /
     "skipped"), script, epoch seconds, µs."""
     latencies = []
     per_second = {}
+    samples = []
     for path in glob.glob(os.path.join(logdir, "tx*")):
         with open(path) as f:
             for line in f:
@@ -75,7 +78,10 @@ def read_logs(logdir, result):
                     latencies.append(int(parts[2]))
                     second = int(parts[4])
                     per_second[second] = per_second.get(second, 0) + 1
+                    if keep_samples:
+                        samples.append((second * 1_000_000 + int(parts[5]), int(parts[2])))
     latencies.sort()
     result.latencies_us = latencies
     result.transactions = len(latencies)
     result.per_second = per_second
+    result.samples = samples

@@ -45,12 +45,13 @@ def descendants(root):
 class Server:
     """What both systems share: psql against `port`/`db` with `env`."""
 
-    def psql(self, sql, stdin=None):
-        """Runs `sql` (or, when it is None, the script on `stdin`); stops at the first error."""
+    def psql(self, sql, stdin=None, check=True):
+        """Runs `sql` (or, when it is None, the script on `stdin`); stops at the first error,
+        which raises unless `check` is false."""
         cmd = ["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"]
         if sql is not None:
             cmd += ["-c", sql]
-        return run(cmd + [self.db], env=self.env, input=stdin).stdout.strip()
+        return run(cmd + [self.db], env=self.env, input=stdin, check=check).stdout.strip()
 
 
 class Postgres(Server):
