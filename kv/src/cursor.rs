@@ -3,7 +3,8 @@
 //! A cursor keeps the path from the root (page, child slot) and steps to the neighbouring leaf
 //! by climbing to the nearest ancestor with a next (or previous) child and descending its
 //! edge. Leaves therefore need no sibling links, which keeps splits and merges simple. The
-//! cursor borrows the pager for its lifetime, so the tree cannot change under it.
+//! cursor reads pages from a `PageSource`: the engine's pager, borrowed for the cursor's
+//! lifetime so the tree cannot change under it, or a `Snapshot`, whose pages never change.
 
 use std::ops::Bound;
 
@@ -12,15 +13,55 @@ use crate::error::KvResult;
 use crate::page::{LeafValue, Node};
 use crate::pager::Pager;
 
+/// Where a scan reads its pages.
+pub(crate) trait PageSource {
+    fn page(&mut self, page_id: u64) -> KvResult<&[u8]>;
+    /// A whole overflow chain of `len` bytes, into `out`.
+    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()>;
+}
+
+impl PageSource for &mut Pager {
+    fn page(&mut self, page_id: u64) -> KvResult<&[u8]> {
+        self.read(page_id)
+    }
+
+    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()> {
+        self.read_overflow(first_page, len, out)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Direction {
     Forward,
     Backward,
 }
 
-/// An iterator over `(key, value)` pairs in a key range.
-pub struct Range<'a> {
-    pager: &'a mut Pager,
+/// An iterator over `(key, value)` pairs in a key range of the engine's tree.
+pub struct Range<'a>(Cursor<&'a mut Pager>);
+
+impl<'a> Range<'a> {
+    pub(crate) fn new(
+        pager: &'a mut Pager,
+        root: u64,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> KvResult<Range<'a>> {
+        Cursor::new(pager, root, lower, upper, direction).map(Range)
+    }
+}
+
+impl Iterator for Range<'_> {
+    type Item = KvResult<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next()
+    }
+}
+
+/// The scan itself, over any page source.
+pub(crate) struct Cursor<S> {
+    pager: S,
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     direction: Direction,
@@ -31,15 +72,15 @@ pub struct Range<'a> {
     done: bool,
 }
 
-impl<'a> Range<'a> {
-    pub fn new(
-        pager: &'a mut Pager,
+impl<S: PageSource> Cursor<S> {
+    pub(crate) fn new(
+        pager: S,
         root: u64,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
-    ) -> KvResult<Range<'a>> {
-        let mut range = Range {
+    ) -> KvResult<Cursor<S>> {
+        let mut range = Cursor {
             pager,
             lower: lower.map(<[u8]>::to_vec),
             upper: upper.map(<[u8]>::to_vec),
@@ -64,7 +105,7 @@ impl<'a> Range<'a> {
         };
         let mut page_id = root;
         loop {
-            let node = Node::new(self.pager.read(page_id)?);
+            let node = Node::new(self.pager.page(page_id)?);
             if node.is_leaf() {
                 break;
             }
@@ -77,7 +118,7 @@ impl<'a> Range<'a> {
             page_id = node.child(slot);
         }
         self.leaf = page_id;
-        let node = Node::new(self.pager.read(page_id)?);
+        let node = Node::new(self.pager.page(page_id)?);
         self.index = match (key.map(|key| node.search(key)), &start, self.direction) {
             (None, _, Direction::Forward) => 0,
             (None, _, Direction::Backward) => node.len(),
@@ -95,16 +136,16 @@ impl<'a> Range<'a> {
             let Some((page_id, slot)) = self.path.pop() else {
                 return Ok(false);
             };
-            let len = Node::new(self.pager.read(page_id)?).len();
+            let len = Node::new(self.pager.page(page_id)?).len();
             let next = match self.direction {
                 Direction::Forward if slot < len => slot + 1,
                 Direction::Backward if slot > 0 => slot - 1,
                 _ => continue,
             };
             self.path.push((page_id, next));
-            let mut child = Node::new(self.pager.read(page_id)?).child(next);
+            let mut child = Node::new(self.pager.page(page_id)?).child(next);
             loop {
-                let node = Node::new(self.pager.read(child)?);
+                let node = Node::new(self.pager.page(child)?);
                 if node.is_leaf() {
                     self.leaf = child;
                     self.index = match self.direction {
@@ -140,7 +181,7 @@ impl<'a> Range<'a> {
 
     fn next_entry(&mut self) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
         loop {
-            let node = Node::new(self.pager.read(self.leaf)?);
+            let node = Node::new(self.pager.page(self.leaf)?);
             let cell_index = match self.direction {
                 Direction::Forward if self.index < node.len() => Some(self.index),
                 Direction::Backward if self.index > 0 => Some(self.index - 1),
@@ -164,8 +205,7 @@ impl<'a> Range<'a> {
                 Ok(bytes) => bytes,
                 Err((first_page, len)) => {
                     let mut out = Vec::new();
-                    self.pager
-                        .read_overflow(first_page, len as usize, &mut out)?;
+                    self.pager.overflow(first_page, len as usize, &mut out)?;
                     out
                 }
             };
@@ -178,7 +218,7 @@ impl<'a> Range<'a> {
     }
 }
 
-impl Iterator for Range<'_> {
+impl<S: PageSource> Iterator for Cursor<S> {
     type Item = KvResult<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -26,6 +26,7 @@ use crate::page_map::{self, MapRecord};
 use crate::pager::{AllocState, Pager};
 use crate::pool::{BufferPool, PoolStats};
 use crate::slots::SlotMap;
+use crate::snapshot::Snapshot;
 use crate::superblock::{self, LogPosition, Superblock, FIRST_WITH_PAGE_MAP};
 
 /// Pages captured per `poll_checkpoint` call: at least this many, so a call after a short
@@ -90,6 +91,13 @@ impl Default for EngineOptions {
 pub struct Table {
     pub id: u64,
     root: u64,
+}
+
+impl Table {
+    /// The root page of the table's tree (which never changes).
+    pub(crate) fn root(self) -> u64 {
+        self.root
+    }
 }
 
 /// What recovery found.
@@ -752,6 +760,15 @@ impl Engine {
     ) -> KvResult<Range<'_>> {
         self.check_usable()?;
         Range::new(&mut self.pager, table.root, lower, upper, direction)
+    }
+
+    /// The trees as they are now, readable from any thread while this engine goes on
+    /// writing (see `snapshot.rs`): O(resident pages) to take; each page written while a
+    /// snapshot holds it is copied once.
+    pub fn snapshot(&mut self) -> KvResult<Snapshot> {
+        self.check_usable()?;
+        let pages = self.pager.pool.share_resident(self.pager.alloc.page_count);
+        Ok(Snapshot::new(pages, self.pager.page_size()))
     }
 
     pub fn stats(&self) -> EngineStats {

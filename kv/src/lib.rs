@@ -4,6 +4,7 @@
 //! replicated log.
 //!
 //! Key types: [`Engine`] (tables, point and range operations, checkpoints, recovery),
+//! [`Snapshot`] (the trees at one moment, readable from other threads while the owner writes),
 //! [`LogStore`] (append/read/truncate/purge of log entries), [`BlockFile`] (io_uring or
 //! portable file IO), [`keycode`] (order-preserving key encoding).
 //!
@@ -15,6 +16,7 @@
 //! durable checkpoint uses.
 //!
 //! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
+//! `snapshot`,
 //! `superblock`, `slots`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal`
 //! only reads what format 3 left).
 
@@ -37,6 +39,7 @@ mod page_map;
 mod pager;
 mod pool;
 mod slots;
+mod snapshot;
 mod superblock;
 
 pub use btree::{max_inline_value_len, max_key_len, LOOK_AHEAD_KEYS};
@@ -49,4 +52,5 @@ pub use error::{IoOp, KvError, KvResult};
 pub use io::{BlockFile, FaultPlan, IoMode};
 pub use log_store::{LogStore, LogStoreOptions};
 pub use pool::PoolStats;
+pub use snapshot::{Snapshot, SnapshotRange};
 pub use superblock::{LogPosition, FORMAT_VERSION};

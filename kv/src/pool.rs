@@ -373,6 +373,25 @@ impl BufferPool {
         Ok(unsafe { std::slice::from_raw_parts_mut(bytes, self.page_size) })
     }
 
+    /// Every resident page's buffer as it is now, by page id below `page_count` (None: not
+    /// resident): the pages of a snapshot. Each frame is marked shared and its write tag
+    /// taken back, so the next write to the page goes the frame's way and copies the buffer
+    /// while the snapshot holds it — the snapshot's pages never change.
+    pub fn share_resident(&mut self, page_count: u64) -> Vec<Option<Arc<PageBuf>>> {
+        let mut pages = vec![None; page_count as usize];
+        for (page_id, mapping) in self.page_table.iter_mut().enumerate() {
+            if mapping.frame == NOT_RESIDENT || page_id >= pages.len() {
+                continue;
+            }
+            let frame = &mut self.frames[mapping.frame as usize];
+            debug_assert_eq!(frame.page_id, page_id as u64);
+            pages[page_id] = Some(Arc::clone(&frame.data));
+            frame.shared = true;
+            mapping.write_tag = 0;
+        }
+        pages
+    }
+
     /// Installs a page that has no content on disk yet (a newly allocated page id), zeroed
     /// and dirty.
     pub fn install_new(&mut self, page_id: u64) -> &mut [u8] {

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use kv::{Direction, Engine, EngineOptions, LogPosition};
+use kv::{Direction, Engine, EngineOptions, KvError, LogPosition, Snapshot, Table};
 use proptest::prelude::*;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -29,6 +29,10 @@ enum Op {
     BeginCheckpoint,
     Poll,
     Reopen,
+    /// Takes a snapshot, kept with the model as it is now (the last three are kept).
+    Snapshot,
+    /// Reads every kept snapshot whole: it must still hold its moment's model.
+    CheckSnapshots,
 }
 
 fn key(k: u16) -> Vec<u8> {
@@ -69,6 +73,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => Just(Op::BeginCheckpoint),
         6 => Just(Op::Poll),
         1 => Just(Op::Reopen),
+        2 => Just(Op::Snapshot),
+        3 => Just(Op::CheckSnapshots),
     ]
 }
 
@@ -93,6 +99,7 @@ fn run(ops: Vec<Op>) -> usize {
     let mut in_flight: Option<(Model, u64)> = None;
     let mut position = 0u64;
     let mut depth_max = 0;
+    let mut snapshots: Vec<(Snapshot, Model, Table)> = Vec::new();
     for op in ops {
         match op {
             Op::Put(k, s) => {
@@ -219,6 +226,17 @@ fn run(ops: Vec<Op>) -> usize {
                     durable = image;
                 }
             }
+            Op::Snapshot => {
+                if snapshots.len() == 3 {
+                    snapshots.remove(0);
+                }
+                snapshots.push((engine.snapshot().unwrap(), model.clone(), table));
+            }
+            Op::CheckSnapshots => {
+                for (snapshot, image, at) in &snapshots {
+                    assert_snapshot_holds(snapshot, *at, image);
+                }
+            }
             Op::Reopen => {
                 // Without a checkpoint, changes since the last one are gone: the caller's log
                 // would replay them. The model falls back to the durable image. Dropping the
@@ -236,7 +254,38 @@ fn run(ops: Vec<Op>) -> usize {
         }
     }
     common::assert_table_holds(&mut engine, table, model);
+    for (snapshot, image, at) in &snapshots {
+        assert_snapshot_holds(snapshot, *at, image);
+    }
     depth_max
+}
+
+/// A snapshot holds `image`: a whole scan either gives exactly it or stops at a page that
+/// was not resident when the snapshot was taken; each key reads its value or that error.
+fn assert_snapshot_holds(snapshot: &Snapshot, table: Table, image: &Model) {
+    let scan: Result<Vec<_>, _> = snapshot
+        .range(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
+        .and_then(|range| range.collect());
+    match scan {
+        Ok(entries) => {
+            let want: Vec<_> = image.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(entries, want, "a snapshot's scan");
+        }
+        Err(KvError::SnapshotIncomplete { .. }) => {}
+        Err(e) => panic!("a snapshot's scan failed: {e}"),
+    }
+    for (k, v) in image {
+        match snapshot.get(table, k) {
+            Ok(got) => assert_eq!(got.as_ref(), Some(v), "a snapshot's get"),
+            Err(KvError::SnapshotIncomplete { .. }) => {}
+            Err(e) => panic!("a snapshot's get failed: {e}"),
+        }
+    }
 }
 
 proptest! {
