@@ -335,6 +335,7 @@ impl Coordinator {
                 sequences,
                 reply,
             } => reply(self.in_context(&context, |ex| ex.query(&plan, &context, sequences))),
+            Request::ReadView { reply } => reply(self.executor.read_view()),
             Request::Stage {
                 plan,
                 context,

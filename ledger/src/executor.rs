@@ -18,6 +18,7 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 use crate::command::{Command, CommandResult, Outcome, Overlay, QueryResult, Staged};
 use crate::error::{is_storage_failure, kv_error};
 use crate::partition::{held, is_partitioned, last_write, partition_of_key, Shard};
+use crate::partitions_read::Partitions;
 use crate::query::Reader;
 use crate::row::{decode_row, encode_row, row_version};
 use crate::schema_transaction::SchemaChanges;
@@ -98,6 +99,7 @@ pub(crate) type StoredRow = (Vec<u8>, u64, Vec<Value>);
 /// What a session's statement runs with on the executor, a query's or a staged write's
 /// alike: its parameters and time, and the transaction it runs in — its own writes so far
 /// (`overlay`), its schema changes, whether its reads are recorded for validation.
+#[derive(Clone)]
 pub struct StatementContext {
     pub params: Vec<Value>,
     pub now_micros: i64,
@@ -129,6 +131,11 @@ pub enum Request {
         /// The session's sequence values, for `currval` and `lastval`.
         sequences: SessionSequences,
         reply: Reply<SqlResult<QueryResult>>,
+    },
+    /// Every partition as of now, for a query the session runs off the executor
+    /// (`read_view.rs`).
+    ReadView {
+        reply: Reply<SqlResult<crate::read_view::ReadView>>,
     },
     /// A write inside a transaction, staged (evaluated, not applied) between entries.
     Stage {
@@ -957,7 +964,7 @@ impl Executor {
         record_reads: bool,
     ) -> Reader<'a> {
         Reader {
-            shards: Some(RefCell::new(&mut self.shards)),
+            partitions: Some(Partitions::Live(RefCell::new(&mut self.shards))),
             catalog: &self.catalog,
             overlay,
             record_reads,

@@ -2,9 +2,10 @@
 //! a coordinator thread receives committed commands in log order and applies each one on
 //! the partitions it touches — on that partition's own thread when it touches one other
 //! than 0, else itself, holding them all — validating serializable reads, applying
-//! `x = x + d` as a delta evaluated at apply time, checking constraints. It serves reads
-//! between entries and checkpoints all partitions as one, recording the log position they
-//! cover.
+//! `x = x + d` as a delta evaluated at apply time, checking constraints. It serves point
+//! reads between entries, hands longer ones a snapshot of every partition to run off its
+//! thread (`ReadView`, `query_on_view`), and checkpoints all partitions as one, recording
+//! the log position they cover.
 //!
 //! The ledger's semantics (accounts, transfers, two-phase transfers and their expiry,
 //! limits, idempotency, history) are applied here too, in `transfer`.
@@ -24,12 +25,13 @@
 //!
 //! Key types: `ExecutorHandle` (the sessions' and the log's way in: `Request`), `Command`
 //! (what a log entry carries), `Executor` (the state and the apply functions), `Reader`
-//! (plans over storage), `UndoLog` (what makes a command atomic).
+//! (plans over storage), `ReadView` (every partition at one log position, read off the
+//! executor), `UndoLog` (what makes a command atomic).
 //!
 //! Reading order: `executor.rs` (the `Executor`, `run_command`), `coordinator.rs` (the
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
-//! `schema_transaction.rs` (writes, staged commits, schema changes), `query.rs` and
-//! `window.rs` (reads), `transfer.rs` → `account_set.rs` / `lookahead.rs` (the ledger),
+//! `schema_transaction.rs` (writes, staged commits, schema changes), `query.rs`,
+//! `partitions_read.rs`, `read_view.rs` and `window.rs` (reads), `transfer.rs` → `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`.
 
@@ -44,8 +46,10 @@ mod executor;
 mod foreign_keys;
 mod lookahead;
 mod partition;
+mod partitions_read;
 mod prebuild;
 mod query;
+mod read_view;
 mod route;
 mod row;
 mod schema_transaction;
@@ -68,5 +72,6 @@ pub use executor::{
 };
 pub use prebuild::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use query::{evaluate_with_sequences, evaluate_without_storage};
+pub use read_view::{query_on_view, ReadView};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};

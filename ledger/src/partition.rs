@@ -30,18 +30,7 @@ pub(crate) struct Shard {
 
 impl Shard {
     pub fn handle(&self, id: u32) -> SqlResult<kv::Table> {
-        self.storage
-            .get(&id)
-            .copied()
-            .ok_or_else(|| SqlError::internal(format!("storage of relation {id} is missing")))
-    }
-
-    /// The kv table of a SQL table; a table without one does not exist (any more).
-    pub fn table(&self, table: &TableDef) -> SqlResult<kv::Table> {
-        self.storage
-            .get(&table.id)
-            .copied()
-            .ok_or_else(|| SqlError::undefined_table(&table.name))
+        crate::partitions_read::storage_handle(&self.storage, id)
     }
 }
 

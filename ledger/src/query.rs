@@ -9,7 +9,6 @@ use std::ops::Bound;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
-use kv::Direction;
 use plan::{
     arithmetic, Access, AggCall, AggFunc, BackendSignals, BinaryOp, Catalog, EvalEnv, Expr,
     Interrupt, JoinKind, NoBackends, NoSequences, Rel, SequenceSource, SortKey, SubqueryRunner,
@@ -19,16 +18,17 @@ use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
-use crate::partition::{held, is_partitioned, last_write, partition_of_row, Shard};
+use crate::partition::{is_partitioned, partition_of_row};
+use crate::partitions_read::Partitions;
 use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
 use crate::window::window_rows;
 
 /// Everything a read needs: storage, the catalog it was planned against, the transaction's
 /// overlay, and where to record reads for serializable validation.
 pub struct Reader<'a> {
-    /// The partitions' storage; None for plans that read no user table (evaluated outside
-    /// the executor).
-    pub(crate) shards: Option<RefCell<&'a mut Vec<Option<Shard>>>>,
+    /// Where rows are read: the executor's partitions or their snapshots; None for plans
+    /// that read no user table (evaluated outside the executor).
+    pub(crate) partitions: Option<Partitions<'a>>,
     pub catalog: &'a Catalog,
     pub overlay: Option<&'a Overlay>,
     pub record_reads: bool,
@@ -271,15 +271,15 @@ impl<'a> Reader<'a> {
         self.memory.check()
     }
 
-    fn shards(&self) -> SqlResult<&RefCell<&'a mut Vec<Option<Shard>>>> {
-        self.shards
+    fn partitions(&self) -> SqlResult<&Partitions<'a>> {
+        self.partitions
             .as_ref()
             .ok_or_else(|| SqlError::internal("a user table read outside the executor"))
     }
 
     /// The partitions that may hold rows of `table`: all for the ledger's tables, else 0.
     fn shards_of(&self, table: &TableDef) -> SqlResult<std::ops::Range<usize>> {
-        let count = self.shards()?.borrow().len();
+        let count = self.partitions()?.count();
         Ok(if is_partitioned(table) {
             0..count
         } else {
@@ -289,16 +289,15 @@ impl<'a> Reader<'a> {
 
     /// Reads the row with key `key` from the partition that holds it.
     fn get(&self, table: &TableDef, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
-        let mut shards = self.shards()?.borrow_mut();
-        let index = partition_of_row(table, key, shards.len());
-        let shard = held(&mut shards, index)?;
-        let handle = shard.table(table)?;
-        shard.engine.get(handle, key).map_err(kv_error)
+        let partitions = self.partitions()?;
+        let index = partition_of_row(table, key, partitions.count());
+        let handle = partitions.handle(index, table.id, Some(table))?;
+        partitions.get(index, handle, key)
     }
 
     /// The log index of the last write to `table`, in any partition.
     fn table_version(&self, table: &TableDef) -> SqlResult<u64> {
-        Ok(last_write(&self.shards()?.borrow(), table.id))
+        Ok(self.partitions()?.table_version(table.id))
     }
 
     fn record(&self, check: ReadCheck) {
@@ -422,31 +421,21 @@ impl<'a> Reader<'a> {
                     None => Bound::Unbounded,
                 };
                 // An index's entries live in the partition of their row.
-                let partitions = self.shards_of(table)?;
-                let several = partitions.len() > 1;
-                let mut shards = self.shards()?.borrow_mut();
-                for index in partitions {
-                    let shard = held(&mut shards, index)?;
-                    let (index_storage, storage) = (shard.handle(def.id)?, shard.handle(table.id)?);
-                    let row_keys: Vec<Vec<u8>> = shard
-                        .engine
-                        .range(
-                            index_storage,
-                            Bound::Included(prefix.as_slice()),
-                            as_ref_bound(&upper),
-                            Direction::Forward,
-                        )
-                        .map_err(kv_error)?
-                        .map(|item| {
-                            let (entry, value) = item.map_err(kv_error)?;
-                            crate::executor::indexed_row_key(def, entry, value)
-                        })
-                        .collect::<SqlResult<_>>()?;
+                let indexes = self.shards_of(table)?;
+                let several = indexes.len() > 1;
+                let partitions = self.partitions()?;
+                for index in indexes {
+                    let index_storage = partitions.handle(index, def.id, None)?;
+                    let storage = partitions.handle(index, table.id, None)?;
+                    let mut row_keys: Vec<Vec<u8>> = Vec::new();
+                    let bounds = (Bound::Included(prefix.as_slice()), as_ref_bound(&upper));
+                    partitions.for_each(index, index_storage, bounds, &mut |entry, value| {
+                        row_keys.push(crate::executor::indexed_row_key(def, entry, value)?);
+                        Ok(())
+                    })?;
                     for row_key in row_keys {
                         self.tick()?;
-                        if let Some(bytes) =
-                            shard.engine.get(storage, &row_key).map_err(kv_error)?
-                        {
+                        if let Some(bytes) = partitions.get(index, storage, &row_key)? {
                             raw.push((row_key, Some(decode_row(&bytes)?)));
                         }
                     }
@@ -1074,25 +1063,15 @@ impl Reader<'_> {
         upper: &Bound<Vec<u8>>,
         each: &mut dyn FnMut(Vec<u8>, (u64, Row)) -> SqlResult<()>,
     ) -> SqlResult<()> {
-        let partitions = self.shards_of(table)?;
-        let mut shards = self.shards()?.borrow_mut();
-        for index in partitions {
-            let shard = held(&mut shards, index)?;
-            let storage = shard.table(table)?;
-            let range = shard
-                .engine
-                .range(
-                    storage,
-                    as_ref_bound(lower),
-                    as_ref_bound(upper),
-                    Direction::Forward,
-                )
-                .map_err(kv_error)?;
-            for item in range {
+        let indexes = self.shards_of(table)?;
+        let partitions = self.partitions()?;
+        for index in indexes {
+            let storage = partitions.handle(index, table.id, Some(table))?;
+            let bounds = (as_ref_bound(lower), as_ref_bound(upper));
+            partitions.for_each(index, storage, bounds, &mut |key, bytes| {
                 self.tick()?;
-                let (key, bytes) = item.map_err(kv_error)?;
-                each(key, decode_row(&bytes)?)?;
-            }
+                each(key, decode_row(&bytes)?)
+            })?;
         }
         Ok(())
     }
@@ -1212,7 +1191,7 @@ pub fn evaluate_with_sequences(
     interrupt: &Interrupt,
 ) -> SqlResult<Vec<Row>> {
     let reader = Reader {
-        shards: None,
+        partitions: None,
         catalog,
         overlay: None,
         record_reads: false,
@@ -1266,10 +1245,17 @@ impl SubqueryRunner for Reader<'_> {
     /// Adds up the bytes of the relation's trees in every partition (see
     /// `kv::Engine::table_bytes`: the inner pages are read, the leaves counted).
     fn relation_bytes(&self, oid: u32, func: plan::Func) -> SqlResult<Option<i64>> {
-        let Some(shards) = self.shards.as_ref().filter(|_| self.sizes) else {
-            return Err(SqlError::feature_not_supported(
-                "relation sizes in a write (they differ between replicas)",
-            ));
+        let shards = match self.partitions.as_ref() {
+            Some(Partitions::Live(shards)) if self.sizes => shards,
+            Some(snapshot @ Partitions::Snapshot { .. }) => {
+                // Counted on the executor: the statement is run there instead.
+                return Err(snapshot.needs_executor("relation sizes"));
+            }
+            _ => {
+                return Err(SqlError::feature_not_supported(
+                    "relation sizes in a write (they differ between replicas)",
+                ))
+            }
         };
         let Some(ids) = plan::relation_storage(self.catalog, oid, func) else {
             return Ok(None);

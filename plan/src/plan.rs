@@ -1012,6 +1012,26 @@ pub fn may_run_long(rel: &Rel) -> bool {
     found
 }
 
+/// Whether a relation reads nothing but rows found by their whole key (filtered, projected,
+/// limited): a point read, quicker on the executor than a snapshot is to take.
+pub fn reads_by_key_only(rel: &Rel) -> bool {
+    let mut by_key = true;
+    visit_rel(rel, &mut |r| {
+        by_key &= matches!(
+            r,
+            Rel::Values { .. }
+                | Rel::Project { .. }
+                | Rel::Filter { .. }
+                | Rel::Limit { .. }
+                | Rel::Scan {
+                    access: Access::Point(_),
+                    ..
+                }
+        );
+    });
+    by_key
+}
+
 /// True when evaluating a relation needs the executor's storage: it scans a user table, or
 /// asks for a relation's size.
 pub fn reads_storage(rel: &Rel) -> bool {

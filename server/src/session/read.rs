@@ -79,19 +79,49 @@ impl Session {
             return self.evaluate_here(plan, catalog, params).await;
         }
         let context = self.statement_context(params)?;
-        let (plan, sequences) = (plan.clone(), self.sequences.clone());
-        let result: QueryResult = self
-            .ask(move |reply| Request::Query {
-                plan,
-                context,
-                sequences,
-                reply,
-            })
-            .await??;
+        let result = match self.select_off_executor(plan, &context).await? {
+            Some(result) => result,
+            None => {
+                let (plan, sequences) = (plan.clone(), self.sequences.clone());
+                self.ask(move |reply| Request::Query {
+                    plan,
+                    context,
+                    sequences,
+                    reply,
+                })
+                .await??
+            }
+        };
         if let Some(t) = &mut self.transaction {
             t.reads.extend(result.reads);
         }
         Ok(result.rows)
+    }
+
+    /// A query that reads more than rows by key runs on a snapshot of the partitions
+    /// (`ledger::ReadView`), on a blocking worker: the executor only takes the snapshot
+    /// and goes on applying commands. None when it is run on the executor instead: a point
+    /// read, a transaction's own schema changes to see, relation sizes, or a page the
+    /// snapshot does not hold.
+    async fn select_off_executor(
+        &self,
+        plan: &Arc<SelectPlan>,
+        context: &StatementContext,
+    ) -> SqlResult<Option<QueryResult>> {
+        if plan::reads_by_key_only(&plan.rel)
+            || context.schema.is_some()
+            || plan::rel_calls(&plan.rel, Func::reads_storage)
+        {
+            return Ok(None);
+        }
+        let view = self.ask(|reply| Request::ReadView { reply }).await??;
+        let (plan, context) = (plan.clone(), context.clone());
+        let sequences = self.sequences.clone();
+        tokio::task::spawn_blocking(move || {
+            ledger::query_on_view(&view, &plan, &context, sequences)
+        })
+        .await
+        .map_err(|e| SqlError::internal(format!("a query on a snapshot failed: {e}")))?
     }
 
     /// A query calling `nextval` or `setval` runs in log order, as a write does.
