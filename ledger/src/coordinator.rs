@@ -23,6 +23,7 @@ use crate::executor::{
     META_TABLE, META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
 use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
+use crate::read_view::PublishedView;
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
 use crate::share::{self, SplitShare};
@@ -50,7 +51,14 @@ pub(crate) struct Coordinator {
     pool_waits: PoolWaits,
     /// How long the last entry took to apply (`wait_for_pool_room` paces by it).
     last_apply: Duration,
+    /// When the last entry finished applying.
+    applied_at: Instant,
+    /// The read view published for the sessions' point reads.
+    published_view: Arc<PublishedView>,
 }
+
+/// How long the executor stays without an entry before it publishes a read view.
+const PUBLISH_AFTER_IDLE: Duration = Duration::from_millis(5);
 
 /// The longest pause before one entry while a buffer pool is past its size but under its
 /// limit.
@@ -90,6 +98,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
     let coordinator = Coordinator::open(options)?;
     let position = coordinator.applied;
     let catalog = coordinator.executor.published.clone();
+    let published_view = coordinator.published_view.clone();
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("executor".into())
@@ -101,6 +110,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
         ExecutorHandle {
             requests: tx,
             catalog,
+            published_view,
         },
         position,
     ))
@@ -264,6 +274,8 @@ impl Coordinator {
             checkpoint_failures: 0,
             pool_waits: PoolWaits::default(),
             last_apply: Duration::ZERO,
+            applied_at: Instant::now(),
+            published_view: Arc::default(),
             options,
             routing: Routing::default(),
             spare_undo: Vec::new(),
@@ -324,9 +336,13 @@ impl Coordinator {
                 reply,
             } => {
                 self.wait_for_pool_room();
+                // Before anything of the entry can be answered: the published view stops
+                // being current.
+                self.published_view.begin_apply(position.index);
                 let started = Instant::now();
                 let results = self.apply_entry(position, log_id, payload, applied);
                 self.last_apply = started.elapsed();
+                self.applied_at = Instant::now();
                 reply(results);
             }
             Request::Query {
@@ -466,10 +482,25 @@ impl Coordinator {
         }
     }
 
+    /// Publishes a read view for the sessions' point reads once no entry has come for a
+    /// moment and the published one is stale (every partition held: none is lent).
+    fn publish_view_when_idle(&mut self) {
+        if self.applied_at.elapsed() < PUBLISH_AFTER_IDLE
+            || !self.published_view.stale()
+            || self.executor.shards.iter().any(Option::is_none)
+        {
+            return;
+        }
+        if let Ok(view) = self.executor.read_view() {
+            self.published_view.publish(view);
+        }
+    }
+
     fn maintain(&mut self) {
         if self.executor.failed.is_some() {
             return;
         }
+        self.publish_view_when_idle();
         // Polled between entries even with no checkpoint in flight: a durable checkpoint's
         // pages become clean, and so evictable, in steps.
         let mut failure = None;

@@ -190,6 +190,7 @@ pub struct ExecutorStats {
 pub struct ExecutorHandle {
     pub(crate) requests: Sender<Request>,
     pub(crate) catalog: Arc<RwLock<Arc<Catalog>>>,
+    pub(crate) published_view: Arc<crate::read_view::PublishedView>,
 }
 
 impl ExecutorHandle {
@@ -201,6 +202,11 @@ impl ExecutorHandle {
     /// The catalog as of the last applied schema change.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// The read view the executor published while idle, if no entry has begun since.
+    pub fn current_view(&self) -> Option<Arc<crate::read_view::ReadView>> {
+        self.published_view.current()
     }
 }
 

@@ -10,7 +10,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use plan::{Catalog, SelectPlan, SessionSequences};
 use rustc_hash::FxHashMap;
@@ -42,6 +43,52 @@ impl ReadView {
     /// Page buffers the view holds (all partitions).
     pub fn pages(&self) -> usize {
         self.shards.iter().map(|s| s.snapshot.pages()).sum()
+    }
+}
+
+/// A read view the executor publishes when it is idle, for point reads the sessions serve on
+/// their own threads without the hop to the executor. Valid only while no entry has begun
+/// applying since it was taken: the coordinator moves `applying` on *before* it applies an
+/// entry, so no reply of that entry reaches a session before the view stops being current,
+/// and a session reads its own acknowledged writes.
+#[derive(Default)]
+pub struct PublishedView {
+    /// The index of the last entry the executor began applying.
+    applying: AtomicU64,
+    /// The view and the `applying` index it was taken at.
+    view: Mutex<Option<(u64, Arc<ReadView>)>>,
+}
+
+impl PublishedView {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<(u64, Arc<ReadView>)>> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An entry begins applying: the view is no longer current (and is let go, so the
+    /// entry's writes need not copy the pages it held).
+    pub(crate) fn begin_apply(&self, index: u64) {
+        self.applying.store(index, Ordering::SeqCst);
+        let stale = self.slot().take();
+        drop(stale);
+    }
+
+    /// Whether a view taken now would be newer than the one published.
+    pub(crate) fn stale(&self) -> bool {
+        let applying = self.applying.load(Ordering::SeqCst);
+        self.slot().as_ref().is_none_or(|(at, _)| *at != applying)
+    }
+
+    /// Publishes `view`, taken with no entry applying since the last `begin_apply`.
+    pub(crate) fn publish(&self, view: ReadView) {
+        let at = self.applying.load(Ordering::SeqCst);
+        *self.slot() = Some((at, Arc::new(view)));
+    }
+
+    /// The published view, while it is current.
+    pub fn current(&self) -> Option<Arc<ReadView>> {
+        let slot = self.slot();
+        let (at, view) = slot.as_ref()?;
+        (*at == self.applying.load(Ordering::SeqCst)).then(|| view.clone())
     }
 }
 

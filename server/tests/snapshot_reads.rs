@@ -66,3 +66,39 @@ async fn writes_go_on_while_a_long_read_runs_and_it_sees_its_start() {
         Some("21")
     );
 }
+
+/// Point reads are served from the view the executor publishes while idle; a session's
+/// acknowledged write is always in what its next read sees (the view stops being current
+/// before any reply of the entry that changes it), from its own connection and another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn point_reads_see_every_acknowledged_write() {
+    let server = TestServer::start();
+    let writer = server.client().await;
+    let other = server.client().await;
+    writer
+        .batch_execute("create table kv (id int primary key, v int)")
+        .await
+        .unwrap();
+    let read = "select v from kv where id = $1";
+    for n in 0..150i32 {
+        // Idle long enough for a view to be published between writes.
+        tokio::time::sleep(Duration::from_millis(8)).await;
+        if n % 3 == 0 {
+            writer
+                .execute("insert into kv values ($1, $1)", &[&n])
+                .await
+                .unwrap();
+        } else {
+            writer
+                .execute("update kv set v = v + 1000 where id = $1", &[&(n - n % 3)])
+                .await
+                .unwrap();
+        }
+        let key = n - n % 3;
+        let want = key + 1000 * (n % 3);
+        for client in [&writer, &other] {
+            let got: i32 = client.query_one(read, &[&key]).await.unwrap().get(0);
+            assert_eq!(got, want, "after write {n}");
+        }
+    }
+}

@@ -100,19 +100,27 @@ impl Session {
 
     /// A query that reads more than rows by key runs on a snapshot of the partitions
     /// (`ledger::ReadView`), on a blocking worker: the executor only takes the snapshot
-    /// and goes on applying commands. None when it is run on the executor instead: a point
-    /// read, a transaction's own schema changes to see, relation sizes, or a page the
-    /// snapshot does not hold.
+    /// and goes on applying commands. A point read runs here, on the session's thread, on
+    /// the view the executor published while idle, when no entry has begun since. None
+    /// when it is run on the executor instead: a point read without a current view, a
+    /// transaction's own schema changes to see, relation sizes, or a page the snapshot
+    /// does not hold.
     async fn select_off_executor(
         &self,
         plan: &Arc<SelectPlan>,
         context: &StatementContext,
     ) -> SqlResult<Option<QueryResult>> {
-        if plan::reads_by_key_only(&plan.rel)
-            || context.schema.is_some()
-            || plan::rel_calls(&plan.rel, Func::reads_storage)
-        {
+        if context.schema.is_some() || plan::rel_calls(&plan.rel, Func::reads_storage) {
             return Ok(None);
+        }
+        if plan::reads_by_key_only(&plan.rel) {
+            // A point read: here, on the view the executor published while idle, if no
+            // entry has begun since; else the hop to the executor is quicker than a
+            // snapshot.
+            return match self.shared.executor.current_view() {
+                Some(view) => ledger::query_on_view(&view, plan, context, self.sequences.clone()),
+                None => Ok(None),
+            };
         }
         let view = self.ask(|reply| Request::ReadView { reply }).await??;
         let (plan, context) = (plan.clone(), context.clone());
