@@ -9,24 +9,39 @@
 use std::ops::Bound;
 
 use crate::btree::Path;
-use crate::error::KvResult;
-use crate::page::{LeafValue, Node};
+use crate::error::{KvError, KvResult};
+use crate::page::{self, LeafValue, Node, PageKind, HEADER_SIZE};
 use crate::pager::Pager;
 
 /// Where a scan reads its pages.
 pub(crate) trait PageSource {
     fn page(&mut self, page_id: u64) -> KvResult<&[u8]>;
-    /// A whole overflow chain of `len` bytes, into `out`.
-    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()>;
+
+    /// Reads a whole overflow chain of `len` bytes into `out`.
+    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()> {
+        out.clear();
+        out.reserve(len);
+        let mut page_id = first_page;
+        while out.len() < len {
+            let buffer = self.page(page_id)?;
+            let chunk_len = page::read_u32(buffer, 12) as usize;
+            if page::kind(buffer) != PageKind::Overflow as u8
+                || chunk_len > buffer.len() - HEADER_SIZE
+            {
+                return Err(KvError::Poisoned(format!(
+                    "overflow page {page_id} is malformed"
+                )));
+            }
+            out.extend_from_slice(&buffer[HEADER_SIZE..HEADER_SIZE + chunk_len]);
+            page_id = page::link(buffer);
+        }
+        Ok(())
+    }
 }
 
 impl PageSource for &mut Pager {
     fn page(&mut self, page_id: u64) -> KvResult<&[u8]> {
         self.read(page_id)
-    }
-
-    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()> {
-        self.read_overflow(first_page, len, out)
     }
 }
 

@@ -5,6 +5,7 @@
 //! superblock (0 = empty; page 0 is the superblock and never free). Freeing a page rewrites it
 //! as a free page, so the list is persisted by the next checkpoint like any other change.
 
+use crate::cursor::PageSource;
 use crate::error::{KvError, KvResult};
 use crate::leaf_hints::LeafHints;
 use crate::lookahead::Lookahead;
@@ -189,23 +190,8 @@ impl Pager {
         len: usize,
         out: &mut Vec<u8>,
     ) -> KvResult<()> {
-        out.clear();
-        out.reserve(len);
-        let mut page_id = first_page;
-        while out.len() < len {
-            let buffer = self.read(page_id)?;
-            let chunk_len = page::read_u32(buffer, 12) as usize;
-            if page::kind(buffer) != PageKind::Overflow as u8
-                || chunk_len > buffer.len() - HEADER_SIZE
-            {
-                return Err(KvError::Poisoned(format!(
-                    "overflow page {page_id} is malformed"
-                )));
-            }
-            out.extend_from_slice(&buffer[HEADER_SIZE..HEADER_SIZE + chunk_len]);
-            page_id = page::link(buffer);
-        }
-        Ok(())
+        let mut source = self;
+        PageSource::overflow(&mut source, first_page, len, out)
     }
 
     /// Frees an overflow chain.

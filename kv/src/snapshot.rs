@@ -18,7 +18,6 @@ use std::sync::Arc;
 use crate::cursor::{Cursor, Direction, PageSource};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
-use crate::page::{self, PageKind, HEADER_SIZE};
 use crate::pool::PageBuf;
 
 /// A read-only view of an engine's trees at the moment `Engine::snapshot` was called.
@@ -32,11 +31,6 @@ pub struct Snapshot {
 impl Snapshot {
     pub(crate) fn new(pages: Vec<Option<Arc<PageBuf>>>, page_size: usize) -> Snapshot {
         Snapshot { pages, page_size }
-    }
-
-    /// Pages it holds (resident when it was taken).
-    pub fn pages(&self) -> usize {
-        self.pages.iter().filter(|p| p.is_some()).count()
     }
 
     fn page_bytes(&self, page_id: u64) -> KvResult<&[u8]> {
@@ -88,26 +82,6 @@ pub(crate) struct SnapshotPages<'a>(&'a Snapshot);
 impl PageSource for SnapshotPages<'_> {
     fn page(&mut self, page_id: u64) -> KvResult<&[u8]> {
         self.0.page_bytes(page_id)
-    }
-
-    fn overflow(&mut self, first_page: u64, len: usize, out: &mut Vec<u8>) -> KvResult<()> {
-        out.clear();
-        out.reserve(len);
-        let mut page_id = first_page;
-        while out.len() < len {
-            let buffer = self.0.page_bytes(page_id)?;
-            let chunk_len = page::read_u32(buffer, 12) as usize;
-            if page::kind(buffer) != PageKind::Overflow as u8
-                || chunk_len > buffer.len() - HEADER_SIZE
-            {
-                return Err(KvError::Poisoned(format!(
-                    "overflow page {page_id} is malformed"
-                )));
-            }
-            out.extend_from_slice(&buffer[HEADER_SIZE..HEADER_SIZE + chunk_len]);
-            page_id = page::link(buffer);
-        }
-        Ok(())
     }
 }
 

@@ -2,6 +2,8 @@
 //! while the engine goes on writing — updates, deletes, inserts that split and merge pages,
 //! values in overflow chains, checkpoints — from the owner's thread and from others at once.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -129,22 +131,7 @@ fn a_snapshot_reads_its_moment_while_the_engine_changes() {
     for (snapshot, image) in &kept {
         assert_holds(snapshot, table, image);
     }
-    common_engine_holds(&mut engine, table, &model);
-}
-
-fn common_engine_holds(engine: &mut Engine, table: Table, model: &Model) {
-    let got: Vec<_> = engine
-        .range(
-            table,
-            Bound::Unbounded,
-            Bound::Unbounded,
-            Direction::Forward,
-        )
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(got, want, "the engine itself");
+    common::assert_table_holds(&mut engine, table, model);
 }
 
 #[test]
@@ -177,5 +164,5 @@ fn other_threads_read_a_snapshot_while_the_owner_writes() {
         reader.join().expect("a reader saw its snapshot whole");
     }
     assert_holds(&snapshot, table, &image);
-    common_engine_holds(&mut engine, table, &model);
+    common::assert_table_holds(&mut engine, table, model);
 }

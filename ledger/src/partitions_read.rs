@@ -76,17 +76,26 @@ impl Partitions<'_> {
         kv_error(e)
     }
 
-    /// Relation `id`'s storage in partition `index` (`table` set: a SQL table, whose
-    /// missing storage means it no longer exists).
-    pub fn handle(&self, index: usize, id: u32, table: Option<&TableDef>) -> SqlResult<kv::Table> {
-        let pick = |storage: &FxHashMap<u32, kv::Table>| match table {
-            Some(def) => table_handle(storage, def),
-            None => storage_handle(storage, id),
-        };
+    /// Partition `index`'s storage map, handed to `pick`.
+    fn storage<T>(
+        &self,
+        index: usize,
+        pick: impl FnOnce(&FxHashMap<u32, kv::Table>) -> SqlResult<T>,
+    ) -> SqlResult<T> {
         match self {
             Partitions::Live(shards) => pick(&held(&mut shards.borrow_mut(), index)?.storage),
             Partitions::Snapshot { shards, .. } => pick(&snapshot_at(shards, index)?.storage),
         }
+    }
+
+    /// Relation `id`'s storage in partition `index`.
+    pub fn handle(&self, index: usize, id: u32) -> SqlResult<kv::Table> {
+        self.storage(index, |storage| storage_handle(storage, id))
+    }
+
+    /// A SQL table's storage in partition `index`; missing storage means it no longer exists.
+    pub fn table(&self, index: usize, table: &TableDef) -> SqlResult<kv::Table> {
+        self.storage(index, |storage| table_handle(storage, table))
     }
 
     pub fn get(&self, index: usize, handle: kv::Table, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {

@@ -39,13 +39,6 @@ pub struct ReadView {
     shards: Vec<ShardSnapshot>,
 }
 
-impl ReadView {
-    /// Page buffers the view holds (all partitions).
-    pub fn pages(&self) -> usize {
-        self.shards.iter().map(|s| s.snapshot.pages()).sum()
-    }
-}
-
 /// A read view the executor publishes when it is idle, for point reads the sessions serve on
 /// their own threads without the hop to the executor. Valid only while no entry has begun
 /// applying since it was taken: the coordinator moves `applying` on *before* it applies an

@@ -10,7 +10,8 @@ use std::cmp::Ordering;
 use plan::{AggCall, EvalEnv, FrameBound, WindowCall, WindowFrame, WindowFunc};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
-use crate::query::{compare_keys, joined, sort_interruptibly, Accumulator, RowKey};
+use crate::accumulator::Accumulator;
+use crate::query::{compare_keys, joined, sort_interruptibly, RowKey};
 use crate::row::Row;
 
 pub(crate) fn window_rows(

@@ -99,7 +99,7 @@ impl IndexDerivation {
     /// `row`'s key values in the index, or None when the predicate leaves it out (NULL
     /// leaves it out too).
     pub fn key_of(&self, row: &[Value], columns: &[usize]) -> SqlResult<Option<Vec<Value>>> {
-        let env = crate::expr::EvalEnv::without_subqueries(&[], 0);
+        let env = crate::eval_env::EvalEnv::without_subqueries(&[], 0);
         if let Some(predicate) = &self.predicate {
             if !predicate.expr.eval(row, &env)?.is_true() {
                 return Ok(None);

@@ -10,9 +10,10 @@ use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
 
 use crate::catalog::Catalog;
 use crate::enum_type::invalid_label;
+use crate::eval_env::EvalEnv;
 use crate::expr::{
     compare_values, float_of, int_overflow, text_of, type_of_name, undefined_type, CastToResult,
-    EvalEnv, Expr, Func,
+    Expr, Func,
 };
 use crate::json_functions::{self, JsonFunc};
 use crate::{scalar_functions, system};

@@ -17,7 +17,7 @@
 //! `SubqueryRunner`, `SequenceSource` and `BackendSignals` traits).
 //!
 //! Reading order: `catalog.rs` (what a schema is), `plan.rs` (what a statement becomes),
-//! `expr.rs` (expressions: `Expr`, `Func`, `EvalEnv`, `Expr::eval`), then the function
+//! `expr.rs` (expressions: `Expr`, `Func`, `Expr::eval`) and `eval_env.rs` (`EvalEnv`), then the function
 //! library (`function_eval.rs`, the dispatch by group, then `scalar_functions.rs` and
 //! `json_functions.rs`), `access.rs` and `join_keys.rs`
 //! (keys), `sequence.rs`, `enum_type.rs`, `foreign_key.rs`, `ledger.rs` (the ledger
@@ -26,6 +26,7 @@
 mod access;
 mod catalog;
 mod enum_type;
+mod eval_env;
 mod expr;
 mod foreign_key;
 mod function_eval;
@@ -44,6 +45,7 @@ mod system;
 pub use access::*;
 pub use catalog::*;
 pub use enum_type::*;
+pub use eval_env::*;
 pub use expr::*;
 pub use foreign_key::*;
 pub use integer_literal::*;
