@@ -44,6 +44,9 @@ pub struct PageArena {
     chunks: Mutex<Vec<(usize, usize)>>,
     /// Buffers handed out and not yet dropped, whoever holds them.
     in_use: AtomicUsize,
+    /// Of those, the buffers the pool let go of while snapshots still held them
+    /// (`PageBuf::leave_to_snapshots`).
+    snapshot_only: AtomicUsize,
     /// The most buffers that were in use at once.
     peak_in_use: AtomicUsize,
     /// A thread is preparing the next chunk.
@@ -80,6 +83,7 @@ impl PageArena {
             free: Mutex::new(Vec::new()),
             chunks: Mutex::new(Vec::new()),
             in_use: AtomicUsize::new(0),
+            snapshot_only: AtomicUsize::new(0),
             peak_in_use: AtomicUsize::new(0),
             refilling: AtomicBool::new(false),
             prepared: (0..pre_page_chunks.max(PREPARED_MAX))
@@ -123,7 +127,13 @@ impl PageArena {
             ptr: NonNull::new(address as *mut u8).expect("mapped memory is not null"),
             len: self.page_size,
             home: Arc::clone(self),
+            snapshot_only: AtomicBool::new(false),
         }
+    }
+
+    /// Buffers only snapshots hold: alive, but no longer the pool's.
+    pub fn snapshot_only(&self) -> usize {
+        self.snapshot_only.load(Relaxed)
     }
 
     /// Buffers alive now: the pool's frames and the images a checkpoint still holds.
@@ -308,6 +318,9 @@ pub struct PageBuf {
     ptr: NonNull<u8>,
     len: usize,
     home: Arc<PageArena>,
+    /// The pool let go of this buffer while snapshots held it: counted in the arena's
+    /// `snapshot_only` until dropped.
+    snapshot_only: AtomicBool,
 }
 
 // SAFETY: a `PageBuf` owns its memory exclusively (like a `Box<[u8]>`); the arena it returns
@@ -340,8 +353,21 @@ impl PageBuf {
     }
 }
 
+impl PageBuf {
+    /// The pool lets go of this buffer, which snapshots still hold: from now on it counts
+    /// as theirs, not the pool's (`PageArena::snapshot_only`), until the last one drops it.
+    pub fn leave_to_snapshots(&self) {
+        if !self.snapshot_only.swap(true, Relaxed) {
+            self.home.snapshot_only.fetch_add(1, Relaxed);
+        }
+    }
+}
+
 impl Drop for PageBuf {
     fn drop(&mut self) {
+        if *self.snapshot_only.get_mut() {
+            self.home.snapshot_only.fetch_sub(1, Relaxed);
+        }
         self.home.release(self.ptr.as_ptr() as usize);
     }
 }

@@ -10,7 +10,8 @@
 //!    kernel worker thread copies it there;
 //! 2. at `End`, fsync the data file, then write the page map record (superblock and every
 //!    page's slot) to the record file that does not hold the last durable one, and fsync it;
-//! 3. the slots the pages had before are free.
+//! 3. the slots the pages had before are free — once no snapshot that may read them lives
+//!    (`slot_holds`).
 //!
 //! A *gated* checkpoint (for an owner that commits several engines' checkpoints together)
 //! stops between steps 2 and 3: the writer reports `Prepared` and waits for `Release` (go on)
@@ -33,6 +34,7 @@ use crate::io::BlockFile;
 use crate::page;
 use crate::page_map;
 use crate::pool::PageBuf;
+use crate::slot_holds::SlotHolds;
 use crate::slots::SlotMap;
 use crate::superblock::Superblock;
 
@@ -96,6 +98,8 @@ pub struct WriterState {
     /// The record file the next checkpoint writes (the other holds the last durable record).
     pub next_record: usize,
     pub map: SlotMap,
+    /// Snapshots that keep freed slots from reuse.
+    pub holds: Arc<SlotHolds>,
     /// Slot 0 still holds a format-3 superblock: after the first durable record it becomes
     /// the format-4 file header, which older builds refuse.
     pub legacy_header: bool,
@@ -229,6 +233,7 @@ impl Writer {
         let finished = |outcome| Some(Finished { seq, outcome });
         let started = Instant::now();
         let page_size = superblock.page_size as usize;
+        self.state.holds.reclaim(&mut self.state.map);
         self.state.map.rewind();
         let mut placed = Vec::new();
         let mut failure: Option<KvError> = None;
@@ -288,11 +293,12 @@ impl Writer {
                 _ => unreachable!("a gated checkpoint waits for Release or Abandon"),
             }
         }
-        for page in &placed {
-            if page.old_slot != 0 {
-                self.state.map.release(page.old_slot);
-            }
-        }
+        let old_slots = placed
+            .iter()
+            .map(|page| page.old_slot)
+            .filter(|&slot| slot != 0)
+            .collect();
+        self.state.holds.release(old_slots, &mut self.state.map);
         self.state.next_record ^= 1;
         if self.state.legacy_header {
             let header = Superblock::file_header(superblock.page_size).encode();

@@ -25,6 +25,7 @@ use crate::page::{self, PageKind};
 use crate::page_map::{self, MapRecord};
 use crate::pager::{AllocState, Pager};
 use crate::pool::{BufferPool, PoolStats};
+use crate::slot_holds::SlotHolds;
 use crate::slots::SlotMap;
 use crate::snapshot::Snapshot;
 use crate::superblock::{self, LogPosition, Superblock, FIRST_WITH_PAGE_MAP};
@@ -131,9 +132,12 @@ pub struct EngineStats {
     /// Page buffers the pool holds in memory: its frames, images a checkpoint still needs,
     /// and free buffers kept for reuse.
     pub mapped_pages: usize,
-    /// The most page buffers alive at once since open: how far dirty pages ever pushed the
-    /// pool past its capacity (`pool_overshoot`).
+    /// The most page buffers alive at once since open, snapshots' included: how far dirty
+    /// pages and snapshots ever pushed memory past the pool's capacity.
     pub peak_buffer_pages: usize,
+    /// Page buffers only live snapshots hold (pages the pool evicted or changed since they
+    /// were taken): memory beside the pool's capacity.
+    pub snapshot_pages: usize,
     /// Sequence number of the last durable checkpoint (checkpoints since the file was made).
     pub checkpoint_seq: u64,
     /// Pages written by the last checkpoint this process finished, and how long it took.
@@ -171,12 +175,10 @@ impl Inflight {
     }
 }
 
-/// A durable checkpoint whose pages the pool learns the new slots of, and marks clean, in
-/// steps.
+/// A durable checkpoint whose pages the pool marks clean in steps.
 struct Finishing {
     epoch: u64,
     page_ids: Vec<u64>,
-    slots: Vec<u32>,
     cursor: usize,
 }
 
@@ -193,6 +195,8 @@ pub struct Engine {
     /// A durable checkpoint whose pages are still being marked clean, in steps.
     finishing: Option<Finishing>,
     writer: CheckpointWriter,
+    /// Live snapshots, which keep the slots they may read from reuse.
+    holds: Arc<SlotHolds>,
     poisoned: Option<String>,
     path_scratch: btree::Path,
     checkpoint_spread: Option<Duration>,
@@ -362,12 +366,14 @@ impl Engine {
         );
         let pager = Pager::new(pool, superblock.alloc, page_size);
         let direct = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?;
+        let holds = Arc::new(SlotHolds::default());
         let writer = CheckpointWriter::start(WriterState {
             data,
             direct,
             records,
             next_record,
             map,
+            holds: Arc::clone(&holds),
             legacy_header: version < FIRST_WITH_PAGE_MAP,
         })?;
         let mut engine = Engine {
@@ -382,6 +388,7 @@ impl Engine {
             inflight: None,
             finishing: None,
             writer,
+            holds,
             poisoned: None,
             path_scratch: btree::Path::new(),
             checkpoint_spread: options.checkpoint_spread,
@@ -767,8 +774,22 @@ impl Engine {
     /// snapshot holds it is copied once.
     pub fn snapshot(&mut self) -> KvResult<Snapshot> {
         self.check_usable()?;
+        // Registered first: the slots of the pages not shared below stay unused from here.
+        let hold = self.holds.hold();
         let pages = self.pager.pool.share_resident(self.pager.alloc.page_count);
-        Ok(Snapshot::new(pages, self.pager.page_size()))
+        let (slots, file) = self.pager.pool.shared_slots();
+        Ok(Snapshot::new(
+            pages,
+            slots,
+            file,
+            hold,
+            self.pager.page_size(),
+        ))
+    }
+
+    /// Freed slots the checkpoint writer keeps unused for live snapshots.
+    pub fn slots_held_for_snapshots(&self) -> usize {
+        self.holds.deferred_slots()
     }
 
     pub fn stats(&self) -> EngineStats {
@@ -782,6 +803,7 @@ impl Engine {
             dirty_pages: pool.dirty_frames(),
             mapped_pages: pool.mapped_pages(),
             peak_buffer_pages: pool.peak_buffer_pages(),
+            snapshot_pages: pool.snapshot_pages(),
             checkpoint_seq: self.checkpoint_seq,
             last_checkpoint_pages: self.last_checkpoint.0,
             last_checkpoint_elapsed: self.last_checkpoint.1,
@@ -961,11 +983,9 @@ impl Engine {
                 .len()
                 .min(finishing.cursor.saturating_add(max_pages));
             let range = finishing.cursor..end;
-            self.pager.pool.checkpoint_done(
-                &finishing.page_ids[range.clone()],
-                &finishing.slots[range],
-                finishing.epoch,
-            );
+            self.pager
+                .pool
+                .checkpoint_done(&finishing.page_ids[range], finishing.epoch);
             finishing.cursor = end;
             if end == finishing.page_ids.len() {
                 self.finishing = None;
@@ -1038,10 +1058,10 @@ impl Engine {
                 let pages = slots.len();
                 // Pages become evictable over the next polls; an older finish completes first.
                 self.advance_finish(usize::MAX);
+                self.pager.pool.checkpoint_slots(&inflight.page_ids, &slots);
                 self.finishing = Some(Finishing {
                     epoch: inflight.epoch,
                     page_ids: inflight.page_ids,
-                    slots,
                     cursor: 0,
                 });
                 self.checkpoint_seq = seq;
@@ -1085,6 +1105,7 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        self.holds.close();
         if self.inflight.is_some() {
             if self.gated && self.inflight.as_ref().is_some_and(|i| !i.released) {
                 // Never committed by its owner: the data file must keep the old checkpoint.

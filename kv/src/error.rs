@@ -70,10 +70,6 @@ pub enum KvError {
     LogEntryTooLarge { len: usize, max: usize },
     #[error("the engine stopped after an earlier failure: {0}")]
     Poisoned(String),
-    /// A snapshot was asked for a page that was not in memory when it was taken: the caller
-    /// reads through the engine instead.
-    #[error("page {page_id} is not in the snapshot (it was not resident when it was taken)")]
-    SnapshotIncomplete { page_id: u64 },
 }
 
 impl KvError {

@@ -180,16 +180,27 @@ impl BlockFile {
             Some(ring) => uring_read(ring, &self.file, buf, offset),
             None => read_portable(&self.file, buf, offset),
         };
-        match result {
-            Ok(n) if n == buf.len() => Ok(()),
+        self.whole_read(result, buf.len(), offset)
+    }
+
+    fn whole_read(&self, read: std::io::Result<usize>, wanted: usize, offset: u64) -> KvResult<()> {
+        match read {
+            Ok(n) if n == wanted => Ok(()),
             Ok(n) => Err(KvError::Truncated {
                 path: self.path.clone(),
                 offset,
-                wanted: buf.len() as u64,
+                wanted: wanted as u64,
                 got: n as u64,
             }),
             Err(source) => Err(KvError::io(&self.path, IoOp::Read, offset, source)),
         }
+    }
+
+    /// `read_exact_at` with a plain `pread`, never through the ring: for readers on other
+    /// threads (snapshots), which must not wait on the ring's lock or hold it while they read.
+    pub fn pread_exact_at(&self, buf: &mut [u8], offset: u64) -> KvResult<()> {
+        let result = read_portable(&self.file, buf, offset);
+        self.whole_read(result, buf.len(), offset)
     }
 
     /// Writes every `(offset, bytes)` of the batch; one submission on io_uring.

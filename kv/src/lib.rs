@@ -16,9 +16,8 @@
 //! durable checkpoint uses.
 //!
 //! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
-//! `snapshot`,
-//! `superblock`, `slots`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal`
-//! only reads what format 3 left).
+//! `snapshot`, `superblock`, `slots`, `slot_holds`, `page_map` and `checkpoint`, `engine`,
+//! then `log_store` (`journal` only reads what format 3 left).
 
 mod arena;
 mod btree;
@@ -38,6 +37,7 @@ mod page;
 mod page_map;
 mod pager;
 mod pool;
+mod slot_holds;
 mod slots;
 mod snapshot;
 mod superblock;

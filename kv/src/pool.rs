@@ -139,8 +139,10 @@ pub struct BufferPool {
     stats: PoolStats,
     file: Arc<BlockFile>,
     /// The data file slot of each page as the last durable checkpoint left it (0: none), for
-    /// reading pages that are not resident (see `slots`).
-    slots: Vec<u32>,
+    /// reading pages that are not resident (see `slots`). Shared with snapshots, which read
+    /// their non-resident pages from the same slots; copied when a checkpoint changes it
+    /// while one holds it.
+    slots: Arc<Vec<u32>>,
     epoch: u64,
     capture: Option<Capture>,
     /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
@@ -188,7 +190,7 @@ impl BufferPool {
             clean_frames: 0,
             stats: PoolStats::default(),
             file,
-            slots,
+            slots: Arc::new(slots),
             epoch: 0,
             capture: None,
             captured_early: Vec::new(),
@@ -214,11 +216,23 @@ impl BufferPool {
         self.capacity
     }
 
-    /// Page buffers alive: the frames' and the images a checkpoint still holds. This, not
-    /// the resident pages, is what the capacity bounds, so a checkpoint's copy-on-write
-    /// images take their room from clean pages instead of adding to the pool's memory.
+    /// Page buffers alive that are the pool's: the frames' and the images a checkpoint
+    /// still holds. This, not the resident pages, is what the capacity bounds, so a
+    /// checkpoint's copy-on-write images take their room from clean pages instead of adding
+    /// to the pool's memory. Buffers the pool let go of while snapshots held them are the
+    /// snapshots' (`snapshot_pages`): they end with them, and no checkpoint can make them
+    /// room, so counting them here would stall writes until a long read ends.
     pub fn buffer_pages(&self) -> usize {
-        self.arena.in_use() - 1
+        // In this order: buffers of snapshots dropped between the two reads only make the
+        // difference larger, never negative.
+        let in_use = self.arena.in_use();
+        in_use.saturating_sub(1 + self.arena.snapshot_only())
+    }
+
+    /// Page buffers only snapshots hold: memory beside the pool's capacity, at most the
+    /// pages resident when each live snapshot was taken.
+    pub fn snapshot_pages(&self) -> usize {
+        self.arena.snapshot_only()
     }
 
     /// The most page buffers alive at once since the pool was made (`buffer_pages` at its
@@ -342,10 +356,14 @@ impl BufferPool {
             None => self.load(page_id)?,
         };
         let frame = &mut self.frames[index];
+        // Anyone else holding a frame's buffer holds it for the checkpoint (while it is
+        // flushing) or for snapshots.
+        let mut for_checkpoint = frame.state == FrameState::Flushing;
         if self.capture.is_some()
             && frame.state == FrameState::Dirty
             && frame.dirty_epoch < self.epoch
         {
+            for_checkpoint = true;
             // This image belongs to the checkpoint being captured: capture it before changing.
             self.captured_early
                 .push((frame.page_id, Arc::clone(&frame.data)));
@@ -357,7 +375,10 @@ impl BufferPool {
         let frame = &mut self.frames[index];
         if frame.shared {
             if Arc::get_mut(&mut frame.data).is_none() {
-                // A checkpoint in flight holds this image: write to a copy.
+                // A checkpoint in flight or a snapshot holds this image: write to a copy.
+                if !for_checkpoint {
+                    frame.data.leave_to_snapshots();
+                }
                 frame.data = Arc::new(frame.data.duplicate());
             }
             frame.shared = false;
@@ -392,6 +413,12 @@ impl BufferPool {
         pages
     }
 
+    /// The slot of every page as the last durable checkpoint left it, and the data file:
+    /// where a snapshot reads the pages `share_resident` did not give it.
+    pub fn shared_slots(&self) -> (Arc<Vec<u32>>, Arc<BlockFile>) {
+        (Arc::clone(&self.slots), Arc::clone(&self.file))
+    }
+
     /// Installs a page that has no content on disk yet (a newly allocated page id), zeroed
     /// and dirty.
     pub fn install_new(&mut self, page_id: u64) -> &mut [u8] {
@@ -401,7 +428,7 @@ impl BufferPool {
         );
         let index = self.take_frame(page_id);
         self.mark_dirty(index);
-        Self::own_buffer(&mut self.frames[index], &self.arena);
+        Self::own_buffer(&mut self.frames[index], &self.arena, &self.empty);
         self.map(page_id, index);
         let buffer = Arc::get_mut(&mut self.frames[index].data)
             .expect("the frame owns its buffer")
@@ -413,8 +440,17 @@ impl BufferPool {
     /// The frame's buffer, for a page about to be loaded or created in it (content
     /// unspecified). A frame without memory of its own (shrunk or released), or whose evicted
     /// image a checkpoint still holds, gets a fresh buffer from the arena first.
-    fn own_buffer<'f>(frame: &'f mut Frame, arena: &Arc<PageArena>) -> &'f mut PageBuf {
+    fn own_buffer<'f>(
+        frame: &'f mut Frame,
+        arena: &Arc<PageArena>,
+        empty: &Arc<PageBuf>,
+    ) -> &'f mut PageBuf {
         if Arc::get_mut(&mut frame.data).is_none() {
+            // An evicted clean page's buffer is held by snapshots only (the pool's empty
+            // buffer belongs to no one).
+            if !Arc::ptr_eq(&frame.data, empty) {
+                frame.data.leave_to_snapshots();
+            }
             frame.data = Arc::new(arena.allocate());
         }
         frame.shared = false;
@@ -452,7 +488,8 @@ impl BufferPool {
         let index = self.take_frame(page_id);
         let offset = u64::from(slot) * self.page_size as u64;
         let loaded = {
-            let buffer = Self::own_buffer(&mut self.frames[index], &self.arena).bytes_mut();
+            let buffer =
+                Self::own_buffer(&mut self.frames[index], &self.arena, &self.empty).bytes_mut();
             self.file.read_exact_at(buffer, offset).and_then(|()| {
                 if page::verify(page_id, buffer) {
                     Ok(())
@@ -567,6 +604,10 @@ impl BufferPool {
             self.page_table[frame.page_id as usize] = Mapping::ABSENT;
         }
         frame.page_id = u64::MAX;
+        if Arc::strong_count(&frame.data) > 1 && !Arc::ptr_eq(&frame.data, &self.empty) {
+            // Released frames are clean: only snapshots may share the buffer.
+            frame.data.leave_to_snapshots();
+        }
         frame.data = Arc::clone(&self.empty);
         frame.shared = true;
         self.set_state(index, FrameState::Free);
@@ -640,16 +681,26 @@ impl BufferPool {
         })
     }
 
-    /// The checkpoint of capture `epoch`, holding `pages` now in `slots`, is durable: those
-    /// pages not changed since become clean. May run in parts, even after the next capture
-    /// has begun.
-    pub fn checkpoint_done(&mut self, pages: &[u64], slots: &[u32], epoch: u64) {
+    /// A checkpoint is durable with `pages` now in `slots`: where the pool (and snapshots
+    /// taken from now on) read them once they are no longer resident. All at once, as the
+    /// writer has freed their old slots; the pages stay resident until `checkpoint_done`
+    /// marks them clean. Copies the map if a snapshot holds it.
+    pub fn checkpoint_slots(&mut self, pages: &[u64], slots: &[u32]) {
+        let page_slots = Arc::make_mut(&mut self.slots);
         for (&page_id, &slot) in pages.iter().zip(slots) {
             let index = page_id as usize;
-            if self.slots.len() <= index {
-                self.slots.resize(index + 1, 0);
+            if page_slots.len() <= index {
+                page_slots.resize(index + 1, 0);
             }
-            self.slots[index] = slot;
+            page_slots[index] = slot;
+        }
+    }
+
+    /// The checkpoint of capture `epoch`, holding `pages`, is durable (`checkpoint_slots`
+    /// told where): those pages not changed since become clean. May run in parts, even
+    /// after the next capture has begun.
+    pub fn checkpoint_done(&mut self, pages: &[u64], epoch: u64) {
+        for &page_id in pages {
             if let Some(index) = self.flushing_frame(page_id, epoch) {
                 self.set_state(index, FrameState::Clean);
             }
@@ -771,7 +822,8 @@ mod tests {
             "the checkpoint keeps the captured image"
         );
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
-        pool.checkpoint_done(&ids, &same_slots(&ids), epoch);
+        pool.checkpoint_slots(&ids, &same_slots(&ids));
+        pool.checkpoint_done(&ids, epoch);
         assert_eq!(
             pool.capture_all().len(),
             1,
@@ -787,7 +839,8 @@ mod tests {
         // written in, which comes round again after 65,535 captures.
         for _ in 0..u16::MAX {
             let ids: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
-            pool.checkpoint_done(&ids, &same_slots(&ids), pool.epoch);
+            pool.checkpoint_slots(&ids, &same_slots(&ids));
+            pool.checkpoint_done(&ids, pool.epoch);
         }
         assert_eq!(pool.write_tag(), 1);
         pool.write(3).unwrap()[100] = 2;
@@ -827,7 +880,8 @@ mod tests {
             "every page exactly once, as it was at begin_capture"
         );
         let ids: Vec<u64> = (0..40).collect();
-        pool.checkpoint_done(&ids, &same_slots(&ids), epoch);
+        pool.checkpoint_slots(&ids, &same_slots(&ids));
+        pool.checkpoint_done(&ids, epoch);
         let mut next: Vec<u64> = pool.capture_all().iter().map(|(id, _)| *id).collect();
         next.sort_unstable();
         assert_eq!(
@@ -888,7 +942,8 @@ mod tests {
         }
         let ids: Vec<u64> = captured.iter().map(|(id, _)| *id).collect();
         drop(captured);
-        pool.checkpoint_done(&ids, &same_slots(&ids), pool.epoch);
+        pool.checkpoint_slots(&ids, &same_slots(&ids));
+        pool.checkpoint_done(&ids, pool.epoch);
         pool.shrink_to_capacity(usize::MAX);
         assert_eq!(
             pool.resident_pages(),

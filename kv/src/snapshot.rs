@@ -7,10 +7,11 @@
 //! the snapshot's pages never change. The cost is one `Arc` clone per resident page when
 //! taken, and one page copy per page the owner writes while a snapshot holds it.
 //!
-//! A page that was not resident when the snapshot was taken is not in it: reading one
-//! fails with `KvError::SnapshotIncomplete`, and the caller reads through the engine
-//! instead. (Reading such pages from the data file needs their slots kept from reuse while
-//! the snapshot lives; not done yet.)
+//! A page that was not resident is clean: the snapshot reads it from its slot in the data
+//! file, as the last durable checkpoint left it (the pool's slot map, shared, not copied).
+//! The checkpoint writer keeps such slots from reuse while the snapshot lives
+//! (`slot_holds`), so what is there stays the page as of the snapshot — until the engine is
+//! closed: from then on such a read fails.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -18,26 +19,80 @@ use std::sync::Arc;
 use crate::cursor::{Cursor, Direction, PageSource};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
+use crate::io::BlockFile;
+use crate::page;
 use crate::pool::PageBuf;
+use crate::slot_holds::SlotHold;
 
 /// A read-only view of an engine's trees at the moment `Engine::snapshot` was called.
 /// `Send` and `Sync`: any thread may read it, several at once.
 pub struct Snapshot {
     /// Page buffers by page id; None where the page was not resident.
     pages: Vec<Option<Arc<PageBuf>>>,
+    /// Each page's slot in `file` when the snapshot was taken, for those not resident.
+    slots: Arc<Vec<u32>>,
+    file: Arc<BlockFile>,
+    hold: SlotHold,
     page_size: usize,
 }
 
 impl Snapshot {
-    pub(crate) fn new(pages: Vec<Option<Arc<PageBuf>>>, page_size: usize) -> Snapshot {
-        Snapshot { pages, page_size }
+    pub(crate) fn new(
+        pages: Vec<Option<Arc<PageBuf>>>,
+        slots: Arc<Vec<u32>>,
+        file: Arc<BlockFile>,
+        hold: SlotHold,
+        page_size: usize,
+    ) -> Snapshot {
+        Snapshot {
+            pages,
+            slots,
+            file,
+            hold,
+            page_size,
+        }
     }
 
-    fn page_bytes(&self, page_id: u64) -> KvResult<&[u8]> {
-        match self.pages.get(page_id as usize) {
-            Some(Some(buffer)) => Ok(&buffer.bytes()[..self.page_size]),
-            _ => Err(KvError::SnapshotIncomplete { page_id }),
+    /// Page `page_id` as of the snapshot: its shared buffer, or read from its slot into
+    /// `scratch`.
+    fn page_bytes<'a>(&'a self, page_id: u64, scratch: &'a mut Vec<u8>) -> KvResult<&'a [u8]> {
+        let resident = self.pages.get(page_id as usize).ok_or_else(|| {
+            KvError::Poisoned(format!(
+                "a snapshot of {} pages was asked for page {page_id}",
+                self.pages.len()
+            ))
+        })?;
+        if let Some(buffer) = resident {
+            return Ok(&buffer.bytes()[..self.page_size]);
         }
+        if !self.hold.holds() {
+            return Err(KvError::Poisoned(format!(
+                "page {page_id} is not in the snapshot's memory and its engine is closed"
+            )));
+        }
+        let slot = self.slots.get(page_id as usize).copied().unwrap_or(0);
+        if slot == 0 {
+            return Err(KvError::Poisoned(format!(
+                "page {page_id} is in neither the snapshot's memory nor the data file"
+            )));
+        }
+        scratch.resize(self.page_size, 0);
+        let offset = u64::from(slot) * self.page_size as u64;
+        self.file.pread_exact_at(scratch, offset)?;
+        if !page::verify(page_id, scratch) {
+            return Err(KvError::corrupt(
+                self.file.path(),
+                offset,
+                format!("checksum mismatch in page {page_id} read for a snapshot"),
+            ));
+        }
+        Ok(scratch)
+    }
+
+    /// How many of the snapshot's pages were resident when it was taken (the rest are read
+    /// from the data file).
+    pub fn resident_pages(&self) -> usize {
+        self.pages.iter().filter(|page| page.is_some()).count()
     }
 
     /// The value of `key` in `table` as of the snapshot, copied into `out`; false when the
@@ -72,16 +127,23 @@ impl Snapshot {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> KvResult<SnapshotRange<'_>> {
-        Cursor::new(SnapshotPages(self), table.root(), lower, upper, direction).map(SnapshotRange)
+        let pages = SnapshotPages {
+            snapshot: self,
+            scratch: Vec::new(),
+        };
+        Cursor::new(pages, table.root(), lower, upper, direction).map(SnapshotRange)
     }
 }
 
-/// A snapshot as a cursor's page source.
-pub(crate) struct SnapshotPages<'a>(&'a Snapshot);
+/// A snapshot as a cursor's page source, with a buffer for the page last read from disk.
+pub(crate) struct SnapshotPages<'a> {
+    snapshot: &'a Snapshot,
+    scratch: Vec<u8>,
+}
 
 impl PageSource for SnapshotPages<'_> {
     fn page(&mut self, page_id: u64) -> KvResult<&[u8]> {
-        self.0.page_bytes(page_id)
+        self.snapshot.page_bytes(page_id, &mut self.scratch)
     }
 }
 

@@ -1,6 +1,7 @@
-//! Snapshots: with every page resident, a snapshot reads exactly the trees of its moment
-//! while the engine goes on writing — updates, deletes, inserts that split and merge pages,
-//! values in overflow chains, checkpoints — from the owner's thread and from others at once.
+//! Snapshots: a snapshot reads exactly the trees of its moment while the engine goes on
+//! writing — updates, deletes, inserts that split and merge pages, values in overflow chains,
+//! checkpoints — from the owner's thread and from others at once; pages that were not
+//! resident come from the data file, whose slots stay unused while the snapshot lives.
 
 mod common;
 
@@ -165,4 +166,62 @@ fn other_threads_read_a_snapshot_while_the_owner_writes() {
     }
     assert_holds(&snapshot, table, &image);
     common::assert_table_holds(&mut engine, table, model);
+}
+
+#[test]
+fn pages_not_in_memory_are_read_from_slots_kept_until_the_snapshot_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    // 32 pages of memory for a table of several hundred: most pages are on disk only.
+    let small_pool = EngineOptions {
+        pool_bytes: 32 * 1024,
+        ..options()
+    };
+    let (mut engine, _) = Engine::open(&path, small_pool).unwrap();
+    let table = engine.create_table("t").unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(49);
+    let mut model = Model::new();
+    let mut index = 0;
+    let mut checkpoint = |engine: &mut Engine| {
+        index += 1;
+        engine.checkpoint(LogPosition { term: 1, index }).unwrap();
+    };
+    churn(&mut engine, table, &mut model, &mut rng, 8_000, 0);
+    checkpoint(&mut engine);
+    let snapshot = engine.snapshot().unwrap();
+    let image = model.clone();
+    assert!(
+        snapshot.resident_pages() * 4 < engine.stats().page_count as usize,
+        "most of the snapshot's pages are on disk"
+    );
+    // Every page rewritten several times over, each version checkpointed to a new slot:
+    // without the hold, the snapshot's slots would be reused.
+    for round in 1..=4 {
+        churn(&mut engine, table, &mut model, &mut rng, 6_000, round);
+        checkpoint(&mut engine);
+        assert_holds(&snapshot, table, &image);
+    }
+    assert!(engine.slots_held_for_snapshots() > 0);
+    // The pages the snapshot shared were evicted or rewritten since: their buffers are the
+    // snapshot's, not the pool's, so they do not hold the owner back.
+    assert!(engine.stats().snapshot_pages > 0);
+    assert!(engine.pool_overshoot() < 1.0, "{}", engine.pool_overshoot());
+    drop(snapshot);
+    assert_eq!(engine.stats().snapshot_pages, 0);
+    checkpoint(&mut engine);
+    assert_eq!(
+        engine.slots_held_for_snapshots(),
+        0,
+        "reclaimed at the next checkpoint"
+    );
+    common::assert_table_holds(&mut engine, table, model.clone());
+
+    // A snapshot outliving its engine stops reading the data file instead of reading slots
+    // another engine may have reused.
+    let snapshot = engine.snapshot().unwrap();
+    drop(engine);
+    let err = common::snapshot_scan(&snapshot, table)
+        .expect_err("the engine is closed")
+        .to_string();
+    assert!(err.contains("engine is closed"), "{err}");
 }

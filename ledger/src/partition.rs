@@ -226,6 +226,7 @@ pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) ->
         total.dirty_pages += s.dirty_pages;
         total.mapped_pages += s.mapped_pages;
         total.peak_buffer_pages += s.peak_buffer_pages;
+        total.snapshot_pages += s.snapshot_pages;
         total.last_checkpoint_pages += s.last_checkpoint_pages;
         total.leaf_hint_hits += s.leaf_hint_hits;
         total.leaf_hint_misses += s.leaf_hint_misses;

@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::ops::Bound;
 
-use kv::{Direction, KvError};
+use kv::Direction;
 use plan::TableDef;
 use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
@@ -18,8 +18,8 @@ use crate::read_view::ShardSnapshot;
 pub(crate) enum Partitions<'a> {
     /// The executor's own, borrowed between entries.
     Live(RefCell<&'a mut Vec<Option<Shard>>>),
-    /// Snapshots taken at one log position. `incomplete` is set when a read met a page the
-    /// snapshot does not hold: the statement is then run on the executor instead.
+    /// Snapshots taken at one log position. `incomplete` is set when a read needs what only
+    /// the executor has (`needs_executor`): the statement is then run there instead.
     Snapshot {
         shards: &'a [ShardSnapshot],
         incomplete: Cell<bool>,
@@ -53,7 +53,7 @@ impl Partitions<'_> {
         }
     }
 
-    /// Whether a read met a page the snapshot does not hold.
+    /// Whether a read needed the executor.
     pub fn incomplete(&self) -> bool {
         matches!(self, Partitions::Snapshot { incomplete, .. } if incomplete.get())
     }
@@ -65,15 +65,6 @@ impl Partitions<'_> {
             incomplete.set(true);
         }
         SqlError::internal(format!("{what} are read on the executor"))
-    }
-
-    fn kv_error(&self, e: KvError) -> SqlError {
-        if let (KvError::SnapshotIncomplete { .. }, Partitions::Snapshot { incomplete, .. }) =
-            (&e, self)
-        {
-            incomplete.set(true);
-        }
-        kv_error(e)
     }
 
     /// Partition `index`'s storage map, handed to `pick`.
@@ -108,7 +99,7 @@ impl Partitions<'_> {
             Partitions::Snapshot { shards, .. } => snapshot_at(shards, index)?
                 .snapshot
                 .get(handle, key)
-                .map_err(|e| self.kv_error(e)),
+                .map_err(kv_error),
         }
     }
 
@@ -138,9 +129,9 @@ impl Partitions<'_> {
                 let snapshot = &snapshot_at(shards, index)?.snapshot;
                 let range = snapshot
                     .range(handle, lower, upper, Direction::Forward)
-                    .map_err(|e| self.kv_error(e))?;
+                    .map_err(kv_error)?;
                 for item in range {
-                    let (key, value) = item.map_err(|e| self.kv_error(e))?;
+                    let (key, value) = item.map_err(kv_error)?;
                     each(key, value)?;
                 }
             }

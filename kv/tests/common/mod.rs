@@ -20,3 +20,19 @@ pub fn assert_table_holds(engine: &mut Engine, table: Table, model: BTreeMap<Vec
         .collect();
     assert_eq!(all, model.into_iter().collect::<Vec<_>>());
 }
+
+/// A whole forward scan of `table` in a snapshot.
+#[allow(dead_code)] // not every test file that shares this module takes snapshots
+pub fn snapshot_scan(
+    snapshot: &kv::Snapshot,
+    table: Table,
+) -> kv::KvResult<Vec<(Vec<u8>, Vec<u8>)>> {
+    snapshot
+        .range(
+            table,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )
+        .and_then(|range| range.collect())
+}

@@ -20,7 +20,8 @@ impl Session {
     }
 
     /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
-    /// the pool and its capacity, page buffers in memory, the page size, pages in the data
+    /// the pool and its capacity, page buffers in memory (the pool's, and those only read
+    /// views still hold), the page size, pages in the data
     /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
     /// point operations found their leaf from a leaf hint or descended from the root (or
     /// started at a leaf a multi-row statement's lookahead found), and how often and how
@@ -29,13 +30,14 @@ impl Session {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
             stats.dirty_pages,
             stats.mapped_pages,
             stats.peak_buffer_pages,
+            stats.snapshot_pages,
             stats.page_count,
             stats.pool.hits,
             stats.pool.misses,
