@@ -43,8 +43,9 @@ def parse_args():
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--quick", action="store_true",
                         help="every workload at 1 and 16 clients for 2 s, short probes (under 3 minutes)")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS),
-                        help=f"comma-separated, from {', '.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--workloads", default=",".join(w for w in WORKLOADS if w != "transfer_read"),
+                        help=f"comma-separated, from {', '.join(WORKLOADS)} (default: all but "
+                             "transfer_read, which is there for the report run)")
     parser.add_argument("--clients", help=f"client counts (default {FULL['clients']})")
     parser.add_argument("--batch-clients",
                         help=f"client counts of the batch workload (default {FULL['batch_clients']}: with "
@@ -62,6 +63,8 @@ def parse_args():
     parser.add_argument("--report-limit", type=int,
                         help=f"the report's statement_timeout, s (default {FULL['report_limit']})")
     parser.add_argument("--report-clients", type=int, default=64, help="transfer clients beside the report (64)")
+    parser.add_argument("--report-workload", default="transfer", choices=["transfer", "transfer_read"],
+                        help="what the clients beside the report run (transfer)")
     parser.add_argument("--accounts", type=int, help=f"accounts for the data file check (default {FULL['accounts']:,})")
     parser.add_argument("--idle-connections", type=int, help=f"default {FULL['idle_connections']}")
     parser.add_argument("--pool-mb", type=int, default=256, help="hotledger's buffer pool (default 256)")

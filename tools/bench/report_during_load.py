@@ -1,4 +1,5 @@
-"""The "report during load" run: the hot-account transfer at a fixed client count while, from
+"""The "report during load" run: the hot-account transfer (or, with --report-workload
+transfer_read, a transfer and a point read per transaction) at a fixed client count while, from
 a few seconds in, one more connection runs a long report — a nested-loop self-join of a
 7,000-row table, stopped by its statement_timeout (the same query and limit on both systems).
 What counts is what the report does to the transfers: their throughput and p99.9 latency in
@@ -36,8 +37,8 @@ def run_report(server, limit_s, when):
     when["end_us"] = time.time() * 1e6
 
 
-def one_system(server, hotledger, start_from, clients, seconds, report_at, limit_s, work):
-    workload = WORKLOADS["transfer"]
+def one_system(server, hotledger, start_from, clients, seconds, report_at, limit_s, work, workload_name):
+    workload = WORKLOADS[workload_name]
     start_from(workload, server, hotledger)
     server.psql(None, stdin=("DROP TABLE IF EXISTS rb;\nCREATE TABLE rb (id int PRIMARY KEY, a int, b int);\n"
                              f"INSERT INTO rb SELECT g, g % 100, g % 77 FROM generate_series(1, {REPORT_ROWS}) g;\n"))
@@ -67,7 +68,7 @@ def run(args, pg, hl, start_from, work):
     results = {}
     for server in (pg, hl):
         results[server.name] = one_system(server, hl, start_from, args.report_clients, args.report_seconds,
-                                          args.report_at, args.report_limit, work)
+                                          args.report_at, args.report_limit, work, args.report_workload)
         r = results[server.name]
         print(f"report during load {server.name}: transfers/s {r['before']['per_s']:,} before, "
               f"{r['during']['per_s']:,} during the {r['report_s']} s report; p99.9 "
@@ -76,7 +77,8 @@ def run(args, pg, hl, start_from, work):
 
 
 def summary_lines(args, results):
-    out = ["", f"## Report during load: transfer at {args.report_clients} clients, a {args.report_limit} s report "
+    out = ["", f"## Report during load: {args.report_workload} at {args.report_clients} clients, a "
+           f"{args.report_limit} s report "
            f"from {args.report_at} s", "",
            f"One more connection runs `{REPORT}` ({REPORT_ROWS:,} rows, `statement_timeout` "
            f"{args.report_limit} s) while the transfers run; their throughput and latency before it and while "
@@ -104,11 +106,11 @@ def chart(path, args, results):
         start = r["report_from_s"] - 1
         ax.axvspan(start, start + r["report_s"], color=COLORS[system], alpha=0.12)
     ax.set_xlabel("second (shaded: the report running)")
-    ax.set_ylabel("transfers per second")
+    ax.set_ylabel(f"{args.report_workload} transactions per second")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.suptitle(f"transfer at {args.report_clients} clients, a long report from {args.report_at} s")
+    fig.suptitle(f"{args.report_workload} at {args.report_clients} clients, a long report from {args.report_at} s")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
