@@ -20,6 +20,7 @@ mod frontend;
 mod handlers;
 mod migrations;
 mod notifications;
+mod read_threads;
 mod session;
 mod session_threads;
 mod statements;

@@ -2,6 +2,7 @@
 //! executor against the transaction's overlay; one that calls `nextval` goes through the log.
 
 use super::*;
+use crate::read_threads;
 
 impl Session {
     pub(super) fn overlay(&self) -> Option<Arc<Overlay>> {
@@ -125,11 +126,17 @@ impl Session {
         let view = self.ask(|reply| Request::ReadView { reply }).await??;
         let (plan, context) = (plan.clone(), context.clone());
         let sequences = self.sequences.clone();
-        tokio::task::spawn_blocking(move || {
-            ledger::query_on_view(&view, &plan, &context, sequences)
+        let (result, view) = read_threads::run(move || {
+            (
+                ledger::query_on_view(&view, &plan, &context, sequences),
+                view,
+            )
         })
         .await
-        .map_err(|e| SqlError::internal(format!("a query on a snapshot failed: {e}")))?
+        .map_err(|e| SqlError::internal(format!("a query on a snapshot failed: {e}")))?;
+        // Let go of here, at normal priority (see `read_threads`).
+        drop(view);
+        result
     }
 
     /// A query calling `nextval` or `setval` runs in log order, as a write does.
@@ -198,7 +205,7 @@ impl Session {
         let (plan, params) = (plan.clone(), params.to_vec());
         let (sequences, shared) = (self.sequences.clone(), self.shared.clone());
         let interrupt = self.interrupt.clone();
-        tokio::task::spawn_blocking(move || {
+        read_threads::run(move || {
             ledger::evaluate_without_storage(
                 &plan,
                 &catalog,

@@ -1,0 +1,52 @@
+//! The threads long reads run on: queries on a snapshot (`Session::select_off_executor`) and
+//! long queries that read no table (`Session::evaluate_here`).
+//!
+//! They run at a lower CPU priority than everything else (nice 10, as the checkpoint writer):
+//! on a machine with few cores a report takes whole cores, and at the same priority the
+//! scheduler shares them evenly with the executor and the session threads, so every
+//! transfer's latency grows by the report's share. Lowered, a report gets what the ledger
+//! leaves idle — all of it when the ledger is quiet, little when it is busy. A thread is
+//! started for each read that finds none idle (tokio's blocking pool on a runtime of its
+//! own), so a short read never queues behind a long one.
+//!
+//! What the reads let go of when they end (a snapshot's page buffers, which go back to the
+//! buffer pool's arena under its lock) is dropped by the caller, on a session thread at
+//! normal priority, so the executor never waits on a lock a lowered thread holds.
+
+use std::future::Future;
+use std::sync::OnceLock;
+
+use tokio::runtime::{Builder, Runtime};
+use tokio::task::JoinError;
+
+/// The nice value of read threads (0 is everyone else's; 19 the lowest).
+const READ_NICE: i32 = 10;
+
+fn runtime() -> &'static Runtime {
+    static READS: OnceLock<Runtime> = OnceLock::new();
+    READS.get_or_init(|| {
+        Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("read")
+            .thread_stack_size(sql::STATEMENT_STACK_BYTES)
+            .on_thread_start(lower_priority)
+            .build()
+            .expect("the read threads' runtime starts")
+    })
+}
+
+/// Lowers the calling thread's CPU priority. Best effort: failure leaves it at normal.
+fn lower_priority() {
+    // SAFETY: plain syscalls on the calling thread; no memory is shared.
+    unsafe {
+        let thread_id = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread_id, READ_NICE);
+    }
+}
+
+/// Runs `read` on a read thread; a panic in it is the error.
+pub fn run<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> impl Future<Output = Result<T, JoinError>> {
+    runtime().spawn_blocking(read)
+}
