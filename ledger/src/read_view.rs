@@ -2,11 +2,12 @@
 //!
 //! The coordinator takes one between entries (`Executor::read_view`: a `kv::Snapshot` of
 //! each partition, with its storage map and table versions, the catalog and the sequence
-//! states) and hands it to the session, which runs the query on a worker thread while the
+//! states) and hands it to the session, which runs the query on a read thread while the
 //! executor goes on applying commands (`query_on_view`). A long report no longer holds the
 //! executor; its result is the state at one log position, like a read between entries.
-//! Reads a snapshot cannot answer — a page that was not in memory when it was taken,
-//! relation sizes — come back as `None`, and the session asks the executor instead.
+//! Pages that were not in memory come from the data file (`kv::Snapshot`). Reads a view
+//! cannot answer — relation sizes — come back as `None`, and the session asks the executor
+//! instead.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
