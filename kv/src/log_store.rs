@@ -23,6 +23,11 @@
 //! never taken as a continuation of newer ones. A truncation also zeroes the record header at
 //! the cut before it returns.
 //!
+//! A purge may go past the last entry (Raft does when it installs a snapshot). The next
+//! append then starts a new segment at its index instead of continuing the old one after a
+//! gap, and recovery takes a segment that starts past a gap when the purge point covers the
+//! gap.
+//!
 //! An append of a batch is one write and one `fdatasync` (a batch crossing into a new segment
 //! costs one of each per segment).
 
@@ -174,9 +179,18 @@ impl LogStore {
                 stale.push(path);
                 continue;
             };
-            if expected.is_some_and(|next| next != first_index) {
-                stale.push(path);
-                continue;
+            if let Some(next) = expected.filter(|&next| next != first_index) {
+                // A segment that starts past a gap the purge point covers began after a
+                // purge past the last entry (`append`): what came before is purged anyway.
+                let after_purged_gap = first_index > next
+                    && self
+                        .purged_through
+                        .is_some_and(|purged| purged + 1 >= first_index);
+                if !after_purged_gap {
+                    stale.push(path);
+                    continue;
+                }
+                self.locations.clear();
             }
             let mut offset = SEGMENT_HEADER as usize;
             let mut next = first_index;
@@ -282,6 +296,17 @@ impl LogStore {
                     max,
                 });
             }
+        }
+        if self.locations.is_empty()
+            && self
+                .segments
+                .back()
+                .is_some_and(|segment| segment.end > SEGMENT_HEADER)
+        {
+            // Everything held was purged, perhaps past the last entry (Raft does when it
+            // installs a snapshot): records must not continue the segment after a gap,
+            // where recovery would stop. A new segment starts at `first`.
+            self.roll_segment(*first)?;
         }
         let mut buffer = Vec::new();
         let mut pending: Vec<(u64, u64, u32)> = Vec::new();

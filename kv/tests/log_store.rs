@@ -167,6 +167,27 @@ fn purging_everything_then_appending_continues_after_the_purge_point() {
     assert_holds(&store, 100, 110, 3);
 }
 
+/// Raft purges past the last entry when it installs a snapshot: the next append starts
+/// after a gap, and recovery must keep it and everything after it.
+#[test]
+fn appends_after_a_purge_past_the_last_entry_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    store.append(&batch(1, 100, 1)).unwrap();
+    store.purge_through(499).unwrap();
+    assert_eq!((store.first_index(), store.last_index()), (None, None));
+    // Enough to fill more than one segment after the gap.
+    store.append(&batch(500, 1500, 2)).unwrap();
+    drop(store);
+    let mut store = reopen_holding(dir.path(), 500, 1499);
+    assert_holds(&store, 500, 1500, 2);
+    store.purge_through(999).unwrap();
+    store.append(&batch(1500, 1600, 2)).unwrap();
+    drop(store);
+    let store = reopen_holding(dir.path(), 1000, 1599);
+    assert_holds(&store, 1000, 1600, 2);
+}
+
 #[test]
 fn a_torn_tail_is_cut_at_the_last_whole_record() {
     let dir = tempfile::tempdir().unwrap();
