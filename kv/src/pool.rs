@@ -439,7 +439,7 @@ impl BufferPool {
 
     /// The frame's buffer, for a page about to be loaded or created in it (content
     /// unspecified). A frame without memory of its own (shrunk or released), or whose evicted
-    /// image a checkpoint still holds, gets a fresh buffer from the arena first.
+    /// image a snapshot still holds, gets a fresh buffer from the arena first.
     fn own_buffer<'f>(
         frame: &'f mut Frame,
         arena: &Arc<PageArena>,
