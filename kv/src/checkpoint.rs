@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{IoOp, KvError, KvResult};
-use crate::io::BlockFile;
+use crate::io::{self, BlockFile};
 use crate::page;
 use crate::page_map;
 use crate::pool::PageBuf;
@@ -118,7 +118,9 @@ impl CheckpointWriter {
         let thread = std::thread::Builder::new()
             .name("kv-checkpoint".into())
             .spawn(move || {
-                lower_thread_priority();
+                // Checkpoints are background work: on a machine with few cores the writer's
+                // copying and checksumming must not take CPU time from the executor.
+                io::lower_thread_priority();
                 let mut writer = Writer {
                     state,
                     chunk: Vec::new(),
@@ -176,16 +178,6 @@ impl Drop for CheckpointWriter {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-/// Checkpoints are background work: on a machine with few cores the writer's copying and
-/// checksumming must not take CPU time from the executor. Best effort; failure is harmless.
-fn lower_thread_priority() {
-    // SAFETY: plain syscalls on the calling thread; no memory is shared.
-    unsafe {
-        let thread_id = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, thread_id, 10);
     }
 }
 

@@ -431,6 +431,20 @@ fn uring_fsync(ring: &Mutex<io_uring::IoUring>, file: &File) -> std::io::Result<
     }
 }
 
+/// The nice value background threads run at (0 is everyone else's; 19 the lowest).
+pub const BACKGROUND_NICE: i32 = 10;
+
+/// Lowers the calling thread's CPU priority to `BACKGROUND_NICE`, for background work that
+/// must leave the cores to the executor and the sessions when they are busy. Best effort:
+/// failure leaves the thread at normal priority.
+pub fn lower_thread_priority() {
+    // SAFETY: plain syscalls on the calling thread; no memory is shared.
+    unsafe {
+        let thread_id = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, thread_id, BACKGROUND_NICE);
+    }
+}
+
 /// Makes a directory entry change (create, rename, unlink) durable.
 pub fn sync_directory(path: &Path) -> KvResult<()> {
     let dir = File::open(path).map_err(|source| KvError::io(path, IoOp::Open, 0, source))?;

@@ -490,17 +490,9 @@ impl BufferPool {
         let loaded = {
             let buffer =
                 Self::own_buffer(&mut self.frames[index], &self.arena, &self.empty).bytes_mut();
-            self.file.read_exact_at(buffer, offset).and_then(|()| {
-                if page::verify(page_id, buffer) {
-                    Ok(())
-                } else {
-                    Err(KvError::corrupt(
-                        self.file.path(),
-                        offset,
-                        format!("checksum mismatch in page {page_id} (torn or damaged write)"),
-                    ))
-                }
-            })
+            self.file
+                .read_exact_at(buffer, offset)
+                .and_then(|()| verify_loaded(&self.file, page_id, offset, buffer))
         };
         if let Err(err) = loaded {
             self.release_frame(index);
@@ -715,6 +707,24 @@ impl BufferPool {
             }
         }
     }
+}
+
+/// Checks a page just read from `offset` of `file` (the pool's misses, a snapshot's pages
+/// not in memory): its checksum holds and it is page `page_id`.
+pub(crate) fn verify_loaded(
+    file: &BlockFile,
+    page_id: u64,
+    offset: u64,
+    bytes: &[u8],
+) -> KvResult<()> {
+    if page::verify(page_id, bytes) {
+        return Ok(());
+    }
+    Err(KvError::corrupt(
+        file.path(),
+        offset,
+        format!("checksum mismatch in page {page_id} (torn or damaged write)"),
+    ))
 }
 
 #[cfg(test)]

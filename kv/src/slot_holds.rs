@@ -83,11 +83,9 @@ impl SlotHolds {
         let mut state = self.lock();
         let batch = state.releases;
         state.releases += 1;
-        if state.oldest_live() <= batch {
-            state.deferred.push_back((batch, slots));
-        } else {
-            slots.into_iter().for_each(|slot| map.release(slot));
-        }
+        // Freed at once by `reclaim_locked` unless a snapshot registered at or before
+        // `batch` lives.
+        state.deferred.push_back((batch, slots));
         Self::reclaim_locked(&mut state, map);
     }
 

@@ -20,8 +20,7 @@ use crate::cursor::{Cursor, Direction, PageSource};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
-use crate::page;
-use crate::pool::PageBuf;
+use crate::pool::{verify_loaded, PageBuf};
 use crate::slot_holds::SlotHold;
 
 /// A read-only view of an engine's trees at the moment `Engine::snapshot` was called.
@@ -79,13 +78,7 @@ impl Snapshot {
         scratch.resize(self.page_size, 0);
         let offset = u64::from(slot) * self.page_size as u64;
         self.file.pread_exact_at(scratch, offset)?;
-        if !page::verify(page_id, scratch) {
-            return Err(KvError::corrupt(
-                self.file.path(),
-                offset,
-                format!("checksum mismatch in page {page_id} read for a snapshot"),
-            ));
-        }
+        verify_loaded(&self.file, page_id, offset, scratch)?;
         Ok(scratch)
     }
 

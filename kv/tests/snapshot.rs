@@ -10,6 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use kv::{Direction, Engine, EngineOptions, LogPosition, Snapshot, Table};
+use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -98,14 +99,25 @@ fn churn(
     }
 }
 
+/// A new engine with table "t" after `ops` random changes (seeded with `seed`), and the
+/// model and generator to go on with.
+fn churned(
+    options: EngineOptions,
+    seed: u64,
+    ops: usize,
+) -> (tempfile::TempDir, Engine, Table, Model, StdRng) {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut engine, _) = Engine::open(&dir.path().join("db"), options).unwrap();
+    let table = engine.create_table("t").unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model = Model::new();
+    churn(&mut engine, table, &mut model, &mut rng, ops, 0);
+    (dir, engine, table, model, rng)
+}
+
 #[test]
 fn a_snapshot_reads_its_moment_while_the_engine_changes() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = Engine::open(&dir.path().join("db"), options()).unwrap();
-    let table = engine.create_table("t").unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(47);
-    let mut model = Model::new();
-    churn(&mut engine, table, &mut model, &mut rng, 8_000, 0);
+    let (_dir, mut engine, table, mut model, mut rng) = churned(options(), 47, 8_000);
     let mut kept = Vec::new();
     for round in 1..=6 {
         kept.push((engine.snapshot().unwrap(), model.clone()));
@@ -137,12 +149,7 @@ fn a_snapshot_reads_its_moment_while_the_engine_changes() {
 
 #[test]
 fn other_threads_read_a_snapshot_while_the_owner_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let (mut engine, _) = Engine::open(&dir.path().join("db"), options()).unwrap();
-    let table = engine.create_table("t").unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(48);
-    let mut model = Model::new();
-    churn(&mut engine, table, &mut model, &mut rng, 10_000, 0);
+    let (_dir, mut engine, table, mut model, mut rng) = churned(options(), 48, 10_000);
     let snapshot = Arc::new(engine.snapshot().unwrap());
     let image = Arc::new(model.clone());
     let readers: Vec<_> = (0..2)
@@ -170,23 +177,17 @@ fn other_threads_read_a_snapshot_while_the_owner_writes() {
 
 #[test]
 fn pages_not_in_memory_are_read_from_slots_kept_until_the_snapshot_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("db");
     // 32 pages of memory for a table of several hundred: most pages are on disk only.
     let small_pool = EngineOptions {
         pool_bytes: 32 * 1024,
         ..options()
     };
-    let (mut engine, _) = Engine::open(&path, small_pool).unwrap();
-    let table = engine.create_table("t").unwrap();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(49);
-    let mut model = Model::new();
+    let (_dir, mut engine, table, mut model, mut rng) = churned(small_pool, 49, 8_000);
     let mut index = 0;
     let mut checkpoint = |engine: &mut Engine| {
         index += 1;
         engine.checkpoint(LogPosition { term: 1, index }).unwrap();
     };
-    churn(&mut engine, table, &mut model, &mut rng, 8_000, 0);
     checkpoint(&mut engine);
     let snapshot = engine.snapshot().unwrap();
     let image = model.clone();

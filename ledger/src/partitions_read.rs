@@ -116,27 +116,15 @@ impl Partitions<'_> {
             Partitions::Live(shards) => {
                 let mut shards = shards.borrow_mut();
                 let shard = held(&mut shards, index)?;
-                let range = shard
-                    .engine
-                    .range(handle, lower, upper, Direction::Forward)
-                    .map_err(kv_error)?;
-                for item in range {
-                    let (key, value) = item.map_err(kv_error)?;
-                    each(key, value)?;
-                }
+                let range = shard.engine.range(handle, lower, upper, Direction::Forward);
+                hand_over(range.map_err(kv_error)?, each)
             }
             Partitions::Snapshot { shards, .. } => {
                 let snapshot = &snapshot_at(shards, index)?.snapshot;
-                let range = snapshot
-                    .range(handle, lower, upper, Direction::Forward)
-                    .map_err(kv_error)?;
-                for item in range {
-                    let (key, value) = item.map_err(kv_error)?;
-                    each(key, value)?;
-                }
+                let range = snapshot.range(handle, lower, upper, Direction::Forward);
+                hand_over(range.map_err(kv_error)?, each)
             }
         }
-        Ok(())
     }
 
     /// The log index of the last write to table `id`, in any partition.
@@ -150,6 +138,18 @@ impl Partitions<'_> {
                 .unwrap_or(0),
         }
     }
+}
+
+/// Hands `each` every entry of a kv range.
+fn hand_over(
+    range: impl Iterator<Item = kv::KvResult<(Vec<u8>, Vec<u8>)>>,
+    each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<()>,
+) -> SqlResult<()> {
+    for item in range {
+        let (key, value) = item.map_err(kv_error)?;
+        each(key, value)?;
+    }
+    Ok(())
 }
 
 fn snapshot_at(shards: &[ShardSnapshot], index: usize) -> SqlResult<&ShardSnapshot> {

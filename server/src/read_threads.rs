@@ -1,10 +1,10 @@
 //! The threads long reads run on: queries on a snapshot (`Session::select_off_executor`) and
 //! long queries that read no table (`Session::evaluate_here`).
 //!
-//! They run at a lower CPU priority than everything else (nice 10, as the checkpoint writer):
-//! on a machine with few cores a report takes whole cores, and at the same priority the
-//! scheduler shares them evenly with the executor and the session threads, so every
-//! transfer's latency grows by the report's share. Lowered, a report gets what the ledger
+//! They run at a lower CPU priority than everything else (nice 10, as the checkpoint
+//! writer: `kv::io::lower_thread_priority`): on a machine with few cores a report takes
+//! whole cores, and at the same priority the scheduler shares them evenly with the executor
+//! and the session threads, so every transfer's latency grows by the report's share. Lowered, a report gets what the ledger
 //! leaves idle — all of it when the ledger is quiet, little when it is busy. A thread is
 //! started for each read that finds none idle (tokio's blocking pool on a runtime of its
 //! own), so a short read never queues behind a long one.
@@ -19,9 +19,6 @@ use std::sync::OnceLock;
 use tokio::runtime::{Builder, Runtime};
 use tokio::task::JoinError;
 
-/// The nice value of read threads (0 is everyone else's; 19 the lowest).
-const READ_NICE: i32 = 10;
-
 fn runtime() -> &'static Runtime {
     static READS: OnceLock<Runtime> = OnceLock::new();
     READS.get_or_init(|| {
@@ -29,19 +26,10 @@ fn runtime() -> &'static Runtime {
             .worker_threads(1)
             .thread_name("read")
             .thread_stack_size(sql::STATEMENT_STACK_BYTES)
-            .on_thread_start(lower_priority)
+            .on_thread_start(kv::io::lower_thread_priority)
             .build()
             .expect("the read threads' runtime starts")
     })
-}
-
-/// Lowers the calling thread's CPU priority. Best effort: failure leaves it at normal.
-fn lower_priority() {
-    // SAFETY: plain syscalls on the calling thread; no memory is shared.
-    unsafe {
-        let thread_id = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        libc::setpriority(libc::PRIO_PROCESS, thread_id, READ_NICE);
-    }
 }
 
 /// Runs `read` on a read thread; a panic in it is the error.

@@ -100,12 +100,11 @@ impl Session {
     }
 
     /// A query that reads more than rows by key runs on a snapshot of the partitions
-    /// (`ledger::ReadView`), on a blocking worker: the executor only takes the snapshot
-    /// and goes on applying commands. A point read runs here, on the session's thread, on
-    /// the view the executor published while idle, when no entry has begun since. None
-    /// when it is run on the executor instead: a point read without a current view, a
-    /// transaction's own schema changes to see, relation sizes, or a page the snapshot
-    /// does not hold.
+    /// (`ledger::ReadView`), on a read thread (`read_threads`): the executor only takes the
+    /// snapshot and goes on applying commands. A point read runs here, on the session's
+    /// thread, on the view the executor published while idle, when no entry has begun
+    /// since. None when it is run on the executor instead: a point read without a current
+    /// view, a transaction's own schema changes to see, or relation sizes.
     async fn select_off_executor(
         &self,
         plan: &Arc<SelectPlan>,
