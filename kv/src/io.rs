@@ -445,6 +445,19 @@ pub fn lower_thread_priority() {
     }
 }
 
+/// Puts the calling thread in the idle scheduling class (`SCHED_IDLE`): it runs only on a
+/// core nothing else wants, and any other thread that wakes takes the core from it at once.
+/// For reads that must never add to the ledger's latency. Best effort: failure leaves the
+/// thread at `BACKGROUND_NICE`.
+pub fn run_thread_when_idle() {
+    lower_thread_priority();
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain syscall on the calling thread (0); `param` outlives it.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param);
+    }
+}
+
 /// Makes a directory entry change (create, rename, unlink) durable.
 pub fn sync_directory(path: &Path) -> KvResult<()> {
     let dir = File::open(path).map_err(|source| KvError::io(path, IoOp::Open, 0, source))?;

@@ -1,13 +1,16 @@
 //! The threads long reads run on: queries on a snapshot (`Session::select_off_executor`) and
 //! long queries that read no table (`Session::evaluate_here`).
 //!
-//! They run at a lower CPU priority than everything else (nice 10, as the checkpoint
-//! writer: `kv::io::lower_thread_priority`): on a machine with few cores a report takes
-//! whole cores, and at the same priority the scheduler shares them evenly with the executor
-//! and the session threads, so every transfer's latency grows by the report's share. Lowered, a report gets what the ledger
-//! leaves idle — all of it when the ledger is quiet, little when it is busy. A thread is
-//! started for each read that finds none idle (tokio's blocking pool on a runtime of its
-//! own), so a short read never queues behind a long one.
+//! They run in the idle scheduling class (`SCHED_IDLE`, `kv::io::run_thread_when_idle`): on
+//! a machine with few cores a report takes whole cores, and at the same priority the
+//! scheduler shares them evenly with the executor and the session threads, so every
+//! transfer's latency grows by the report's share. In the idle class a report gets what the
+//! ledger leaves idle — all of it when the ledger is quiet, what its fsync waits leave when
+//! it is busy — and a ledger thread that wakes takes the core back at once (at nice 10 the
+//! report kept about a tenth of a busy core and woken threads waited for it more often:
+//! docs/benchmarks.md, "Report during load"). A thread is started for each read that finds
+//! none idle (tokio's blocking pool on a runtime of its own), so a short read never queues
+//! behind a long one; `statement_timeout` bounds a read the ledger leaves no room for.
 //!
 //! What the reads let go of when they end (a snapshot's page buffers, which go back to the
 //! buffer pool's arena under its lock) is dropped by the caller, on a session thread at
@@ -26,7 +29,7 @@ fn runtime() -> &'static Runtime {
             .worker_threads(1)
             .thread_name("read")
             .thread_stack_size(sql::STATEMENT_STACK_BYTES)
-            .on_thread_start(kv::io::lower_thread_priority)
+            .on_thread_start(kv::io::run_thread_when_idle)
             .build()
             .expect("the read threads' runtime starts")
     })
