@@ -18,6 +18,8 @@
 #![allow(clippy::result_large_err)]
 
 mod early_reply;
+#[cfg(test)]
+mod log_conformance;
 mod log_store;
 mod network;
 mod node;

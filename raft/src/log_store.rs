@@ -31,13 +31,16 @@ struct Meta {
     purged: Option<LogId<NodeId>>,
 }
 
+/// Called once appended entries are durable (or could not be written).
+pub(crate) type Flushed = Box<dyn FnOnce(std::io::Result<()>) + Send>;
+
 /// Raw entries read back from disk, or why not.
 type ReadResult = Result<Vec<(u64, Vec<u8>)>, String>;
 
 enum Io {
     Append {
         entries: Vec<(u64, Vec<u8>)>,
-        callback: LogFlushed<TypeConfig>,
+        flushed: Flushed,
     },
     Truncate {
         from: u64,
@@ -238,6 +241,45 @@ impl RaftLog {
             .map_err(io_error)
     }
 
+    /// Appends `entries` (readable at once) and calls `flushed` when they are durable.
+    pub(crate) fn append_then(
+        &self,
+        entries: impl IntoIterator<Item = Entry<TypeConfig>>,
+        flushed: Flushed,
+    ) -> Result<(), StorageError<NodeId>> {
+        let mut encoded = Vec::new();
+        let mut last = None;
+        {
+            let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
+            for e in entries {
+                if let EntryPayload::Normal(Batch(_, token)) = &e.payload {
+                    if *token != 0 {
+                        self.shared.early.bind(e.log_id.index, *token);
+                    }
+                }
+                let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
+                last = Some(e.log_id);
+                let len = bytes.len();
+                encoded.push((e.log_id.index, bytes));
+                cache.insert(e, len);
+            }
+            if let Some(&(first_appended, _)) = encoded.first() {
+                cache.trim(first_appended);
+            }
+        }
+        if let Some(l) = last {
+            *self
+                .shared
+                .last_log_id
+                .lock()
+                .map_err(|_| io_error("poisoned"))? = Some(l);
+        }
+        self.send(Io::Append {
+            entries: encoded,
+            flushed,
+        })
+    }
+
     fn meta_bytes(meta: &Meta) -> Vec<u8> {
         bincode::serialize(meta).expect("log meta serializes")
     }
@@ -248,16 +290,16 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
     let mut next = rx.recv().ok();
     while let Some(io) = next.take() {
         match io {
-            Io::Append { entries, callback } => {
+            Io::Append { entries, flushed } => {
                 // Group commit at the log: take every append already queued behind this
                 // one, write them all, flush once.
                 let mut batch = entries;
-                let mut callbacks = vec![callback];
+                let mut callbacks = vec![flushed];
                 loop {
                     match rx.try_recv() {
-                        Ok(Io::Append { entries, callback }) => {
+                        Ok(Io::Append { entries, flushed }) => {
                             batch.extend(entries);
-                            callbacks.push(callback);
+                            callbacks.push(flushed);
                         }
                         Ok(other) => {
                             next = Some(other);
@@ -269,8 +311,8 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
                 let result = store.append(&batch);
                 stats.entries.fetch_add(batch.len() as u64, Relaxed);
                 stats.flushes.fetch_add(1, Relaxed);
-                for cb in callbacks {
-                    cb.log_io_completed(
+                for flushed in callbacks {
+                    flushed(
                         result
                             .as_ref()
                             .map(|_| ())
@@ -295,13 +337,26 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
                 let _ = done.send(store.save_user_meta(&meta).map_err(|e| e.to_string()));
             }
             Io::Read { from, to, done } => {
-                let _ = done.send(store.read(from, to).map_err(|e| e.to_string()));
+                let _ = done.send(read_held(&store, from, to).map_err(|e| e.to_string()));
             }
         }
         if next.is_none() {
             next = rx.recv().ok();
         }
     }
+}
+
+/// The entries of `from..to` the log holds: openraft may ask for a range reaching past
+/// either end (an entry not found is allowed, its contract says), and gets what exists.
+fn read_held(store: &LogStore, from: u64, to: u64) -> kv::KvResult<Vec<(u64, Vec<u8>)>> {
+    let (Some(first), Some(last)) = (store.first_index(), store.last_index()) else {
+        return Ok(Vec::new());
+    };
+    let (from, to) = (from.max(first), to.min(last + 1));
+    if from >= to {
+        return Ok(Vec::new());
+    }
+    store.read(from, to)
 }
 
 impl RaftLogReader<TypeConfig> for RaftLog {
@@ -370,9 +425,11 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             .last_log_id
             .lock()
             .map_err(|_| read_error("poisoned"))?;
+        // A purge past the last entry (a snapshot installed from the leader) leaves the
+        // purge point as the newest log id.
         Ok(LogState {
             last_purged_log_id: purged,
-            last_log_id: last.or(purged),
+            last_log_id: last.max(purged),
         })
     }
 
@@ -412,37 +469,7 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut encoded = Vec::new();
-        let mut last = None;
-        {
-            let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
-            for e in entries {
-                if let EntryPayload::Normal(Batch(_, token)) = &e.payload {
-                    if *token != 0 {
-                        self.shared.early.bind(e.log_id.index, *token);
-                    }
-                }
-                let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
-                last = Some(e.log_id);
-                let len = bytes.len();
-                encoded.push((e.log_id.index, bytes));
-                cache.insert(e, len);
-            }
-            if let Some(&(first_appended, _)) = encoded.first() {
-                cache.trim(first_appended);
-            }
-        }
-        if let Some(l) = last {
-            *self
-                .shared
-                .last_log_id
-                .lock()
-                .map_err(|_| io_error("poisoned"))? = Some(l);
-        }
-        self.send(Io::Append {
-            entries: encoded,
-            callback,
-        })
+        self.append_then(entries, Box::new(move |r| callback.log_io_completed(r)))
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
@@ -463,8 +490,9 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             .lock()
             .map_err(|_| io_error("poisoned"))?
             .purged;
-        // The new last entry is the one before the cut (or the purge point).
-        let previous = if log_id.index == 0 {
+        // The new last entry is the one before the cut, or the purge point when that entry
+        // is purged (it can no longer be read).
+        let previous = if log_id.index == 0 || purged.is_some_and(|p| p.index + 1 >= log_id.index) {
             None
         } else {
             let mut reader = self.clone();
