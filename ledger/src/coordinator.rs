@@ -20,9 +20,12 @@ use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG,
     META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP,
-    META_TABLE, META_UNIQUE_CONSTRAINTS, META_VIEWS,
+    META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
-use crate::partition::{combined_stats, partition_file, CommitRecord, Shard, MAX_PARTITIONS};
+use crate::partition::{
+    combined_stats, encode_table_versions, partition_file, restore_table_versions, CommitRecord,
+    Shard, MAX_PARTITIONS,
+};
 use crate::read_view::PublishedView;
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
@@ -258,6 +261,9 @@ impl Coordinator {
             );
             workers.push(Some(Worker::start(partition, executor)?));
         }
+        if let Some(bytes) = first_meta_of(&mut shards, meta, META_TABLE_VERSIONS)? {
+            restore_table_versions(&mut shards, &bytes)?;
+        }
         let mut executor = Executor::new(shards, catalog, published, meta, expiry, ledger_clock);
         executor.sequences = Arc::new(SequenceStore::owning(sequence_states));
         executor.dependent_views = Some(options.dependent_views);
@@ -413,10 +419,14 @@ impl Coordinator {
         let meta = self.executor.meta;
         let clock = self.executor.clock.now.to_le_bytes();
         let applied = self.applied;
+        let versions = encode_table_versions(&self.executor.shards);
         let Some(first) = self.executor.shards[0].as_mut().map(|s| &mut s.engine) else {
             return;
         };
-        let mut result = first.put(meta, META_LEDGER_CLOCK, &clock).map(|_| ());
+        let mut result = first
+            .put(meta, META_LEDGER_CLOCK, &clock)
+            .and_then(|_| first.put(meta, META_TABLE_VERSIONS, &versions))
+            .map(|_| ());
         for (key, value) in [
             (META_APPLIED, &snapshot.applied_log_id),
             (META_MEMBERSHIP, &snapshot.membership),
@@ -1023,6 +1033,18 @@ struct Dispatch<'a> {
 }
 
 /// A part of the catalog stored under `key` of the meta table, if there is one.
+/// A value of partition 0's meta table.
+fn first_meta_of(
+    shards: &mut [Option<Shard>],
+    meta: kv::Table,
+    key: &[u8],
+) -> SqlResult<Option<Vec<u8>>> {
+    let first = shards[0]
+        .as_mut()
+        .ok_or_else(|| SqlError::internal("partition 0 is missing at open"))?;
+    first.engine.get(meta, key).map_err(kv_error)
+}
+
 fn load_part<T: serde::de::DeserializeOwned>(
     engine: &mut Engine,
     meta: kv::Table,
@@ -1140,6 +1162,57 @@ mod tests {
                 Err(e) => format!("{:?}: {}", e.kind, e.message),
             })
             .collect()
+    }
+
+    fn table_versions(c: &Coordinator) -> Vec<Vec<(u32, u64)>> {
+        c.executor
+            .shards
+            .iter()
+            .map(|s| {
+                let mut v: Vec<_> = s
+                    .as_ref()
+                    .unwrap()
+                    .table_versions
+                    .clone()
+                    .into_iter()
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .collect()
+    }
+
+    /// A node restarted from a checkpoint knows the last write to each table as well as one
+    /// that applied every entry (SERIALIZABLE validation decides 40001 by it, and must
+    /// decide alike on every replica).
+    #[test]
+    fn table_versions_survive_a_checkpoint_and_reopen() {
+        let now = 1_790_000_000_000_000;
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = open(2, dir.path());
+        let mut index = 0;
+        let ledger = include_str!("../../migrations/0002_ledger.sql");
+        for (_, text) in sql::split_statements(ledger) {
+            index += 1;
+            let ddl = command(&c, text, now);
+            answers(&mut c, index, vec![ddl]);
+        }
+        for text in [
+            "CREATE TABLE notes (id int PRIMARY KEY, body text)",
+            "INSERT INTO notes VALUES (1, 'a'), (2, 'b')",
+            "INSERT INTO accounts (id, ledger, code) VALUES (1, 1, 1), (2, 1, 1), (3, 1, 1)",
+            "UPDATE notes SET body = 'c' WHERE id = 2",
+        ] {
+            index += 1;
+            let write = command(&c, text, now);
+            assert!(!answers(&mut c, index, vec![write])[0].contains(':'));
+        }
+        let before = table_versions(&c);
+        assert!(before.iter().all(|v| !v.is_empty()), "{before:?}");
+        c.shutdown();
+        drop(c);
+        let c = open(2, dir.path());
+        assert_eq!(table_versions(&c), before);
     }
 
     /// Four split transfer statements in one log entry, the third failing at its 61st row

@@ -39,6 +39,8 @@ pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
 pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
+/// Each partition's `Shard::table_versions` as of the checkpoint (see `partition.rs`).
+pub(crate) const META_TABLE_VERSIONS: &[u8] = b"table_versions";
 /// Pending transfers with a timeout, keyed by (expiry time, transfer id).
 pub(crate) const LEDGER_EXPIRY_TABLE: &str = "__ledger_expiry";
 

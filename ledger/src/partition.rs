@@ -57,6 +57,46 @@ pub(crate) fn last_write(shards: &[Option<Shard>], table: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Every partition's table versions, for the checkpoint (partition 0's meta table keeps
+/// them): `last_write` decides whether a SERIALIZABLE commit fails with 40001, so a node
+/// that restarts from a checkpoint — or a replica that installs one — must know the writes
+/// before it as well as one that applied every entry, or the same commit could succeed on
+/// one and fail on another. Sorted, so equal states encode alike.
+pub(crate) fn encode_table_versions(shards: &[Option<Shard>]) -> Vec<u8> {
+    let versions: Vec<Vec<(u32, u64)>> = shards
+        .iter()
+        .map(|shard| {
+            let shard = shard
+                .as_ref()
+                .expect("every partition is home between log entries, when checkpoints start");
+            let mut versions: Vec<(u32, u64)> =
+                shard.table_versions.iter().map(|(&t, &v)| (t, v)).collect();
+            versions.sort_unstable();
+            versions
+        })
+        .collect();
+    bincode::serialize(&versions).expect("table versions serialize")
+}
+
+/// Puts back the table versions `encode_table_versions` stored.
+pub(crate) fn restore_table_versions(shards: &mut [Option<Shard>], bytes: &[u8]) -> SqlResult<()> {
+    let versions: Vec<Vec<(u32, u64)>> = bincode::deserialize(bytes)
+        .map_err(|e| SqlError::internal(format!("stored table versions are unreadable: {e}")))?;
+    if versions.len() != shards.len() {
+        return Err(SqlError::internal(format!(
+            "stored table versions name {} partitions, the data directory has {}",
+            versions.len(),
+            shards.len()
+        )));
+    }
+    for (shard, versions) in shards.iter_mut().zip(versions) {
+        if let Some(shard) = shard {
+            shard.table_versions = versions.into_iter().collect();
+        }
+    }
+    Ok(())
+}
+
 /// The most partitions a data directory can have (a command's partitions are a 64-bit set).
 pub const MAX_PARTITIONS: usize = 64;
 
