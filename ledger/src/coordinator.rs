@@ -349,7 +349,7 @@ impl Coordinator {
                 let results = self.apply_entry(position, log_id, payload, applied);
                 self.last_apply = started.elapsed();
                 self.applied_at = Instant::now();
-                reply(results);
+                reply(self.executor.check_running().map(|()| results));
             }
             Request::Query {
                 plan,

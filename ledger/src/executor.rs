@@ -118,13 +118,16 @@ pub struct StatementContext {
 
 pub enum Request {
     /// Applies one committed entry; the reply carries one encoded result per command, and
-    /// `applied`, when given, hears each result as soon as its command is applied.
+    /// `applied`, when given, hears each result as soon as its command is applied. The
+    /// reply is the error the executor stopped with instead, when it stopped applying (an
+    /// IO error, a command this build cannot read): its state no longer follows the log,
+    /// and the replica must stop.
     Apply {
         position: LogPosition,
         log_id: Vec<u8>,
         payload: EntryPayload,
         applied: Option<CommandApplied>,
-        reply: Reply<Vec<Vec<u8>>>,
+        reply: Reply<SqlResult<Vec<Vec<u8>>>>,
     },
     /// A query, run between entries.
     Query {

@@ -41,6 +41,32 @@ pub struct Node {
     pub log_stats: Arc<LogStats>,
 }
 
+/// Why a wait during start ended: the fatal error that stopped Raft, when one did (the
+/// wait itself only says Raft is shutting down).
+fn wait_failed(raft: &Raft, e: openraft::metrics::WaitError) -> StartError {
+    match &raft.metrics().borrow().running_state {
+        Err(fatal) => StartError::Raft(fatal.to_string()),
+        Ok(()) => StartError::Raft(e.to_string()),
+    }
+}
+
+impl Node {
+    /// Resolves when Raft on this node has stopped for good (a fatal storage error: the
+    /// executor stopped applying, the log could not be written), with why. A node in that
+    /// state neither votes nor takes entries, and must not serve clients either.
+    pub async fn stopped(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        loop {
+            if let Err(fatal) = &metrics.borrow().running_state {
+                return fatal.to_string();
+            }
+            if metrics.changed().await.is_err() {
+                return "Raft stopped".into();
+            }
+        }
+    }
+}
+
 /// Log entries applied between snapshots. A snapshot is the last durable checkpoint; after
 /// one, the log before it is purged (keeping a tail for lagging followers).
 const SNAPSHOT_EVERY_ENTRIES: u64 = 2_000;
@@ -91,13 +117,13 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         .wait(Some(Duration::from_secs(60)))
         .state(ServerState::Leader, "become leader")
         .await
-        .map_err(|e| StartError::Raft(e.to_string()))?;
+        .map_err(|e| wait_failed(&raft, e))?;
     // Every entry in the log before this start must be applied before clients may read.
     if let Some(last) = metrics.last_log_index {
         raft.wait(Some(Duration::from_secs(600)))
             .applied_index_at_least(Some(last), "replay the log")
             .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+            .map_err(|e| wait_failed(&raft, e))?;
     }
     tokio::spawn(trigger_snapshots(raft.clone(), executor));
     let proposer = Proposer::start(raft.clone(), log.early_replies());

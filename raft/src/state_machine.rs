@@ -128,13 +128,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             if !sent {
                 return Err(sm_error("the executor stopped"));
             }
-            pending.push(rx);
+            pending.push((position.index, rx));
         }
+        // An executor that stopped applying is a fatal storage error: openraft stops this
+        // node (it no longer votes or takes entries), and the server exits with it.
         let mut results = Vec::with_capacity(pending.len());
-        for rx in pending {
-            results.push(BatchResults(
-                rx.await.map_err(|_| sm_error("the executor stopped"))?,
-            ));
+        for (index, rx) in pending {
+            let applied = rx.await.map_err(|_| sm_error("the executor stopped"))?;
+            let applied = applied.map_err(|e| {
+                sm_error(format!(
+                    "log entry {index} was not applied, this replica stops: {}",
+                    e.message
+                ))
+            })?;
+            results.push(BatchResults(applied));
         }
         Ok(results)
     }

@@ -341,6 +341,8 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     )?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let stopped = node.stopped();
+    tokio::pin!(stopped);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -363,6 +365,13 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             }
             _ = terminate.recv() => break,
             _ = interrupt.recv() => break,
+            // Nothing more can be applied: the state this node would serve no longer
+            // follows the log. Stop at once; a restart replays the log from the last
+            // checkpoint.
+            why = &mut stopped => {
+                drop(listener);
+                return Err(format!("stopping: this replica can no longer apply the log: {why}"));
+            }
         }
     }
     eprintln!("hotledger: shutting down");

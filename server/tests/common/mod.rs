@@ -109,6 +109,36 @@ impl TestServer {
         self.wait_ready();
     }
 
+    /// Starts the server again and waits for it to exit by itself (within `limit`), for a
+    /// start that must fail; its exit status, or None if it still ran (then it is killed).
+    pub fn restart_expecting_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("server.log"))
+            .expect("server log");
+        let mut child = Command::new(binary())
+            .args(["serve", "--data-dir"])
+            .arg(self.dir.path().join("data"))
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(&self.extra_args)
+            .env("HOTLEDGER_PASSWORD", PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start hotledger");
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
     /// Waits until the server accepts connections (it listens only after recovery).
     fn wait_ready(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
