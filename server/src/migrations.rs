@@ -1,6 +1,6 @@
 //! Schema migrations: versioned SQL files in `migrations/`, compiled into the binary,
 //! applied in order at start through the same path as client statements (so through the
-//! log), and recorded in `hotledger_migrations`.
+//! log), each in one transaction with its record in `hotledger_migrations`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>> {
     let mut results = Vec::new();
     for statement in sql::parse(sql)? {
-        let catalog = session.shared().executor.catalog();
+        let catalog = session.catalog();
         let bound = planner::bind(&catalog, &statement, &[])?;
         results.push(session.execute(&bound, &[]).await?);
     }
@@ -70,12 +70,17 @@ pub async fn apply(shared: &Arc<Shared>) -> SqlResult<()> {
         if applied.contains(version) {
             continue;
         }
-        run(&mut session, sql).await.map_err(|mut e| {
+        // The migration and its record commit as one transaction (one log entry): a crash
+        // between them cannot leave a migration applied but unrecorded, to be run again.
+        let record = format!(
+            "INSERT INTO hotledger_migrations (version, name) VALUES ({version}, '{name}')"
+        );
+        let script = format!("BEGIN;\n{sql}\n;{record};\nCOMMIT;");
+        if let Err(mut e) = run(&mut session, &script).await {
+            let _ = run(&mut session, "ROLLBACK").await;
             e.message = format!("migration {version} ({name}): {}", e.message);
-            e
-        })?;
-        let record = format!("INSERT INTO hotledger_migrations (version, name) VALUES ({version}, '{name}') ON CONFLICT (version) DO NOTHING");
-        run(&mut session, &record).await?;
+            return Err(e);
+        }
     }
     Ok(())
 }

@@ -214,10 +214,6 @@ impl Session {
         }
     }
 
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
     /// The process id its client got at startup, which `pg_backend_pid()` answers.
     pub fn pid(&self) -> i32 {
         self.pid
