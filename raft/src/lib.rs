@@ -24,10 +24,12 @@ mod log_store;
 mod network;
 mod node;
 mod proposer;
+mod read_barrier;
 mod state_machine;
 mod types;
 
 pub use log_store::LogStats;
 pub use node::{start, Node, NodeOptions, StartError};
 pub use proposer::{ProposeError, Proposer, ProposerStats};
+pub use read_barrier::ReadBarrier;
 pub use types::{Batch, BatchResults, NodeId, Raft, TypeConfig};

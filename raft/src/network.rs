@@ -1,58 +1,367 @@
-//! The network between replicas. A single-node cluster has no peers, so every call reports
-//! the peer unreachable; multi-node clusters will replace this with real RPCs.
+//! The network between replicas: openraft's RPCs (append entries, vote, install snapshot)
+//! and the forwarding of proposals and read barriers to the leader, over TCP. Each message
+//! is a frame — a 4-byte little-endian length, then the bincode of a `PeerRequest` or
+//! `PeerResponse` — and a connection carries one request at a time: openraft uses each
+//! client for one RPC at a time, and forwarding keeps a small pool of connections.
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, Unreachable};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, Timeout, Unreachable,
+};
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
     VoteRequest, VoteResponse,
 };
-use openraft::BasicNode;
+use openraft::{BasicNode, RPCTypes};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
-use crate::types::{NodeId, TypeConfig};
+use crate::proposer::{ProposeError, Proposer};
+use crate::types::{NodeId, Raft, TypeConfig};
 
-#[derive(Clone, Default)]
-pub struct NoPeers;
+/// The largest frame read: a log entry is at most 8 MiB (`proposer::BATCH_BYTES_MAX`) and
+/// an append carries at most `MAX_PAYLOAD_ENTRIES`.
+const FRAME_MAX: usize = 1 << 30;
+/// Entries per append RPC (openraft's `max_payload_entries`).
+pub(crate) const MAX_PAYLOAD_ENTRIES: u64 = 64;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-fn unreachable<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
-    RPCError::Unreachable(Unreachable::new(&std::io::Error::other(
-        "not supported yet: clusters of more than one node",
-    )))
+#[derive(Serialize, Deserialize)]
+pub(crate) enum PeerRequest {
+    Append(AppendEntriesRequest<TypeConfig>),
+    Vote(VoteRequest<NodeId>),
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// Commands a follower's sessions proposed, for the leader's proposer.
+    Propose(Vec<Vec<u8>>),
+    /// A follower's strong read: the leader confirms it still leads and says up to which
+    /// index the follower must apply before it reads.
+    ReadBarrier,
 }
 
-impl RaftNetworkFactory<TypeConfig> for NoPeers {
-    type Network = NoPeers;
+/// What the leader answers a forwarded proposal: each command's result, and the index its
+/// state machine had applied when the last was answered (the follower applies that far
+/// before it answers its sessions, so they read their own writes).
+#[derive(Serialize, Deserialize)]
+pub(crate) struct Proposed {
+    pub results: Vec<Result<Vec<u8>, ProposeError>>,
+    pub applied_index: u64,
+}
 
-    async fn new_client(&mut self, _target: NodeId, _node: &BasicNode) -> NoPeers {
-        NoPeers
+#[derive(Serialize, Deserialize)]
+pub(crate) enum PeerResponse {
+    Append(Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>>),
+    Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
+    Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
+    Propose(Proposed),
+    ReadBarrier(Result<u64, ProposeError>),
+}
+
+async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
+    let body = bincode::serialize(message).map_err(std::io::Error::other)?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    stream.write_all(&frame).await
+}
+
+async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
+    let mut len = [0u8; 4];
+    stream.read_exact(&mut len).await?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > FRAME_MAX {
+        return Err(std::io::Error::other(format!(
+            "a peer frame of {len} bytes is over the {FRAME_MAX}-byte limit"
+        )));
+    }
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).await?;
+    bincode::deserialize(&body).map_err(std::io::Error::other)
+}
+
+/// Why a call to a peer failed: it could not be reached (no connection), or the exchange
+/// broke or took too long.
+pub(crate) enum CallError {
+    Unreachable(std::io::Error),
+    Broken(std::io::Error),
+    TimedOut,
+}
+
+/// One connection to a peer, opened on first use and again after a failure.
+pub(crate) struct PeerConnection {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl PeerConnection {
+    pub fn new(addr: String) -> PeerConnection {
+        PeerConnection { addr, stream: None }
+    }
+
+    pub async fn call(
+        &mut self,
+        request: &PeerRequest,
+        limit: Duration,
+    ) -> Result<PeerResponse, CallError> {
+        if self.stream.as_ref().is_some_and(|s| !still_open(s)) {
+            self.stream = None;
+        }
+        if self.stream.is_none() {
+            let connect = TcpStream::connect(&self.addr);
+            let stream = match tokio::time::timeout(CONNECT_TIMEOUT.min(limit), connect).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(CallError::Unreachable(e)),
+                Err(_) => return Err(CallError::Unreachable(std::io::ErrorKind::TimedOut.into())),
+            };
+            let _ = stream.set_nodelay(true);
+            self.stream = Some(stream);
+        }
+        let stream = self.stream.as_mut().expect("connected above");
+        let exchange = async {
+            write_frame(stream, request).await?;
+            read_frame::<PeerResponse>(stream).await
+        };
+        let outcome = tokio::time::timeout(limit, exchange).await;
+        match outcome {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(e)) => {
+                self.stream = None;
+                Err(CallError::Broken(e))
+            }
+            Err(_) => {
+                // A late answer would be read as the next call's: start afresh.
+                self.stream = None;
+                Err(CallError::TimedOut)
+            }
+        }
     }
 }
 
-impl RaftNetwork<TypeConfig> for NoPeers {
+/// Whether a kept connection is still usable: between calls the peer sends nothing, so
+/// anything readable is its close (a restarted peer) or a reset. Checked before sending, so
+/// a request is not lost into a dead connection (which for a forwarded proposal would leave
+/// its outcome unknown).
+fn still_open(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+}
+
+/// Makes openraft's clients: one connection per client, to the address in the membership.
+#[derive(Clone, Default)]
+pub struct TcpNetwork;
+
+pub struct PeerClient {
+    target: NodeId,
+    connection: PeerConnection,
+}
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
+    type Network = PeerClient;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
+        PeerClient {
+            target,
+            connection: PeerConnection::new(node.addr.clone()),
+        }
+    }
+}
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
+
+impl PeerClient {
+    async fn rpc(
+        &mut self,
+        request: PeerRequest,
+        kind: RPCTypes,
+        option: &RPCOption,
+    ) -> Result<PeerResponse, CallError> {
+        let _ = kind;
+        self.connection.call(&request, option.hard_ttl()).await
+    }
+}
+
+fn rpc_error<E: std::error::Error>(
+    error: CallError,
+    target: NodeId,
+    kind: RPCTypes,
+    option: &RPCOption,
+) -> RPCError<NodeId, BasicNode, E> {
+    match error {
+        CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+        CallError::Broken(e) => RPCError::Network(NetworkError::new(&e)),
+        CallError::TimedOut => RPCError::Timeout(Timeout {
+            action: kind,
+            id: 0,
+            target,
+            timeout: option.hard_ttl(),
+        }),
+    }
+}
+
+fn unexpected<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
+    RPCError::Network(NetworkError::new(&std::io::Error::other(
+        "the peer answered a different request",
+    )))
+}
+
+impl RaftNetwork<TypeConfig> for PeerClient {
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        Err(unreachable())
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
+        let kind = RPCTypes::AppendEntries;
+        match self.rpc(PeerRequest::Append(rpc), kind, &option).await {
+            Ok(PeerResponse::Append(r)) => {
+                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
+        }
     }
 
     async fn install_snapshot(
         &mut self,
-        _rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
-    > {
-        Err(unreachable())
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
+        let kind = RPCTypes::InstallSnapshot;
+        match self.rpc(PeerRequest::Snapshot(rpc), kind, &option).await {
+            Ok(PeerResponse::Snapshot(r)) => {
+                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<NodeId>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        Err(unreachable())
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
+        let kind = RPCTypes::Vote;
+        match self.rpc(PeerRequest::Vote(rpc), kind, &option).await {
+            Ok(PeerResponse::Vote(r)) => {
+                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
+            }
+            Ok(_) => Err(unexpected()),
+            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
+        }
     }
 }
+
+fn remote<E: std::error::Error>(
+    target: NodeId,
+    error: E,
+) -> openraft::error::RemoteError<NodeId, BasicNode, E> {
+    openraft::error::RemoteError::new(target, error)
+}
+
+/// Connections to the leader for forwarded proposals and read barriers, by address, kept
+/// between calls.
+#[derive(Clone, Default)]
+pub(crate) struct LeaderConnections {
+    idle: Arc<Mutex<HashMap<String, Vec<PeerConnection>>>>,
+}
+
+impl LeaderConnections {
+    pub async fn call(
+        &self,
+        addr: &str,
+        request: &PeerRequest,
+        limit: Duration,
+    ) -> Result<PeerResponse, CallError> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(addr)
+            .and_then(Vec::pop);
+        let mut connection = idle.unwrap_or_else(|| PeerConnection::new(addr.to_string()));
+        let response = connection.call(request, limit).await?;
+        self.idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(addr.to_string())
+            .or_default()
+            .push(connection);
+        Ok(response)
+    }
+}
+
+/// Answers peers on `listener`: openraft's RPCs to this node's Raft, and proposals and
+/// read barriers forwarded by followers when this node leads.
+pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(serve_peer(stream, raft.clone(), proposer.clone()));
+    }
+}
+
+async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer) {
+    while let Ok(request) = read_frame::<PeerRequest>(&mut stream).await {
+        let response = match request {
+            PeerRequest::Append(rpc) => PeerResponse::Append(raft.append_entries(rpc).await),
+            PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
+            PeerRequest::Snapshot(rpc) => PeerResponse::Snapshot(raft.install_snapshot(rpc).await),
+            PeerRequest::Propose(commands) => {
+                PeerResponse::Propose(propose_here(&raft, &proposer, commands).await)
+            }
+            PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_barrier_here(&raft).await),
+        };
+        if write_frame(&mut stream, &response).await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn propose_here(raft: &Raft, proposer: &Proposer, commands: Vec<Vec<u8>>) -> Proposed {
+    // Queued together, so they share an entry; then awaited in order.
+    let queued: Vec<_> = commands
+        .into_iter()
+        .map(|c| proposer.enqueue_from_peer(c))
+        .collect();
+    let mut results = Vec::with_capacity(queued.len());
+    for q in queued {
+        results.push(match q {
+            Ok(rx) => rx.await.unwrap_or(Err(ProposeError::Stopped)),
+            Err(e) => Err(e),
+        });
+    }
+    let applied_index = raft
+        .metrics()
+        .borrow()
+        .last_applied
+        .map_or(0, |id| id.index);
+    Proposed {
+        results,
+        applied_index,
+    }
+}
+
+/// The leader's side of a strong read: `ensure_linearizable` confirms with a quorum that
+/// this node still leads and waits until it has applied everything committed before; the
+/// follower then applies up to the same index.
+pub(crate) async fn read_barrier_here(raft: &Raft) -> Result<u64, ProposeError> {
+    // Without a quorum the confirmation never comes.
+    let confirmed = tokio::time::timeout(READ_BARRIER_TIMEOUT, raft.ensure_linearizable()).await;
+    match confirmed {
+        Ok(Ok(read_log_id)) => Ok(read_log_id.map_or(0, |id| id.index)),
+        Ok(Err(e)) if e.forward_to_leader().is_some() => Err(ProposeError::NotLeader),
+        Ok(Err(e)) => Err(ProposeError::Raft(e.to_string())),
+        Err(_) => Err(ProposeError::Raft(
+            "a majority of the voters did not confirm the leader in time".into(),
+        )),
+    }
+}
+
+/// How long a leader waits for a quorum to confirm a strong read.
+const READ_BARRIER_TIMEOUT: Duration = Duration::from_secs(5);

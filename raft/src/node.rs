@@ -1,18 +1,22 @@
-//! Starting a replica: open the log, start openraft over it and the executor, initialise a
-//! one-member cluster on first start, and wait until every logged entry is applied again.
+//! Starting a replica: open the log, start openraft over it and the executor, listen for
+//! peers, initialise the membership on first start (one member, or the voters given), wait
+//! for a leader, and, on the leader, until every logged entry is applied again.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use ledger::{ExecutorHandle, Request};
 use openraft::{BasicNode, Config, LogId, ServerState, SnapshotPolicy};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::log_store::{LogStats, RaftLog};
-use crate::network::NoPeers;
+use crate::network::{serve_peers, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
+use crate::read_barrier::ReadBarrier;
 use crate::state_machine::StateMachine;
 use crate::types::{NodeId, Raft};
 
@@ -20,8 +24,13 @@ use crate::types::{NodeId, Raft};
 pub struct NodeOptions {
     pub node_id: NodeId,
     pub log_dir: PathBuf,
-    /// The address peers would use to reach this node (recorded in the membership).
+    /// A single node's address, recorded in its one-member membership.
     pub address: String,
+    /// The cluster's voters and the addresses they listen for peers on, this node's
+    /// included; empty for a single node (no peer listener, no network).
+    pub peers: BTreeMap<NodeId, String>,
+    /// Where this node listens for peers (required with `peers`).
+    pub raft_listen: Option<SocketAddr>,
     /// File IO for the log. Its appends run on a dedicated thread, where a blocking
     /// fdatasync costs no extra wake-up; io_uring hands the fsync to a kernel worker.
     pub log_io: kv::IoMode,
@@ -29,6 +38,13 @@ pub struct NodeOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    #[error("cannot listen for peers on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("--peers must name this node ({0}), with --raft-listen")]
+    NotAPeer(NodeId),
     #[error("cannot open the log in {dir}: {source}")]
     Log { dir: PathBuf, source: kv::KvError },
     #[error("cannot start Raft: {0}")]
@@ -39,6 +55,8 @@ pub struct Node {
     pub raft: Raft,
     pub proposer: Proposer,
     pub log_stats: Arc<LogStats>,
+    pub node_id: NodeId,
+    pub read_barrier: ReadBarrier,
 }
 
 /// Why a wait during start ended: the fatal error that stopped Raft, when one did (the
@@ -72,6 +90,16 @@ impl Node {
 const SNAPSHOT_EVERY_ENTRIES: u64 = 2_000;
 
 pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
+    let cluster = !options.peers.is_empty();
+    let listener = match (cluster, options.raft_listen) {
+        (false, _) => None,
+        (true, Some(addr)) if options.peers.contains_key(&options.node_id) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?,
+        ),
+        (true, _) => return Err(StartError::NotAPeer(options.node_id)),
+    };
     let log =
         RaftLog::open(&options.log_dir, options.log_io).map_err(|source| StartError::Log {
             dir: options.log_dir.clone(),
@@ -84,6 +112,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         election_timeout_max: 600,
         snapshot_policy: SnapshotPolicy::Never,
         max_in_snapshot_log_to_keep: 1_000,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
         ..Config::default()
     }
     .validate()
@@ -92,46 +121,96 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     let raft = Raft::new(
         options.node_id,
         Arc::new(config),
-        NoPeers,
+        TcpNetwork,
         log.clone(),
         StateMachine::new(executor.clone(), log.early_replies()),
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
+    let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id);
+    if let Some(listener) = listener {
+        tokio::spawn(serve_peers(listener, raft.clone(), proposer.clone()));
+    }
+    initialize(&raft, &options).await?;
+    if cluster {
+        wait_for_a_leader(&raft, options.peers.len()).await?;
+    }
+    let metrics = raft.metrics().borrow().clone();
+    // A leader applies every entry in its log before clients may read (a follower serves
+    // weak reads as it catches up, and strong reads wait for the leader's index).
+    if metrics.current_leader == Some(options.node_id) || !cluster {
+        let metrics = raft
+            .wait(Some(Duration::from_secs(60)))
+            .state(ServerState::Leader, "become leader")
+            .await
+            .map_err(|e| wait_failed(&raft, e))?;
+        if let Some(last) = metrics.last_log_index {
+            raft.wait(Some(Duration::from_secs(600)))
+                .applied_index_at_least(Some(last), "replay the log")
+                .await
+                .map_err(|e| wait_failed(&raft, e))?;
+        }
+    }
+    tokio::spawn(trigger_snapshots(raft.clone(), executor));
+    Ok(Node {
+        read_barrier: ReadBarrier::new(raft.clone(), options.node_id, cluster),
+        raft,
+        proposer,
+        log_stats,
+        node_id: options.node_id,
+    })
+}
+
+/// Makes a pristine node a member: of a one-member cluster, or of the voters in `peers`
+/// (every node is given the same list, and openraft allows each to initialize with it).
+async fn initialize(raft: &Raft, options: &NodeOptions) -> Result<(), StartError> {
     let initialized = raft
         .is_initialized()
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
-    if !initialized {
-        let members = BTreeMap::from([(
+    if initialized {
+        return Ok(());
+    }
+    let members: BTreeMap<NodeId, BasicNode> = if options.peers.is_empty() {
+        BTreeMap::from([(
             options.node_id,
             BasicNode {
                 addr: options.address.clone(),
             },
-        )]);
-        raft.initialize(members)
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
+        )])
+    } else {
+        options
+            .peers
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+            .collect()
+    };
+    match raft.initialize(members).await {
+        Ok(()) => Ok(()),
+        // Another voter's log reached this one first: already a member.
+        Err(openraft::error::RaftError::APIError(
+            openraft::error::InitializeError::NotAllowed(_),
+        )) => Ok(()),
+        Err(e) => Err(StartError::Raft(e.to_string())),
     }
-    let metrics = raft
-        .wait(Some(Duration::from_secs(60)))
-        .state(ServerState::Leader, "become leader")
-        .await
-        .map_err(|e| wait_failed(&raft, e))?;
-    // Every entry in the log before this start must be applied before clients may read.
-    if let Some(last) = metrics.last_log_index {
-        raft.wait(Some(Duration::from_secs(600)))
-            .applied_index_at_least(Some(last), "replay the log")
-            .await
-            .map_err(|e| wait_failed(&raft, e))?;
+}
+
+/// Waits until the cluster has a leader: a majority of its voters must be up.
+async fn wait_for_a_leader(raft: &Raft, voters: usize) -> Result<(), StartError> {
+    loop {
+        let waited = raft
+            .wait(Some(Duration::from_secs(10)))
+            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .await;
+        match waited {
+            Ok(_) => return Ok(()),
+            Err(openraft::metrics::WaitError::Timeout(..)) => eprintln!(
+                "hotledger: waiting for a leader: {} of the {voters} voters must be up",
+                voters / 2 + 1
+            ),
+            Err(e) => return Err(wait_failed(raft, e)),
+        }
     }
-    tokio::spawn(trigger_snapshots(raft.clone(), executor));
-    let proposer = Proposer::start(raft.clone(), log.early_replies());
-    Ok(Node {
-        raft,
-        proposer,
-        log_stats,
-    })
 }
 
 /// Asks openraft for a snapshot whenever enough entries have become durable in a

@@ -18,6 +18,7 @@ mod copy_format;
 mod counting_allocator;
 mod frontend;
 mod handlers;
+mod local_cluster;
 mod migrations;
 mod notifications;
 mod read_threads;
@@ -66,7 +67,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run one node: PostgreSQL protocol on --listen, data in --data-dir.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Start a local cluster of separate server processes, for trying it out; Ctrl-C stops
+    /// them all.
+    Cluster(local_cluster::ClusterArgs),
 }
 
 #[derive(Args, Clone)]
@@ -87,6 +91,14 @@ struct ServeArgs {
     /// This node's id in the cluster.
     #[arg(long, default_value_t = 1)]
     node_id: u64,
+    /// Where this node listens for its peers (Raft and forwarded statements); with --peers.
+    #[arg(long, requires = "peers")]
+    raft_listen: Option<SocketAddr>,
+    /// The cluster's voters, `ID=HOST:PORT` (their --raft-listen addresses) separated by
+    /// commas, this node included; every node is given the same list. Without it the
+    /// server is a single node.
+    #[arg(long, requires = "raft_listen", value_parser = local_cluster::peer_list)]
+    peers: Option<local_cluster::Peers>,
     /// Buffer pool size in MiB; default: a quarter of the machine's memory, at least 256 and
     /// at most 16384 (taken as pages are used, not at start). Dirty pages stay in the pool
     /// until a checkpoint writes them, so a small pool means frequent checkpoints that write
@@ -149,10 +161,17 @@ struct ServeArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => match serve(args) {
+        Command::Serve(args) => match serve(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
                 eprintln!("hotledger: {message}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Cluster(args) => match local_cluster::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("hotledger cluster: {message}");
                 ExitCode::FAILURE
             }
         },
@@ -299,6 +318,8 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             node_id: args.node_id,
             log_dir: args.data_dir.join("log"),
             address: args.listen.to_string(),
+            peers: args.peers.clone().map(|p| p.0).unwrap_or_default(),
+            raft_listen: args.raft_listen,
             log_io: parse_io(&args.log_io),
         },
         executor.clone(),
@@ -308,6 +329,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     let shared = Arc::new(Shared {
         executor: executor.clone(),
         proposer: node.proposer.clone(),
+        read_barrier: node.read_barrier.clone(),
         log_stats: node.log_stats.clone(),
         advisory_locks: Default::default(),
         notifications: Default::default(),

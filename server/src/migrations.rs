@@ -28,6 +28,30 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     ),
 ];
 
+/// Applies the migrations not yet recorded. In a cluster every node starts with this: the
+/// first to commit a migration records it, and a node whose attempt fails (another node's
+/// commit came first, or leadership was moving) reads the record again and goes on, for
+/// up to `CLUSTER_ATTEMPTS` tries.
+pub async fn apply(shared: &Arc<Shared>) -> SqlResult<()> {
+    let attempts = if shared.read_barrier.in_cluster() {
+        CLUSTER_ATTEMPTS
+    } else {
+        1
+    };
+    let mut attempt = 1;
+    loop {
+        match apply_once(shared).await {
+            Err(_) if attempt < attempts => {
+                attempt += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+const CLUSTER_ATTEMPTS: u32 = 40;
+
 async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>> {
     let mut results = Vec::new();
     for statement in sql::parse(sql)? {
@@ -38,7 +62,7 @@ async fn run(session: &mut Session, sql: &str) -> SqlResult<Vec<StatementResult>
     Ok(results)
 }
 
-pub async fn apply(shared: &Arc<Shared>) -> SqlResult<()> {
+async fn apply_once(shared: &Arc<Shared>) -> SqlResult<()> {
     let mut session = Session::new(shared.clone(), &HashMap::new(), 0, Default::default());
     let applied: Vec<i64> = if shared
         .executor

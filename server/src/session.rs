@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ledger::{
     decode_result, encode_command, Command, ExecutorHandle, Outcome, Overlay, QueryResult,
@@ -54,6 +54,8 @@ use transaction::Transaction;
 pub struct Shared {
     pub executor: ExecutorHandle,
     pub proposer: Proposer,
+    /// What a strong read waits for in a cluster (nothing on a single node).
+    pub read_barrier: raft::ReadBarrier,
     /// Entries and fsyncs of the Raft log, for `SHOW group_commit_stats`.
     pub log_stats: Arc<raft::LogStats>,
     /// The advisory locks of this node's sessions.
@@ -131,11 +133,24 @@ pub fn now_micros() -> i64 {
         .unwrap_or(0)
 }
 
+impl Session {
+    /// In a cluster, a strong read (`read_consistency`, the default) first applies every
+    /// entry committed before it; a weak one reads what this node has applied.
+    async fn read_barrier(&self) -> SqlResult<()> {
+        if !self.shared.read_barrier.in_cluster()
+            || self.setting("read_consistency").as_deref() == Some("weak")
+        {
+            return Ok(());
+        }
+        self.shared.read_barrier.wait().await.map_err(propose_error)
+    }
+}
+
 fn propose_error(e: ProposeError) -> SqlError {
     match e {
         ProposeError::NotLeader => SqlError::new(
             ErrorKind::ReadOnlyTransaction,
-            "this node is not the leader",
+            "no leader is known (a majority of the cluster's voters must be up)",
         ),
         ProposeError::Stopped => SqlError::new(
             ErrorKind::AdminShutdown,
@@ -166,7 +181,11 @@ impl Session {
         inbox: Arc<Inbox>,
     ) -> Session {
         let mut settings = BTreeMap::new();
-        for (k, v) in startup {
+        let options = startup
+            .get("options")
+            .map(|o| settings::startup_options(o))
+            .unwrap_or_default();
+        for (k, v) in startup.iter().chain(options.iter().map(|(k, v)| (k, v))) {
             let key = setting_key(k);
             let valid = !timeouts::TIMEOUTS.contains(&key.as_str())
                 || timeouts::milliseconds(&key, v).is_ok();
@@ -301,6 +320,7 @@ impl Session {
         self.refuse_when_failed(plan)?;
         match plan {
             Plan::Select(select) => {
+                self.read_barrier().await?;
                 let rows = self.select(select, params).await?;
                 Ok(StatementResult::Rows {
                     columns: select.columns.clone(),
@@ -425,15 +445,39 @@ impl Session {
         if encoded.len() > ledger::COMMAND_BYTES_MAX {
             return Err(ledger::command_too_large(encoded.len()));
         }
-        let bytes = self
-            .shared
-            .proposer
-            .propose(encoded)
-            .await
-            .map_err(propose_error)?;
+        let bytes = if self.shared.read_barrier.in_cluster() {
+            self.propose_in_cluster(encoded).await?
+        } else {
+            self.shared
+                .proposer
+                .propose(encoded)
+                .await
+                .map_err(propose_error)?
+        };
         let outcome = decode_result(&bytes)?;
         self.sequences.absorb(&outcome.sequences);
         Ok(outcome)
+    }
+
+    /// In a cluster a proposal waits for a majority, which may be down: a cancel or the
+    /// statement's timeout stops the wait (not the command, which is in the log and may
+    /// still commit, as the error says). A single node applies what it logs; its wait ends.
+    async fn propose_in_cluster(&self, encoded: Vec<u8>) -> SqlResult<Vec<u8>> {
+        let propose = self.shared.proposer.propose(encoded);
+        tokio::pin!(propose);
+        loop {
+            tokio::select! {
+                result = &mut propose => return result.map_err(propose_error),
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {
+                    if let Err(mut stop) = self.interrupt.check() {
+                        stop.message.push_str(
+                            " (the statement was sent to the replicated log and may still commit)",
+                        );
+                        return Err(stop);
+                    }
+                }
+            }
+        }
     }
 
     fn statement_time(&self) -> i64 {

@@ -44,6 +44,44 @@ pub(super) fn known_settings() -> impl Iterator<Item = &'static (&'static str, &
     SETTINGS.iter().chain(plan::SERVER_SETTINGS)
 }
 
+/// The settings in a startup packet's `options` (what libpq's PGOPTIONS sends):
+/// `-c name=value` and `--name=value`, separated by spaces, a backslash escaping the next
+/// character.
+pub(crate) fn startup_options(options: &str) -> Vec<(String, String)> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let mut pairs = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let setting = match word.as_str() {
+            "-c" => words.next(),
+            w => w
+                .strip_prefix("--")
+                .or_else(|| w.strip_prefix("-c"))
+                .map(str::to_string),
+        };
+        if let Some((name, value)) = setting.as_deref().and_then(|s| s.split_once('=')) {
+            pairs.push((name.replace('-', "_"), value.to_string()));
+        }
+    }
+    pairs
+}
+
 pub(super) fn setting_key(name: &str) -> String {
     name.to_ascii_lowercase()
 }
@@ -265,4 +303,22 @@ pub(super) fn unknown_setting(name: &str) -> SqlError {
         ErrorKind::UndefinedObject,
         format!("unrecognized configuration parameter \"{name}\""),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::startup_options;
+
+    #[test]
+    fn startup_options_read_as_libpq_sends_them() {
+        let pairs = startup_options(r"-c statement_timeout=3s --search-path=a\ b -cwork_mem=4MB");
+        assert_eq!(
+            pairs,
+            [
+                ("statement_timeout".to_string(), "3s".to_string()),
+                ("search_path".to_string(), "a b".to_string()),
+                ("work_mem".to_string(), "4MB".to_string()),
+            ]
+        );
+    }
 }

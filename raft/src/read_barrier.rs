@@ -1,0 +1,89 @@
+//! Strong reads in a cluster: before a strong read, a node makes sure its state machine has
+//! applied everything committed before the read began. On the leader that is openraft's
+//! `ensure_linearizable` (a quorum confirms it still leads, and it applies up to the commit
+//! index); a follower asks the leader for that index and applies up to it. Weak reads skip
+//! the barrier and read whatever this node has applied. A single node is its own quorum and
+//! applies every entry before answering its writer: its barrier does nothing.
+
+use std::time::Duration;
+
+use crate::network::{read_barrier_here, CallError, LeaderConnections, PeerRequest, PeerResponse};
+use crate::proposer::ProposeError;
+use crate::types::{NodeId, Raft};
+
+/// How long a strong read waits for the barrier.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct ReadBarrier {
+    raft: Raft,
+    node_id: NodeId,
+    cluster: bool,
+    leaders: LeaderConnections,
+}
+
+impl ReadBarrier {
+    pub(crate) fn new(raft: Raft, node_id: NodeId, cluster: bool) -> ReadBarrier {
+        ReadBarrier {
+            raft,
+            node_id,
+            cluster,
+            leaders: LeaderConnections::default(),
+        }
+    }
+
+    /// Whether this node is one of several (strong reads then need the barrier).
+    pub fn in_cluster(&self) -> bool {
+        self.cluster
+    }
+
+    /// Returns once this node has applied every entry committed before the call.
+    pub async fn wait(&self) -> Result<(), ProposeError> {
+        if !self.cluster {
+            return Ok(());
+        }
+        let (leader, addr) = {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            let leader = metrics.current_leader.ok_or(ProposeError::NotLeader)?;
+            let addr = metrics
+                .membership_config
+                .membership()
+                .get_node(&leader)
+                .map(|n| n.addr.clone());
+            (leader, addr)
+        };
+        if leader == self.node_id {
+            return read_barrier_here(&self.raft).await.map(|_| ());
+        }
+        let addr = addr.ok_or(ProposeError::NotLeader)?;
+        let index = match self
+            .leaders
+            .call(&addr, &PeerRequest::ReadBarrier, BARRIER_TIMEOUT)
+            .await
+        {
+            Ok(PeerResponse::ReadBarrier(index)) => index?,
+            Ok(_) => {
+                return Err(ProposeError::Raft(
+                    "the leader answered another request".into(),
+                ))
+            }
+            Err(CallError::Unreachable(e)) => {
+                return Err(ProposeError::Raft(format!(
+                    "cannot reach the leader at {addr}: {e}"
+                )))
+            }
+            Err(_) => {
+                return Err(ProposeError::Raft(format!(
+                    "the leader at {addr} did not confirm the read in time"
+                )))
+            }
+        };
+        self.raft
+            .wait(Some(BARRIER_TIMEOUT))
+            .applied_index_at_least(Some(index), "strong read")
+            .await
+            .map(|_| ())
+            .map_err(|e| ProposeError::Raft(format!("catching up for a strong read: {e}")))
+    }
+}

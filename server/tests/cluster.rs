@@ -1,0 +1,441 @@
+//! Clusters of real `hotledger serve` processes on 127.0.0.1, replicating through openraft
+//! over TCP: statements on any node (a follower forwards its writes to the leader), strong
+//! reads that see every write acknowledged before them, and no acknowledged write lost when
+//! any one node (the leader included) is killed with SIGKILL while clients write.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{binary, free_port, stdout, PASSWORD};
+
+struct Node {
+    id: usize,
+    port: u16,
+    peer_port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+struct Cluster {
+    nodes: Vec<Node>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start(voters: usize) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let mut nodes: Vec<Node> = (1..=voters)
+            .map(|id| Node {
+                id,
+                port: free_port(),
+                peer_port: free_port(),
+                dir: dir.path().join(format!("node{id}")),
+                child: None,
+            })
+            .collect();
+        let peers = nodes
+            .iter()
+            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for node in &mut nodes {
+            node.launch(&peers);
+        }
+        let cluster = Cluster { nodes, _dir: dir };
+        for node in &cluster.nodes {
+            node.wait_ready();
+        }
+        cluster
+    }
+
+    fn peers(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    fn kill9(&mut self, id: usize) {
+        let node = &mut self.nodes[id - 1];
+        let mut child = node.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    fn restart(&mut self, id: usize) {
+        let peers = self.peers();
+        let node = &mut self.nodes[id - 1];
+        node.launch(&peers);
+        node.wait_ready();
+    }
+
+    fn node(&self, id: usize) -> &Node {
+        &self.nodes[id - 1]
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+impl Node {
+    fn launch(&mut self, peers: &str) {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let child = Command::new(binary())
+            .arg("serve")
+            .args(["--node-id", &self.id.to_string()])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--raft-listen", &format!("127.0.0.1:{}", self.peer_port)])
+            .args(["--peers", peers])
+            .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
+            .env("HOTLEDGER_PASSWORD", PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.psql("select 1").status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("node {} did not become ready: {}", self.id, self.log());
+    }
+
+    fn psql(&self, sql: &str) -> Output {
+        psql_at(self.port, sql)
+    }
+
+    /// One statement's output, which must succeed.
+    fn query(&self, sql: &str) -> String {
+        let out = self.psql(sql);
+        assert!(
+            out.status.success(),
+            "node {}: {sql}: {}",
+            self.id,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out).trim().to_string()
+    }
+}
+
+fn psql_at(port: u16, sql: &str) -> Output {
+    Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "ledger",
+            "-d",
+            "ledger",
+        ])
+        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .env("PGPASSWORD", PASSWORD)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .unwrap()
+}
+
+fn ids(text: &str) -> Vec<i64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// Inserts rows through `ports` in turn until stopped, recording the ids acknowledged and
+/// the ids tried; a failed insert (no leader yet, a node down) is tried with the next id.
+fn writer(ports: Vec<u16>, first: i64, stop: Arc<AtomicBool>) -> (Vec<i64>, Vec<i64>) {
+    let mut acknowledged = Vec::new();
+    let mut tried = Vec::new();
+    let mut id = first;
+    while !stop.load(Ordering::SeqCst) {
+        let port = ports[id as usize % ports.len()];
+        tried.push(id);
+        if psql_at(port, &format!("insert into w values ({id})"))
+            .status
+            .success()
+        {
+            acknowledged.push(id);
+        }
+        id += 1;
+    }
+    (acknowledged, tried)
+}
+
+/// Three nodes: a table created on one, rows written on each (followers forward), read back
+/// at once on the node that wrote them and on the others; ledger transfers through a
+/// follower; then each node in turn is killed with SIGKILL while two clients write through
+/// the others, writes resume within seconds, and every acknowledged row is on every node
+/// after the killed one is back.
+#[test]
+fn a_three_node_cluster_forwards_writes_and_loses_nothing_when_any_node_dies() {
+    let mut cluster = Cluster::start(3);
+    cluster
+        .node(1)
+        .query("create table t (id int primary key, node int)");
+    for id in 1..=3usize {
+        let node = cluster.node(id);
+        node.query(&format!("insert into t values ({id}, {id})"));
+        // A strong read on the node that wrote sees the write at once.
+        assert_eq!(
+            node.query(&format!("select node from t where id = {id}")),
+            id.to_string()
+        );
+    }
+    for id in 1..=3 {
+        assert_eq!(cluster.node(id).query("select count(*) from t"), "3");
+    }
+    cluster
+        .node(2)
+        .query("insert into accounts (id, ledger, code) values (1, 1, 1), (2, 1, 1)");
+    assert_eq!(
+        cluster.node(3).query("call transfer(10, 1, 2, 250, 1, 1)"),
+        "10|created"
+    );
+    assert_eq!(
+        cluster
+            .node(1)
+            .query("select debits_posted, credits_posted from accounts order by id"),
+        "250|0\n0|250"
+    );
+
+    cluster.node(1).query("create table w (id int primary key)");
+    let mut all_acknowledged = Vec::new();
+    let mut all_tried = Vec::new();
+    for victim in [1usize, 2, 3] {
+        let others: Vec<u16> = (1..=3)
+            .filter(|&id| id != victim)
+            .map(|id| cluster.node(id).port)
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let results = Arc::new(Mutex::new(Vec::new()));
+        let writers: Vec<_> = (0..2)
+            .map(|w| {
+                let (ports, stop, results) = (others.clone(), stop.clone(), results.clone());
+                let first = (victim as i64) * 1_000_000 + w * 100_000;
+                std::thread::spawn(move || {
+                    let r = writer(ports, first, stop);
+                    results.lock().unwrap().push(r);
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(700));
+        cluster.kill9(victim);
+        let killed_at = Instant::now();
+        // Writes go on through the two survivors (a new leader if the victim led).
+        let survivor = cluster.node(if victim == 1 { 2 } else { 1 });
+        let mut resumed = false;
+        while killed_at.elapsed() < Duration::from_secs(20) {
+            let probe = victim as i64 * 1_000_000 + 999_999;
+            if survivor
+                .psql(&format!(
+                    "insert into w values ({probe}) on conflict do nothing"
+                ))
+                .status
+                .success()
+            {
+                resumed = true;
+                all_acknowledged.push(probe);
+                all_tried.push(probe);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            resumed,
+            "no write succeeded within 20 s of killing node {victim}: {}",
+            survivor.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+        stop.store(true, Ordering::SeqCst);
+        for w in writers {
+            w.join().unwrap();
+        }
+        for (acknowledged, tried) in results.lock().unwrap().drain(..) {
+            assert!(
+                !acknowledged.is_empty(),
+                "a writer got no write through beside node {victim}'s death"
+            );
+            all_acknowledged.extend(acknowledged);
+            all_tried.extend(tried);
+        }
+        cluster.restart(victim);
+    }
+    all_acknowledged.sort_unstable();
+    all_tried.sort_unstable();
+    for id in 1..=3 {
+        let present = ids(&cluster.node(id).query("select id from w order by id"));
+        let missing: Vec<_> = all_acknowledged
+            .iter()
+            .filter(|a| present.binary_search(a).is_err())
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "node {id} lacks acknowledged rows {missing:?}"
+        );
+        let invented: Vec<_> = present
+            .iter()
+            .filter(|p| all_tried.binary_search(p).is_err())
+            .collect();
+        assert!(
+            invented.is_empty(),
+            "node {id} has rows never written: {invented:?}"
+        );
+    }
+    // And the ledger stayed whole.
+    assert_eq!(
+        cluster
+            .node(3)
+            .query("select sum(debits_posted) - sum(credits_posted) from accounts"),
+        "0"
+    );
+}
+
+/// Five nodes keep committing with two of them down, and refuse writes (rather than
+/// accept what they cannot make durable on a majority) with three down.
+#[test]
+fn a_five_node_cluster_commits_with_two_down_and_not_with_three() {
+    let mut cluster = Cluster::start(5);
+    cluster.node(5).query("create table f (id int primary key)");
+    cluster.kill9(1);
+    cluster.kill9(2);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut committed = false;
+    while Instant::now() < deadline && !committed {
+        committed = cluster
+            .node(3)
+            .psql("insert into f values (1)")
+            .status
+            .success();
+        if !committed {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    assert!(
+        committed,
+        "no commit with 3 of 5 up: {}",
+        cluster.node(3).log()
+    );
+    assert_eq!(cluster.node(4).query("select count(*) from f"), "1");
+    cluster.kill9(3);
+    let out = Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &cluster.node(4).port.to_string()])
+        .args([
+            "-U",
+            "ledger",
+            "-d",
+            "ledger",
+            "-c",
+            "insert into f values (2)",
+        ])
+        .env("PGPASSWORD", PASSWORD)
+        .env("PGOPTIONS", "-c statement_timeout=3s")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a write committed with 2 of 5 up");
+    // A weak read still answers from what the node has.
+    let weak = cluster
+        .node(5)
+        .query("set read_consistency = weak; select count(*) from f");
+    assert_eq!(weak.lines().last(), Some("1"), "{weak}");
+    let out = cluster.node(5).psql("select count(*) from f");
+    assert!(
+        !out.status.success(),
+        "a strong read answered with 2 of 5 up: {}",
+        stdout(&out)
+    );
+}
+
+/// A base port whose client ports (P, P+1, P+2) and peer ports (P+100, …) are all free.
+fn free_base_port() -> u16 {
+    for _ in 0..100 {
+        let base = free_port();
+        if base > 31_800 {
+            continue;
+        }
+        let free = (0..3)
+            .flat_map(|i| [base + i, base + 100 + i])
+            .all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            return base;
+        }
+    }
+    panic!("no free block of ports");
+}
+
+/// `hotledger cluster --nodes 3` starts three processes that form one cluster, prints how
+/// to reach each, and stops them all on Ctrl-C (SIGINT).
+#[test]
+fn hotledger_cluster_starts_three_nodes_and_stops_them_on_ctrl_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = free_base_port();
+    let mut cluster = Command::new(binary())
+        .args(["cluster", "--nodes", "3", "--pool-mb", "32", "--base-port"])
+        .arg(base.to_string())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env("HOTLEDGER_PASSWORD", PASSWORD)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let ready = |port: u16| psql_at(port, "select 1").status.success();
+    while !(ready(base) && ready(base + 2)) {
+        assert!(Instant::now() < deadline, "the cluster did not come up");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(psql_at(
+        base,
+        "create table c (id int primary key); insert into c values (7)"
+    )
+    .status
+    .success());
+    assert_eq!(stdout(&psql_at(base + 2, "select id from c")).trim(), "7");
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(cluster.id() as i32, libc::SIGINT) };
+    let status = cluster.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let mut printed = String::new();
+    std::io::Read::read_to_string(cluster.stdout.as_mut().unwrap(), &mut printed).unwrap();
+    for (node, port) in [(1, base), (2, base + 1), (3, base + 2)] {
+        assert!(
+            printed.contains(&format!(
+                "node {node}: psql -h 127.0.0.1 -p {port} -U ledger"
+            )),
+            "{printed}"
+        );
+    }
+    for port in [base, base + 1, base + 2] {
+        assert!(!ready(port), "a node still answers on {port} after Ctrl-C");
+    }
+}
