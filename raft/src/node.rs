@@ -85,6 +85,9 @@ impl Node {
     }
 }
 
+/// Entries a cluster's log keeps behind its last snapshot (each entry a group of commands).
+const CLUSTER_LOG_TAIL: u64 = 1_000_000;
+
 /// Log entries applied between snapshots. A snapshot is the last durable checkpoint; after
 /// one, the log before it is purged (keeping a tail for lagging followers).
 const SNAPSHOT_EVERY_ENTRIES: u64 = 2_000;
@@ -111,7 +114,10 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         election_timeout_min: 300,
         election_timeout_max: 600,
         snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: 1_000,
+        // A follower catches up from the log only (snapshots carry no data yet): in a
+        // cluster keep a long tail behind each snapshot, so one that was down a while
+        // (minutes under load) still finds the entries it missed.
+        max_in_snapshot_log_to_keep: if cluster { CLUSTER_LOG_TAIL } else { 1_000 },
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
         ..Config::default()
     }
@@ -127,7 +133,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
-    let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id);
+    let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id, cluster);
     if let Some(listener) = listener {
         tokio::spawn(serve_peers(listener, raft.clone(), proposer.clone()));
     }

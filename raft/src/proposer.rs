@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
@@ -17,8 +17,12 @@ use crate::types::{Batch, NodeId, Raft};
 /// Why a proposal did not produce a result.
 #[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ProposeError {
-    #[error("this node is not the leader")]
+    /// No leader took the command within `ELECTION_WAIT`: it certainly did not apply.
+    #[error("no leader is known (a majority of the cluster's voters must be up); the statement did not apply")]
     NotLeader,
+    /// The command was sent toward the leader and no answer came: it may or may not apply.
+    #[error("{0}")]
+    Unknown(String),
     #[error("the replicated log failed: {0}")]
     Raft(String),
     #[error("the server is shutting down")]
@@ -54,12 +58,18 @@ const BATCH_BYTES_MAX: usize = 8 << 20;
 const BATCH_COMMANDS_MAX: usize = 10_000;
 
 impl Proposer {
-    pub(crate) fn start(raft: Raft, early: Arc<EarlyReplies>, node_id: NodeId) -> Proposer {
+    pub(crate) fn start(
+        raft: Raft,
+        early: Arc<EarlyReplies>,
+        node_id: NodeId,
+        cluster: bool,
+    ) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
         let route = Route {
             raft,
             node_id,
+            cluster,
             leaders: LeaderConnections::default(),
         };
         tokio::spawn(run(route, rx, stats.clone(), early));
@@ -111,6 +121,7 @@ impl Proposer {
 struct Route {
     raft: Raft,
     node_id: NodeId,
+    cluster: bool,
     leaders: LeaderConnections,
 }
 
@@ -156,23 +167,73 @@ async fn run(
         let route = route.clone();
         let early = early.clone();
         tokio::spawn(async move {
-            match route.other_leader() {
-                Some((_, addr)) => forward(&route, &addr, batch).await,
-                None => write_here(&route.raft, &early, batch).await,
-            }
+            route_batch(&route, &early, batch).await;
             drop(permit);
         });
     }
 }
 
-/// Appends a batch as one entry of this node's log (it leads, or openraft says why not).
-async fn write_here(raft: &Raft, early: &EarlyReplies, batch: Vec<Queued>) {
-    let (commands, waiters): (Vec<_>, Vec<_>) =
-        batch.into_iter().map(|q| (q.command, q.waiter)).unzip();
+/// How long a batch waits for a leader (an election, a leader unreachable) before its
+/// commands fail with `NotLeader`, having certainly not applied.
+const ELECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// Sends a batch where the leader is, again while it certainly did not reach a log and a
+/// leader may yet appear, for at most `ELECTION_WAIT`.
+async fn route_batch(route: &Route, early: &EarlyReplies, mut batch: Vec<Queued>) {
+    let deadline = Instant::now() + ELECTION_WAIT;
+    loop {
+        // A single node leads, or is stopping: no need to look.
+        let leader = if route.cluster {
+            route.other_leader()
+        } else {
+            None
+        };
+        let again = match leader {
+            Some((_, addr)) => forward(route, &addr, batch).await,
+            None => write_here(route, early, batch).await,
+        };
+        if again.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for queued in again {
+                let _ = queued.waiter.send(Err(ProposeError::NotLeader));
+            }
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        batch = again;
+    }
+}
+
+/// Answers a command that did not reach a log: a forwarded one goes back to its follower
+/// (which tries again), one of this node's sessions is returned to be tried again.
+fn not_in_log(queued: Queued, again: &mut Vec<Queued>) {
+    if queued.from_peer {
+        let _ = queued.waiter.send(Err(ProposeError::NotLeader));
+    } else {
+        again.push(queued);
+    }
+}
+
+/// Appends a batch as one entry of this node's log; returns the commands that did not
+/// reach it (openraft's "forward to leader": refused, or cut off by a new leader).
+async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> Vec<Queued> {
+    let mut commands = Vec::with_capacity(batch.len());
+    let mut waiters = Vec::with_capacity(batch.len());
+    let mut from_peer = Vec::with_capacity(batch.len());
+    for q in batch {
+        commands.push(q.command);
+        waiters.push(q.waiter);
+        from_peer.push(q.from_peer);
+    }
+    // A single node is its own leader: only a cluster keeps a copy to send again.
+    let kept = route.cluster.then(|| commands.clone());
     let token = early.register(waiters);
-    let outcome = raft.client_write(Batch(commands, token)).await;
+    let outcome = route.raft.client_write(Batch(commands, token)).await;
     // Commands already answered as they were applied are `None` here.
     let waiters = early.finish(token);
+    let mut again = Vec::new();
     match outcome {
         Ok(response) => {
             let mut results = response.data.0.into_iter();
@@ -185,18 +246,34 @@ async fn write_here(raft: &Raft, early: &EarlyReplies, batch: Vec<Queued>) {
                 }
             }
         }
+        Err(e) if e.forward_to_leader().is_some() && kept.is_some() => {
+            let commands = kept.expect("checked");
+            for ((command, waiter), from_peer) in commands.into_iter().zip(waiters).zip(from_peer) {
+                if let Some(waiter) = waiter {
+                    let queued = Queued {
+                        command,
+                        waiter,
+                        from_peer,
+                    };
+                    not_in_log(queued, &mut again);
+                }
+            }
+        }
         Err(e) => {
-            let not_leader = e.forward_to_leader().is_some();
-            let text = e.to_string();
+            let error = if e.forward_to_leader().is_some() {
+                ProposeError::NotLeader
+            } else {
+                ProposeError::Raft(e.to_string())
+            };
             for w in waiters.into_iter().flatten() {
-                let _ = w.send(Err(if not_leader {
-                    ProposeError::NotLeader
-                } else {
-                    ProposeError::Raft(text.clone())
+                let _ = w.send(Err(match &error {
+                    ProposeError::NotLeader => ProposeError::NotLeader,
+                    other => ProposeError::Raft(other.to_string()),
                 }));
             }
         }
     }
+    again
 }
 
 /// How long a forwarded batch may take at the leader.
@@ -205,52 +282,81 @@ const FORWARD_TIMEOUT: Duration = Duration::from_secs(60);
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Sends a batch to the leader and answers each command with the leader's result, once
-/// this node has applied as far (its sessions then read their own writes here).
-async fn forward(route: &Route, addr: &str, batch: Vec<Queued>) {
+/// this node has applied as far (its sessions then read their own writes here). Returns
+/// the commands that certainly did not reach the leader's log, to be tried again.
+async fn forward(route: &Route, addr: &str, batch: Vec<Queued>) -> Vec<Queued> {
+    let mut again = Vec::new();
     let mut commands = Vec::with_capacity(batch.len());
     let mut waiters = Vec::with_capacity(batch.len());
     for queued in batch {
         if queued.from_peer {
-            let _ = queued.waiter.send(Err(ProposeError::NotLeader));
+            not_in_log(queued, &mut again);
         } else {
             commands.push(queued.command);
             waiters.push(queued.waiter);
         }
     }
     if commands.is_empty() {
-        return;
+        return again;
     }
     let request = PeerRequest::Propose(commands);
-    let results = match route.leaders.call(addr, &request, FORWARD_TIMEOUT).await {
+    let outcome = route.leaders.call(addr, &request, FORWARD_TIMEOUT).await;
+    let PeerRequest::Propose(commands) = request else {
+        unreachable!("built above")
+    };
+    match outcome {
         Ok(PeerResponse::Propose(proposed)) => {
             let _ = route
                 .raft
                 .wait(Some(CATCH_UP_TIMEOUT))
                 .applied_index_at_least(Some(proposed.applied_index), "read own writes")
                 .await;
-            proposed.results
+            let mut results = proposed.results.into_iter();
+            for (command, waiter) in commands.into_iter().zip(waiters) {
+                match results.next() {
+                    Some(Err(ProposeError::NotLeader)) => {
+                        again.push(Queued {
+                            command,
+                            waiter,
+                            from_peer: false,
+                        });
+                    }
+                    Some(result) => {
+                        let _ = waiter.send(result);
+                    }
+                    None => {
+                        let _ = waiter.send(Err(ProposeError::Raft(
+                            "the leader answered no result".into(),
+                        )));
+                    }
+                }
+            }
         }
-        Ok(_) => vec![],
-        Err(CallError::Unreachable(e)) => {
-            let error = format!("cannot reach the leader at {addr}: {e}");
-            (0..waiters.len())
-                .map(|_| Err(ProposeError::Raft(error.clone())))
-                .collect()
+        Ok(_) => {
+            for waiter in waiters {
+                let _ = waiter.send(Err(ProposeError::Raft(
+                    "the leader answered another request".into(),
+                )));
+            }
+        }
+        // Never connected: nothing was sent.
+        Err(CallError::Unreachable(_)) => {
+            for (command, waiter) in commands.into_iter().zip(waiters) {
+                again.push(Queued {
+                    command,
+                    waiter,
+                    from_peer: false,
+                });
+            }
         }
         Err(_) => {
             let error = format!(
-                "the connection to the leader at {addr} failed before it answered: the statement may or may not have committed"
+                "the connection to the leader at {addr} failed before it answered: the statement may or may not have applied"
             );
-            (0..waiters.len())
-                .map(|_| Err(ProposeError::Raft(error.clone())))
-                .collect()
+            for waiter in waiters {
+                let _ = waiter.send(Err(ProposeError::Unknown(error.clone())));
+            }
         }
-    };
-    let mut results = results.into_iter();
-    for w in waiters {
-        let r = results
-            .next()
-            .unwrap_or_else(|| Err(ProposeError::Raft("the leader answered no result".into())));
-        let _ = w.send(r);
     }
+    again
 }

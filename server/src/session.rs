@@ -148,10 +148,8 @@ impl Session {
 
 fn propose_error(e: ProposeError) -> SqlError {
     match e {
-        ProposeError::NotLeader => SqlError::new(
-            ErrorKind::ReadOnlyTransaction,
-            "no leader is known (a majority of the cluster's voters must be up)",
-        ),
+        ProposeError::NotLeader => SqlError::new(ErrorKind::SerializationFailure, e.to_string()),
+        ProposeError::Unknown(m) => SqlError::new(ErrorKind::StatementCompletionUnknown, m),
         ProposeError::Stopped => SqlError::new(
             ErrorKind::AdminShutdown,
             "terminating connection due to administrator command",

@@ -38,6 +38,9 @@ pub enum ErrorKind {
     GroupingError,
     CardinalityViolation,
     SerializationFailure,
+    /// 40003: the statement may or may not have taken effect (a replica lost its way to
+    /// the leader after sending it).
+    StatementCompletionUnknown,
     ActiveTransaction,
     NoActiveTransaction,
     InFailedTransaction,
@@ -140,6 +143,7 @@ impl ErrorKind {
             GroupingError => "42803",
             CardinalityViolation => "21000",
             SerializationFailure => "40001",
+            StatementCompletionUnknown => "40003",
             ActiveTransaction => "25001",
             NoActiveTransaction => "25P01",
             InFailedTransaction => "25P02",
