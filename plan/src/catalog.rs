@@ -270,6 +270,10 @@ pub struct Catalog {
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]
     pub activity: Arc<Vec<SessionActivity>>,
+    /// Never stored: the cluster's members as this node sees them, filled in by the session
+    /// that reads `hotledger.cluster` in a copy of the catalog (empty everywhere else).
+    #[serde(skip)]
+    pub cluster: Arc<Vec<ClusterMember>>,
     /// Never stored: the session's prepared statements, filled in by the session that reads
     /// `pg_prepared_statements` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]
@@ -289,6 +293,27 @@ pub struct PreparedStatementInfo {
     pub from_sql: bool,
     /// How often it ran (each run binds its parameters: PostgreSQL's custom plans).
     pub executions: i64,
+}
+
+/// What `hotledger.cluster` shows of one member of the replication group. What a node
+/// cannot know of another (its term or applied index, on a follower) is None.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterMember {
+    pub node_id: i64,
+    /// 'leader', 'follower', 'candidate' or 'learner'.
+    pub role: String,
+    pub voter: bool,
+    /// Where it takes clients, as it said when asked (None: it did not answer).
+    pub pg_addr: Option<String>,
+    pub raft_addr: String,
+    pub term: Option<i64>,
+    pub last_log_index: Option<i64>,
+    pub committed_index: Option<i64>,
+    pub applied_index: Option<i64>,
+    /// Entries behind the leader's log (known on the leader, and of itself on a follower).
+    pub lag_entries: Option<i64>,
+    pub reachable: bool,
+    pub is_self: bool,
 }
 
 /// What `pg_stat_activity` shows of one client session.

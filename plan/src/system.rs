@@ -139,6 +139,8 @@ pub enum SystemTable {
     PgEnum,
     /// The node's client sessions (`Catalog::activity`).
     PgStatActivity,
+    /// `hotledger.cluster`: the replication group's members (`Catalog::cluster`).
+    HotledgerCluster,
     /// The session's prepared statements (`Catalog::prepared_statements`).
     PgPreparedStatements,
     /// Empty: there are no range types (drivers join it when they look a type up).
@@ -178,6 +180,9 @@ fn key_columns(t: &TableDef) -> String {
 impl SystemTable {
     pub fn lookup(schema: Option<&str>, name: &str) -> Option<SystemTable> {
         use SystemTable::*;
+        if schema == Some("hotledger") {
+            return (name == "cluster").then_some(HotledgerCluster);
+        }
         let in_pg_catalog = matches!(schema, None | Some("pg_catalog"));
         if schema == Some("information_schema") {
             return match name {
@@ -258,6 +263,7 @@ impl SystemTable {
             PgTrigger => 2620,
             PgEnum => 3501,
             PgStatActivity => 12_222,
+            HotledgerCluster => 16_001,
             PgPreparedStatements => 12_161,
             PgRange => 3541,
             PgIndexes => 12_045,
@@ -300,6 +306,7 @@ impl SystemTable {
             PgTrigger => "pg_trigger",
             PgEnum => "pg_enum",
             PgStatActivity => "pg_stat_activity",
+            HotledgerCluster => "cluster",
             PgPreparedStatements => "pg_prepared_statements",
             PgRange => "pg_range",
             PgIndexes => "pg_indexes",
@@ -590,6 +597,20 @@ impl SystemTable {
                 ("generic_plans", DataType::Int8),
                 ("custom_plans", DataType::Int8),
             ],
+            HotledgerCluster => vec![
+                ("node_id", DataType::Int8),
+                ("role", Text),
+                ("voter", Bool),
+                ("pg_addr", Text),
+                ("raft_addr", Text),
+                ("term", DataType::Int8),
+                ("last_log_index", DataType::Int8),
+                ("committed_index", DataType::Int8),
+                ("applied_index", DataType::Int8),
+                ("lag_entries", DataType::Int8),
+                ("reachable", Bool),
+                ("is_self", Bool),
+            ],
             PgStatActivity => vec![
                 ("datid", Oid),
                 ("datname", Name),
@@ -721,6 +742,7 @@ impl SystemTable {
             PgEnum => table_rows::pg_enum(catalog),
             PgPreparedStatements => table_rows::pg_prepared_statements(catalog),
             PgStatActivity => table_rows::pg_stat_activity(catalog),
+            HotledgerCluster => table_rows::hotledger_cluster(catalog),
             InfoTables => table_rows::info_tables(catalog),
             PgSequence => table_rows::pg_sequence(catalog),
             PgDepend => table_rows::pg_depend(catalog),

@@ -26,10 +26,12 @@ mod node;
 mod proposer;
 mod read_barrier;
 mod state_machine;
+mod status;
 mod types;
 
 pub use log_store::LogStats;
 pub use node::{start, Node, NodeOptions, StartError};
 pub use proposer::{ProposeError, Proposer, ProposerStats};
 pub use read_barrier::ReadBarrier;
+pub use status::{ClusterStatus, MemberStatus};
 pub use types::{Batch, BatchResults, NodeId, Raft, TypeConfig};

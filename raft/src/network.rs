@@ -41,6 +41,8 @@ pub(crate) enum PeerRequest {
     /// A follower's strong read: the leader confirms it still leads and says up to which
     /// index the follower must apply before it reads.
     ReadBarrier,
+    /// Where the node takes clients (for `hotledger.cluster`).
+    Describe,
 }
 
 /// What the leader answers a forwarded proposal: each command's result, and the index its
@@ -59,6 +61,7 @@ pub(crate) enum PeerResponse {
     Snapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Propose(Proposed),
     ReadBarrier(Result<u64, ProposeError>),
+    Describe(String),
 }
 
 async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
@@ -296,17 +299,23 @@ impl LeaderConnections {
 
 /// Answers peers on `listener`: openraft's RPCs to this node's Raft, and proposals and
 /// read barriers forwarded by followers when this node leads.
-pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer) {
+pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer, pg_addr: String) {
+    let pg_addr = Arc::new(pg_addr);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_peer(stream, raft.clone(), proposer.clone()));
+        tokio::spawn(serve_peer(
+            stream,
+            raft.clone(),
+            proposer.clone(),
+            pg_addr.clone(),
+        ));
     }
 }
 
-async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer) {
+async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer, pg_addr: Arc<String>) {
     while let Ok(request) = read_frame::<PeerRequest>(&mut stream).await {
         let response = match request {
             PeerRequest::Append(rpc) => PeerResponse::Append(raft.append_entries(rpc).await),
@@ -316,6 +325,7 @@ async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer) {
                 PeerResponse::Propose(propose_here(&raft, &proposer, commands).await)
             }
             PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_barrier_here(&raft).await),
+            PeerRequest::Describe => PeerResponse::Describe(pg_addr.to_string()),
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;

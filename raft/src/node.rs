@@ -18,13 +18,15 @@ use crate::network::{serve_peers, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
 use crate::read_barrier::ReadBarrier;
 use crate::state_machine::StateMachine;
+use crate::status::ClusterStatus;
 use crate::types::{NodeId, Raft};
 
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
     pub node_id: NodeId,
     pub log_dir: PathBuf,
-    /// A single node's address, recorded in its one-member membership.
+    /// Where this node takes clients: recorded in a single node's one-member membership,
+    /// and told to peers that ask (`hotledger.cluster`).
     pub address: String,
     /// The cluster's voters and the addresses they listen for peers on, this node's
     /// included; empty for a single node (no peer listener, no network).
@@ -57,6 +59,7 @@ pub struct Node {
     pub log_stats: Arc<LogStats>,
     pub node_id: NodeId,
     pub read_barrier: ReadBarrier,
+    pub status: ClusterStatus,
 }
 
 /// Why a wait during start ended: the fatal error that stopped Raft, when one did (the
@@ -135,7 +138,12 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     .map_err(|e| StartError::Raft(e.to_string()))?;
     let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id, cluster);
     if let Some(listener) = listener {
-        tokio::spawn(serve_peers(listener, raft.clone(), proposer.clone()));
+        tokio::spawn(serve_peers(
+            listener,
+            raft.clone(),
+            proposer.clone(),
+            options.address.clone(),
+        ));
     }
     initialize(&raft, &options).await?;
     if cluster {
@@ -160,6 +168,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     tokio::spawn(trigger_snapshots(raft.clone(), executor));
     Ok(Node {
         read_barrier: ReadBarrier::new(raft.clone(), options.node_id, cluster),
+        status: ClusterStatus::new(raft.clone(), options.node_id, options.address.clone()),
         raft,
         proposer,
         log_stats,

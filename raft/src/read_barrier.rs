@@ -5,7 +5,7 @@
 //! the barrier and read whatever this node has applied. A single node is its own quorum and
 //! applies every entry before answering its writer: its barrier does nothing.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::network::{read_barrier_here, CallError, LeaderConnections, PeerRequest, PeerResponse};
 use crate::proposer::ProposeError;
@@ -37,15 +37,30 @@ impl ReadBarrier {
         self.cluster
     }
 
-    /// Returns once this node has applied every entry committed before the call.
+    /// Returns once this node has applied every entry committed before the call. While no
+    /// leader is known or it cannot be reached (an election), tries again for up to 5 s.
     pub async fn wait(&self) -> Result<(), ProposeError> {
         if !self.cluster {
             return Ok(());
         }
+        let deadline = Instant::now() + ELECTION_WAIT;
+        loop {
+            match self.once().await {
+                Err(Retry::Election) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(Retry::Election) => return Err(ProposeError::NotLeader),
+                Err(Retry::Failed(e)) => return Err(e),
+                Ok(()) => return Ok(()),
+            }
+        }
+    }
+
+    async fn once(&self) -> Result<(), Retry> {
         let (leader, addr) = {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow();
-            let leader = metrics.current_leader.ok_or(ProposeError::NotLeader)?;
+            let leader = metrics.current_leader.ok_or(Retry::Election)?;
             let addr = metrics
                 .membership_config
                 .membership()
@@ -54,29 +69,31 @@ impl ReadBarrier {
             (leader, addr)
         };
         if leader == self.node_id {
-            return read_barrier_here(&self.raft).await.map(|_| ());
+            return match read_barrier_here(&self.raft).await {
+                Ok(_) => Ok(()),
+                Err(ProposeError::NotLeader) => Err(Retry::Election),
+                Err(e) => Err(Retry::Failed(e)),
+            };
         }
-        let addr = addr.ok_or(ProposeError::NotLeader)?;
+        let addr = addr.ok_or(Retry::Election)?;
         let index = match self
             .leaders
             .call(&addr, &PeerRequest::ReadBarrier, BARRIER_TIMEOUT)
             .await
         {
-            Ok(PeerResponse::ReadBarrier(index)) => index?,
+            Ok(PeerResponse::ReadBarrier(Ok(index))) => index,
+            Ok(PeerResponse::ReadBarrier(Err(ProposeError::NotLeader)))
+            | Err(CallError::Unreachable(_)) => return Err(Retry::Election),
+            Ok(PeerResponse::ReadBarrier(Err(e))) => return Err(Retry::Failed(e)),
             Ok(_) => {
-                return Err(ProposeError::Raft(
+                return Err(Retry::Failed(ProposeError::Raft(
                     "the leader answered another request".into(),
-                ))
-            }
-            Err(CallError::Unreachable(e)) => {
-                return Err(ProposeError::Raft(format!(
-                    "cannot reach the leader at {addr}: {e}"
                 )))
             }
             Err(_) => {
-                return Err(ProposeError::Raft(format!(
+                return Err(Retry::Failed(ProposeError::Raft(format!(
                     "the leader at {addr} did not confirm the read in time"
-                )))
+                ))))
             }
         };
         self.raft
@@ -84,6 +101,19 @@ impl ReadBarrier {
             .applied_index_at_least(Some(index), "strong read")
             .await
             .map(|_| ())
-            .map_err(|e| ProposeError::Raft(format!("catching up for a strong read: {e}")))
+            .map_err(|e| {
+                Retry::Failed(ProposeError::Raft(format!(
+                    "catching up for a strong read: {e}"
+                )))
+            })
     }
 }
+
+/// Why one attempt at the barrier failed: no leader to ask (yet), or for good.
+enum Retry {
+    Election,
+    Failed(ProposeError),
+}
+
+/// How long a strong read waits for a leader to appear.
+const ELECTION_WAIT: Duration = Duration::from_secs(5);

@@ -330,6 +330,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         executor: executor.clone(),
         proposer: node.proposer.clone(),
         read_barrier: node.read_barrier.clone(),
+        cluster_status: node.status.clone(),
         log_stats: node.log_stats.clone(),
         advisory_locks: Default::default(),
         notifications: Default::default(),

@@ -56,6 +56,8 @@ pub struct Shared {
     pub proposer: Proposer,
     /// What a strong read waits for in a cluster (nothing on a single node).
     pub read_barrier: raft::ReadBarrier,
+    /// The replication group as this node sees it (`hotledger.cluster`).
+    pub cluster_status: raft::ClusterStatus,
     /// Entries and fsyncs of the Raft log, for `SHOW group_commit_stats`.
     pub log_stats: Arc<raft::LogStats>,
     /// The advisory locks of this node's sessions.
@@ -318,7 +320,10 @@ impl Session {
         self.refuse_when_failed(plan)?;
         match plan {
             Plan::Select(select) => {
-                self.read_barrier().await?;
+                // System views (pg_catalog, hotledger.cluster) describe this node.
+                if select.reads_user_tables {
+                    self.read_barrier().await?;
+                }
                 let rows = self.select(select, params).await?;
                 Ok(StatementResult::Rows {
                     columns: select.columns.clone(),

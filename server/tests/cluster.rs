@@ -439,3 +439,67 @@ fn hotledger_cluster_starts_three_nodes_and_stops_them_on_ctrl_c() {
         assert!(!ready(port), "a node still answers on {port} after Ctrl-C");
     }
 }
+
+/// The leader as node `id` sees it, if any.
+fn leader_seen_by(cluster: &Cluster, id: usize) -> Option<usize> {
+    let out = cluster
+        .node(id)
+        .psql("select node_id from hotledger.cluster where role = 'leader'");
+    stdout(&out).trim().parse().ok()
+}
+
+/// `hotledger.cluster` on every node: one row per member, itself marked, all agreeing on
+/// one leader; the leader knows how far each follower's log is. After the leader is killed,
+/// the survivors name a new one within 5 s, and show the old one unreachable.
+#[test]
+fn hotledger_cluster_view_names_the_leader_and_follows_a_failover() {
+    let mut cluster = Cluster::start(3);
+    cluster.node(1).query("create table v (id int primary key)");
+    let leader = leader_seen_by(&cluster, 1).expect("a leader");
+    for id in 1..=3 {
+        assert_eq!(leader_seen_by(&cluster, id), Some(leader), "node {id}");
+        let rows = cluster
+            .node(id)
+            .query("select node_id, voter, is_self, reachable, pg_addr from hotledger.cluster order by node_id");
+        let expected: Vec<String> = (1..=3)
+            .map(|n| {
+                format!(
+                    "{n}|t|{}|t|127.0.0.1:{}",
+                    if n == id { "t" } else { "f" },
+                    cluster.node(n).port
+                )
+            })
+            .collect();
+        assert_eq!(rows, expected.join("\n"), "node {id}");
+    }
+    let lags = cluster.node(leader).query(
+        "select count(*) from hotledger.cluster where lag_entries is not null and last_log_index > 0",
+    );
+    assert_eq!(lags, "3");
+
+    cluster.kill9(leader);
+    let survivor = if leader == 1 { 2 } else { 1 };
+    let started = Instant::now();
+    let new_leader = loop {
+        match leader_seen_by(&cluster, survivor) {
+            Some(l) if l != leader => break l,
+            _ => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "no new leader within 5 s"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    };
+    assert_ne!(new_leader, leader);
+    let old = cluster.node(survivor).query(&format!(
+        "select reachable, role from hotledger.cluster where node_id = {leader}"
+    ));
+    assert_eq!(old, "f|follower");
+    // A strong read during and after the election answers (with the write before it).
+    cluster.node(survivor).query("insert into v values (1)");
+    for id in (1..=3).filter(|&n| n != leader) {
+        assert_eq!(cluster.node(id).query("select count(*) from v"), "1");
+    }
+}

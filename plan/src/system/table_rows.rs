@@ -560,6 +560,31 @@ pub(super) fn pg_stat_activity(catalog: &Catalog) -> Vec<Vec<Value>> {
     rows
 }
 
+/// The rows of `hotledger.cluster`.
+pub(super) fn hotledger_cluster(catalog: &Catalog) -> Vec<Vec<Value>> {
+    let number = |n: Option<i64>| n.map_or(Value::Null, Value::Int);
+    catalog
+        .cluster
+        .iter()
+        .map(|m| {
+            vec![
+                Value::Int(m.node_id),
+                text(&m.role),
+                Value::Bool(m.voter),
+                m.pg_addr.as_deref().map_or(Value::Null, text),
+                text(&m.raft_addr),
+                number(m.term),
+                number(m.last_log_index),
+                number(m.committed_index),
+                number(m.applied_index),
+                number(m.lag_entries),
+                Value::Bool(m.reachable),
+                Value::Bool(m.is_self),
+            ]
+        })
+        .collect()
+}
+
 /// The rows of `info_tables`.
 pub(super) fn info_tables(catalog: &Catalog) -> Vec<Vec<Value>> {
     let mut rows = Vec::new();

@@ -55,11 +55,14 @@ impl Session {
         let reads = |t| plan::reads_system_table(&plan.rel, t);
         let activity = reads(plan::SystemTable::PgStatActivity);
         let statements = reads(plan::SystemTable::PgPreparedStatements);
-        if (activity || statements) && plan.reads_user_tables {
+        let cluster = reads(plan::SystemTable::HotledgerCluster);
+        if (activity || statements || cluster) && plan.reads_user_tables {
             let view = if activity {
                 "pg_stat_activity"
-            } else {
+            } else if statements {
                 "pg_prepared_statements"
+            } else {
+                "hotledger.cluster"
             };
             return Err(SqlError::feature_not_supported(format!(
                 "{view} in a query that also reads tables"
@@ -67,13 +70,16 @@ impl Session {
         }
         if !plan.reads_user_tables {
             let mut catalog = self.catalog();
-            if activity || statements {
+            if activity || statements || cluster {
                 let mut with_session = (*catalog).clone();
                 if activity {
                     with_session.activity = Arc::new(self.shared.activity.snapshot());
                 }
                 if statements {
                     with_session.prepared_statements = Arc::new(self.statements.listing());
+                }
+                if cluster {
+                    with_session.cluster = Arc::new(self.cluster_members().await);
                 }
                 catalog = Arc::new(with_session);
             }
@@ -217,5 +223,32 @@ impl Session {
         })
         .await
         .map_err(|e| SqlError::internal(format!("a query's evaluation failed: {e}")))?
+    }
+}
+
+impl Session {
+    /// `hotledger.cluster`'s rows: the replication group as this node sees it.
+    async fn cluster_members(&self) -> Vec<plan::ClusterMember> {
+        let number = |n: Option<u64>| n.map(|n| n as i64);
+        self.shared
+            .cluster_status
+            .members()
+            .await
+            .into_iter()
+            .map(|m| plan::ClusterMember {
+                node_id: m.node_id as i64,
+                role: m.role.to_string(),
+                voter: m.voter,
+                pg_addr: m.pg_addr,
+                raft_addr: m.raft_addr,
+                term: number(m.term),
+                last_log_index: number(m.last_log_index),
+                committed_index: number(m.committed_index),
+                applied_index: number(m.applied_index),
+                lag_entries: number(m.lag_entries),
+                reachable: m.reachable,
+                is_self: m.is_self,
+            })
+            .collect()
     }
 }
