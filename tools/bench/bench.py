@@ -70,7 +70,7 @@ def parse_args():
     parser.add_argument("--pool-mb", type=int, default=256, help="hotledger's buffer pool (default 256)")
     parser.add_argument("--partitions", type=int,
                         help="hotledger's executor partitions (default: the server's, one per core)")
-    parser.add_argument("--nodes", type=int, default=1, help="hotledger nodes (1; clusters are not supported yet)")
+    parser.add_argument("--nodes", type=int, default=1, help="hotledger nodes: 1, or a cluster of 3 or 5 on this machine (the clients go to the leader)")
     parser.add_argument("--binary", help="the hotledger binary (default: build it in release mode)")
     parser.add_argument("--out", help="output directory (default docs/bench/run, or docs/bench/quick with --quick)")
     args = parser.parse_args()

@@ -86,39 +86,63 @@ class Postgres(Server):
 
 
 class Hotledger(Server):
-    """`hotledger serve` on a private data directory. One node today; a local cluster will
-    be a list of such processes behind the same interface (`pids()` covers all of them)."""
+    """`hotledger serve` on a private data directory, or `nodes` of them forming a cluster
+    on 127.0.0.1 (node N takes clients on port+N-1 and its peers on port+100+N-1). The
+    clients go to the leader; `pids()` covers every node, so CPU and memory are the whole
+    cluster's."""
 
     name = "hotledger"
 
     def __init__(self, binary, port, workdir, pool_mb, nodes=1, partitions=None):
-        if nodes != 1:
-            raise SystemExit("not supported yet: benchmarking a multi-node cluster (--nodes 1 only)")
+        if nodes not in (1, 3, 5):
+            raise SystemExit("--nodes is 1, 3 or 5")
         self.binary = binary
+        self.base_port = port
         self.port = port
         self.workdir = workdir
         self.pool_mb = pool_mb
+        self.nodes = nodes
         self.partitions = partitions
-        self.data_dir = os.path.join(workdir, "hotledger-data")
+        self.root_dir = os.path.join(workdir, "hotledger-data")
+        self.data_dir = self.root_dir
         self.env = dict(os.environ, PGUSER="ledger", PGPASSWORD="bench")
         self.db = "ledger"
-        self.proc = None
+        self.procs = []
         self.log = open(os.path.join(workdir, "hotledger.log"), "a")
 
+    def node_args(self, node):
+        """`serve`'s arguments for node `node` (1-based) of the cluster, or the one node."""
+        if self.nodes == 1:
+            return ["--data-dir", self.root_dir, "--listen", f"127.0.0.1:{self.base_port}"]
+        peers = ",".join(f"{n}=127.0.0.1:{self.base_port + 100 + n - 1}" for n in range(1, self.nodes + 1))
+        return ["--node-id", str(node), "--data-dir", os.path.join(self.root_dir, f"node{node}"),
+                "--listen", f"127.0.0.1:{self.base_port + node - 1}",
+                "--raft-listen", f"127.0.0.1:{self.base_port + 100 + node - 1}", "--peers", peers]
+
     def start(self, fresh=True):
-        """Starts the server; `fresh` removes the data directory first."""
-        if self.proc:
+        """Starts the server (every node); `fresh` removes the data first. With a cluster,
+        the clients' port is the leader's."""
+        if self.procs:
             self.stop()
         if fresh:
-            shutil.rmtree(self.data_dir, ignore_errors=True)
-        self.proc = subprocess.Popen(
-            [self.binary, "serve", "--data-dir", self.data_dir, "--listen", f"127.0.0.1:{self.port}",
-             "--pool-mb", str(self.pool_mb)]
-            + (["--partitions", str(self.partitions)] if self.partitions else []),
-            env=dict(os.environ, HOTLEDGER_PASSWORD="bench"), stdout=self.log, stderr=self.log)
+            shutil.rmtree(self.root_dir, ignore_errors=True)
+        for node in range(1, self.nodes + 1):
+            self.procs.append(subprocess.Popen(
+                [self.binary, "serve", "--pool-mb", str(self.pool_mb)] + self.node_args(node)
+                + (["--partitions", str(self.partitions)] if self.partitions else []),
+                env=dict(os.environ, HOTLEDGER_PASSWORD="bench"), stdout=self.log, stderr=self.log))
+        for node in range(1, self.nodes + 1):
+            self.port = self.base_port + node - 1
+            self.wait_ready()
+        if self.nodes > 1:
+            leader = self.psql("select pg_addr from hotledger.cluster where role = 'leader'").strip()
+            self.port = int(leader.rsplit(":", 1)[1])
+            self.data_dir = os.path.join(self.root_dir, f"node{self.port - self.base_port + 1}")
+
+    def wait_ready(self):
         deadline = time.time() + 120
         while time.time() < deadline:
-            if self.proc.poll() is not None:
+            if any(p.poll() is not None for p in self.procs):
                 raise SystemExit(f"hotledger exited during start; see {self.log.name}")
             probe = run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-X", "-Atc", "select 1", self.db],
                         env=self.env, check=False)
@@ -136,7 +160,7 @@ class Hotledger(Server):
         return {k: int(v) for k, v in (pair.split("=") for pair in self.psql(f"show {which}").split())}
 
     def pids(self):
-        return [self.proc.pid] if self.proc and self.proc.poll() is None else []
+        return [p.pid for p in self.procs if p.poll() is None]
 
     def data_file_bytes(self):
         """The data files of every executor partition: data.hl, data.hl.p1, ..."""
@@ -151,12 +175,14 @@ class Hotledger(Server):
         return total
 
     def stop(self):
-        """SIGTERM: a clean stop with a final checkpoint."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        """SIGTERM to every node: a clean stop with a final checkpoint."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
             try:
-                self.proc.wait(timeout=120)
+                proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
+                proc.kill()
+                proc.wait()
+        self.procs = []
