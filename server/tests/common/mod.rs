@@ -79,13 +79,14 @@ impl TestServer {
         self.child.as_ref().expect("running").id()
     }
 
-    fn launch(&mut self) {
+    /// Starts the server process (its stderr appended to server.log).
+    fn spawn(&self) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("server.log"))
             .expect("server log");
-        let child = Command::new(binary())
+        Command::new(binary())
             .args(["serve", "--data-dir"])
             .arg(self.dir.path().join("data"))
             .args([
@@ -104,29 +105,18 @@ impl TestServer {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("start hotledger");
-        self.child = Some(child);
+            .expect("start hotledger")
+    }
+
+    fn launch(&mut self) {
+        self.child = Some(self.spawn());
         self.wait_ready();
     }
 
     /// Starts the server again and waits for it to exit by itself (within `limit`), for a
     /// start that must fail; its exit status, or None if it still ran (then it is killed).
     pub fn restart_expecting_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.path().join("server.log"))
-            .expect("server log");
-        let mut child = Command::new(binary())
-            .args(["serve", "--data-dir"])
-            .arg(self.dir.path().join("data"))
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(&self.extra_args)
-            .env("HOTLEDGER_PASSWORD", PASSWORD)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start hotledger");
+        let mut child = self.spawn();
         let deadline = Instant::now() + limit;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
