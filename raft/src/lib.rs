@@ -1,18 +1,22 @@
 //! `raft`: replication through openraft. It owns the log storage adapter (on kv's
 //! `LogStore`, with appends grouped into one fdatasync), the state machine adapter that hands
 //! committed entries to the executor, group commit above openraft (`Proposer`) with a reply
-//! to each command as soon as it is applied (`early_reply`), snapshots
-//! (which are the executor's checkpoints), and starting a node.
+//! to each command as soon as it is applied (`early_reply`), snapshots (which are the
+//! executor's checkpoints), the network between replicas (TCP), forwarding a follower's
+//! writes and strong reads to the leader, and starting a node — alone or one of a cluster.
 //!
 //! It must not know about SQL: commands and results are opaque bytes encoded by the layers
 //! above.
 //!
-//! Key types: `Node` (a started node: its `Raft` and `Proposer`), `Proposer`, `Batch` (a log
-//! entry's commands), `TypeConfig`.
+//! Key types: `Node` (a started node: its `Raft`, `Proposer`, `ReadBarrier` and
+//! `ClusterStatus`), `Proposer`, `ReadBarrier`, `Batch` (a log entry's commands),
+//! `TypeConfig`.
 //!
-//! Reading order: `node.rs` (start and replay), `proposer.rs` (group commit),
-//! `log_store.rs` (openraft's log storage on `kv::LogStore`), `state_machine.rs` (entries
-//! to the executor), `early_reply.rs`, `types.rs`, `network.rs`.
+//! Reading order: `node.rs` (start and replay), `proposer.rs` (group commit, and where a
+//! batch goes), `log_store.rs` (openraft's log storage on `kv::LogStore`),
+//! `state_machine.rs` (entries to the executor), `network.rs` (peers over TCP),
+//! `read_barrier.rs` (strong reads), `status.rs` (`hotledger.cluster`), `early_reply.rs`,
+//! `types.rs`; `log_conformance.rs` runs openraft's storage suite.
 
 // openraft's trait signatures return its `StorageError` by value; helpers follow suit.
 #![allow(clippy::result_large_err)]
