@@ -179,10 +179,8 @@ impl PeerClient {
     async fn rpc(
         &mut self,
         request: PeerRequest,
-        kind: RPCTypes,
         option: &RPCOption,
     ) -> Result<PeerResponse, CallError> {
-        let _ = kind;
         self.connection.call(&request, option.hard_ttl()).await
     }
 }
@@ -218,7 +216,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
         let kind = RPCTypes::AppendEntries;
-        match self.rpc(PeerRequest::Append(rpc), kind, &option).await {
+        match self.rpc(PeerRequest::Append(rpc), &option).await {
             Ok(PeerResponse::Append(r)) => {
                 r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
             }
@@ -233,7 +231,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
         let kind = RPCTypes::InstallSnapshot;
-        match self.rpc(PeerRequest::Snapshot(rpc), kind, &option).await {
+        match self.rpc(PeerRequest::Snapshot(rpc), &option).await {
             Ok(PeerResponse::Snapshot(r)) => {
                 r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
             }
@@ -248,7 +246,7 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
         let kind = RPCTypes::Vote;
-        match self.rpc(PeerRequest::Vote(rpc), kind, &option).await {
+        match self.rpc(PeerRequest::Vote(rpc), &option).await {
             Ok(PeerResponse::Vote(r)) => {
                 r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
             }
@@ -302,8 +300,13 @@ impl LeaderConnections {
 pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer, pg_addr: String) {
     let pg_addr = Arc::new(pg_addr);
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors, say: wait rather than spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(serve_peer(
