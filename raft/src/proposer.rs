@@ -189,7 +189,7 @@ async fn route_batch(route: &Route, early: &EarlyReplies, mut batch: Vec<Queued>
             None
         };
         let again = match leader {
-            Some((_, addr)) => forward(route, &addr, batch).await,
+            Some((leader, addr)) => forward(route, leader, &addr, batch).await,
             None => write_here(route, early, batch).await,
         };
         if again.is_empty() {
@@ -284,7 +284,7 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Sends a batch to the leader and answers each command with the leader's result, once
 /// this node has applied as far (its sessions then read their own writes here). Returns
 /// the commands that certainly did not reach the leader's log, to be tried again.
-async fn forward(route: &Route, addr: &str, batch: Vec<Queued>) -> Vec<Queued> {
+async fn forward(route: &Route, leader: NodeId, addr: &str, batch: Vec<Queued>) -> Vec<Queued> {
     let mut again = Vec::new();
     let mut commands = Vec::with_capacity(batch.len());
     let mut waiters = Vec::with_capacity(batch.len());
@@ -300,7 +300,13 @@ async fn forward(route: &Route, addr: &str, batch: Vec<Queued>) -> Vec<Queued> {
         return again;
     }
     let request = PeerRequest::Propose(commands);
-    let outcome = route.leaders.call(addr, &request, FORWARD_TIMEOUT).await;
+    // A leader that stops answering (stopped, cut off) is replaced by an election; its
+    // answer is then given up for (the command may still have committed: 40003) rather
+    // than waited for until the timeout.
+    let outcome = tokio::select! {
+        outcome = route.leaders.call(addr, &request, FORWARD_TIMEOUT) => outcome,
+        _ = leader_replaced(&route.raft, leader) => Err(CallError::TimedOut),
+    };
     let PeerRequest::Propose(commands) = request else {
         unreachable!("built above")
     };
@@ -359,4 +365,12 @@ async fn forward(route: &Route, addr: &str, batch: Vec<Queued>) -> Vec<Queued> {
         }
     }
     again
+}
+
+/// Resolves once this node no longer takes `leader` for the leader.
+pub(crate) async fn leader_replaced(raft: &Raft, leader: NodeId) {
+    let _ = raft
+        .wait(None)
+        .metrics(|m| m.current_leader != Some(leader), "a leader change")
+        .await;
 }

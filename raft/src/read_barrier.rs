@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::network::{read_barrier_here, CallError, LeaderConnections, PeerRequest, PeerResponse};
-use crate::proposer::ProposeError;
+use crate::proposer::{leader_replaced, ProposeError};
 use crate::types::{NodeId, Raft};
 
 /// How long a strong read waits for the barrier.
@@ -76,11 +76,15 @@ impl ReadBarrier {
             };
         }
         let addr = addr.ok_or(Retry::Election)?;
-        let index = match self
+        let call = self
             .leaders
-            .call(&addr, &PeerRequest::ReadBarrier, BARRIER_TIMEOUT)
-            .await
-        {
+            .call(&addr, &PeerRequest::ReadBarrier, BARRIER_TIMEOUT);
+        let answer = tokio::select! {
+            answer = call => answer,
+            // The leader was replaced while it did not answer: ask the new one.
+            _ = leader_replaced(&self.raft, leader) => return Err(Retry::Election),
+        };
+        let index = match answer {
             Ok(PeerResponse::ReadBarrier(Ok(index))) => index,
             Ok(PeerResponse::ReadBarrier(Err(ProposeError::NotLeader)))
             | Err(CallError::Unreachable(_)) => return Err(Retry::Election),

@@ -19,6 +19,20 @@ pub struct TestServer {
     extra_args: Vec<String>,
 }
 
+/// Ports handed out: one is not bound until its server starts, so it must never be handed
+/// out twice (tests in one binary start servers in parallel).
+static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+
+/// Takes `port` for a server of this test binary if it is free and not yet taken.
+pub fn claim_port(port: u16) -> bool {
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    if given.contains(&port) || TcpListener::bind(("127.0.0.1", port)).is_err() {
+        return false;
+    }
+    given.push(port);
+    true
+}
+
 /// A free port below the kernel's ephemeral range (32768 and up, where the ports of clients'
 /// own connections come from, so a server there could find its port taken), far from 5432.
 pub fn free_port() -> u16 {
@@ -32,7 +46,7 @@ pub fn free_port() -> u16 {
     for _ in 0..1000 {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let port = 20_000 + (seed.wrapping_add(n.wrapping_mul(7_919)) % 12_000) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if claim_port(port) {
             return port;
         }
     }
