@@ -22,6 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::proposer::{ProposeError, Proposer};
+use crate::read_barrier::ReadIndex;
 use crate::types::{NodeId, Raft, TypeConfig};
 
 /// The largest frame read: a log entry is at most 8 MiB (`proposer::BATCH_BYTES_MAX`) and
@@ -297,7 +298,13 @@ impl LeaderConnections {
 
 /// Answers peers on `listener`: openraft's RPCs to this node's Raft, and proposals and
 /// read barriers forwarded by followers when this node leads.
-pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer, pg_addr: String) {
+pub async fn serve_peers(
+    listener: TcpListener,
+    raft: Raft,
+    proposer: Proposer,
+    read_index: ReadIndex,
+    pg_addr: String,
+) {
     let pg_addr = Arc::new(pg_addr);
     loop {
         let stream = match listener.accept().await {
@@ -313,12 +320,19 @@ pub async fn serve_peers(listener: TcpListener, raft: Raft, proposer: Proposer, 
             stream,
             raft.clone(),
             proposer.clone(),
+            read_index.clone(),
             pg_addr.clone(),
         ));
     }
 }
 
-async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer, pg_addr: Arc<String>) {
+async fn serve_peer(
+    mut stream: TcpStream,
+    raft: Raft,
+    proposer: Proposer,
+    read_index: ReadIndex,
+    pg_addr: Arc<String>,
+) {
     while let Ok(request) = read_frame::<PeerRequest>(&mut stream).await {
         let response = match request {
             PeerRequest::Append(rpc) => PeerResponse::Append(raft.append_entries(rpc).await),
@@ -327,7 +341,7 @@ async fn serve_peer(mut stream: TcpStream, raft: Raft, proposer: Proposer, pg_ad
             PeerRequest::Propose(commands) => {
                 PeerResponse::Propose(propose_here(&raft, &proposer, commands).await)
             }
-            PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_barrier_here(&raft).await),
+            PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_index.confirm(&raft).await),
             PeerRequest::Describe => PeerResponse::Describe(pg_addr.to_string()),
         };
         if write_frame(&mut stream, &response).await.is_err() {
@@ -359,22 +373,3 @@ async fn propose_here(raft: &Raft, proposer: &Proposer, commands: Vec<Vec<u8>>) 
         applied_index,
     }
 }
-
-/// The leader's side of a strong read: `ensure_linearizable` confirms with a quorum that
-/// this node still leads and waits until it has applied everything committed before; the
-/// follower then applies up to the same index.
-pub(crate) async fn read_barrier_here(raft: &Raft) -> Result<u64, ProposeError> {
-    // Without a quorum the confirmation never comes.
-    let confirmed = tokio::time::timeout(READ_BARRIER_TIMEOUT, raft.ensure_linearizable()).await;
-    match confirmed {
-        Ok(Ok(read_log_id)) => Ok(read_log_id.map_or(0, |id| id.index)),
-        Ok(Err(e)) if e.forward_to_leader().is_some() => Err(ProposeError::NotLeader),
-        Ok(Err(e)) => Err(ProposeError::Raft(e.to_string())),
-        Err(_) => Err(ProposeError::Raft(
-            "a majority of the voters did not confirm the leader in time".into(),
-        )),
-    }
-}
-
-/// How long a leader waits for a quorum to confirm a strong read.
-const READ_BARRIER_TIMEOUT: Duration = Duration::from_secs(5);

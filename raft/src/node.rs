@@ -16,7 +16,7 @@ use tokio::sync::oneshot;
 use crate::log_store::{LogStats, RaftLog};
 use crate::network::{serve_peers, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
-use crate::read_barrier::ReadBarrier;
+use crate::read_barrier::{ReadBarrier, ReadIndex};
 use crate::state_machine::StateMachine;
 use crate::status::ClusterStatus;
 use crate::types::{NodeId, Raft};
@@ -137,11 +137,13 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
     let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id, cluster);
+    let read_index = ReadIndex::default();
     if let Some(listener) = listener {
         tokio::spawn(serve_peers(
             listener,
             raft.clone(),
             proposer.clone(),
+            read_index.clone(),
             options.address.clone(),
         ));
     }
@@ -167,7 +169,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     }
     tokio::spawn(trigger_snapshots(raft.clone(), executor));
     Ok(Node {
-        read_barrier: ReadBarrier::new(raft.clone(), options.node_id, cluster),
+        read_barrier: ReadBarrier::new(raft.clone(), options.node_id, cluster, read_index),
         status: ClusterStatus::new(raft.clone(), options.node_id, options.address.clone()),
         raft,
         proposer,

@@ -15,7 +15,7 @@ use crate::network::{CallError, LeaderConnections, PeerRequest, PeerResponse};
 use crate::types::{Batch, NodeId, Raft};
 
 /// Why a proposal did not produce a result.
-#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ProposeError {
     /// No leader took the command within `ELECTION_WAIT`: it certainly did not apply.
     #[error("no leader is known (a majority of the cluster's voters must be up); the statement did not apply")]

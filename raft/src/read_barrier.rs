@@ -5,9 +5,12 @@
 //! the barrier and read whatever this node has applied. A single node is its own quorum and
 //! applies every entry before answering its writer: its barrier does nothing.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::network::{read_barrier_here, CallError, LeaderConnections, PeerRequest, PeerResponse};
+use tokio::sync::oneshot;
+
+use crate::network::{CallError, LeaderConnections, PeerRequest, PeerResponse};
 use crate::proposer::{leader_replaced, ProposeError};
 use crate::types::{NodeId, Raft};
 
@@ -20,15 +23,22 @@ pub struct ReadBarrier {
     node_id: NodeId,
     cluster: bool,
     leaders: LeaderConnections,
+    read_index: ReadIndex,
 }
 
 impl ReadBarrier {
-    pub(crate) fn new(raft: Raft, node_id: NodeId, cluster: bool) -> ReadBarrier {
+    pub(crate) fn new(
+        raft: Raft,
+        node_id: NodeId,
+        cluster: bool,
+        read_index: ReadIndex,
+    ) -> ReadBarrier {
         ReadBarrier {
             raft,
             node_id,
             cluster,
             leaders: LeaderConnections::default(),
+            read_index,
         }
     }
 
@@ -69,7 +79,7 @@ impl ReadBarrier {
             (leader, addr)
         };
         if leader == self.node_id {
-            return match read_barrier_here(&self.raft).await {
+            return match self.read_index.confirm(&self.raft).await {
                 Ok(_) => Ok(()),
                 Err(ProposeError::NotLeader) => Err(Retry::Election),
                 Err(e) => Err(Retry::Failed(e)),
@@ -121,3 +131,69 @@ enum Retry {
 
 /// How long a strong read waits for a leader to appear.
 const ELECTION_WAIT: Duration = Duration::from_secs(5);
+
+/// The leader's side of strong reads: `ensure_linearizable` confirms with a quorum that this
+/// node still leads and waits until it has applied everything committed before; a follower
+/// then applies up to the same index. One confirmation serves every read that arrived
+/// before it started: reads that come while one is under way wait for the next, which
+/// starts as soon as it ends (a confirmation begun before a read arrived might miss a
+/// write acknowledged before the read began).
+#[derive(Clone, Default)]
+pub(crate) struct ReadIndex {
+    pending: Arc<Mutex<Pending>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    confirming: bool,
+    waiting: Vec<oneshot::Sender<Result<u64, ProposeError>>>,
+}
+
+impl ReadIndex {
+    /// The index to apply up to before reading, once a quorum has confirmed this leader.
+    pub async fn confirm(&self, raft: &Raft) -> Result<u64, ProposeError> {
+        let (tx, rx) = oneshot::channel();
+        let start = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            pending.waiting.push(tx);
+            !std::mem::replace(&mut pending.confirming, true)
+        };
+        if start {
+            tokio::spawn(confirm_for_the_waiting(self.pending.clone(), raft.clone()));
+        }
+        rx.await.unwrap_or(Err(ProposeError::Stopped))
+    }
+}
+
+async fn confirm_for_the_waiting(pending: Arc<Mutex<Pending>>, raft: Raft) {
+    loop {
+        let waiting = {
+            let mut pending = pending.lock().unwrap_or_else(|e| e.into_inner());
+            if pending.waiting.is_empty() {
+                pending.confirming = false;
+                return;
+            }
+            std::mem::take(&mut pending.waiting)
+        };
+        let result = confirm_once(&raft).await;
+        for w in waiting {
+            let _ = w.send(result.clone());
+        }
+    }
+}
+
+async fn confirm_once(raft: &Raft) -> Result<u64, ProposeError> {
+    // Without a quorum the confirmation never comes.
+    let confirmed = tokio::time::timeout(READ_BARRIER_TIMEOUT, raft.ensure_linearizable()).await;
+    match confirmed {
+        Ok(Ok(read_log_id)) => Ok(read_log_id.map_or(0, |id| id.index)),
+        Ok(Err(e)) if e.forward_to_leader().is_some() => Err(ProposeError::NotLeader),
+        Ok(Err(e)) => Err(ProposeError::Raft(e.to_string())),
+        Err(_) => Err(ProposeError::Raft(
+            "a majority of the voters did not confirm the leader in time".into(),
+        )),
+    }
+}
+
+/// How long a leader waits for a quorum to confirm strong reads.
+const READ_BARRIER_TIMEOUT: Duration = Duration::from_secs(5);
