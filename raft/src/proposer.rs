@@ -2,10 +2,15 @@
 //! so the proposer batches: it drains every command queued while the previous entries were
 //! being made durable into one entry. With nothing queued a command goes out at once — no
 //! waiting window — and with many clients each flush carries many commands.
+//!
+//! In a cluster a batch goes where the leader is: this node's log when it leads, else over
+//! the network to the leader's proposer (`forward`). A command that certainly reached no
+//! log (no leader yet, the leader unreachable, refused or cut off by a new leader) is sent
+//! again for up to `ELECTION_WAIT`; one whose answer was lost after it was sent is reported
+//! as unknown (40003), never sent twice.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot, Semaphore};
