@@ -264,14 +264,14 @@ fn remote<E: std::error::Error>(
     openraft::error::RemoteError::new(target, error)
 }
 
-/// Connections to the leader for forwarded proposals and read barriers, by address, kept
-/// between calls.
+/// Connections to peers for our own requests (forwarded proposals and read barriers to the
+/// leader, `Describe` to any member), by address, kept between calls.
 #[derive(Clone, Default)]
-pub(crate) struct LeaderConnections {
+pub(crate) struct PeerPool {
     idle: Arc<Mutex<HashMap<String, Vec<PeerConnection>>>>,
 }
 
-impl LeaderConnections {
+impl PeerPool {
     pub async fn call(
         &self,
         addr: &str,

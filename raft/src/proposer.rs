@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::early_reply::{EarlyReplies, Waiter};
-use crate::network::{CallError, LeaderConnections, PeerRequest, PeerResponse};
+use crate::network::{CallError, PeerPool, PeerRequest, PeerResponse};
 use crate::types::{Batch, NodeId, Raft};
 
 /// Why a proposal did not produce a result.
@@ -75,7 +75,7 @@ impl Proposer {
             raft,
             node_id,
             cluster,
-            leaders: LeaderConnections::default(),
+            leaders: PeerPool::default(),
         };
         tokio::spawn(run(route, rx, stats.clone(), early));
         Proposer { queue: tx, stats }
@@ -127,7 +127,7 @@ struct Route {
     raft: Raft,
     node_id: NodeId,
     cluster: bool,
-    leaders: LeaderConnections,
+    leaders: PeerPool,
 }
 
 impl Route {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::network::{CallError, LeaderConnections, PeerRequest, PeerResponse};
+use crate::network::{CallError, PeerPool, PeerRequest, PeerResponse};
 use crate::proposer::{leader_replaced, ProposeError};
 use crate::types::{NodeId, Raft};
 
@@ -22,7 +22,7 @@ pub struct ReadBarrier {
     raft: Raft,
     node_id: NodeId,
     cluster: bool,
-    leaders: LeaderConnections,
+    leaders: PeerPool,
     read_index: ReadIndex,
 }
 
@@ -37,7 +37,7 @@ impl ReadBarrier {
             raft,
             node_id,
             cluster,
-            leaders: LeaderConnections::default(),
+            leaders: PeerPool::default(),
             read_index,
         }
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use openraft::ServerState;
 
-use crate::network::{LeaderConnections, PeerRequest, PeerResponse};
+use crate::network::{PeerPool, PeerRequest, PeerResponse};
 use crate::types::{NodeId, Raft};
 
 /// How long a member has to say where it takes clients before it counts as unreachable.
@@ -35,7 +35,7 @@ pub struct ClusterStatus {
     raft: Raft,
     node_id: NodeId,
     pg_addr: String,
-    peers: LeaderConnections,
+    peers: PeerPool,
 }
 
 fn role(state: ServerState) -> &'static str {
@@ -53,7 +53,7 @@ impl ClusterStatus {
             raft,
             node_id,
             pg_addr,
-            peers: LeaderConnections::default(),
+            peers: PeerPool::default(),
         }
     }
 
