@@ -491,8 +491,8 @@ impl RaftLogStorage<TypeConfig> for RaftLog {
             .map_err(|_| io_error("poisoned"))?
             .purged;
         // The new last entry is the one before the cut, or the purge point when that entry
-        // is purged (it can no longer be read).
-        let previous = if log_id.index == 0 || purged.is_some_and(|p| p.index + 1 >= log_id.index) {
+        // is purged (a purged entry reads as absent).
+        let previous = if log_id.index == 0 {
             None
         } else {
             let mut reader = self.clone();

@@ -176,16 +176,6 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, E>>;
 
-impl PeerClient {
-    async fn rpc(
-        &mut self,
-        request: PeerRequest,
-        option: &RPCOption,
-    ) -> Result<PeerResponse, CallError> {
-        self.connection.call(&request, option.hard_ttl()).await
-    }
-}
-
 fn rpc_error<E: std::error::Error>(
     error: CallError,
     target: NodeId,
@@ -204,10 +194,26 @@ fn rpc_error<E: std::error::Error>(
     }
 }
 
-fn unexpected<E: std::error::Error>() -> RPCError<NodeId, BasicNode, E> {
-    RPCError::Network(NetworkError::new(&std::io::Error::other(
-        "the peer answered a different request",
-    )))
+impl PeerClient {
+    /// One of openraft's RPCs: the request sent, and the answer `pick` takes from the
+    /// response (None: the peer answered another request).
+    async fn raft_rpc<T, E: std::error::Error>(
+        &mut self,
+        request: PeerRequest,
+        kind: RPCTypes,
+        option: &RPCOption,
+        pick: impl FnOnce(PeerResponse) -> Option<Result<T, E>>,
+    ) -> RpcResult<T, E> {
+        match self.connection.call(&request, option.hard_ttl()).await {
+            Ok(response) => match pick(response) {
+                Some(answer) => answer.map_err(|e| RPCError::RemoteError(remote(self.target, e))),
+                None => Err(RPCError::Network(NetworkError::new(
+                    &std::io::Error::other("the peer answered a different request"),
+                ))),
+            },
+            Err(e) => Err(rpc_error(e, self.target, kind, option)),
+        }
+    }
 }
 
 impl RaftNetwork<TypeConfig> for PeerClient {
@@ -216,14 +222,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
-        let kind = RPCTypes::AppendEntries;
-        match self.rpc(PeerRequest::Append(rpc), &option).await {
-            Ok(PeerResponse::Append(r)) => {
-                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
-            }
-            Ok(_) => Err(unexpected()),
-            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
-        }
+        let request = PeerRequest::Append(rpc);
+        self.raft_rpc(request, RPCTypes::AppendEntries, &option, |r| match r {
+            PeerResponse::Append(answer) => Some(answer),
+            _ => None,
+        })
+        .await
     }
 
     async fn install_snapshot(
@@ -231,14 +235,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
-        let kind = RPCTypes::InstallSnapshot;
-        match self.rpc(PeerRequest::Snapshot(rpc), &option).await {
-            Ok(PeerResponse::Snapshot(r)) => {
-                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
-            }
-            Ok(_) => Err(unexpected()),
-            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
-        }
+        let request = PeerRequest::Snapshot(rpc);
+        self.raft_rpc(request, RPCTypes::InstallSnapshot, &option, |r| match r {
+            PeerResponse::Snapshot(answer) => Some(answer),
+            _ => None,
+        })
+        .await
     }
 
     async fn vote(
@@ -246,14 +248,12 @@ impl RaftNetwork<TypeConfig> for PeerClient {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>, RaftError<NodeId>> {
-        let kind = RPCTypes::Vote;
-        match self.rpc(PeerRequest::Vote(rpc), &option).await {
-            Ok(PeerResponse::Vote(r)) => {
-                r.map_err(|e| RPCError::RemoteError(remote(self.target, e)))
-            }
-            Ok(_) => Err(unexpected()),
-            Err(e) => Err(rpc_error(e, self.target, kind, &option)),
-        }
+        let request = PeerRequest::Vote(rpc);
+        self.raft_rpc(request, RPCTypes::Vote, &option, |r| match r {
+            PeerResponse::Vote(answer) => Some(answer),
+            _ => None,
+        })
+        .await
     }
 }
 
@@ -372,4 +372,25 @@ async fn propose_here(raft: &Raft, proposer: &Proposer, commands: Vec<Vec<u8>>) 
         results,
         applied_index,
     }
+}
+
+/// Who leads, as this node knows it, and the address its peers reach it at.
+pub(crate) fn leader(raft: &Raft) -> Option<(NodeId, Option<String>)> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    let leader = metrics.current_leader?;
+    let addr = metrics
+        .membership_config
+        .membership()
+        .get_node(&leader)
+        .map(|n| n.addr.clone());
+    Some((leader, addr))
+}
+
+/// Resolves once this node no longer takes `leader` for the leader.
+pub(crate) async fn leader_replaced(raft: &Raft, leader: NodeId) {
+    let _ = raft
+        .wait(None)
+        .metrics(|m| m.current_leader != Some(leader), "a leader change")
+        .await;
 }

@@ -14,7 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::log_store::{LogStats, RaftLog};
-use crate::network::{serve_peers, TcpNetwork, MAX_PAYLOAD_ENTRIES};
+use crate::network::{serve_peers, PeerPool, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
 use crate::read_barrier::{ReadBarrier, ReadIndex};
 use crate::state_machine::StateMachine;
@@ -136,7 +136,15 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
-    let proposer = Proposer::start(raft.clone(), log.early_replies(), options.node_id, cluster);
+    // One pool of connections to the other members for all our own requests.
+    let peers = PeerPool::default();
+    let proposer = Proposer::start(
+        raft.clone(),
+        log.early_replies(),
+        options.node_id,
+        cluster,
+        peers.clone(),
+    );
     let read_index = ReadIndex::default();
     if let Some(listener) = listener {
         tokio::spawn(serve_peers(
@@ -151,10 +159,10 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     if cluster {
         wait_for_a_leader(&raft, options.peers.len()).await?;
     }
-    let metrics = raft.metrics().borrow().clone();
+    let leads = raft.metrics().borrow().current_leader == Some(options.node_id);
     // A leader applies every entry in its log before clients may read (a follower serves
     // weak reads as it catches up, and strong reads wait for the leader's index).
-    if metrics.current_leader == Some(options.node_id) || !cluster {
+    if leads || !cluster {
         let metrics = raft
             .wait(Some(Duration::from_secs(60)))
             .state(ServerState::Leader, "become leader")
@@ -169,8 +177,19 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     }
     tokio::spawn(trigger_snapshots(raft.clone(), executor));
     Ok(Node {
-        read_barrier: ReadBarrier::new(raft.clone(), options.node_id, cluster, read_index),
-        status: ClusterStatus::new(raft.clone(), options.node_id, options.address.clone()),
+        read_barrier: ReadBarrier::new(
+            raft.clone(),
+            options.node_id,
+            cluster,
+            read_index,
+            peers.clone(),
+        ),
+        status: ClusterStatus::new(
+            raft.clone(),
+            options.node_id,
+            options.address.clone(),
+            peers,
+        ),
         raft,
         proposer,
         log_stats,

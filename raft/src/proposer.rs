@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::early_reply::{EarlyReplies, Waiter};
-use crate::network::{CallError, PeerPool, PeerRequest, PeerResponse};
+use crate::network::{leader, leader_replaced, CallError, PeerPool, PeerRequest, PeerResponse};
 use crate::types::{Batch, NodeId, Raft};
 
 /// Why a proposal did not produce a result.
@@ -68,6 +68,7 @@ impl Proposer {
         early: Arc<EarlyReplies>,
         node_id: NodeId,
         cluster: bool,
+        peers: PeerPool,
     ) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
@@ -75,7 +76,7 @@ impl Proposer {
             raft,
             node_id,
             cluster,
-            leaders: PeerPool::default(),
+            leaders: peers,
         };
         tokio::spawn(run(route, rx, stats.clone(), early));
         Proposer { queue: tx, stats }
@@ -133,11 +134,10 @@ struct Route {
 impl Route {
     /// The leader's id and peer address, when it is another node.
     fn other_leader(&self) -> Option<(NodeId, String)> {
-        let metrics = self.raft.metrics();
-        let metrics = metrics.borrow();
-        let leader = metrics.current_leader.filter(|id| *id != self.node_id)?;
-        let node = metrics.membership_config.membership().get_node(&leader)?;
-        Some((leader, node.addr.clone()))
+        match leader(&self.raft)? {
+            (id, Some(addr)) if id != self.node_id => Some((id, addr)),
+            _ => None,
+        }
     }
 }
 
@@ -239,8 +239,8 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
     // Commands already answered as they were applied are `None` here.
     let waiters = early.finish(token);
     let mut again = Vec::new();
-    match outcome {
-        Ok(response) => {
+    match (outcome, kept) {
+        (Ok(response), _) => {
             let mut results = response.data.0.into_iter();
             for w in waiters {
                 let r = results
@@ -251,8 +251,7 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
                 }
             }
         }
-        Err(e) if e.forward_to_leader().is_some() && kept.is_some() => {
-            let commands = kept.expect("checked");
+        (Err(e), Some(commands)) if e.forward_to_leader().is_some() => {
             for ((command, waiter), from_peer) in commands.into_iter().zip(waiters).zip(from_peer) {
                 if let Some(waiter) = waiter {
                     let queued = Queued {
@@ -264,17 +263,14 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
                 }
             }
         }
-        Err(e) => {
+        (Err(e), _) => {
             let error = if e.forward_to_leader().is_some() {
                 ProposeError::NotLeader
             } else {
                 ProposeError::Raft(e.to_string())
             };
             for w in waiters.into_iter().flatten() {
-                let _ = w.send(Err(match &error {
-                    ProposeError::NotLeader => ProposeError::NotLeader,
-                    other => ProposeError::Raft(other.to_string()),
-                }));
+                let _ = w.send(Err(error.clone()));
             }
         }
     }
@@ -370,12 +366,4 @@ async fn forward(route: &Route, leader: NodeId, addr: &str, batch: Vec<Queued>) 
         }
     }
     again
-}
-
-/// Resolves once this node no longer takes `leader` for the leader.
-pub(crate) async fn leader_replaced(raft: &Raft, leader: NodeId) {
-    let _ = raft
-        .wait(None)
-        .metrics(|m| m.current_leader != Some(leader), "a leader change")
-        .await;
 }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::network::{CallError, PeerPool, PeerRequest, PeerResponse};
-use crate::proposer::{leader_replaced, ProposeError};
+use crate::network::{leader, leader_replaced, CallError, PeerPool, PeerRequest, PeerResponse};
+use crate::proposer::ProposeError;
 use crate::types::{NodeId, Raft};
 
 /// How long a strong read waits for the barrier.
@@ -32,12 +32,13 @@ impl ReadBarrier {
         node_id: NodeId,
         cluster: bool,
         read_index: ReadIndex,
+        peers: PeerPool,
     ) -> ReadBarrier {
         ReadBarrier {
             raft,
             node_id,
             cluster,
-            leaders: PeerPool::default(),
+            leaders: peers,
             read_index,
         }
     }
@@ -67,17 +68,7 @@ impl ReadBarrier {
     }
 
     async fn once(&self) -> Result<(), Retry> {
-        let (leader, addr) = {
-            let metrics = self.raft.metrics();
-            let metrics = metrics.borrow();
-            let leader = metrics.current_leader.ok_or(Retry::Election)?;
-            let addr = metrics
-                .membership_config
-                .membership()
-                .get_node(&leader)
-                .map(|n| n.addr.clone());
-            (leader, addr)
-        };
+        let (leader, addr) = leader(&self.raft).ok_or(Retry::Election)?;
         if leader == self.node_id {
             return match self.read_index.confirm(&self.raft).await {
                 Ok(_) => Ok(()),

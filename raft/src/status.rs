@@ -48,12 +48,17 @@ fn role(state: ServerState) -> &'static str {
 }
 
 impl ClusterStatus {
-    pub(crate) fn new(raft: Raft, node_id: NodeId, pg_addr: String) -> ClusterStatus {
+    pub(crate) fn new(
+        raft: Raft,
+        node_id: NodeId,
+        pg_addr: String,
+        peers: PeerPool,
+    ) -> ClusterStatus {
         ClusterStatus {
             raft,
             node_id,
             pg_addr,
-            peers: PeerPool::default(),
+            peers,
         }
     }
 
