@@ -18,10 +18,11 @@ use crate::command::{decode_command, encode_result, Command, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
-    ReplicationMeta, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED, META_CATALOG,
-    META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP,
-    META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS, META_VIEWS,
+    ReplicationMeta, Reply, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED,
+    META_CATALOG, META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK,
+    META_MEMBERSHIP, META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
+use crate::install;
 use crate::partition::{
     combined_stats, encode_table_versions, partition_file, restore_table_versions, CommitRecord,
     Shard, MAX_PARTITIONS,
@@ -30,8 +31,11 @@ use crate::read_view::PublishedView;
 use crate::route::{Reach, Router};
 use crate::sequences::{decode_state, state_key, SequenceStore, META_SEQUENCES};
 use crate::share::{self, SplitShare};
+use crate::state_snapshot::StateSnapshot;
 use crate::undo::UndoLog;
 use crate::worker::{Report, Work, Worker};
+
+mod snapshots;
 
 pub(crate) struct Coordinator {
     /// Holds partition 0 always and every partition between entries.
@@ -57,6 +61,17 @@ pub(crate) struct Coordinator {
     /// When the last entry finished applying.
     applied_at: Instant,
     /// The read view published for the sessions' point reads.
+    published_view: Arc<PublishedView>,
+    /// Who asked for a snapshot of the state (`Request::BuildSnapshot`), answered when the
+    /// checkpoint it is taken with is durable.
+    snapshot_requests: Vec<Reply<SqlResult<Arc<StateSnapshot>>>>,
+    /// The snapshot taken as the checkpoint in flight began, until that checkpoint is durable.
+    snapshot_taken: Option<Arc<StateSnapshot>>,
+}
+
+/// What the executor handle shares with the coordinator, kept across a snapshot install.
+struct SharedWithHandle {
+    published: Arc<RwLock<Arc<Catalog>>>,
     published_view: Arc<PublishedView>,
 }
 
@@ -98,7 +113,9 @@ fn default_partitions() -> usize {
 
 /// Opens the data file, recovers, and starts the executor thread.
 pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition)> {
-    let coordinator = Coordinator::open(options)?;
+    let data_file = options.data_file.clone();
+    let io_mode = options.io_mode;
+    let coordinator = Coordinator::open(options, None)?;
     let position = coordinator.applied;
     let catalog = coordinator.executor.published.clone();
     let published_view = coordinator.published_view.clone();
@@ -114,13 +131,19 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
             requests: tx,
             catalog,
             published_view,
+            data_file,
+            io_mode,
         },
         position,
     ))
 }
 
 impl Coordinator {
-    pub fn open(options: ExecutorOptions) -> SqlResult<Coordinator> {
+    /// Opens the data directory (finishing a snapshot install a stop interrupted), recovers,
+    /// and starts the partitions' threads. `shared`: what an executor handle already holds,
+    /// when this reopens under it after an install.
+    fn open(options: ExecutorOptions, shared: Option<SharedWithHandle>) -> SqlResult<Coordinator> {
+        install::recover_interrupted(&options.data_file)?;
         let mut commit_record = CommitRecord::for_data_file(&options.data_file);
         let committed = commit_record.read()?;
         let requested = options.partitions.map(|n| n.clamp(1, MAX_PARTITIONS));
@@ -245,7 +268,13 @@ impl Coordinator {
             }));
         }
         let catalog = Arc::new(catalog);
-        let published = Arc::new(RwLock::new(catalog.clone()));
+        let (published, published_view) = match shared {
+            Some(shared) => {
+                *shared.published.write().unwrap_or_else(|e| e.into_inner()) = catalog.clone();
+                (shared.published, shared.published_view)
+            }
+            None => (Arc::new(RwLock::new(catalog.clone())), Arc::default()),
+        };
         let mut workers = Vec::with_capacity(partitions);
         workers.push(None);
         for partition in 1..partitions {
@@ -281,7 +310,9 @@ impl Coordinator {
             pool_waits: PoolWaits::default(),
             last_apply: Duration::ZERO,
             applied_at: Instant::now(),
-            published_view: Arc::default(),
+            published_view,
+            snapshot_requests: Vec::new(),
+            snapshot_taken: None,
             options,
             routing: Routing::default(),
             spare_undo: Vec::new(),
@@ -320,6 +351,25 @@ impl Coordinator {
                     self.shutdown();
                     reply(());
                     return;
+                }
+                Ok(Request::InstallSnapshot { staged, reply }) => {
+                    if let Err(e) = self.can_install(&staged) {
+                        reply(Err(e));
+                        continue;
+                    }
+                    match self.install(staged) {
+                        Ok(reopened) => {
+                            self = reopened;
+                            reply(Ok(()));
+                        }
+                        // The engines are closed: nothing more can be applied or read. A
+                        // restart finishes the install or reopens the old state.
+                        Err(e) => {
+                            eprintln!("hotledger: installing a snapshot failed: {}", e.message);
+                            reply(Err(e));
+                            return;
+                        }
+                    }
                 }
                 Ok(request) => self.handle(request),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -381,7 +431,11 @@ impl Coordinator {
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
             }
+            Request::BuildSnapshot { reply } => self.snapshot_requests.push(reply),
             Request::Shutdown { reply } => reply(()),
+            Request::InstallSnapshot { reply, .. } => reply(Err(SqlError::internal(
+                "a snapshot install reached the request handler",
+            ))),
         }
     }
 
@@ -481,6 +535,7 @@ impl Coordinator {
         }
         self.checkpointing = None;
         self.last_checkpoint = Instant::now();
+        self.answer_snapshot_requests(false);
     }
 
     /// The checkpoint in flight is durable in every partition.
@@ -489,6 +544,7 @@ impl Coordinator {
             if checkpointing.committed {
                 self.durable_replication = checkpointing.meta;
             }
+            self.answer_snapshot_requests(checkpointing.committed);
         }
     }
 
@@ -508,6 +564,7 @@ impl Coordinator {
 
     fn maintain(&mut self) {
         if self.executor.failed.is_some() {
+            self.answer_snapshot_requests(false);
             return;
         }
         self.publish_view_when_idle();
@@ -531,6 +588,7 @@ impl Coordinator {
                 Some(false) => self.abandon_checkpoint(),
                 None => {}
             }
+            self.answer_snapshot_requests(false);
             self.last_checkpoint = Instant::now();
             return;
         }
@@ -542,6 +600,10 @@ impl Coordinator {
             } else if self.shards().all(|s| !s.engine.checkpoint_in_progress()) {
                 self.finish_checkpoint();
             }
+            return;
+        }
+        if !self.snapshot_requests.is_empty() {
+            self.begin_snapshot();
             return;
         }
         let due = self.changed_since_checkpoint
@@ -1079,18 +1141,7 @@ mod tests {
     fn a_command_this_build_cannot_read_stops_applying() {
         for partitions in [1, 2] {
             let dir = tempfile::tempdir().unwrap();
-            let mut coordinator = Coordinator::open(ExecutorOptions {
-                data_file: dir.path().join("data"),
-                pool_bytes: 8 << 20,
-                prefault_pool: false,
-                page_size: 4096,
-                checkpoint_interval: Duration::from_secs(3600),
-                checkpoint_spread: None,
-                io_mode: kv::IoMode::Portable,
-                partitions: Some(partitions),
-                dependent_views: planner::dependent_views,
-            })
-            .unwrap();
+            let mut coordinator = open(partitions, dir.path());
             // The compact marker, then an enum variant no build has.
             let unknown = vec![0xC1, 0x7f, 0, 0];
             let ddl = crate::command::encode_command(&Command::Ddl {
@@ -1114,8 +1165,12 @@ mod tests {
         }
     }
 
-    fn open(partitions: usize, dir: &std::path::Path) -> Coordinator {
-        Coordinator::open(ExecutorOptions {
+    pub(super) fn open(partitions: usize, dir: &std::path::Path) -> Coordinator {
+        Coordinator::open(options(partitions, dir), None).unwrap()
+    }
+
+    pub(super) fn options(partitions: usize, dir: &std::path::Path) -> ExecutorOptions {
+        ExecutorOptions {
             data_file: dir.join("data"),
             pool_bytes: 8 << 20,
             prefault_pool: false,
@@ -1125,13 +1180,12 @@ mod tests {
             io_mode: kv::IoMode::Portable,
             partitions: Some(partitions),
             dependent_views: planner::dependent_views,
-        })
-        .unwrap()
+        }
     }
 
     /// `text` bound against the coordinator's catalog and encoded as a session proposes
     /// it: a write with its rows built, or a schema change.
-    fn command(coordinator: &Coordinator, text: &str, now_micros: i64) -> Vec<u8> {
+    pub(super) fn command(coordinator: &Coordinator, text: &str, now_micros: i64) -> Vec<u8> {
         let catalog = &coordinator.executor.catalog;
         let parsed = sql::parse(text).unwrap().remove(0);
         let command = match planner::bind(catalog, &parsed, &[]).unwrap().plan {
@@ -1152,7 +1206,11 @@ mod tests {
     }
 
     /// Applies `commands` as log entry `index`; each command's answer, as text.
-    fn answers(coordinator: &mut Coordinator, index: u64, commands: Vec<Vec<u8>>) -> Vec<String> {
+    pub(super) fn answers(
+        coordinator: &mut Coordinator,
+        index: u64,
+        commands: Vec<Vec<u8>>,
+    ) -> Vec<String> {
         let position = LogPosition { term: 1, index };
         coordinator
             .apply_entry(position, vec![], EntryPayload::Commands(commands), None)
@@ -1164,7 +1222,7 @@ mod tests {
             .collect()
     }
 
-    fn table_versions(c: &Coordinator) -> Vec<Vec<(u32, u64)>> {
+    pub(super) fn table_versions(c: &Coordinator) -> Vec<Vec<(u32, u64)>> {
         c.executor
             .shards
             .iter()

@@ -165,6 +165,18 @@ pub enum Request {
     Meta {
         reply: Reply<(ReplicationMeta, ReplicationMeta)>,
     },
+    /// A snapshot of the whole state, taken with a checkpoint and answered once that
+    /// checkpoint is durable (`state_snapshot`): the log before its position may then go.
+    BuildSnapshot {
+        reply: Reply<SqlResult<Arc<crate::state_snapshot::StateSnapshot>>>,
+    },
+    /// Replaces the whole state with a staged snapshot (`install`): the engines close, the
+    /// staged files take the data files' place, and the executor reopens at the snapshot's
+    /// position. An error leaves the executor stopped.
+    InstallSnapshot {
+        staged: crate::install::StagedInstall,
+        reply: Reply<SqlResult<()>>,
+    },
     Shutdown {
         reply: Reply<()>,
     },
@@ -196,6 +208,9 @@ pub struct ExecutorHandle {
     pub(crate) requests: Sender<Request>,
     pub(crate) catalog: Arc<RwLock<Arc<Catalog>>>,
     pub(crate) published_view: Arc<crate::read_view::PublishedView>,
+    /// Partition 0's data file and the IO mode: where a snapshot is staged.
+    pub(crate) data_file: std::path::PathBuf,
+    pub(crate) io_mode: IoMode,
 }
 
 impl ExecutorHandle {
@@ -207,6 +222,15 @@ impl ExecutorHandle {
     /// The catalog as of the last applied schema change.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    /// Reads a snapshot stream into data files staged beside this executor's, for
+    /// `Request::InstallSnapshot`. Blocks on file IO: call it off the async runtime.
+    pub fn stage_snapshot(
+        &self,
+        input: impl std::io::Read,
+    ) -> SqlResult<crate::install::StagedInstall> {
+        crate::install::stage(input, &self.data_file, self.io_mode)
     }
 
     /// The read view the executor published while idle, if no entry has begun since.

@@ -45,6 +45,7 @@ mod double_entry;
 mod error;
 mod executor;
 mod foreign_keys;
+mod install;
 mod lookahead;
 mod partition;
 mod partitions_read;
@@ -57,6 +58,7 @@ mod schema_transaction;
 mod sequences;
 mod share;
 mod stage;
+mod state_snapshot;
 mod transfer;
 mod undo;
 mod window;
@@ -71,8 +73,10 @@ pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
     Reply, Request, StatementContext, StatementValues,
 };
+pub use install::{stage, StagedInstall};
 pub use prebuild::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use query::{evaluate_with_sequences, evaluate_without_storage};
 pub use read_view::{query_on_view, ReadView};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};
+pub use state_snapshot::{read_snapshot_header, SnapshotHeader, StateSnapshot};

@@ -29,6 +29,8 @@ mod network;
 mod node;
 mod proposer;
 mod read_barrier;
+mod snapshot;
+mod snapshot_files;
 mod state_machine;
 mod status;
 mod types;

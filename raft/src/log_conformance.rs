@@ -4,10 +4,10 @@
 //!
 //! The suite tests a log and a state machine together. The state machine here is a model
 //! of openraft's contract (applied position, membership, snapshots that carry both), not
-//! the executor's adapter: that one's snapshot is the last durable checkpoint, which the
-//! suite's "a snapshot covers everything applied" does not describe.
+//! the executor's adapter, which needs a running executor (its snapshots are tested in
+//! `ledger`'s coordinator and by the cluster's catch-up test).
 
-use std::io::Cursor;
+use std::io::SeekFrom;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +17,9 @@ use openraft::{
     CommittedLeaderId, Entry, EntryPayload, LogId, OptionalSend, RaftLogReader,
     RaftSnapshotBuilder, SnapshotMeta, StorageError, StoredMembership,
 };
+
+use tokio::fs::File;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::log_store::RaftLog;
 use crate::types::{Batch, BatchResults, NodeId, TypeConfig};
@@ -67,18 +70,18 @@ impl RaftStateMachine<TypeConfig> for ModelStateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Ok(Box::new(Cursor::new(Vec::new())))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<File>, StorageError<NodeId>> {
+        Ok(Box::new(file_holding(&[]).await))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
-        snapshot: Box<Cursor<Vec<u8>>>,
+        mut snapshot: Box<File>,
     ) -> Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_inner();
+        let mut data = Vec::new();
+        snapshot.seek(SeekFrom::Start(0)).await.unwrap();
+        snapshot.read_to_end(&mut data).await.unwrap();
         let (applied, membership): (Option<LogId<NodeId>>, Membership) =
             bincode::deserialize(&data).expect("a model snapshot decodes");
         let mut state = self.0.lock().unwrap();
@@ -91,28 +94,42 @@ impl RaftStateMachine<TypeConfig> for ModelStateMachine {
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        let state = self.0.lock().unwrap();
-        Ok(state.snapshot.as_ref().map(|(meta, data)| Snapshot {
-            meta: meta.clone(),
-            snapshot: Box::new(Cursor::new(data.clone())),
-        }))
+        let snapshot = self.0.lock().unwrap().snapshot.clone();
+        Ok(match snapshot {
+            Some((meta, data)) => Some(Snapshot {
+                meta,
+                snapshot: Box::new(file_holding(&data).await),
+            }),
+            None => None,
+        })
     }
+}
+
+/// A temporary file holding `data`, positioned at its start.
+async fn file_holding(data: &[u8]) -> File {
+    let mut file = File::from_std(tempfile::tempfile().expect("a temporary file"));
+    file.write_all(data).await.unwrap();
+    file.seek(SeekFrom::Start(0)).await.unwrap();
+    file
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for ModelStateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
-        let mut state = self.0.lock().unwrap();
-        state.built += 1;
-        let data = bincode::serialize(&(state.applied, state.membership.clone())).unwrap();
-        let meta = SnapshotMeta {
-            last_log_id: state.applied,
-            last_membership: state.membership.clone(),
-            snapshot_id: format!("model-{}", state.built),
+        let (meta, data) = {
+            let mut state = self.0.lock().unwrap();
+            state.built += 1;
+            let data = bincode::serialize(&(state.applied, state.membership.clone())).unwrap();
+            let meta = SnapshotMeta {
+                last_log_id: state.applied,
+                last_membership: state.membership.clone(),
+                snapshot_id: format!("model-{}", state.built),
+            };
+            state.snapshot = Some((meta.clone(), data.clone()));
+            (meta, data)
         };
-        state.snapshot = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(Cursor::new(data)),
+            snapshot: Box::new(file_holding(&data).await),
         })
     }
 }

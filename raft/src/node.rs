@@ -17,6 +17,7 @@ use crate::log_store::{LogStats, RaftLog};
 use crate::network::{serve_peers, PeerPool, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
 use crate::read_barrier::{ReadBarrier, ReadIndex};
+use crate::snapshot_files::SnapshotFiles;
 use crate::state_machine::StateMachine;
 use crate::status::ClusterStatus;
 use crate::types::{NodeId, Raft};
@@ -36,6 +37,20 @@ pub struct NodeOptions {
     /// File IO for the log. Its appends run on a dedicated thread, where a blocking
     /// fdatasync costs no extra wake-up; io_uring hands the fsync to a kernel worker.
     pub log_io: kv::IoMode,
+    /// Where a cluster keeps its snapshots (files of the whole state, `snapshot_files`).
+    pub snapshot_dir: PathBuf,
+    /// In a cluster: log entries applied between snapshots. Each snapshot writes the whole
+    /// state, and lets the log before it go (keeping `log_keep_entries`).
+    pub snapshot_entries: u64,
+    /// In a cluster: entries kept behind the last snapshot, for followers a little behind
+    /// (one further behind is sent the snapshot).
+    pub log_keep_entries: u64,
+}
+
+impl NodeOptions {
+    /// Defaults for a cluster's snapshots: one per 100,000 entries, as many kept behind it.
+    pub const SNAPSHOT_ENTRIES: u64 = 100_000;
+    pub const LOG_KEEP_ENTRIES: u64 = 100_000;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -49,6 +64,11 @@ pub enum StartError {
     NotAPeer(NodeId),
     #[error("cannot open the log in {dir}: {source}")]
     Log { dir: PathBuf, source: kv::KvError },
+    #[error("cannot open the snapshot directory {dir}: {source}")]
+    Snapshots {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot start Raft: {0}")]
     Raft(String),
 }
@@ -88,12 +108,13 @@ impl Node {
     }
 }
 
-/// Entries a cluster's log keeps behind its last snapshot (each entry a group of commands).
-const CLUSTER_LOG_TAIL: u64 = 1_000_000;
+/// A single node's log entries between snapshots. Its snapshot is the last durable
+/// checkpoint; after one, the log before it is purged (keeping a short tail).
+const SINGLE_SNAPSHOT_ENTRIES: u64 = 2_000;
 
-/// Log entries applied between snapshots. A snapshot is the last durable checkpoint; after
-/// one, the log before it is purged (keeping a tail for lagging followers).
-const SNAPSHOT_EVERY_ENTRIES: u64 = 2_000;
+/// How long a leader waits for the answer to a snapshot chunk; the last one's answer comes
+/// after the follower has installed the whole snapshot (seconds for a large state).
+const SNAPSHOT_INSTALL_TIMEOUT_MS: u64 = 300_000;
 
 pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
     let cluster = !options.peers.is_empty();
@@ -117,25 +138,41 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         election_timeout_min: 300,
         election_timeout_max: 600,
         snapshot_policy: SnapshotPolicy::Never,
-        // A follower catches up from the log only (snapshots carry no data yet): in a
-        // cluster keep a long tail behind each snapshot, so one that was down a while
-        // (minutes under load) still finds the entries it missed.
-        max_in_snapshot_log_to_keep: if cluster { CLUSTER_LOG_TAIL } else { 1_000 },
+        max_in_snapshot_log_to_keep: if cluster {
+            options.log_keep_entries
+        } else {
+            1_000
+        },
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
+        // A snapshot goes in chunks of 1 MiB; the last one's answer waits for the install.
+        snapshot_max_chunk_size: 1 << 20,
+        install_snapshot_timeout: SNAPSHOT_INSTALL_TIMEOUT_MS,
         ..Config::default()
     }
     .validate()
     .map_err(|e| StartError::Raft(e.to_string()))?;
     let log_stats = log.stats();
+    let files = match cluster {
+        true => Some(Arc::new(
+            SnapshotFiles::open(&options.snapshot_dir).map_err(|source| StartError::Snapshots {
+                dir: options.snapshot_dir.clone(),
+                source,
+            })?,
+        )),
+        false => None,
+    };
+    let state_machine = StateMachine::new(executor.clone(), log.early_replies(), files);
+    let raft_handle = state_machine.raft_handle();
     let raft = Raft::new(
         options.node_id,
         Arc::new(config),
         TcpNetwork,
         log.clone(),
-        StateMachine::new(executor.clone(), log.early_replies()),
+        state_machine,
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
+    let _ = raft_handle.set(raft.clone());
     // One pool of connections to the other members for all our own requests.
     let peers = PeerPool::default();
     let proposer = Proposer::start(
@@ -175,7 +212,11 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
                 .map_err(|e| wait_failed(&raft, e))?;
         }
     }
-    tokio::spawn(trigger_snapshots(raft.clone(), executor));
+    let every = match cluster {
+        true => options.snapshot_entries.max(1),
+        false => SINGLE_SNAPSHOT_ENTRIES,
+    };
+    tokio::spawn(trigger_snapshots(raft.clone(), executor, cluster, every));
     Ok(Node {
         read_barrier: ReadBarrier::new(
             raft.clone(),
@@ -249,10 +290,12 @@ async fn wait_for_a_leader(raft: &Raft, voters: usize) -> Result<(), StartError>
     }
 }
 
-/// Asks openraft for a snapshot whenever enough entries have become durable in a
-/// checkpoint, which lets it purge the log behind it.
-async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle) {
-    let mut last_triggered = 0;
+/// Asks openraft for a snapshot whenever `every` more entries have been applied since the
+/// last one, which lets it purge the log behind it. A single node's snapshot costs nothing
+/// (it names the last durable checkpoint), so it counts durable entries; a cluster's writes
+/// the whole state with a checkpoint of its own, so it counts applied ones.
+async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, cluster: bool, every: u64) {
+    let mut last_triggered = raft.metrics().borrow().snapshot.map_or(0, |id| id.index);
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
         let (tx, rx) = oneshot::channel();
@@ -261,14 +304,17 @@ async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle) {
         }) {
             return;
         }
-        let Ok((_, durable)) = rx.await else { return };
-        let Some(bytes) = durable.applied_log_id else {
+        let Ok((applied, durable)) = rx.await else {
+            return;
+        };
+        let counted = if cluster { applied } else { durable };
+        let Some(bytes) = counted.applied_log_id else {
             continue;
         };
         let Ok(id) = bincode::deserialize::<LogId<NodeId>>(&bytes) else {
             continue;
         };
-        if id.index >= last_triggered + SNAPSHOT_EVERY_ENTRIES {
+        if id.index >= last_triggered + every {
             if raft.trigger().snapshot().await.is_err() {
                 return;
             }

@@ -1,9 +1,10 @@
-//! The state machine adapter: committed entries go to the executor in log order; a snapshot
-//! is the executor's last durable checkpoint (its log position and membership), so purging
-//! the log behind a snapshot never loses state.
+//! The state machine adapter: committed entries go to the executor in log order. A single
+//! node's snapshot is the executor's last durable checkpoint (its log position and
+//! membership, no data), so purging the log behind it never loses state; a cluster's carries
+//! the whole state, for followers too far behind the log (`snapshot`).
 
-use std::io::Cursor;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kv::LogPosition;
 use ledger::{CommandApplied, EntryPayload, ExecutorHandle, ReplicationMeta, Request};
@@ -12,24 +13,35 @@ use openraft::{
     AnyError, Entry, EntryPayload as RaftPayload, LogId, OptionalSend, RaftSnapshotBuilder,
     SnapshotMeta, StorageError, StorageIOError, StoredMembership,
 };
+use tokio::fs::File;
 use tokio::sync::oneshot;
+use tokio::task::spawn_blocking;
 
 use crate::early_reply::EarlyReplies;
-use crate::types::{BatchResults, NodeId, TypeConfig};
+use crate::snapshot::{open_snapshot, snapshot_error, RECEIVING};
+use crate::snapshot_files::SnapshotFiles;
+use crate::types::{BatchResults, NodeId, Raft, TypeConfig};
 
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
 
 #[derive(Clone)]
 pub struct StateMachine {
-    executor: ExecutorHandle,
+    pub(crate) executor: ExecutorHandle,
     early: Arc<EarlyReplies>,
+    /// Where snapshots with data are kept, in a cluster (`snapshots`); None for a single
+    /// node, whose snapshot is its last durable checkpoint and carries no data.
+    files: Option<Arc<SnapshotFiles>>,
+    /// The file a leader's snapshot is being streamed into.
+    receiving: Arc<Mutex<Option<PathBuf>>>,
+    /// The Raft this state machine serves, once started (an install pauses its elections).
+    pub(crate) raft: Arc<OnceLock<Raft>>,
 }
 
-fn sm_error(message: impl ToString) -> StorageError<NodeId> {
+pub(crate) fn sm_error(message: impl ToString) -> StorageError<NodeId> {
     StorageIOError::write_state_machine(AnyError::error(message)).into()
 }
 
-fn decode_meta(
+pub(crate) fn decode_meta(
     meta: &ReplicationMeta,
 ) -> Result<(Option<LogId<NodeId>>, Membership), StorageError<NodeId>> {
     let log_id = match &meta.applied_log_id {
@@ -48,11 +60,28 @@ fn decode_meta(
 }
 
 impl StateMachine {
-    pub(crate) fn new(executor: ExecutorHandle, early: Arc<EarlyReplies>) -> StateMachine {
-        StateMachine { executor, early }
+    pub(crate) fn new(
+        executor: ExecutorHandle,
+        early: Arc<EarlyReplies>,
+        files: Option<Arc<SnapshotFiles>>,
+    ) -> StateMachine {
+        StateMachine {
+            executor,
+            early,
+            files,
+            receiving: Arc::default(),
+            raft: Arc::default(),
+        }
     }
 
-    async fn meta(&self) -> Result<(ReplicationMeta, ReplicationMeta), StorageError<NodeId>> {
+    /// Where the node puts its `Raft` once started.
+    pub(crate) fn raft_handle(&self) -> Arc<OnceLock<Raft>> {
+        self.raft.clone()
+    }
+
+    pub(crate) async fn meta(
+        &self,
+    ) -> Result<(ReplicationMeta, ReplicationMeta), StorageError<NodeId>> {
         let (tx, rx) = oneshot::channel();
         let sent = self.executor.send(Request::Meta {
             reply: Box::new(move |m| drop(tx.send(m))),
@@ -63,16 +92,21 @@ impl StateMachine {
         rx.await.map_err(|_| sm_error("the executor stopped"))
     }
 
+    /// A single node's snapshot: its last durable checkpoint's position and membership,
+    /// with no data — the checkpoint is on this node's disk, and no peer ever asks for it.
     async fn durable_snapshot(&self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
         let (_, durable) = self.meta().await?;
         let (log_id, membership) = decode_meta(&durable)?;
+        let no_data = File::open("/dev/null")
+            .await
+            .map_err(|e| snapshot_error(format!("/dev/null: {e}")))?;
         Ok(log_id.map(|id| Snapshot {
             meta: SnapshotMeta {
                 last_log_id: Some(id),
                 last_membership: membership,
                 snapshot_id: format!("checkpoint-{}", id.index),
             },
-            snapshot: Box::new(Cursor::new(Vec::new())),
+            snapshot: Box::new(no_data),
         }))
     }
 }
@@ -150,33 +184,68 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(
-        &mut self,
-    ) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
-        Err(sm_error(
-            "not supported yet: receiving snapshots (multi-node clusters)",
-        ))
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<File>, StorageError<NodeId>> {
+        let Some(files) = &self.files else {
+            return Err(sm_error("a single node receives no snapshots"));
+        };
+        files
+            .remove_temporary(RECEIVING)
+            .map_err(|e| snapshot_error(e.to_string()))?;
+        let path = files.temporary(RECEIVING);
+        let file = File::create(&path)
+            .await
+            .map_err(|e| snapshot_error(format!("{}: {e}", path.display())))?;
+        *self.receiving.lock().unwrap_or_else(|e| e.into_inner()) = Some(path);
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(
         &mut self,
-        _meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
-        _snapshot: Box<Cursor<Vec<u8>>>,
+        meta: &SnapshotMeta<NodeId, openraft::BasicNode>,
+        snapshot: Box<File>,
     ) -> Result<(), StorageError<NodeId>> {
-        Err(sm_error(
-            "not supported yet: installing snapshots (multi-node clusters)",
-        ))
+        let files = self
+            .files
+            .clone()
+            .ok_or_else(|| sm_error("a single node installs no snapshots"))?;
+        let received = self
+            .receiving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| sm_error("a snapshot was installed without being received"))?;
+        snapshot
+            .sync_all()
+            .await
+            .map_err(|e| snapshot_error(e.to_string()))?;
+        drop(snapshot);
+        self.install_received(&files, received, meta).await
     }
 
     async fn get_current_snapshot(
         &mut self,
     ) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        self.durable_snapshot().await
+        match self.files.clone() {
+            None => self.durable_snapshot().await,
+            Some(files) => {
+                let current = spawn_blocking(move || files.current())
+                    .await
+                    .map_err(|e| snapshot_error(e.to_string()))?
+                    .map_err(|e| snapshot_error(e.to_string()))?;
+                match current {
+                    Some((path, header)) => Ok(Some(open_snapshot(&path, &header).await?)),
+                    None => Ok(None),
+                }
+            }
+        }
     }
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for StateMachine {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
+        if let Some(files) = self.files.clone() {
+            return self.build_with_data(files).await;
+        }
         match self.durable_snapshot().await? {
             Some(s) => Ok(s),
             None => Err(StorageIOError::read_snapshot(

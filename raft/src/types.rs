@@ -1,7 +1,5 @@
 //! The Raft type configuration: entries carry opaque commands, responses opaque results.
 
-use std::io::Cursor;
-
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A log entry's application payload: the commands proposed together, each encoded by the
@@ -97,6 +95,7 @@ openraft::declare_raft_types!(
     pub TypeConfig:
         D = Batch,
         R = BatchResults,
+        SnapshotData = tokio::fs::File,
 );
 
 pub type NodeId = u64;

@@ -99,6 +99,15 @@ struct ServeArgs {
     /// server is a single node.
     #[arg(long, requires = "raft_listen", value_parser = local_cluster::peer_list)]
     peers: Option<local_cluster::Peers>,
+    /// In a cluster: log entries applied between snapshots. A snapshot writes the whole
+    /// state to a file (sent to a follower too far behind the log) and lets the log before
+    /// it be purged.
+    #[arg(long, default_value_t = raft::NodeOptions::SNAPSHOT_ENTRIES, value_parser = clap::value_parser!(u64).range(1..))]
+    raft_snapshot_entries: u64,
+    /// In a cluster: log entries kept behind the last snapshot; a follower further behind
+    /// catches up from the snapshot instead of the log.
+    #[arg(long, default_value_t = raft::NodeOptions::LOG_KEEP_ENTRIES)]
+    raft_log_keep_entries: u64,
     /// Buffer pool size in MiB; default: a quarter of the machine's memory, at least 256 and
     /// at most 16384 (taken as pages are used, not at start). Dirty pages stay in the pool
     /// until a checkpoint writes them, so a small pool means frequent checkpoints that write
@@ -321,6 +330,9 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             peers: args.peers.clone().map(|p| p.0).unwrap_or_default(),
             raft_listen: args.raft_listen,
             log_io: parse_io(&args.log_io),
+            snapshot_dir: args.data_dir.join("snapshots"),
+            snapshot_entries: args.raft_snapshot_entries,
+            log_keep_entries: args.raft_log_keep_entries,
         },
         executor.clone(),
     )

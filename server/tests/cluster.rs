@@ -5,171 +5,13 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::cluster::{ids, leader_seen_by, psql_at, signal, Cluster};
 use common::{binary, free_port, stdout, PASSWORD};
-
-struct Node {
-    id: usize,
-    port: u16,
-    peer_port: u16,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-struct Cluster {
-    nodes: Vec<Node>,
-    _dir: tempfile::TempDir,
-}
-
-impl Cluster {
-    fn start(voters: usize) -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        let mut nodes: Vec<Node> = (1..=voters)
-            .map(|id| Node {
-                id,
-                port: free_port(),
-                peer_port: free_port(),
-                dir: dir.path().join(format!("node{id}")),
-                child: None,
-            })
-            .collect();
-        let peers = nodes
-            .iter()
-            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
-            .collect::<Vec<_>>()
-            .join(",");
-        for node in &mut nodes {
-            node.launch(&peers);
-        }
-        let cluster = Cluster { nodes, _dir: dir };
-        for node in &cluster.nodes {
-            node.wait_ready();
-        }
-        cluster
-    }
-
-    fn peers(&self) -> String {
-        self.nodes
-            .iter()
-            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    fn kill9(&mut self, id: usize) {
-        let node = &mut self.nodes[id - 1];
-        let mut child = node.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    fn restart(&mut self, id: usize) {
-        let peers = self.peers();
-        let node = &mut self.nodes[id - 1];
-        node.launch(&peers);
-        node.wait_ready();
-    }
-
-    fn node(&self, id: usize) -> &Node {
-        &self.nodes[id - 1]
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        for node in &mut self.nodes {
-            if let Some(mut child) = node.child.take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-        }
-    }
-}
-
-impl Node {
-    fn launch(&mut self, peers: &str) {
-        std::fs::create_dir_all(&self.dir).unwrap();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("server.log"))
-            .unwrap();
-        let child = Command::new(binary())
-            .arg("serve")
-            .args(["--node-id", &self.id.to_string()])
-            .arg("--data-dir")
-            .arg(self.dir.join("data"))
-            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--raft-listen", &format!("127.0.0.1:{}", self.peer_port)])
-            .args(["--peers", peers])
-            .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
-            .env("HOTLEDGER_PASSWORD", PASSWORD)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
-    }
-
-    fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.psql("select 1").status.success() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        panic!("node {} did not become ready: {}", self.id, self.log());
-    }
-
-    fn psql(&self, sql: &str) -> Output {
-        psql_at(self.port, sql)
-    }
-
-    /// One statement's output, which must succeed.
-    fn query(&self, sql: &str) -> String {
-        let out = self.psql(sql);
-        assert!(
-            out.status.success(),
-            "node {}: {sql}: {}",
-            self.id,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout(&out).trim().to_string()
-    }
-}
-
-fn psql_at(port: u16, sql: &str) -> Output {
-    Command::new("psql")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            "ledger",
-            "-d",
-            "ledger",
-        ])
-        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
-        .env("PGPASSWORD", PASSWORD)
-        .env("PGCONNECT_TIMEOUT", "5")
-        .output()
-        .unwrap()
-}
-
-fn ids(text: &str) -> Vec<i64> {
-    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
-}
 
 /// Inserts rows through `ports` in turn until stopped, recording the ids acknowledged and
 /// the ids tried; a failed insert (no leader yet, a node down) is tried with the next id.
@@ -441,14 +283,6 @@ fn hotledger_cluster_starts_three_nodes_and_stops_them_on_ctrl_c() {
     }
 }
 
-/// The leader as node `id` sees it, if any.
-fn leader_seen_by(cluster: &Cluster, id: usize) -> Option<usize> {
-    let out = cluster
-        .node(id)
-        .psql("select node_id from hotledger.cluster where role = 'leader'");
-    stdout(&out).trim().parse().ok()
-}
-
 /// `hotledger.cluster` on every node: one row per member, itself marked, all agreeing on
 /// one leader; the leader knows how far each follower's log is. After the leader is killed,
 /// the survivors name a new one within 5 s, and show the old one unreachable.
@@ -634,12 +468,6 @@ async fn killing_the_leader_under_32_transfer_connections_loses_no_acknowledged_
         "only {} transfers acknowledged",
         acknowledged.len()
     );
-}
-
-fn signal(cluster: &Cluster, id: usize, signal: i32) {
-    let pid = cluster.node(id).child.as_ref().expect("running").id();
-    // SAFETY: a signal to our own child process.
-    unsafe { libc::kill(pid as i32, signal) };
 }
 
 /// The leader stopped (SIGSTOP) for a while, as a partition would cut it off: the other two

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod wire;
 
 use std::net::{TcpListener, TcpStream};

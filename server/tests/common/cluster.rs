@@ -1,0 +1,193 @@
+//! Clusters of real `hotledger serve` processes on 127.0.0.1 for a test: start, kill -9,
+//! restart, and psql against any node.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{binary, free_port, stdout, PASSWORD};
+
+pub struct Node {
+    pub id: usize,
+    pub port: u16,
+    pub peer_port: u16,
+    pub dir: PathBuf,
+    pub child: Option<Child>,
+}
+
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    /// Given to every node's `serve` after the common arguments.
+    extra_args: Vec<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub fn start(voters: usize) -> Cluster {
+        Cluster::start_with(voters, &[])
+    }
+
+    /// A cluster of `voters` whose nodes are also given `extra_args`.
+    pub fn start_with(voters: usize, extra_args: &[&str]) -> Cluster {
+        let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let mut nodes: Vec<Node> = (1..=voters)
+            .map(|id| Node {
+                id,
+                port: free_port(),
+                peer_port: free_port(),
+                dir: dir.path().join(format!("node{id}")),
+                child: None,
+            })
+            .collect();
+        let peers = nodes
+            .iter()
+            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        for node in &mut nodes {
+            node.launch(&peers, &extra_args);
+        }
+        let cluster = Cluster {
+            nodes,
+            extra_args,
+            _dir: dir,
+        };
+        for node in &cluster.nodes {
+            node.wait_ready();
+        }
+        cluster
+    }
+
+    pub fn peers(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn kill9(&mut self, id: usize) {
+        let node = &mut self.nodes[id - 1];
+        let mut child = node.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    pub fn restart(&mut self, id: usize) {
+        let peers = self.peers();
+        let node = &mut self.nodes[id - 1];
+        node.launch(&peers, &self.extra_args);
+        node.wait_ready();
+    }
+
+    pub fn node(&self, id: usize) -> &Node {
+        &self.nodes[id - 1]
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            if let Some(mut child) = node.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+impl Node {
+    fn launch(&mut self, peers: &str, extra_args: &[String]) {
+        std::fs::create_dir_all(&self.dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.log"))
+            .unwrap();
+        let child = Command::new(binary())
+            .arg("serve")
+            .args(["--node-id", &self.id.to_string()])
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(["--raft-listen", &format!("127.0.0.1:{}", self.peer_port)])
+            .args(["--peers", peers])
+            .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
+            .args(extra_args)
+            .env("HOTLEDGER_PASSWORD", PASSWORD)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    pub fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.psql("select 1").status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!("node {} did not become ready: {}", self.id, self.log());
+    }
+
+    pub fn psql(&self, sql: &str) -> Output {
+        psql_at(self.port, sql)
+    }
+
+    /// One statement's output, which must succeed.
+    pub fn query(&self, sql: &str) -> String {
+        let out = self.psql(sql);
+        assert!(
+            out.status.success(),
+            "node {}: {sql}: {}",
+            self.id,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout(&out).trim().to_string()
+    }
+}
+
+pub fn psql_at(port: u16, sql: &str) -> Output {
+    Command::new("psql")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            "ledger",
+            "-d",
+            "ledger",
+        ])
+        .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .env("PGPASSWORD", PASSWORD)
+        .env("PGCONNECT_TIMEOUT", "5")
+        .output()
+        .unwrap()
+}
+
+pub fn ids(text: &str) -> Vec<i64> {
+    text.lines().filter_map(|l| l.trim().parse().ok()).collect()
+}
+
+/// The leader as node `id` sees it, if any.
+pub fn leader_seen_by(cluster: &Cluster, id: usize) -> Option<usize> {
+    let out = cluster
+        .node(id)
+        .psql("select node_id from hotledger.cluster where role = 'leader'");
+    stdout(&out).trim().parse().ok()
+}
+
+pub fn signal(cluster: &Cluster, id: usize, signal: i32) {
+    let pid = cluster.node(id).child.as_ref().expect("running").id();
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(pid as i32, signal) };
+}
