@@ -743,6 +743,8 @@ pub enum Plan {
     Unlisten(Option<String>),
     /// `NOTIFY channel [, payload]` or `SELECT pg_notify(channel, payload)`.
     Notify(NotifyCall),
+    /// `CALL hotledger.add_node(id, raft_addr)`, `remove_node(id)`, `transfer_leader(id)`.
+    ClusterChange(ClusterChangeCall),
 }
 
 impl Plan {
@@ -769,6 +771,12 @@ impl Plan {
             }],
             Plan::Explain(_) => vec![OutputColumn {
                 name: "QUERY PLAN".into(),
+                ty: DataType::Text,
+                table_oid: 0,
+                column_number: 0,
+            }],
+            Plan::ClusterChange(_) => vec![OutputColumn {
+                name: "result".into(),
                 ty: DataType::Text,
                 table_oid: 0,
                 column_number: 0,
@@ -1322,6 +1330,22 @@ pub struct AdvisoryLockCall {
     /// The key: one bigint, or two integers (a key space of its own).
     pub key: Vec<Expr>,
     pub column: OutputColumn,
+}
+
+/// What a `CALL hotledger.…` does to the cluster's membership.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterAction {
+    AddNode,
+    RemoveNode,
+    TransferLeader,
+}
+
+/// A membership change, its arguments (the node id, then for `add_node` its Raft address)
+/// still to evaluate (parameters).
+#[derive(Clone, Debug)]
+pub struct ClusterChangeCall {
+    pub action: ClusterAction,
+    pub args: Vec<Expr>,
 }
 
 /// `NOTIFY channel [, 'payload']` or `SELECT pg_notify(channel, payload)`, its arguments

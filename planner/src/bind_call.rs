@@ -145,7 +145,7 @@ pub(crate) fn bind_body(
 
 impl Binder<'_> {
     pub(crate) fn call(&mut self, function: &ast::Function) -> SqlResult<Plan> {
-        let (_, name) = object_name(&function.name)?;
+        let (schema, name) = object_name(&function.name)?;
         let args: &[ast::FunctionArg] = match &function.args {
             ast::FunctionArguments::None => &[],
             ast::FunctionArguments::List(list) => &list.args,
@@ -153,6 +153,9 @@ impl Binder<'_> {
                 return Err(SqlError::feature_not_supported("CALL with a subquery"))
             }
         };
+        if schema.as_deref() == Some("hotledger") {
+            return self.call_cluster_change(&name, args);
+        }
         if name == "transfer" {
             return self.call_transfer(args);
         }
@@ -168,21 +171,40 @@ impl Binder<'_> {
         self.call_procedure(&procedure, args)
     }
 
-    fn call_procedure(
+    /// `CALL hotledger.add_node(id, raft_addr)`, `remove_node(id)`, `transfer_leader(id)`:
+    /// run by the session against the cluster, not logged as a command.
+    fn call_cluster_change(&mut self, name: &str, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
+        let (action, names, types): (ClusterAction, &[&str], &[DataType]) = match name {
+            "add_node" => (
+                ClusterAction::AddNode,
+                &["id", "raft_addr"],
+                &[DataType::Int8, DataType::Text],
+            ),
+            "remove_node" => (ClusterAction::RemoveNode, &["id"], &[DataType::Int8]),
+            "transfer_leader" => (ClusterAction::TransferLeader, &["id"], &[DataType::Int8]),
+            _ => return Err(no_such_procedure(&format!("hotledger.{name}"))),
+        };
+        let args = self.bind_arguments(&format!("hotledger.{name}"), names, types, args)?;
+        Ok(Plan::ClusterChange(ClusterChangeCall { action, args }))
+    }
+
+    /// A call's arguments placed by position or name among `names` and bound as `types`;
+    /// every one must be given.
+    fn bind_arguments(
         &mut self,
-        procedure: &ProcedureDef,
+        procedure: &str,
+        names: &[&str],
+        types: &[DataType],
         args: &[ast::FunctionArg],
-    ) -> SqlResult<Plan> {
-        let names: Vec<&str> = procedure.params.iter().map(|(n, _)| n.as_str()).collect();
-        let slots = place_arguments(&procedure.name, &names, args)?;
-        let mut bound = Vec::with_capacity(slots.len());
-        for (slot, (param, ty)) in slots.into_iter().zip(&procedure.params) {
+    ) -> SqlResult<Vec<Expr>> {
+        let slots = place_arguments(procedure, names, args)?;
+        let mut bound = Vec::with_capacity(names.len());
+        for ((slot, param), ty) in slots.into_iter().zip(names).zip(types) {
             let expr = slot.ok_or_else(|| {
                 SqlError::new(
                     ErrorKind::UndefinedFunction,
                     format!(
-                        "procedure {}({}) needs the argument \"{param}\"",
-                        procedure.name,
+                        "procedure {procedure}({}) needs the argument \"{param}\"",
                         names.join(", ")
                     ),
                 )
@@ -190,6 +212,17 @@ impl Binder<'_> {
             let b = self.expr(expr, &Scope::default(), Some(*ty))?;
             bound.push(self.assign(b, *ty)?);
         }
+        Ok(bound)
+    }
+
+    fn call_procedure(
+        &mut self,
+        procedure: &ProcedureDef,
+        args: &[ast::FunctionArg],
+    ) -> SqlResult<Plan> {
+        let names: Vec<&str> = procedure.params.iter().map(|(n, _)| n.as_str()).collect();
+        let types: Vec<DataType> = procedure.params.iter().map(|(_, t)| *t).collect();
+        let bound = self.bind_arguments(&procedure.name, &names, &types, args)?;
         let (steps, columns) = bind_body(self.catalog, procedure)?;
         Ok(Plan::Call(Arc::new(CallPlan {
             name: procedure.name.clone(),

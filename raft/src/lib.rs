@@ -25,6 +25,7 @@ mod early_reply;
 #[cfg(test)]
 mod log_conformance;
 mod log_store;
+mod membership;
 mod network;
 mod node;
 mod proposer;
@@ -36,6 +37,7 @@ mod status;
 mod types;
 
 pub use log_store::LogStats;
+pub use membership::{Membership, MembershipChange, MembershipError};
 pub use node::{start, Node, NodeOptions, StartError};
 pub use proposer::{ProposeError, Proposer, ProposerStats};
 pub use read_barrier::ReadBarrier;

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::membership::{change_here, MembershipChange, MembershipError};
 use crate::proposer::{ProposeError, Proposer};
 use crate::read_barrier::ReadIndex;
 use crate::types::{NodeId, Raft, TypeConfig};
@@ -44,6 +45,8 @@ pub(crate) enum PeerRequest {
     ReadBarrier,
     /// Where the node takes clients (for `hotledger.cluster`).
     Describe,
+    /// A follower's `hotledger.add_node` or `remove_node`, with how long it may take.
+    ChangeMembership(MembershipChange, Duration),
 }
 
 /// What the leader answers a forwarded proposal: each command's result, and the index its
@@ -63,6 +66,7 @@ pub(crate) enum PeerResponse {
     Propose(Proposed),
     ReadBarrier(Result<u64, ProposeError>),
     Describe(String),
+    ChangeMembership(Result<String, MembershipError>),
 }
 
 async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
@@ -343,6 +347,9 @@ async fn serve_peer(
             }
             PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_index.confirm(&raft).await),
             PeerRequest::Describe => PeerResponse::Describe(pg_addr.to_string()),
+            PeerRequest::ChangeMembership(change, limit) => {
+                PeerResponse::ChangeMembership(change_here(&raft, change, limit).await)
+            }
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;

@@ -14,6 +14,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::log_store::{LogStats, RaftLog};
+use crate::membership::Membership;
 use crate::network::{serve_peers, PeerPool, TcpNetwork, MAX_PAYLOAD_ENTRIES};
 use crate::proposer::Proposer;
 use crate::read_barrier::{ReadBarrier, ReadIndex};
@@ -32,8 +33,12 @@ pub struct NodeOptions {
     /// The cluster's voters and the addresses they listen for peers on, this node's
     /// included; empty for a single node (no peer listener, no network).
     pub peers: BTreeMap<NodeId, String>,
-    /// Where this node listens for peers (required with `peers`).
+    /// Where this node listens for peers (required with `peers` or `join`).
     pub raft_listen: Option<SocketAddr>,
+    /// Joins a running cluster instead of forming one: the node waits, uninitialised,
+    /// until the leader adds it (`hotledger.add_node`); its membership then comes from
+    /// the log, as it does on any restart.
+    pub join: bool,
     /// File IO for the log. Its appends run on a dedicated thread, where a blocking
     /// fdatasync costs no extra wake-up; io_uring hands the fsync to a kernel worker.
     pub log_io: kv::IoMode,
@@ -80,6 +85,7 @@ pub struct Node {
     pub node_id: NodeId,
     pub read_barrier: ReadBarrier,
     pub status: ClusterStatus,
+    pub membership: Membership,
 }
 
 /// Why a wait during start ended: the fatal error that stopped Raft, when one did (the
@@ -117,10 +123,10 @@ const SINGLE_SNAPSHOT_ENTRIES: u64 = 2_000;
 const SNAPSHOT_INSTALL_TIMEOUT_MS: u64 = 300_000;
 
 pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
-    let cluster = !options.peers.is_empty();
+    let cluster = !options.peers.is_empty() || options.join;
     let listener = match (cluster, options.raft_listen) {
         (false, _) => None,
-        (true, Some(addr)) if options.peers.contains_key(&options.node_id) => Some(
+        (true, Some(addr)) if options.join || options.peers.contains_key(&options.node_id) => Some(
             TcpListener::bind(addr)
                 .await
                 .map_err(|source| StartError::Listen { addr, source })?,
@@ -192,9 +198,11 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
             options.address.clone(),
         ));
     }
-    initialize(&raft, &options).await?;
+    if !options.join {
+        initialize(&raft, &options).await?;
+    }
     if cluster {
-        wait_for_a_leader(&raft, options.peers.len()).await?;
+        wait_for_a_leader(&raft, &options).await?;
     }
     let leads = raft.metrics().borrow().current_leader == Some(options.node_id);
     // A leader applies every entry in its log before clients may read (a follower serves
@@ -231,6 +239,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
             options.address.clone(),
             peers,
         ),
+        membership: Membership::new(raft.clone(), options.node_id),
         raft,
         proposer,
         log_stats,
@@ -272,15 +281,28 @@ async fn initialize(raft: &Raft, options: &NodeOptions) -> Result<(), StartError
     }
 }
 
-/// Waits until the cluster has a leader: a majority of its voters must be up.
-async fn wait_for_a_leader(raft: &Raft, voters: usize) -> Result<(), StartError> {
+/// Waits until the cluster has a leader: a majority of its voters must be up (and a node
+/// that joins must have been added).
+async fn wait_for_a_leader(raft: &Raft, options: &NodeOptions) -> Result<(), StartError> {
     loop {
         let waited = raft
             .wait(Some(Duration::from_secs(10)))
             .metrics(|m| m.current_leader.is_some(), "a leader")
             .await;
+        let voters = raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .count();
         match waited {
             Ok(_) => return Ok(()),
+            Err(openraft::metrics::WaitError::Timeout(..)) if voters == 0 => eprintln!(
+                "hotledger: waiting to be added to the cluster: CALL hotledger.add_node({}, '{}') on any of its nodes",
+                options.node_id,
+                options.raft_listen.map(|a| a.to_string()).unwrap_or_default()
+            ),
             Err(openraft::metrics::WaitError::Timeout(..)) => eprintln!(
                 "hotledger: waiting for a leader: {} of the {voters} voters must be up",
                 voters / 2 + 1

@@ -91,9 +91,15 @@ struct ServeArgs {
     /// This node's id in the cluster.
     #[arg(long, default_value_t = 1)]
     node_id: u64,
-    /// Where this node listens for its peers (Raft and forwarded statements); with --peers.
-    #[arg(long, requires = "peers")]
+    /// Where this node listens for its peers (Raft and forwarded statements); with --peers
+    /// or --join.
+    #[arg(long)]
     raft_listen: Option<SocketAddr>,
+    /// Join a running cluster rather than form one: the node waits until a member runs
+    /// `CALL hotledger.add_node(ID, 'RAFT_LISTEN')`, then catches up and votes. Start it with
+    /// --join on every restart too (its membership comes from the log).
+    #[arg(long, requires = "raft_listen", conflicts_with = "peers")]
+    join: bool,
     /// The cluster's voters, `ID=HOST:PORT` (their --raft-listen addresses) separated by
     /// commas, this node included; every node is given the same list. Without it the
     /// server is a single node.
@@ -295,6 +301,11 @@ fn default_memory_budget_mb(pool_mb: u64) -> u64 {
 }
 
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
+    if args.raft_listen.is_some() && args.peers.is_none() && !args.join {
+        return Err(
+            "--raft-listen needs --peers (to form a cluster) or --join (to join one)".into(),
+        );
+    }
     let pool_mb = pool_mb(&args)?;
     let budget_mb = args
         .memory_budget_mb
@@ -329,6 +340,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             address: args.listen.to_string(),
             peers: args.peers.clone().map(|p| p.0).unwrap_or_default(),
             raft_listen: args.raft_listen,
+            join: args.join,
             log_io: parse_io(&args.log_io),
             snapshot_dir: args.data_dir.join("snapshots"),
             snapshot_entries: args.raft_snapshot_entries,
@@ -347,6 +359,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         advisory_locks: Default::default(),
         notifications: Default::default(),
         activity: Default::default(),
+        membership: node.membership.clone(),
     });
     migrations::apply(&shared)
         .await

@@ -33,6 +33,7 @@ use crate::notifications::{Inbox, Notification, Notifications, MAX_PAYLOAD_BYTES
 use crate::statements::Statements;
 
 mod between_sessions;
+mod cluster_change;
 mod copy_from;
 mod own_sequences;
 mod prepare;
@@ -66,6 +67,8 @@ pub struct Shared {
     pub notifications: Notifications,
     /// What the node's client sessions are doing (`pg_stat_activity`).
     pub activity: Activity,
+    /// Adding and removing the cluster's members (`CALL hotledger.add_node`).
+    pub membership: raft::Membership,
 }
 
 /// What running a statement produced.
@@ -357,6 +360,7 @@ impl Session {
                 Ok(StatementResult::Command("UNLISTEN".into()))
             }
             Plan::Notify(call) => self.notify(call, params),
+            Plan::ClusterChange(call) => self.cluster_change(call, params).await,
             Plan::SetConfig { name, value, local } => {
                 self.set_scoped(name, Some(value), *local)?;
                 Ok(StatementResult::Rows {

@@ -13,6 +13,8 @@ pub struct Node {
     pub peer_port: u16,
     pub dir: PathBuf,
     pub child: Option<Child>,
+    /// Started with `--join` (added by `hotledger.add_node`), not `--peers`.
+    pub joins: bool,
 }
 
 pub struct Cluster {
@@ -38,6 +40,7 @@ impl Cluster {
                 peer_port: free_port(),
                 dir: dir.path().join(format!("node{id}")),
                 child: None,
+                joins: false,
             })
             .collect();
         let peers = nodes
@@ -62,6 +65,7 @@ impl Cluster {
     pub fn peers(&self) -> String {
         self.nodes
             .iter()
+            .filter(|n| !n.joins)
             .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
             .collect::<Vec<_>>()
             .join(",")
@@ -79,6 +83,27 @@ impl Cluster {
         let node = &mut self.nodes[id - 1];
         node.launch(&peers, &self.extra_args);
         node.wait_ready();
+    }
+
+    /// Starts one more node with `--join`, waiting to be added; returns its id.
+    pub fn start_joining(&mut self) -> usize {
+        let id = self.nodes.len() + 1;
+        let root = self.nodes[0]
+            .dir
+            .parent()
+            .expect("a cluster directory")
+            .to_path_buf();
+        let mut node = Node {
+            id,
+            port: free_port(),
+            peer_port: free_port(),
+            dir: root.join(format!("node{id}")),
+            child: None,
+            joins: true,
+        };
+        node.launch("", &self.extra_args);
+        self.nodes.push(node);
+        id
     }
 
     pub fn node(&self, id: usize) -> &Node {
@@ -112,7 +137,11 @@ impl Node {
             .arg(self.dir.join("data"))
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--raft-listen", &format!("127.0.0.1:{}", self.peer_port)])
-            .args(["--peers", peers])
+            .args(if self.joins {
+                vec!["--join"]
+            } else {
+                vec!["--peers", peers]
+            })
             .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
             .args(extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)

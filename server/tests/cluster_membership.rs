@@ -1,0 +1,149 @@
+//! Membership changes online, on real processes: a 3-node cluster grows to 5 with
+//! `CALL hotledger.add_node` (each new node started with `--join`) and shrinks back to 3
+//! with `hotledger.remove_node` — the leader among the removed — while clients write;
+//! no acknowledged write is lost and every remaining node has them all.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::cluster::{ids, leader_seen_by, psql_at, Cluster};
+
+/// Inserts rows through `ports` in turn until stopped; returns the ids acknowledged.
+fn writer(ports: Vec<u16>, first: i64, stop: Arc<AtomicBool>) -> Vec<i64> {
+    let mut acknowledged = Vec::new();
+    let mut id = first;
+    while !stop.load(Ordering::SeqCst) {
+        let port = ports[id as usize % ports.len()];
+        if psql_at(port, &format!("insert into m values ({id})"))
+            .status
+            .success()
+        {
+            acknowledged.push(id);
+        }
+        id += 1;
+    }
+    acknowledged
+}
+
+fn voters_seen_by(cluster: &Cluster, id: usize) -> Vec<i64> {
+    ids(&cluster
+        .node(id)
+        .query("select node_id from hotledger.cluster where voter order by node_id"))
+}
+
+#[test]
+fn a_cluster_grows_from_three_to_five_and_shrinks_back_under_writes() {
+    let mut cluster = Cluster::start(3);
+    cluster
+        .node(1)
+        .query("create table m (id bigint primary key)");
+    // Calls that cannot work say why.
+    let bad = cluster
+        .node(1)
+        .psql("call hotledger.add_node(0, '127.0.0.1:1')");
+    assert!(!bad.status.success());
+    assert!(
+        common::stderr(&bad).contains("positive"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let bad = cluster.node(1).psql("call hotledger.remove_node(9)");
+    assert!(
+        common::stderr(&bad).contains("not a member"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let bad = cluster.node(1).psql("call hotledger.transfer_leader(2)");
+    assert!(
+        common::stderr(&bad).contains("not supported yet"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let bad = cluster
+        .node(1)
+        .psql("begin; call hotledger.remove_node(2); commit");
+    assert!(
+        common::stderr(&bad).contains("transaction block"),
+        "{}",
+        common::stderr(&bad)
+    );
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let originals: Vec<u16> = (1..=3).map(|id| cluster.node(id).port).collect();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (ports, stop) = (originals.clone(), stop.clone());
+            std::thread::spawn(move || writer(ports, (w + 1) * 1_000_000, stop))
+        })
+        .collect();
+
+    // Grow: two nodes join, each added through a different member.
+    for via in [2, 3] {
+        let id = cluster.start_joining();
+        let call = format!(
+            "call hotledger.add_node({id}, '127.0.0.1:{}')",
+            cluster.node(id).peer_port
+        );
+        let answer = cluster.node(via).query(&call);
+        assert_eq!(answer, format!("node {id} is a voter"));
+        cluster.node(id).wait_ready();
+    }
+    assert_eq!(voters_seen_by(&cluster, 1), [1, 2, 3, 4, 5]);
+    // The new nodes serve reads and writes.
+    cluster.node(5).query("insert into m values (5)");
+    assert_eq!(
+        cluster.node(4).query("select count(*) from m where id = 5"),
+        "1"
+    );
+
+    // Shrink: the leader and one other original leave; the joined nodes and the third stay.
+    let leader = leader_seen_by(&cluster, 1).expect("a leader");
+    let other = (1..=3).find(|&n| n != leader).unwrap();
+    let stays = 6 - leader - other;
+    for gone in [other, leader] {
+        let answer = cluster
+            .node(stays)
+            .query(&format!("call hotledger.remove_node({gone})"));
+        assert_eq!(
+            answer,
+            format!("node {gone} is no longer a member; stop its process")
+        );
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    stop.store(true, Ordering::SeqCst);
+    let mut acknowledged: Vec<i64> = writers
+        .into_iter()
+        .flat_map(|w| w.join().unwrap())
+        .collect();
+    acknowledged.push(5);
+    acknowledged.sort_unstable();
+    cluster.kill9(leader);
+    cluster.kill9(other);
+    let remaining = [stays, 4, 5];
+    for &id in &remaining {
+        assert_eq!(voters_seen_by(&cluster, id), {
+            let mut v: Vec<i64> = remaining.iter().map(|&n| n as i64).collect();
+            v.sort_unstable();
+            v
+        });
+    }
+    // Still a working cluster of three, and every acknowledged row is on each of them.
+    cluster.node(4).query("insert into m values (6)");
+    acknowledged.push(6);
+    for &id in &remaining {
+        let present = ids(&cluster.node(id).query("select id from m order by id"));
+        let missing: Vec<&i64> = acknowledged
+            .iter()
+            .filter(|a| present.binary_search(a).is_err())
+            .collect();
+        assert!(missing.is_empty(), "node {id} lacks {missing:?}");
+    }
+    assert!(
+        acknowledged.len() > 20,
+        "only {} writes acknowledged",
+        acknowledged.len()
+    );
+}
