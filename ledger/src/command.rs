@@ -88,6 +88,10 @@ pub enum Command {
         ops: Vec<WriteOp>,
         now_micros: i64,
     },
+    /// The settings a node of a cluster was started with, proposed as it starts: the
+    /// first recorded are the cluster's, and every replica checks its own against them
+    /// (`cluster_settings`).
+    ClusterSettings(crate::cluster_settings::ClusterSettings),
 }
 
 impl Command {
@@ -102,7 +106,9 @@ impl Command {
             | Command::Copy { now_micros, .. }
             | Command::WriteWithSequences { now_micros, .. }
             | Command::QueryWithSequences { now_micros, .. } => Some(*now_micros),
-            Command::Ddl { .. } | Command::AllocateSequenceValues { .. } => None,
+            Command::Ddl { .. }
+            | Command::AllocateSequenceValues { .. }
+            | Command::ClusterSettings(_) => None,
         }
     }
 }

@@ -551,6 +551,7 @@ impl Executor {
             Command::AllocateSequenceValues { sequences } => {
                 self.allocate_sequence_values(&sequences)
             }
+            Command::ClusterSettings(proposed) => self.apply_cluster_settings(proposed),
             // The isolation level is the session's business: it decides which reads a
             // commit carries, and the executor checks whichever it carries.
             Command::Commit {

@@ -38,6 +38,7 @@
 mod account_set;
 mod accumulator;
 mod apply;
+mod cluster_settings;
 mod command;
 mod coordinator;
 mod ddl;
@@ -64,6 +65,7 @@ mod undo;
 mod window;
 mod worker;
 
+pub use cluster_settings::ClusterSettings;
 pub use command::{
     command_too_large, decode_command, decode_result, encode_command, encode_result, Command,
     CommandResult, Outcome, Overlay, QueryResult, ReadCheck, Staged, WriteOp, COMMAND_BYTES_MAX,

@@ -23,6 +23,9 @@ use crate::types::{NodeId, Raft};
 /// A learner this close to the leader's last log index is promoted to voter.
 const CAUGHT_UP_ENTRIES: u64 = 100;
 
+/// How long the leader waits for a learner to say how far it has applied.
+const PROGRESS_WAIT: Duration = Duration::from_secs(1);
+
 /// How long a call waits for a leader to exist or be reached.
 const LEADER_WAIT: Duration = Duration::from_secs(5);
 
@@ -168,13 +171,17 @@ pub(crate) async fn change_here(
     }
 }
 
-/// Waits until learner `id`'s log is within `CAUGHT_UP_ENTRIES` of the leader's.
+/// Waits until learner `id`'s log is within `CAUGHT_UP_ENTRIES` of the leader's and it
+/// has applied what the leader had when the wait began — a learner that cannot apply the
+/// log (another page size, an IO error) never votes.
 async fn wait_caught_up(
     raft: &Raft,
     id: NodeId,
     raft_addr: &str,
     deadline: Instant,
 ) -> Result<(), MembershipError> {
+    let target = raft.metrics().borrow().last_log_index.unwrap_or(0);
+    let mut learner = PeerConnection::new(raft_addr.to_string());
     loop {
         let (matched, last) = {
             let metrics = raft.metrics();
@@ -187,7 +194,15 @@ async fn wait_caught_up(
             (matched, metrics.last_log_index.unwrap_or(0))
         };
         if matched.is_some_and(|m| m + CAUGHT_UP_ENTRIES >= last) {
-            return Ok(());
+            match learner.call(&PeerRequest::Progress, PROGRESS_WAIT).await {
+                Ok(PeerResponse::Progress(Ok(applied))) if applied >= target => return Ok(()),
+                Ok(PeerResponse::Progress(Err(why))) => {
+                    return Err(MembershipError::Failed(format!(
+                        "node {id} stopped applying the log, so it does not become a voter: {why}"
+                    )))
+                }
+                _ => {}
+            }
         }
         if Instant::now() >= deadline {
             return Err(MembershipError::TimedOut(format!(

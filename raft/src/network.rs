@@ -47,6 +47,9 @@ pub(crate) enum PeerRequest {
     Describe,
     /// A follower's `hotledger.add_node` or `remove_node`, with how long it may take.
     ChangeMembership(MembershipChange, Duration),
+    /// How far the node has applied the log, or why it stopped applying (the leader asks
+    /// a learner before making it a voter).
+    Progress,
 }
 
 /// What the leader answers a forwarded proposal: each command's result, and the index its
@@ -67,6 +70,7 @@ pub(crate) enum PeerResponse {
     ReadBarrier(Result<u64, ProposeError>),
     Describe(String),
     ChangeMembership(Result<String, MembershipError>),
+    Progress(Result<u64, String>),
 }
 
 async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
@@ -350,6 +354,7 @@ async fn serve_peer(
             PeerRequest::ChangeMembership(change, limit) => {
                 PeerResponse::ChangeMembership(change_here(&raft, change, limit).await)
             }
+            PeerRequest::Progress => PeerResponse::Progress(progress(&raft)),
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;
@@ -378,6 +383,16 @@ async fn propose_here(raft: &Raft, proposer: &Proposer, commands: Vec<Vec<u8>>) 
     Proposed {
         results,
         applied_index,
+    }
+}
+
+/// How far this node has applied the log, or why Raft stopped on it.
+fn progress(raft: &Raft) -> Result<u64, String> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    match &metrics.running_state {
+        Err(fatal) => Err(fatal.to_string()),
+        Ok(()) => Ok(metrics.last_applied.map_or(0, |id| id.index)),
     }
 }
 

@@ -287,8 +287,15 @@ async fn wait_for_a_leader(raft: &Raft, options: &NodeOptions) -> Result<(), Sta
     loop {
         let waited = raft
             .wait(Some(Duration::from_secs(10)))
-            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .metrics(
+                |m| m.current_leader.is_some() || m.running_state.is_err(),
+                "a leader",
+            )
             .await;
+        // Raft stopped (a joining node that cannot apply the cluster's log): say why.
+        if let Err(fatal) = &raft.metrics().borrow().running_state {
+            return Err(StartError::Raft(fatal.to_string()));
+        }
         let voters = raft
             .metrics()
             .borrow()

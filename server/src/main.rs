@@ -14,6 +14,7 @@
 mod activity;
 mod advisory_locks;
 mod bulk_insert;
+mod cluster_settings;
 mod copy_format;
 mod counting_allocator;
 mod frontend;
@@ -300,6 +301,23 @@ fn default_memory_budget_mb(pool_mb: u64) -> u64 {
     memory_mb().map_or(1024, |mb| (mb.saturating_sub(pool_mb) / 2).max(256))
 }
 
+fn cannot_apply(why: &str) -> String {
+    format!("stopping: this replica can no longer apply the log: {why}")
+}
+
+/// Brings the schema up to date and, in a cluster, records this node's settings.
+async fn prepare(shared: &Arc<Shared>) -> Result<(), String> {
+    migrations::apply(shared)
+        .await
+        .map_err(|e| format!("migration failed: {e}"))?;
+    if shared.read_barrier.in_cluster() {
+        cluster_settings::record(shared)
+            .await
+            .map_err(|e| format!("cannot join the cluster: {}", e.message))?;
+    }
+    Ok(())
+}
+
 async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     if args.raft_listen.is_some() && args.peers.is_none() && !args.join {
         return Err(
@@ -361,9 +379,14 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         activity: Default::default(),
         membership: node.membership.clone(),
     });
-    migrations::apply(&shared)
-        .await
-        .map_err(|e| format!("migration failed: {e}"))?;
+    // Raft may stop while these run (a node whose settings differ from the cluster's
+    // stops as it applies the record): then say why at once instead of retrying.
+    let stopped = node.stopped();
+    tokio::pin!(stopped);
+    tokio::select! {
+        prepared = prepare(&shared) => prepared?,
+        why = &mut stopped => return Err(cannot_apply(&why)),
+    }
     watchdog::spawn(Arc::downgrade(&shared)).map_err(|e| format!("watchdog: {e}"))?;
     let context = Arc::new(ServerContext::new(
         shared,
@@ -389,8 +412,6 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     )?;
     let mut terminate = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let stopped = node.stopped();
-    tokio::pin!(stopped);
     loop {
         tokio::select! {
             accepted = listener.accept() => {
@@ -418,7 +439,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             // checkpoint.
             why = &mut stopped => {
                 drop(listener);
-                return Err(format!("stopping: this replica can no longer apply the log: {why}"));
+                return Err(cannot_apply(&why));
             }
         }
     }

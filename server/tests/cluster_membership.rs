@@ -82,7 +82,7 @@ fn a_cluster_grows_from_three_to_five_and_shrinks_back_under_writes() {
 
     // Grow: two nodes join, each added through a different member.
     for via in [2, 3] {
-        let id = cluster.start_joining();
+        let id = cluster.start_joining(&[]);
         let call = format!(
             "call hotledger.add_node({id}, '127.0.0.1:{}')",
             cluster.node(id).peer_port
@@ -146,4 +146,61 @@ fn a_cluster_grows_from_three_to_five_and_shrinks_back_under_writes() {
         "only {} writes acknowledged",
         acknowledged.len()
     );
+}
+
+/// The page size is the cluster's, recorded in the log when it formed: a node that joins
+/// with another stops as it reaches that record (its commands would apply differently),
+/// saying which settings to use; it never becomes a voter, and can be removed again.
+/// (8192 is the default page size.)
+#[test]
+fn a_node_with_another_page_size_cannot_join() {
+    let mut cluster = Cluster::start(3);
+    cluster.node(1).query("create table s (id int primary key)");
+    let id = cluster.start_joining(&["--page-size", "16384"]);
+    let call = format!(
+        "call hotledger.add_node({id}, '127.0.0.1:{}')",
+        cluster.node(id).peer_port
+    );
+    let out = std::process::Command::new("psql")
+        .args(["-h", "127.0.0.1", "-p", &cluster.node(1).port.to_string()])
+        .args([
+            "-U",
+            "ledger",
+            "-d",
+            "ledger",
+            "-X",
+            "-v",
+            "ON_ERROR_STOP=1",
+        ])
+        .args(["-c", "set statement_timeout = '4s'", "-c", &call])
+        .env("PGPASSWORD", common::PASSWORD)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // The learner stops (and its process exits) as it applies the record; the leader
+    // either hears why or finds it gone.
+    let error = common::stderr(&out);
+    assert!(
+        error.contains("stopped applying the log") || error.contains("has not caught up"),
+        "{error}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !cluster
+        .node(id)
+        .log()
+        .contains("the cluster's has --page-size 8192")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the call said: {error}; node {id}'s log: {}",
+            cluster.node(id).log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(voters_seen_by(&cluster, 1), [1, 2, 3]);
+    let answer = cluster
+        .node(2)
+        .query(&format!("call hotledger.remove_node({id})"));
+    assert!(answer.contains("no longer a member"), "{answer}");
+    cluster.node(3).query("insert into s values (1)");
 }

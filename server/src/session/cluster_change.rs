@@ -14,6 +14,7 @@ use super::{now_micros, Session, StatementResult};
 /// How long a change may take when `statement_timeout` sets no limit: adding a node waits
 /// for it to catch up.
 const DEFAULT_LIMIT: Duration = Duration::from_secs(120);
+const MARGIN: Duration = Duration::from_millis(250);
 
 fn membership_error(e: MembershipError) -> SqlError {
     let kind = match &e {
@@ -48,7 +49,11 @@ impl Session {
             )));
         }
         let change = membership_change(call, params)?;
-        let limit = self.timeout("statement_timeout").unwrap_or(DEFAULT_LIMIT);
+        // A little inside the statement's own limit, so the change's account of what it
+        // did (a learner that has not caught up) is what the client hears.
+        let limit = self
+            .timeout("statement_timeout")
+            .map_or(DEFAULT_LIMIT, |t| t.saturating_sub(MARGIN).max(MARGIN));
         let changing = self.shared.membership.change(change, limit);
         tokio::pin!(changing);
         let done = loop {

@@ -85,8 +85,9 @@ impl Cluster {
         node.wait_ready();
     }
 
-    /// Starts one more node with `--join`, waiting to be added; returns its id.
-    pub fn start_joining(&mut self) -> usize {
+    /// Starts one more node with `--join`, waiting to be added; returns its id. `extra`
+    /// goes after the cluster's own extra arguments.
+    pub fn start_joining(&mut self, extra: &[&str]) -> usize {
         let id = self.nodes.len() + 1;
         let root = self.nodes[0]
             .dir
@@ -101,7 +102,9 @@ impl Cluster {
             child: None,
             joins: true,
         };
-        node.launch("", &self.extra_args);
+        let mut args = self.extra_args.clone();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        node.launch("", &args);
         self.nodes.push(node);
         id
     }
