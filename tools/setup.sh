@@ -59,7 +59,12 @@ fi
 if [ ! -d tests/drivers/node/node_modules/pg ]; then
     (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
+if ! command -v go >/dev/null 2>&1; then
+    echo "setup: go not found; install Go 1.22 or newer (the pgx driver test and the linearizability checker need it)" >&2
+    exit 1
+fi
 (cd tests/drivers/go && go mod download)
+(cd tests/linearizability && go mod download)
 if [ ! -f tests/drivers/java/target/deps/postgresql-42.7.4.jar ]; then
     (cd tests/drivers/java && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/deps)
 fi
