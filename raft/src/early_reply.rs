@@ -13,7 +13,7 @@
 //! is applied, so answering then promises nothing more than the full reply would. Entries
 //! without a bound token (replay, another node's) are answered the usual way only.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use tokio::sync::oneshot;
@@ -21,6 +21,15 @@ use tokio::sync::oneshot;
 use crate::proposer::ProposeError;
 
 pub(crate) type Waiter = oneshot::Sender<Result<Vec<u8>, ProposeError>>;
+
+/// What is left of an entry when its `client_write` returns: the waiters not yet answered,
+/// and whether the entry ever reached this node's log. One that did may still commit
+/// through a later leader even after a truncation here (Raft's figure 8), so it must not be
+/// proposed again; one that did not applies nowhere.
+pub(crate) struct Finished {
+    pub waiters: Vec<Option<Waiter>>,
+    pub logged: bool,
+}
 
 #[derive(Default)]
 pub(crate) struct EarlyReplies {
@@ -34,6 +43,8 @@ struct Registry {
     waiting: HashMap<u64, Vec<Option<Waiter>>>,
     /// Token of the entry appended at a log index.
     at_index: HashMap<u64, u64>,
+    /// Tokens whose entry reached this node's log, even if it was truncated since.
+    logged: HashSet<u64>,
 }
 
 impl EarlyReplies {
@@ -58,6 +69,7 @@ impl EarlyReplies {
         let mut registry = self.registry();
         if registry.waiting.contains_key(&token) {
             registry.at_index.insert(index, token);
+            registry.logged.insert(token);
         }
     }
 
@@ -84,11 +96,15 @@ impl EarlyReplies {
         }
     }
 
-    /// Ends the entry's registration; returns its waiters, `None` where already answered.
-    pub fn finish(&self, token: u64) -> Vec<Option<Waiter>> {
+    /// Ends the entry's registration: its waiters (`None` where already answered), and
+    /// whether it reached this node's log.
+    pub fn finish(&self, token: u64) -> Finished {
         let mut registry = self.registry();
         registry.at_index.retain(|_, t| *t != token);
-        registry.waiting.remove(&token).unwrap_or_default()
+        Finished {
+            logged: registry.logged.remove(&token),
+            waiters: registry.waiting.remove(&token).unwrap_or_default(),
+        }
     }
 }
 
@@ -111,7 +127,9 @@ mod tests {
         replies.answer(token, 0, b"again".to_vec());
         assert_eq!(rx0.try_recv().unwrap().unwrap(), b"first");
         assert!(rx1.try_recv().is_err());
-        let rest = replies.finish(token);
+        let finished = replies.finish(token);
+        assert!(finished.logged);
+        let rest = finished.waiters;
         assert!(rest[0].is_none() && rest[1].is_some());
         replies.answer(token, 1, b"late".to_vec());
         assert!(
@@ -130,5 +148,10 @@ mod tests {
         replies.unbind_from(3);
         assert_eq!(replies.take_index(3), None);
         assert_eq!(replies.take_index(4), None);
+        // Truncated, it was logged all the same: it may commit elsewhere.
+        assert!(replies.finish(token).logged);
+        let (tx, _rx) = oneshot::channel();
+        let never = replies.register(vec![tx]);
+        assert!(!replies.finish(never).logged);
     }
 }

@@ -237,7 +237,8 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
     let token = early.register(waiters);
     let outcome = route.raft.client_write(Batch(commands, token)).await;
     // Commands already answered as they were applied are `None` here.
-    let waiters = early.finish(token);
+    let finished = early.finish(token);
+    let waiters = finished.waiters;
     let mut again = Vec::new();
     match (outcome, kept) {
         (Ok(response), _) => {
@@ -251,7 +252,8 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
                 }
             }
         }
-        (Err(e), Some(commands)) if e.forward_to_leader().is_some() => {
+        // Refused before it reached the log: certainly applies nowhere, send it again.
+        (Err(e), Some(commands)) if e.forward_to_leader().is_some() && !finished.logged => {
             for ((command, waiter), from_peer) in commands.into_iter().zip(waiters).zip(from_peer) {
                 if let Some(waiter) = waiter {
                     let queued = Queued {
@@ -264,10 +266,14 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
             }
         }
         (Err(e), _) => {
-            let error = if e.forward_to_leader().is_some() {
-                ProposeError::NotLeader
-            } else {
-                ProposeError::Raft(e.to_string())
+            let error = match e.forward_to_leader() {
+                // Logged here, then cut off by a new leader: another node may hold the
+                // entry and a later leader commit it.
+                Some(_) if finished.logged => ProposeError::Unknown(
+                    "this node lost its leadership after logging the statement: it may or may not apply".into(),
+                ),
+                Some(_) => ProposeError::NotLeader,
+                None => ProposeError::Raft(e.to_string()),
             };
             for w in waiters.into_iter().flatten() {
                 let _ = w.send(Err(error.clone()));

@@ -39,7 +39,10 @@ fn current_leader(cluster: &Cluster, alive: &[usize]) -> usize {
                 return leader;
             }
         }
-        assert!(std::time::Instant::now() < deadline, "no leader among {alive:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no leader among {alive:?}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -62,9 +65,18 @@ fn strong_reads_and_writes_stay_linearizable_when_leaders_are_killed() {
     cluster
         .node(1)
         .query("insert into reg values (0, 0), (1, 0), (2, 0), (3, 0)");
-    let ports: Vec<String> = (1..=3).map(|id| cluster.node(id).port.to_string()).collect();
+    let ports: Vec<String> = (1..=3)
+        .map(|id| cluster.node(id).port.to_string())
+        .collect();
     let run = Command::new(&checker)
-        .args(["--ports", &ports.join(","), "--seconds", "12", "--clients", "6"])
+        .args([
+            "--ports",
+            &ports.join(","),
+            "--seconds",
+            "12",
+            "--clients",
+            "6",
+        ])
         .arg("--viz")
         .arg(work.path().join("failure.html"))
         .env("PGPASSWORD", PASSWORD)

@@ -5,7 +5,31 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use std::collections::BTreeMap;
+
+use super::proxy::LinkProxy;
 use super::{binary, free_port, stdout, PASSWORD};
+
+/// The proxies of a cluster started behind them, by (from, to) node.
+#[derive(Default)]
+pub struct Links(pub BTreeMap<(usize, usize), LinkProxy>);
+
+impl Links {
+    /// Cuts node `id` off from every other node, both ways.
+    pub fn isolate(&self, id: usize) {
+        for ((from, to), proxy) in &self.0 {
+            if *from == id || *to == id {
+                proxy.cut();
+            }
+        }
+    }
+
+    pub fn heal_all(&self) {
+        for proxy in self.0.values() {
+            proxy.heal();
+        }
+    }
+}
 
 pub struct Node {
     pub id: usize,
@@ -15,6 +39,8 @@ pub struct Node {
     pub child: Option<Child>,
     /// Started with `--join` (added by `hotledger.add_node`), not `--peers`.
     pub joins: bool,
+    /// This node's own `--peers` list, when it reaches the others through proxies.
+    pub own_peers: Option<String>,
 }
 
 pub struct Cluster {
@@ -31,6 +57,20 @@ impl Cluster {
 
     /// A cluster of `voters` whose nodes are also given `extra_args`.
     pub fn start_with(voters: usize, extra_args: &[&str]) -> Cluster {
+        Cluster::launch_all(voters, extra_args, None)
+    }
+
+    /// A cluster whose nodes reach each other only through proxies, one per direction of
+    /// every link (node i's `--peers` names, for each other node j, the proxy i→j), so a
+    /// test can cut any link. openraft keeps each node's first membership as that node
+    /// initialised it, so each node uses its own list until the membership changes.
+    pub fn start_behind_proxies(voters: usize) -> (Cluster, Links) {
+        let mut links = Links::default();
+        let cluster = Cluster::launch_all(voters, &[], Some(&mut links));
+        (cluster, links)
+    }
+
+    fn launch_all(voters: usize, extra_args: &[&str], links: Option<&mut Links>) -> Cluster {
         let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
         let dir = tempfile::tempdir().unwrap();
         let mut nodes: Vec<Node> = (1..=voters)
@@ -41,14 +81,35 @@ impl Cluster {
                 dir: dir.path().join(format!("node{id}")),
                 child: None,
                 joins: false,
+                own_peers: None,
             })
             .collect();
+        if let Some(links) = links {
+            let ports: Vec<u16> = nodes.iter().map(|n| n.peer_port).collect();
+            for node in &mut nodes {
+                let list: Vec<String> = (1..=voters)
+                    .map(|to| {
+                        let port = if to == node.id {
+                            node.peer_port
+                        } else {
+                            let proxy = super::proxy::LinkProxy::start(ports[to - 1]);
+                            let port = proxy.port;
+                            links.0.insert((node.id, to), proxy);
+                            port
+                        };
+                        format!("{to}=127.0.0.1:{port}")
+                    })
+                    .collect();
+                node.own_peers = Some(list.join(","));
+            }
+        }
         let peers = nodes
             .iter()
             .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
             .collect::<Vec<_>>()
             .join(",");
         for node in &mut nodes {
+            let peers = node.own_peers.clone().unwrap_or_else(|| peers.clone());
             node.launch(&peers, &extra_args);
         }
         let cluster = Cluster {
@@ -81,6 +142,7 @@ impl Cluster {
     pub fn restart(&mut self, id: usize) {
         let peers = self.peers();
         let node = &mut self.nodes[id - 1];
+        let peers = node.own_peers.clone().unwrap_or(peers);
         node.launch(&peers, &self.extra_args);
         node.wait_ready();
     }
@@ -101,6 +163,7 @@ impl Cluster {
             dir: root.join(format!("node{id}")),
             child: None,
             joins: true,
+            own_peers: None,
         };
         let mut args = self.extra_args.clone();
         args.extend(extra.iter().map(|a| a.to_string()));

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod proxy;
 pub mod wire;
 
 use std::net::{TcpListener, TcpStream};
