@@ -129,6 +129,17 @@ const ELECTION_WAIT: Duration = Duration::from_secs(5);
 /// before it started: reads that come while one is under way wait for the next, which
 /// starts as soon as it ends (a confirmation begun before a read arrived might miss a
 /// write acknowledged before the read began).
+///
+/// A confirmation also gives the leader a lease: the voters that confirmed it refuse to
+/// elect another leader until `election_timeout_max` after they heard from it (openraft's
+/// leader lease), and they heard from it after the confirmation began. So for `LEASE`
+/// (half that) from the start of a confirmation no other leader can commit anything, and
+/// a read needs no round of its own: this leader's executor answers every write only after
+/// applying it, so a read here sees every write acknowledged before it; a follower applies
+/// up to this leader's last log index, which holds every such write. (Not openraft's
+/// applied index: its metrics learn of an entry's apply after the executor has answered
+/// the entry's commands — a follower reading up to it missed acknowledged writes, as the
+/// linearizability check showed.)
 #[derive(Clone, Default)]
 pub(crate) struct ReadIndex {
     pending: Arc<Mutex<Pending>>,
@@ -138,14 +149,36 @@ pub(crate) struct ReadIndex {
 struct Pending {
     confirming: bool,
     waiting: Vec<oneshot::Sender<Result<u64, ProposeError>>>,
+    /// Until when, and in which term, this node's leadership stands confirmed.
+    lease: Option<(Instant, u64)>,
+}
+
+/// How long a confirmation lets the leader read without another: half the followers'
+/// leader lease (`election_timeout_max`, 600 ms), the rest a margin for scheduling delays.
+pub(crate) const LEASE: Duration = Duration::from_millis(300);
+
+/// This node's last log index, if it leads in `term`.
+fn last_index_while_leading(raft: &Raft, term: u64) -> Option<u64> {
+    let metrics = raft.metrics();
+    let metrics = metrics.borrow();
+    (metrics.current_term == term && metrics.current_leader == Some(metrics.id))
+        .then(|| metrics.last_log_index.unwrap_or(0))
 }
 
 impl ReadIndex {
-    /// The index to apply up to before reading, once a quorum has confirmed this leader.
+    /// The index to apply up to before reading: this leader's applied index while its
+    /// lease lasts, else once a quorum has confirmed this leader.
     pub async fn confirm(&self, raft: &Raft) -> Result<u64, ProposeError> {
         let (tx, rx) = oneshot::channel();
         let start = {
             let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((until, term)) = pending.lease {
+                if Instant::now() < until {
+                    if let Some(index) = last_index_while_leading(raft, term) {
+                        return Ok(index);
+                    }
+                }
+            }
             pending.waiting.push(tx);
             !std::mem::replace(&mut pending.confirming, true)
         };
@@ -166,7 +199,12 @@ async fn confirm_for_the_waiting(pending: Arc<Mutex<Pending>>, raft: Raft) {
             }
             std::mem::take(&mut pending.waiting)
         };
+        let began = Instant::now();
+        let term = raft.metrics().borrow().current_term;
         let result = confirm_once(&raft).await;
+        if result.is_ok() && last_index_while_leading(&raft, term).is_some() {
+            pending.lock().unwrap_or_else(|e| e.into_inner()).lease = Some((began + LEASE, term));
+        }
         for w in waiting {
             let _ = w.send(result.clone());
         }
