@@ -44,6 +44,10 @@ fi
 if ! "$venv/bin/python" -c "import matplotlib" >/dev/null 2>&1; then
     "$venv/bin/pip" install -q "matplotlib==3.9.2"
 fi
+# The failover benchmark's load driver (tools/bench/failover) is Go.
+if command -v go >/dev/null 2>&1; then
+    (cd tools/bench/failover-load && go mod download)
+fi
 [ "$scope" = bench ] && exit 0
 
 # Driver packages for tests/drivers (see tests/drivers/README.md).
