@@ -301,6 +301,45 @@ fn default_memory_budget_mb(pool_mb: u64) -> u64 {
     memory_mb().map_or(1024, |mb| (mb.saturating_sub(pool_mb) / 2).max(256))
 }
 
+/// Starts this node's Raft. A single node runs it on this runtime (session thread 0): its
+/// proposer then shares a thread with the sessions there, with no extra hop. A cluster's
+/// runs on a thread of its own, so heartbeats, replication and the peers' requests are
+/// never queued behind client sessions (a late heartbeat costs an election).
+async fn start_node(
+    options: raft::NodeOptions,
+    executor: ledger::ExecutorHandle,
+) -> Result<raft::Node, String> {
+    if options.peers.is_empty() && !options.join {
+        return raft::start(options, executor)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    let (started, node) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("raft".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = started.send(Err(format!("cannot start the Raft thread: {e}")));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let node = raft::start(options, executor).await;
+                let _ = started.send(node.map_err(|e| e.to_string()));
+                // The node's tasks run here until the process exits.
+                std::future::pending::<()>().await
+            })
+        })
+        .map_err(|e| format!("cannot start the Raft thread: {e}"))?;
+    node.await
+        .map_err(|_| "the Raft thread stopped while starting".to_string())?
+}
+
 fn cannot_apply(why: &str) -> String {
     format!("stopping: this replica can no longer apply the log: {why}")
 }
@@ -351,7 +390,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
     };
     let (executor, recovered) = ledger::spawn(options)
         .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;
-    let node = raft::start(
+    let node = start_node(
         raft::NodeOptions {
             node_id: args.node_id,
             log_dir: args.data_dir.join("log"),
@@ -366,8 +405,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         },
         executor.clone(),
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     let shared = Arc::new(Shared {
         executor: executor.clone(),
         proposer: node.proposer.clone(),
