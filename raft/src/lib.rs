@@ -29,6 +29,7 @@ mod membership;
 mod network;
 mod node;
 mod proposer;
+mod purge;
 mod read_barrier;
 mod snapshot;
 mod snapshot_files;

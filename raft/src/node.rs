@@ -144,11 +144,8 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         election_timeout_min: 300,
         election_timeout_max: 600,
         snapshot_policy: SnapshotPolicy::Never,
-        max_in_snapshot_log_to_keep: if cluster {
-            options.log_keep_entries
-        } else {
-            1_000
-        },
+        // A cluster node purges by its followers' needs itself (`purge`).
+        max_in_snapshot_log_to_keep: if cluster { u64::MAX } else { 1_000 },
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
         // A snapshot goes in chunks of 1 MiB; the last one's answer waits for the install.
         snapshot_max_chunk_size: 1 << 20,
@@ -224,7 +221,8 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         true => options.snapshot_entries.max(1),
         false => SINGLE_SNAPSHOT_ENTRIES,
     };
-    tokio::spawn(trigger_snapshots(raft.clone(), executor, cluster, every));
+    let keep = cluster.then_some(options.log_keep_entries);
+    tokio::spawn(trigger_snapshots(raft.clone(), executor, keep, every));
     Ok(Node {
         read_barrier: ReadBarrier::new(
             raft.clone(),
@@ -321,9 +319,13 @@ async fn wait_for_a_leader(raft: &Raft, options: &NodeOptions) -> Result<(), Sta
 
 /// Asks openraft for a snapshot whenever `every` more entries have been applied since the
 /// last one, which lets it purge the log behind it. A single node's snapshot costs nothing
-/// (it names the last durable checkpoint), so it counts durable entries; a cluster's writes
-/// the whole state with a checkpoint of its own, so it counts applied ones.
-async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, cluster: bool, every: u64) {
+/// (it names the last durable checkpoint), so it counts durable entries, and openraft
+/// purges behind it; a cluster's writes the whole state with a checkpoint of its own, so it
+/// counts applied ones, and the node purges what its followers no longer need, keeping at
+/// most `keep` (Some in a cluster) entries behind the snapshot for them (`purge`).
+async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, keep: Option<u64>, every: u64) {
+    let cluster = keep.is_some();
+    let mut progress = crate::purge::FollowerProgress::default();
     let mut last_triggered = raft.metrics().borrow().snapshot.map_or(0, |id| id.index);
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -336,6 +338,9 @@ async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, cluster: bool, 
         let Ok((applied, durable)) = rx.await else {
             return;
         };
+        if let Some(keep) = keep {
+            crate::purge::purge(&raft, keep, &mut progress).await;
+        }
         let counted = if cluster { applied } else { durable };
         let Some(bytes) = counted.applied_log_id else {
             continue;
