@@ -35,6 +35,7 @@ mod snapshot;
 mod snapshot_files;
 mod state_machine;
 mod status;
+mod transfer_leader;
 mod types;
 
 pub use log_store::LogStats;

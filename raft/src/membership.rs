@@ -8,7 +8,8 @@
 //! catches up. The node must be running (`hotledger serve --node-id N --raft-listen ADDR
 //! --join`) for that; a call that times out leaves it a learner, and calling again finishes
 //! the job. Removing a voter commits the configuration without it; a removed leader hands
-//! over to a new one once that is committed.
+//! over to a new one once that is committed. Transferring leadership is
+//! `transfer_leader.rs`.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 
 use crate::network::{leader, PeerConnection, PeerRequest, PeerResponse};
+use crate::proposer::Proposer;
 use crate::types::{NodeId, Raft};
 
 /// A learner this close to the leader's last log index is promoted to voter.
@@ -31,8 +33,17 @@ const LEADER_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub enum MembershipChange {
-    AddNode { id: NodeId, raft_addr: String },
-    RemoveNode { id: NodeId },
+    AddNode {
+        id: NodeId,
+        raft_addr: String,
+    },
+    RemoveNode {
+        id: NodeId,
+    },
+    /// Hand leadership to this voter (`transfer_leader`).
+    TransferLeader {
+        id: NodeId,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, thiserror::Error, PartialEq, Eq)]
@@ -55,11 +66,16 @@ pub enum MembershipError {
 pub struct Membership {
     raft: Raft,
     node_id: NodeId,
+    proposer: Proposer,
 }
 
 impl Membership {
-    pub(crate) fn new(raft: Raft, node_id: NodeId) -> Membership {
-        Membership { raft, node_id }
+    pub(crate) fn new(raft: Raft, node_id: NodeId, proposer: Proposer) -> Membership {
+        Membership {
+            raft,
+            node_id,
+            proposer,
+        }
     }
 
     /// Makes `change` on the leader, waiting at most `limit` (adding a node waits for it
@@ -73,7 +89,7 @@ impl Membership {
         loop {
             match leader(&self.raft) {
                 Some((id, _)) if id == self.node_id => {
-                    return change_here(&self.raft, change, limit).await
+                    return change_here(&self.raft, &self.proposer, change, limit).await
                 }
                 Some((id, Some(addr))) => return forward(id, addr, change, limit).await,
                 _ if Instant::now() >= deadline => {
@@ -110,6 +126,7 @@ async fn forward(
 /// follower's forwarded call).
 pub(crate) async fn change_here(
     raft: &Raft,
+    proposer: &Proposer,
     change: MembershipChange,
     limit: Duration,
 ) -> Result<String, MembershipError> {
@@ -167,6 +184,9 @@ pub(crate) async fn change_here(
                 .await
                 .map_err(write_error)?;
             Ok(format!("node {id} is no longer a member; stop its process"))
+        }
+        MembershipChange::TransferLeader { id } => {
+            crate::transfer_leader::transfer_here(raft, proposer, id).await
         }
     }
 }

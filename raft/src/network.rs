@@ -24,6 +24,7 @@ use tokio::net::{TcpListener, TcpStream};
 use crate::membership::{change_here, MembershipChange, MembershipError};
 use crate::proposer::{ProposeError, Proposer};
 use crate::read_barrier::ReadIndex;
+use crate::transfer_leader::pause_elections;
 use crate::types::{NodeId, Raft, TypeConfig};
 
 /// The largest frame read: a log entry is at most 8 MiB (`proposer::BATCH_BYTES_MAX`) and
@@ -50,6 +51,11 @@ pub(crate) enum PeerRequest {
     /// How far the node has applied the log, or why it stopped applying (the leader asks
     /// a learner before making it a voter).
     Progress,
+    /// A leadership transfer (`transfer_leader`): hold this voter's campaigns back for a
+    /// while, let them go again, or campaign now (the target).
+    PauseElections(Duration),
+    ResumeElections,
+    Campaign,
 }
 
 /// What the leader answers a forwarded proposal: each command's result, and the index its
@@ -71,6 +77,7 @@ pub(crate) enum PeerResponse {
     Describe(String),
     ChangeMembership(Result<String, MembershipError>),
     Progress(Result<u64, String>),
+    Done,
 }
 
 async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
@@ -352,9 +359,21 @@ async fn serve_peer(
             PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_index.confirm(&raft).await),
             PeerRequest::Describe => PeerResponse::Describe(pg_addr.to_string()),
             PeerRequest::ChangeMembership(change, limit) => {
-                PeerResponse::ChangeMembership(change_here(&raft, change, limit).await)
+                PeerResponse::ChangeMembership(change_here(&raft, &proposer, change, limit).await)
             }
             PeerRequest::Progress => PeerResponse::Progress(progress(&raft)),
+            PeerRequest::PauseElections(pause) => {
+                pause_elections(&raft, pause);
+                PeerResponse::Done
+            }
+            PeerRequest::ResumeElections => {
+                raft.runtime_config().elect(true);
+                PeerResponse::Done
+            }
+            PeerRequest::Campaign => {
+                let _ = raft.trigger().elect().await;
+                PeerResponse::Done
+            }
         };
         if write_frame(&mut stream, &response).await.is_err() {
             return;

@@ -237,7 +237,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
             options.address.clone(),
             peers,
         ),
-        membership: Membership::new(raft.clone(), options.node_id),
+        membership: Membership::new(raft.clone(), options.node_id, proposer.clone()),
         raft,
         proposer,
         log_stats,

@@ -54,6 +54,8 @@ struct Queued {
 pub struct Proposer {
     queue: mpsc::UnboundedSender<Queued>,
     stats: Arc<ProposerStats>,
+    /// A batch in flight holds one; holding them all pauses proposing (`pause`).
+    slots: Arc<Semaphore>,
 }
 
 /// Entries in flight at once: one being flushed while the next fills up.
@@ -78,8 +80,23 @@ impl Proposer {
             cluster,
             leaders: peers,
         };
-        tokio::spawn(run(route, rx, stats.clone(), early));
-        Proposer { queue: tx, stats }
+        let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+        tokio::spawn(run(route, rx, stats.clone(), early, slots.clone()));
+        Proposer {
+            queue: tx,
+            stats,
+            slots,
+        }
+    }
+
+    /// Waits for the batches in flight to finish and holds new ones back until the guard
+    /// is dropped (a leadership transfer: nothing may reach the followers meanwhile).
+    pub(crate) async fn pause(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.slots
+            .clone()
+            .acquire_many_owned(IN_FLIGHT as u32)
+            .await
+            .ok()
     }
 
     /// Proposes one encoded command and waits for its encoded result (after it is durable
@@ -146,14 +163,16 @@ async fn run(
     mut rx: mpsc::UnboundedReceiver<Queued>,
     stats: Arc<ProposerStats>,
     early: Arc<EarlyReplies>,
+    slots: Arc<Semaphore>,
 ) {
     let route = Arc::new(route);
-    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
     loop {
+        // A command first, then a slot: an idle loop holds no slot (`pause` takes them all),
+        // and commands queued while it waits for one join the batch.
+        let Some(first) = rx.recv().await else { return };
         let Ok(permit) = slots.clone().acquire_owned().await else {
             return;
         };
-        let Some(first) = rx.recv().await else { return };
         let mut bytes = first.command.len();
         let mut batch = vec![first];
         while bytes < BATCH_BYTES_MAX && batch.len() < BATCH_COMMANDS_MAX {

@@ -107,8 +107,6 @@ fn membership_change(call: &ClusterChangeCall, params: &[Value]) -> SqlResult<Me
             Ok(MembershipChange::AddNode { id, raft_addr })
         }
         ClusterAction::RemoveNode => Ok(MembershipChange::RemoveNode { id }),
-        ClusterAction::TransferLeader => Err(SqlError::feature_not_supported(
-            "hotledger.transfer_leader: openraft 0.9, the consensus engine, cannot hand leadership to a chosen node; hotledger.remove_node of the leader makes the others elect one",
-        )),
+        ClusterAction::TransferLeader => Ok(MembershipChange::TransferLeader { id }),
     }
 }
