@@ -65,7 +65,7 @@ pub enum StartError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("--peers must name this node ({0}), with --raft-listen")]
+    #[error("--peers must name this node ({0}), with --raft-listen (or --join and --raft-listen)")]
     NotAPeer(NodeId),
     #[error("cannot open the log in {dir}: {source}")]
     Log { dir: PathBuf, source: kv::KvError },
@@ -122,23 +122,10 @@ const SINGLE_SNAPSHOT_ENTRIES: u64 = 2_000;
 /// after the follower has installed the whole snapshot (seconds for a large state).
 const SNAPSHOT_INSTALL_TIMEOUT_MS: u64 = 300_000;
 
-pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
-    let cluster = !options.peers.is_empty() || options.join;
-    let listener = match (cluster, options.raft_listen) {
-        (false, _) => None,
-        (true, Some(addr)) if options.join || options.peers.contains_key(&options.node_id) => Some(
-            TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Listen { addr, source })?,
-        ),
-        (true, _) => return Err(StartError::NotAPeer(options.node_id)),
-    };
-    let log =
-        RaftLog::open(&options.log_dir, options.log_io).map_err(|source| StartError::Log {
-            dir: options.log_dir.clone(),
-            source,
-        })?;
-    let config = Config {
+/// openraft's configuration: timeouts sized for a loaded 2-core machine, snapshots when
+/// `trigger_snapshots` asks, and (in a cluster) purges by `purge`.
+fn raft_config(cluster: bool) -> Result<Config, StartError> {
+    Config {
         cluster_name: "hotledger".into(),
         heartbeat_interval: 100,
         election_timeout_min: 300,
@@ -153,7 +140,18 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         ..Config::default()
     }
     .validate()
-    .map_err(|e| StartError::Raft(e.to_string()))?;
+    .map_err(|e| StartError::Raft(e.to_string()))
+}
+
+pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
+    let cluster = !options.peers.is_empty() || options.join;
+    let listener = peer_listener(cluster, &options).await?;
+    let log =
+        RaftLog::open(&options.log_dir, options.log_io).map_err(|source| StartError::Log {
+            dir: options.log_dir.clone(),
+            source,
+        })?;
+    let config = raft_config(cluster)?;
     let log_stats = log.stats();
     let files = match cluster {
         true => Some(Arc::new(
@@ -201,22 +199,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     if cluster {
         wait_for_a_leader(&raft, &options).await?;
     }
-    let leads = raft.metrics().borrow().current_leader == Some(options.node_id);
-    // A leader applies every entry in its log before clients may read (a follower serves
-    // weak reads as it catches up, and strong reads wait for the leader's index).
-    if leads || !cluster {
-        let metrics = raft
-            .wait(Some(Duration::from_secs(60)))
-            .state(ServerState::Leader, "become leader")
-            .await
-            .map_err(|e| wait_failed(&raft, e))?;
-        if let Some(last) = metrics.last_log_index {
-            raft.wait(Some(Duration::from_secs(600)))
-                .applied_index_at_least(Some(last), "replay the log")
-                .await
-                .map_err(|e| wait_failed(&raft, e))?;
-        }
-    }
+    replay_if_leading(&raft, cluster).await?;
     let every = match cluster {
         true => options.snapshot_entries.max(1),
         false => SINGLE_SNAPSHOT_ENTRIES,
@@ -243,6 +226,48 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         log_stats,
         node_id: options.node_id,
     })
+}
+
+/// The listener for peers, in a cluster (this node must be one of `--peers`, or join).
+async fn peer_listener(
+    cluster: bool,
+    options: &NodeOptions,
+) -> Result<Option<TcpListener>, StartError> {
+    match (cluster, options.raft_listen) {
+        (false, _) => Ok(None),
+        (true, Some(addr)) if options.join || options.peers.contains_key(&options.node_id) => {
+            TcpListener::bind(addr)
+                .await
+                .map(Some)
+                .map_err(|source| StartError::Listen { addr, source })
+        }
+        (true, _) => Err(StartError::NotAPeer(options.node_id)),
+    }
+}
+
+/// A leader applies every entry in its log before clients may read (a follower serves
+/// weak reads as it catches up, and strong reads wait for the leader's index).
+async fn replay_if_leading(raft: &Raft, cluster: bool) -> Result<(), StartError> {
+    let leads = {
+        let metrics = raft.metrics();
+        let metrics = metrics.borrow();
+        metrics.current_leader == Some(metrics.id)
+    };
+    if !leads && cluster {
+        return Ok(());
+    }
+    let metrics = raft
+        .wait(Some(Duration::from_secs(60)))
+        .state(ServerState::Leader, "become leader")
+        .await
+        .map_err(|e| wait_failed(raft, e))?;
+    if let Some(last) = metrics.last_log_index {
+        raft.wait(Some(Duration::from_secs(600)))
+            .applied_index_at_least(Some(last), "replay the log")
+            .await
+            .map_err(|e| wait_failed(raft, e))?;
+    }
+    Ok(())
 }
 
 /// Makes a pristine node a member: of a one-member cluster, or of the voters in `peers`
