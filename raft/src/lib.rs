@@ -28,6 +28,7 @@ mod log_store;
 mod membership;
 mod network;
 mod node;
+mod peer_link;
 mod proposer;
 mod purge;
 mod read_barrier;

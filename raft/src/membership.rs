@@ -18,7 +18,8 @@ use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 
-use crate::network::{leader, PeerConnection, PeerRequest, PeerResponse};
+use crate::network::{leader, PeerRequest, PeerResponse};
+use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::types::{NodeId, Raft};
 
@@ -67,14 +68,21 @@ pub struct Membership {
     raft: Raft,
     node_id: NodeId,
     proposer: Proposer,
+    links: PeerLinks,
 }
 
 impl Membership {
-    pub(crate) fn new(raft: Raft, node_id: NodeId, proposer: Proposer) -> Membership {
+    pub(crate) fn new(
+        raft: Raft,
+        node_id: NodeId,
+        proposer: Proposer,
+        links: PeerLinks,
+    ) -> Membership {
         Membership {
             raft,
             node_id,
             proposer,
+            links,
         }
     }
 
@@ -89,9 +97,12 @@ impl Membership {
         loop {
             match leader(&self.raft) {
                 Some((id, _)) if id == self.node_id => {
-                    return change_here(&self.raft, &self.proposer, change, limit).await
+                    return change_here(&self.raft, &self.proposer, &self.links, change, limit)
+                        .await
                 }
-                Some((id, Some(addr))) => return forward(id, addr, change, limit).await,
+                Some((id, Some(addr))) => {
+                    return forward(&self.links, id, &addr, change, limit).await
+                }
                 _ if Instant::now() >= deadline => {
                     return Err(MembershipError::NoLeader(
                         "the cluster has no leader: a majority of its voters must be up".into(),
@@ -104,14 +115,14 @@ impl Membership {
 }
 
 async fn forward(
+    links: &PeerLinks,
     leader: NodeId,
-    addr: String,
+    addr: &str,
     change: MembershipChange,
     limit: Duration,
 ) -> Result<String, MembershipError> {
-    let mut connection = PeerConnection::new(addr);
     let request = PeerRequest::ChangeMembership(change, limit);
-    match connection.call(&request, limit + LEADER_WAIT).await {
+    match links.call(addr, &request, limit + LEADER_WAIT).await {
         Ok(PeerResponse::ChangeMembership(answer)) => answer,
         Ok(_) => Err(MembershipError::Failed(format!(
             "the leader (node {leader}) answered another request"
@@ -127,6 +138,7 @@ async fn forward(
 pub(crate) async fn change_here(
     raft: &Raft,
     proposer: &Proposer,
+    links: &PeerLinks,
     change: MembershipChange,
     limit: Duration,
 ) -> Result<String, MembershipError> {
@@ -159,7 +171,7 @@ pub(crate) async fn change_here(
                     .await
                     .map_err(write_error)?;
             }
-            wait_caught_up(raft, id, &raft_addr, deadline).await?;
+            wait_caught_up(raft, links, id, &raft_addr, deadline).await?;
             raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false)
                 .await
                 .map_err(write_error)?;
@@ -186,7 +198,7 @@ pub(crate) async fn change_here(
             Ok(format!("node {id} is no longer a member; stop its process"))
         }
         MembershipChange::TransferLeader { id } => {
-            crate::transfer_leader::transfer_here(raft, proposer, id).await
+            crate::transfer_leader::transfer_here(raft, proposer, links, id).await
         }
     }
 }
@@ -196,12 +208,12 @@ pub(crate) async fn change_here(
 /// log (another page size, an IO error) never votes.
 async fn wait_caught_up(
     raft: &Raft,
+    links: &PeerLinks,
     id: NodeId,
     raft_addr: &str,
     deadline: Instant,
 ) -> Result<(), MembershipError> {
     let target = raft.metrics().borrow().last_log_index.unwrap_or(0);
-    let mut learner = PeerConnection::new(raft_addr.to_string());
     loop {
         let (matched, last) = {
             let metrics = raft.metrics();
@@ -214,7 +226,10 @@ async fn wait_caught_up(
             (matched, metrics.last_log_index.unwrap_or(0))
         };
         if matched.is_some_and(|m| m + CAUGHT_UP_ENTRIES >= last) {
-            match learner.call(&PeerRequest::Progress, PROGRESS_WAIT).await {
+            match links
+                .call(raft_addr, &PeerRequest::Progress, PROGRESS_WAIT)
+                .await
+            {
                 Ok(PeerResponse::Progress(Ok(applied))) if applied >= target => return Ok(()),
                 Ok(PeerResponse::Progress(Err(why))) => {
                     return Err(MembershipError::Failed(format!(

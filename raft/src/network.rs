@@ -1,11 +1,10 @@
-//! The network between replicas: openraft's RPCs (append entries, vote, install snapshot)
-//! and the forwarding of proposals and read barriers to the leader, over TCP. Each message
-//! is a frame — a 4-byte little-endian length, then the bincode of a `PeerRequest` or
-//! `PeerResponse` — and a connection carries one request at a time: openraft uses each
-//! client for one RPC at a time, and forwarding keeps a small pool of connections.
+//! The network between replicas: openraft's RPCs (append entries, vote, install snapshot),
+//! the forwarding of proposals and read barriers to the leader, and the membership calls,
+//! as `PeerRequest`s answered by `PeerResponse`s over one multiplexed connection per peer
+//! (`peer_link`). The server side answers each request of a connection as soon as it is
+//! done, in any order.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{
@@ -18,21 +17,18 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, RPCTypes};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
 
 use crate::membership::{change_here, MembershipChange, MembershipError};
+use crate::peer_link::{encode_frame, read_frame, write_frames, PeerLinks};
 use crate::proposer::{ProposeError, Proposer};
 use crate::read_barrier::ReadIndex;
 use crate::transfer_leader::pause_elections;
 use crate::types::{NodeId, Raft, TypeConfig};
 
-/// The largest frame read: a log entry is at most 8 MiB (`proposer::BATCH_BYTES_MAX`) and
-/// an append carries at most `MAX_PAYLOAD_ENTRIES`.
-const FRAME_MAX: usize = 1 << 30;
 /// Entries per append RPC (openraft's `max_payload_entries`).
 pub(crate) const MAX_PAYLOAD_ENTRIES: u64 = 64;
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 #[derive(Serialize, Deserialize)]
 pub(crate) enum PeerRequest {
@@ -80,28 +76,6 @@ pub(crate) enum PeerResponse {
     Done,
 }
 
-async fn write_frame<T: Serialize>(stream: &mut TcpStream, message: &T) -> std::io::Result<()> {
-    let body = bincode::serialize(message).map_err(std::io::Error::other)?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&body);
-    stream.write_all(&frame).await
-}
-
-async fn read_frame<T: for<'de> Deserialize<'de>>(stream: &mut TcpStream) -> std::io::Result<T> {
-    let mut len = [0u8; 4];
-    stream.read_exact(&mut len).await?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > FRAME_MAX {
-        return Err(std::io::Error::other(format!(
-            "a peer frame of {len} bytes is over the {FRAME_MAX}-byte limit"
-        )));
-    }
-    let mut body = vec![0u8; len];
-    stream.read_exact(&mut body).await?;
-    bincode::deserialize(&body).map_err(std::io::Error::other)
-}
-
 /// Why a call to a peer failed: it could not be reached (no connection), or the exchange
 /// broke or took too long.
 pub(crate) enum CallError {
@@ -110,72 +84,16 @@ pub(crate) enum CallError {
     TimedOut,
 }
 
-/// One connection to a peer, opened on first use and again after a failure.
-pub(crate) struct PeerConnection {
-    addr: String,
-    stream: Option<TcpStream>,
+/// Makes openraft's clients, to the address in the membership, over the node's links.
+#[derive(Clone)]
+pub struct TcpNetwork {
+    pub(crate) links: PeerLinks,
 }
-
-impl PeerConnection {
-    pub fn new(addr: String) -> PeerConnection {
-        PeerConnection { addr, stream: None }
-    }
-
-    pub async fn call(
-        &mut self,
-        request: &PeerRequest,
-        limit: Duration,
-    ) -> Result<PeerResponse, CallError> {
-        if self.stream.as_ref().is_some_and(|s| !still_open(s)) {
-            self.stream = None;
-        }
-        if self.stream.is_none() {
-            let connect = TcpStream::connect(&self.addr);
-            let stream = match tokio::time::timeout(CONNECT_TIMEOUT.min(limit), connect).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(e)) => return Err(CallError::Unreachable(e)),
-                Err(_) => return Err(CallError::Unreachable(std::io::ErrorKind::TimedOut.into())),
-            };
-            let _ = stream.set_nodelay(true);
-            self.stream = Some(stream);
-        }
-        let stream = self.stream.as_mut().expect("connected above");
-        let exchange = async {
-            write_frame(stream, request).await?;
-            read_frame::<PeerResponse>(stream).await
-        };
-        let outcome = tokio::time::timeout(limit, exchange).await;
-        match outcome {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(e)) => {
-                self.stream = None;
-                Err(CallError::Broken(e))
-            }
-            Err(_) => {
-                // A late answer would be read as the next call's: start afresh.
-                self.stream = None;
-                Err(CallError::TimedOut)
-            }
-        }
-    }
-}
-
-/// Whether a kept connection is still usable: between calls the peer sends nothing, so
-/// anything readable is its close (a restarted peer) or a reset. Checked before sending, so
-/// a request is not lost into a dead connection (which for a forwarded proposal would leave
-/// its outcome unknown).
-fn still_open(stream: &TcpStream) -> bool {
-    let mut byte = [0u8; 1];
-    matches!(stream.try_read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
-}
-
-/// Makes openraft's clients: one connection per client, to the address in the membership.
-#[derive(Clone, Default)]
-pub struct TcpNetwork;
 
 pub struct PeerClient {
     target: NodeId,
-    connection: PeerConnection,
+    addr: String,
+    links: PeerLinks,
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
@@ -184,7 +102,8 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
         PeerClient {
             target,
-            connection: PeerConnection::new(node.addr.clone()),
+            addr: node.addr.clone(),
+            links: self.links.clone(),
         }
     }
 }
@@ -219,7 +138,11 @@ impl PeerClient {
         option: &RPCOption,
         pick: impl FnOnce(PeerResponse) -> Option<Result<T, E>>,
     ) -> RpcResult<T, E> {
-        match self.connection.call(&request, option.hard_ttl()).await {
+        match self
+            .links
+            .call(&self.addr, &request, option.hard_ttl())
+            .await
+        {
             Ok(response) => match pick(response) {
                 Some(answer) => answer.map_err(|e| RPCError::RemoteError(remote(self.target, e))),
                 None => Err(RPCError::Network(NetworkError::new(
@@ -279,48 +202,20 @@ fn remote<E: std::error::Error>(
     openraft::error::RemoteError::new(target, error)
 }
 
-/// Connections to peers for our own requests (forwarded proposals and read barriers to the
-/// leader, `Describe` to any member), by address, kept between calls.
-#[derive(Clone, Default)]
-pub(crate) struct PeerPool {
-    idle: Arc<Mutex<HashMap<String, Vec<PeerConnection>>>>,
+/// What answering a peer needs.
+#[derive(Clone)]
+pub(crate) struct PeerContext {
+    pub raft: Raft,
+    pub proposer: Proposer,
+    pub read_index: ReadIndex,
+    /// Where this node takes clients (`Describe`).
+    pub pg_addr: Arc<String>,
+    pub links: PeerLinks,
 }
 
-impl PeerPool {
-    pub async fn call(
-        &self,
-        addr: &str,
-        request: &PeerRequest,
-        limit: Duration,
-    ) -> Result<PeerResponse, CallError> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_mut(addr)
-            .and_then(Vec::pop);
-        let mut connection = idle.unwrap_or_else(|| PeerConnection::new(addr.to_string()));
-        let response = connection.call(request, limit).await?;
-        self.idle
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(addr.to_string())
-            .or_default()
-            .push(connection);
-        Ok(response)
-    }
-}
-
-/// Answers peers on `listener`: openraft's RPCs to this node's Raft, and proposals and
-/// read barriers forwarded by followers when this node leads.
-pub async fn serve_peers(
-    listener: TcpListener,
-    raft: Raft,
-    proposer: Proposer,
-    read_index: ReadIndex,
-    pg_addr: String,
-) {
-    let pg_addr = Arc::new(pg_addr);
+/// Answers peers on `listener`: openraft's RPCs to this node's Raft, proposals and read
+/// barriers forwarded by followers when this node leads, and membership calls.
+pub(crate) async fn serve_peers(listener: TcpListener, context: PeerContext) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -331,39 +226,46 @@ pub async fn serve_peers(
             }
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(serve_peer(
-            stream,
-            raft.clone(),
-            proposer.clone(),
-            read_index.clone(),
-            pg_addr.clone(),
-        ));
+        tokio::spawn(serve_peer(stream, context.clone()));
     }
 }
 
-async fn serve_peer(
-    mut stream: TcpStream,
-    raft: Raft,
-    proposer: Proposer,
-    read_index: ReadIndex,
-    pg_addr: Arc<String>,
-) {
-    while let Ok(request) = read_frame::<PeerRequest>(&mut stream).await {
-        let response = match request {
+/// Reads a connection's requests and answers each as soon as it is done.
+async fn serve_peer(stream: TcpStream, context: PeerContext) {
+    let (mut reader, writer) = stream.into_split();
+    let (frames, queued) = mpsc::unbounded_channel();
+    tokio::spawn(write_frames(writer, queued));
+    while let Ok((id, request)) = read_frame::<PeerRequest>(&mut reader).await {
+        let (context, frames) = (context.clone(), frames.clone());
+        tokio::spawn(async move {
+            let response = context.answer(request).await;
+            if let Ok(frame) = encode_frame(id, &response) {
+                let _ = frames.send(frame);
+            }
+        });
+    }
+}
+
+impl PeerContext {
+    async fn answer(&self, request: PeerRequest) -> PeerResponse {
+        let raft = &self.raft;
+        match request {
             PeerRequest::Append(rpc) => PeerResponse::Append(raft.append_entries(rpc).await),
             PeerRequest::Vote(rpc) => PeerResponse::Vote(raft.vote(rpc).await),
             PeerRequest::Snapshot(rpc) => PeerResponse::Snapshot(raft.install_snapshot(rpc).await),
             PeerRequest::Propose(commands) => {
-                PeerResponse::Propose(propose_here(&raft, &proposer, commands).await)
+                PeerResponse::Propose(propose_here(raft, &self.proposer, commands).await)
             }
-            PeerRequest::ReadBarrier => PeerResponse::ReadBarrier(read_index.confirm(&raft).await),
-            PeerRequest::Describe => PeerResponse::Describe(pg_addr.to_string()),
-            PeerRequest::ChangeMembership(change, limit) => {
-                PeerResponse::ChangeMembership(change_here(&raft, &proposer, change, limit).await)
+            PeerRequest::ReadBarrier => {
+                PeerResponse::ReadBarrier(self.read_index.confirm(raft).await)
             }
-            PeerRequest::Progress => PeerResponse::Progress(progress(&raft)),
+            PeerRequest::Describe => PeerResponse::Describe(self.pg_addr.to_string()),
+            PeerRequest::ChangeMembership(change, limit) => PeerResponse::ChangeMembership(
+                change_here(raft, &self.proposer, &self.links, change, limit).await,
+            ),
+            PeerRequest::Progress => PeerResponse::Progress(progress(raft)),
             PeerRequest::PauseElections(pause) => {
-                pause_elections(&raft, pause);
+                pause_elections(raft, pause);
                 PeerResponse::Done
             }
             PeerRequest::ResumeElections => {
@@ -374,9 +276,6 @@ async fn serve_peer(
                 let _ = raft.trigger().elect().await;
                 PeerResponse::Done
             }
-        };
-        if write_frame(&mut stream, &response).await.is_err() {
-            return;
         }
     }
 }

@@ -15,7 +15,8 @@ use tokio::sync::oneshot;
 
 use crate::log_store::{LogStats, RaftLog};
 use crate::membership::Membership;
-use crate::network::{serve_peers, PeerPool, TcpNetwork, MAX_PAYLOAD_ENTRIES};
+use crate::network::{serve_peers, PeerContext, TcpNetwork, MAX_PAYLOAD_ENTRIES};
+use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::read_barrier::{ReadBarrier, ReadIndex};
 use crate::snapshot_files::SnapshotFiles;
@@ -164,18 +165,21 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     };
     let state_machine = StateMachine::new(executor.clone(), log.early_replies(), files);
     let raft_handle = state_machine.raft_handle();
+    // One connection to each other member, for openraft's RPCs and our own requests alike.
+    let peers = PeerLinks::default();
+    let network = TcpNetwork {
+        links: peers.clone(),
+    };
     let raft = Raft::new(
         options.node_id,
         Arc::new(config),
-        TcpNetwork,
+        network,
         log.clone(),
         state_machine,
     )
     .await
     .map_err(|e| StartError::Raft(e.to_string()))?;
     let _ = raft_handle.set(raft.clone());
-    // One pool of connections to the other members for all our own requests.
-    let peers = PeerPool::default();
     let proposer = Proposer::start(
         raft.clone(),
         log.early_replies(),
@@ -185,13 +189,14 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
     );
     let read_index = ReadIndex::default();
     if let Some(listener) = listener {
-        tokio::spawn(serve_peers(
-            listener,
-            raft.clone(),
-            proposer.clone(),
-            read_index.clone(),
-            options.address.clone(),
-        ));
+        let context = PeerContext {
+            raft: raft.clone(),
+            proposer: proposer.clone(),
+            read_index: read_index.clone(),
+            pg_addr: Arc::new(options.address.clone()),
+            links: peers.clone(),
+        };
+        tokio::spawn(serve_peers(listener, context));
     }
     if !options.join {
         initialize(&raft, &options).await?;
@@ -218,9 +223,9 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
             raft.clone(),
             options.node_id,
             options.address.clone(),
-            peers,
+            peers.clone(),
         ),
-        membership: Membership::new(raft.clone(), options.node_id, proposer.clone()),
+        membership: Membership::new(raft.clone(), options.node_id, proposer.clone(), peers),
         raft,
         proposer,
         log_stats,

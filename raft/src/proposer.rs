@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::early_reply::{EarlyReplies, Waiter};
-use crate::network::{leader, leader_replaced, CallError, PeerPool, PeerRequest, PeerResponse};
+use crate::network::{leader, leader_replaced, CallError, PeerRequest, PeerResponse};
+use crate::peer_link::PeerLinks;
 use crate::types::{Batch, NodeId, Raft};
 
 /// Why a proposal did not produce a result.
@@ -70,7 +71,7 @@ impl Proposer {
         early: Arc<EarlyReplies>,
         node_id: NodeId,
         cluster: bool,
-        peers: PeerPool,
+        peers: PeerLinks,
     ) -> Proposer {
         let (tx, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(ProposerStats::default());
@@ -145,7 +146,7 @@ struct Route {
     raft: Raft,
     node_id: NodeId,
     cluster: bool,
-    leaders: PeerPool,
+    leaders: PeerLinks,
 }
 
 impl Route {

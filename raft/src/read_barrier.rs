@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::network::{leader, leader_replaced, CallError, PeerPool, PeerRequest, PeerResponse};
+use crate::network::{leader, leader_replaced, CallError, PeerRequest, PeerResponse};
+use crate::peer_link::PeerLinks;
 use crate::proposer::ProposeError;
 use crate::types::{NodeId, Raft};
 
@@ -22,7 +23,7 @@ pub struct ReadBarrier {
     raft: Raft,
     node_id: NodeId,
     cluster: bool,
-    leaders: PeerPool,
+    leaders: PeerLinks,
     read_index: ReadIndex,
 }
 
@@ -32,7 +33,7 @@ impl ReadBarrier {
         node_id: NodeId,
         cluster: bool,
         read_index: ReadIndex,
-        peers: PeerPool,
+        peers: PeerLinks,
     ) -> ReadBarrier {
         ReadBarrier {
             raft,

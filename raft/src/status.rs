@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use openraft::ServerState;
 
-use crate::network::{PeerPool, PeerRequest, PeerResponse};
+use crate::network::{PeerRequest, PeerResponse};
+use crate::peer_link::PeerLinks;
 use crate::types::{NodeId, Raft};
 
 /// How long a member has to say where it takes clients before it counts as unreachable.
@@ -35,7 +36,7 @@ pub struct ClusterStatus {
     raft: Raft,
     node_id: NodeId,
     pg_addr: String,
-    peers: PeerPool,
+    peers: PeerLinks,
 }
 
 fn role(state: ServerState) -> &'static str {
@@ -52,7 +53,7 @@ impl ClusterStatus {
         raft: Raft,
         node_id: NodeId,
         pg_addr: String,
-        peers: PeerPool,
+        peers: PeerLinks,
     ) -> ClusterStatus {
         ClusterStatus {
             raft,

@@ -10,7 +10,8 @@
 use std::time::Duration;
 
 use crate::membership::MembershipError;
-use crate::network::{PeerConnection, PeerRequest, PeerResponse};
+use crate::network::{PeerRequest, PeerResponse};
+use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::types::{NodeId, Raft};
 
@@ -23,10 +24,9 @@ const LEASE_RUN_OUT: Duration = Duration::from_millis(750);
 const ELECTION: Duration = Duration::from_secs(3);
 const CALL_LIMIT: Duration = Duration::from_secs(1);
 
-async fn tell(addr: &str, request: PeerRequest) -> bool {
-    let mut connection = PeerConnection::new(addr.to_string());
+async fn tell(links: &PeerLinks, addr: &str, request: PeerRequest) -> bool {
     matches!(
-        connection.call(&request, CALL_LIMIT).await,
+        links.call(addr, &request, CALL_LIMIT).await,
         Ok(PeerResponse::Done)
     )
 }
@@ -35,6 +35,7 @@ async fn tell(addr: &str, request: PeerRequest) -> bool {
 pub(crate) async fn transfer_here(
     raft: &Raft,
     proposer: &Proposer,
+    links: &PeerLinks,
     target: NodeId,
 ) -> Result<String, MembershipError> {
     let (me, voters) = {
@@ -65,15 +66,15 @@ pub(crate) async fn transfer_here(
         .collect();
     let paused = proposer.pause().await;
     for addr in &others {
-        tell(addr, PeerRequest::PauseElections(PAUSE)).await;
+        tell(links, addr, PeerRequest::PauseElections(PAUSE)).await;
     }
     raft.runtime_config().heartbeat(false);
     raft.runtime_config().elect(false);
-    let outcome = hand_over(raft, target, &target_addr).await;
+    let outcome = hand_over(raft, links, target, &target_addr).await;
     raft.runtime_config().elect(true);
     raft.runtime_config().heartbeat(true);
     for addr in &others {
-        tell(addr, PeerRequest::ResumeElections).await;
+        tell(links, addr, PeerRequest::ResumeElections).await;
     }
     drop(paused);
     outcome
@@ -81,6 +82,7 @@ pub(crate) async fn transfer_here(
 
 async fn hand_over(
     raft: &Raft,
+    links: &PeerLinks,
     target: NodeId,
     target_addr: &str,
 ) -> Result<String, MembershipError> {
@@ -104,7 +106,7 @@ async fn hand_over(
         )));
     }
     tokio::time::sleep(LEASE_RUN_OUT).await;
-    if !tell(target_addr, PeerRequest::Campaign).await {
+    if !tell(links, target_addr, PeerRequest::Campaign).await {
         return Err(MembershipError::Failed(format!(
             "node {target} could not be asked to campaign; the leader is unchanged"
         )));
