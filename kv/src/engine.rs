@@ -830,6 +830,11 @@ impl Engine {
         self.pager.pool.overshoot()
     }
 
+    /// The size of this file's pages.
+    pub fn page_size(&self) -> usize {
+        self.pager.page_size()
+    }
+
     /// The log position covered by the last durable checkpoint.
     pub fn durable_position(&self) -> LogPosition {
         self.durable_position

@@ -36,7 +36,7 @@ impl Executor {
     /// This replica's own settings.
     fn own_settings(&mut self) -> SqlResult<ClusterSettings> {
         let partitions = self.shards.len() as u32;
-        let page_size = held(&mut self.shards, 0)?.engine.stats().page_size as u32;
+        let page_size = held(&mut self.shards, 0)?.engine.page_size() as u32;
         Ok(ClusterSettings {
             page_size,
             partitions,

@@ -18,7 +18,7 @@ use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 
-use crate::network::{leader, PeerRequest, PeerResponse};
+use crate::network::{leader, matched_index, PeerRequest, PeerResponse};
 use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::types::{NodeId, Raft};
@@ -218,12 +218,10 @@ async fn wait_caught_up(
         let (matched, last) = {
             let metrics = raft.metrics();
             let metrics = metrics.borrow();
-            let matched = metrics
-                .replication
-                .as_ref()
-                .and_then(|r| r.get(&id).copied().flatten())
-                .map(|log_id| log_id.index);
-            (matched, metrics.last_log_index.unwrap_or(0))
+            (
+                matched_index(&metrics, id),
+                metrics.last_log_index.unwrap_or(0),
+            )
         };
         if matched.is_some_and(|m| m + CAUGHT_UP_ENTRIES >= last) {
             match links

@@ -327,6 +327,19 @@ pub(crate) fn leader(raft: &Raft) -> Option<(NodeId, Option<String>)> {
     Some((leader, addr))
 }
 
+/// On the leader: the last index of its log that follower `id`'s log matches, if known.
+pub(crate) fn matched_index(
+    metrics: &openraft::RaftMetrics<NodeId, BasicNode>,
+    id: NodeId,
+) -> Option<u64> {
+    let replication = metrics.replication.as_ref()?;
+    replication
+        .get(&id)
+        .copied()
+        .flatten()
+        .map(|log_id| log_id.index)
+}
+
 /// Resolves once this node no longer takes `leader` for the leader.
 pub(crate) async fn leader_replaced(raft: &Raft, leader: NodeId) {
     let _ = raft

@@ -11,7 +11,6 @@ use std::time::Duration;
 use ledger::{ExecutorHandle, Request};
 use openraft::{BasicNode, Config, LogId, ServerState, SnapshotPolicy};
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 
 use crate::log_store::{LogStats, RaftLog};
 use crate::membership::Membership;
@@ -20,7 +19,7 @@ use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::read_barrier::{ReadBarrier, ReadIndex};
 use crate::snapshot_files::SnapshotFiles;
-use crate::state_machine::StateMachine;
+use crate::state_machine::{ask, StateMachine};
 use crate::status::ClusterStatus;
 use crate::types::{NodeId, Raft};
 
@@ -359,13 +358,7 @@ async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, keep: Option<u6
     let mut last_triggered = raft.metrics().borrow().snapshot.map_or(0, |id| id.index);
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let (tx, rx) = oneshot::channel();
-        if !executor.send(Request::Meta {
-            reply: Box::new(move |m| drop(tx.send(m))),
-        }) {
-            return;
-        }
-        let Ok((applied, durable)) = rx.await else {
+        let Some((applied, durable)) = ask(&executor, |reply| Request::Meta { reply }).await else {
             return;
         };
         if let Some(keep) = keep {

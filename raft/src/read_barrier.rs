@@ -167,8 +167,8 @@ fn last_index_while_leading(raft: &Raft, term: u64) -> Option<u64> {
 }
 
 impl ReadIndex {
-    /// The index to apply up to before reading: this leader's applied index while its
-    /// lease lasts, else once a quorum has confirmed this leader.
+    /// The index to apply up to before reading: this leader's last log index while its
+    /// lease lasts, else the commit index once a quorum has confirmed this leader.
     pub async fn confirm(&self, raft: &Raft) -> Result<u64, ProposeError> {
         let (tx, rx) = oneshot::channel();
         let start = {

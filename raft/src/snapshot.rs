@@ -21,15 +21,11 @@ use ledger::{Request, SnapshotHeader, StateSnapshot};
 use openraft::storage::Snapshot;
 use openraft::{AnyError, SnapshotMeta, StorageError, StorageIOError};
 use tokio::fs::File;
-use tokio::sync::oneshot;
 use tokio::task::spawn_blocking;
 
-use crate::snapshot_files::SnapshotFiles;
-use crate::state_machine::{decode_meta, sm_error, StateMachine};
+use crate::snapshot_files::{SnapshotFiles, BUILDING};
+use crate::state_machine::{ask, decode_meta, sm_error, StateMachine};
 use crate::types::{NodeId, TypeConfig};
-
-pub(crate) const RECEIVING: &str = "receiving";
-const BUILDING: &str = "building";
 
 /// How long a failed build waits before asking the executor again.
 const BUILD_RETRY: Duration = Duration::from_secs(1);
@@ -84,18 +80,9 @@ fn write_snapshot(files: &SnapshotFiles, state: &StateSnapshot) -> std::io::Resu
 
 impl StateMachine {
     /// The executor's state as of a durable checkpoint taken now.
-    async fn request_state(&self) -> Result<Result<Arc<StateSnapshot>, String>, ()> {
-        let (tx, rx) = oneshot::channel();
-        let sent = self.executor.send(Request::BuildSnapshot {
-            reply: Box::new(move |r| drop(tx.send(r))),
-        });
-        if !sent {
-            return Err(());
-        }
-        match rx.await {
-            Ok(answer) => Ok(answer.map_err(|e| e.message)),
-            Err(_) => Err(()),
-        }
+    async fn request_state(&self) -> Option<Result<Arc<StateSnapshot>, String>> {
+        let answer = ask(&self.executor, |reply| Request::BuildSnapshot { reply }).await?;
+        Some(answer.map_err(|e| e.message))
     }
 
     pub(crate) async fn build_with_data(
@@ -104,13 +91,13 @@ impl StateMachine {
     ) -> Result<Snapshot<TypeConfig>, StorageError<NodeId>> {
         loop {
             let state = match self.request_state().await {
-                Ok(Ok(state)) => state,
-                Ok(Err(why)) => {
+                Some(Ok(state)) => state,
+                Some(Err(why)) => {
                     eprintln!("hotledger: building a snapshot failed, retrying: {why}");
                     tokio::time::sleep(BUILD_RETRY).await;
                     continue;
                 }
-                Err(()) => return Err(sm_error("the executor stopped")),
+                None => return Err(sm_error("the executor stopped")),
             };
             let header = state.header().clone();
             let writer = files.clone();
@@ -173,16 +160,13 @@ impl StateMachine {
                 ours.last_log_id, meta.last_log_id
             )));
         }
-        let (tx, rx) = oneshot::channel();
-        if !self.executor.send(Request::InstallSnapshot {
+        ask(&self.executor, |reply| Request::InstallSnapshot {
             staged,
-            reply: Box::new(move |r| drop(tx.send(r))),
-        }) {
-            return Err(sm_error("the executor stopped"));
-        }
-        rx.await
-            .map_err(|_| sm_error("the executor stopped"))?
-            .map_err(|e| sm_error(format!("installing the snapshot failed: {}", e.message)))?;
+            reply,
+        })
+        .await
+        .ok_or_else(|| sm_error("the executor stopped"))?
+        .map_err(|e| sm_error(format!("installing the snapshot failed: {}", e.message)))?;
         files
             .keep(&received, &header)
             .map_err(|e| sm_error(format!("keeping the snapshot installed: {e}")))?;

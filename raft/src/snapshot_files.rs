@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ledger::SnapshotHeader;
 
 const PREFIX: &str = "snapshot-";
+/// The temporary files: a snapshot being written here, and one being streamed in.
+pub(crate) const BUILDING: &str = "building";
+pub(crate) const RECEIVING: &str = "receiving";
 const SUFFIX: &str = ".hls";
 
 pub(crate) struct SnapshotFiles {
@@ -26,17 +29,13 @@ impl SnapshotFiles {
     /// Opens (creating) the directory and removes what a stop left half-written.
     pub fn open(dir: &Path) -> io::Result<SnapshotFiles> {
         fs::create_dir_all(dir)?;
-        for entry in fs::read_dir(dir)? {
-            let name = entry?.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with("building-") || name.starts_with("receiving-") {
-                fs::remove_file(dir.join(&*name))?;
-            }
-        }
-        Ok(SnapshotFiles {
+        let files = SnapshotFiles {
             dir: dir.to_path_buf(),
             temporary: AtomicU64::new(0),
-        })
+        };
+        files.remove_temporary(BUILDING)?;
+        files.remove_temporary(RECEIVING)?;
+        Ok(files)
     }
 
     /// A fresh temporary path, `kind` being `building` or `receiving`.

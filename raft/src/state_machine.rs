@@ -18,8 +18,8 @@ use tokio::sync::oneshot;
 use tokio::task::spawn_blocking;
 
 use crate::early_reply::EarlyReplies;
-use crate::snapshot::{open_snapshot, snapshot_error, RECEIVING};
-use crate::snapshot_files::SnapshotFiles;
+use crate::snapshot::{open_snapshot, snapshot_error};
+use crate::snapshot_files::{SnapshotFiles, RECEIVING};
 use crate::types::{BatchResults, NodeId, Raft, TypeConfig};
 
 type Membership = StoredMembership<NodeId, openraft::BasicNode>;
@@ -35,6 +35,19 @@ pub struct StateMachine {
     receiving: Arc<Mutex<Option<PathBuf>>>,
     /// The Raft this state machine serves, once started (an install pauses its elections).
     pub(crate) raft: Arc<OnceLock<Raft>>,
+}
+
+/// Sends the executor the request `make` builds around its reply, and waits for the reply;
+/// None when the executor has stopped.
+pub(crate) async fn ask<T: Send + 'static>(
+    executor: &ExecutorHandle,
+    make: impl FnOnce(ledger::Reply<T>) -> Request,
+) -> Option<T> {
+    let (tx, rx) = oneshot::channel();
+    if !executor.send(make(Box::new(move |r| drop(tx.send(r))))) {
+        return None;
+    }
+    rx.await.ok()
 }
 
 pub(crate) fn sm_error(message: impl ToString) -> StorageError<NodeId> {
@@ -82,14 +95,9 @@ impl StateMachine {
     pub(crate) async fn meta(
         &self,
     ) -> Result<(ReplicationMeta, ReplicationMeta), StorageError<NodeId>> {
-        let (tx, rx) = oneshot::channel();
-        let sent = self.executor.send(Request::Meta {
-            reply: Box::new(move |m| drop(tx.send(m))),
-        });
-        if !sent {
-            return Err(sm_error("the executor stopped"));
-        }
-        rx.await.map_err(|_| sm_error("the executor stopped"))
+        ask(&self.executor, |reply| Request::Meta { reply })
+            .await
+            .ok_or_else(|| sm_error("the executor stopped"))
     }
 
     /// A single node's snapshot: its last durable checkpoint's position and membership,

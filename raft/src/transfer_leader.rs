@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use crate::membership::MembershipError;
-use crate::network::{PeerRequest, PeerResponse};
+use crate::network::{matched_index, PeerRequest, PeerResponse};
 use crate::peer_link::PeerLinks;
 use crate::proposer::Proposer;
 use crate::types::{NodeId, Raft};
@@ -90,13 +90,7 @@ async fn hand_over(
     let caught_up = raft
         .wait(Some(ELECTION))
         .metrics(
-            |m| {
-                let matched = m
-                    .replication
-                    .as_ref()
-                    .and_then(|r| r.get(&target).copied().flatten());
-                matched.map(|id| id.index) >= m.last_log_index
-            },
+            |m| matched_index(m, target) >= m.last_log_index,
             "the target has the whole log",
         )
         .await;

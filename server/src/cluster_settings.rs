@@ -9,23 +9,13 @@ use std::time::Duration;
 use ledger::{ClusterSettings, Command, Request};
 use sql::{SqlError, SqlResult};
 
-use crate::session::Shared;
+use crate::session::{ask_executor, Shared};
 
 /// Tries before giving up while leadership settles (as the migrations do).
 const ATTEMPTS: u32 = 40;
 
 pub async fn record(shared: &Arc<Shared>) -> SqlResult<()> {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    if !shared.executor.send(Request::Stats {
-        reply: Box::new(move |s| {
-            let _ = tx.send(s);
-        }),
-    }) {
-        return Err(SqlError::internal("the executor stopped"));
-    }
-    let stats = rx
-        .await
-        .map_err(|_| SqlError::internal("the executor stopped"))?;
+    let stats = ask_executor(&shared.executor, |reply| Request::Stats { reply }).await?;
     let settings = ClusterSettings {
         page_size: stats.storage.page_size as u32,
         partitions: stats.partitions as u32,

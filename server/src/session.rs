@@ -165,6 +165,18 @@ fn propose_error(e: ProposeError) -> SqlError {
     }
 }
 
+/// Sends the executor the request `make` builds around its reply, and waits for the reply.
+pub(crate) async fn ask_executor<T: Send + 'static>(
+    executor: &ExecutorHandle,
+    make: impl FnOnce(Box<dyn FnOnce(T) + Send>) -> Request,
+) -> SqlResult<T> {
+    let (tx, rx) = oneshot::channel();
+    if !executor.send(make(Box::new(move |r| drop(tx.send(r))))) {
+        return Err(stopped());
+    }
+    rx.await.map_err(|_| stopped())
+}
+
 fn stopped() -> SqlError {
     SqlError::new(ErrorKind::AdminShutdown, "the executor has stopped")
 }
@@ -434,15 +446,7 @@ impl Session {
         &self,
         make: impl FnOnce(Box<dyn FnOnce(T) + Send>) -> Request,
     ) -> SqlResult<T> {
-        let (tx, rx) = oneshot::channel();
-        if !self
-            .shared
-            .executor
-            .send(make(Box::new(move |r| drop(tx.send(r)))))
-        {
-            return Err(stopped());
-        }
-        rx.await.map_err(|_| stopped())
+        ask_executor(&self.shared.executor, make).await
     }
 
     async fn propose(&mut self, command: &Command) -> SqlResult<Outcome> {

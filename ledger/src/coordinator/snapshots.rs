@@ -31,18 +31,10 @@ impl Coordinator {
     }
 
     fn take_snapshot(&mut self) -> SqlResult<StateSnapshot> {
-        let header = SnapshotHeader {
-            index: self.applied.index,
-            term: self.applied.term,
-            applied_log_id: self.replication.applied_log_id.clone(),
-            membership: self.replication.membership.clone(),
-            partitions: self.executor.shards.len() as u32,
-            page_size: 0,
-        };
         let mut partitions = Vec::with_capacity(self.executor.shards.len());
         let mut page_size = 0;
         for shard in self.shards() {
-            page_size = shard.engine.stats().page_size as u32;
+            page_size = shard.engine.page_size() as u32;
             partitions.push(PartitionSnapshot {
                 snapshot: shard.engine.snapshot().map_err(kv_error)?,
                 tables: shard
@@ -59,8 +51,12 @@ impl Coordinator {
         }
         Ok(StateSnapshot {
             header: SnapshotHeader {
+                index: self.applied.index,
+                term: self.applied.term,
+                applied_log_id: self.replication.applied_log_id.clone(),
+                membership: self.replication.membership.clone(),
+                partitions: partitions.len() as u32,
                 page_size,
-                ..header
             },
             partitions,
         })
