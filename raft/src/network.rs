@@ -23,7 +23,7 @@ use tokio::sync::mpsc;
 use crate::membership::{change_here, MembershipChange, MembershipError};
 use crate::peer_link::{encode_frame, read_frame, write_frames, PeerLinks};
 use crate::proposer::{ProposeError, Proposer};
-use crate::read_barrier::ReadIndex;
+use crate::read_barrier::{answered_through, ReadIndex};
 use crate::transfer_leader::pause_elections;
 use crate::types::{NodeId, Raft, TypeConfig};
 
@@ -54,13 +54,13 @@ pub(crate) enum PeerRequest {
     Campaign,
 }
 
-/// What the leader answers a forwarded proposal: each command's result, and the index its
-/// state machine had applied when the last was answered (the follower applies that far
-/// before it answers its sessions, so they read their own writes).
+/// What the leader answers a forwarded proposal: each command's result, and an index at or
+/// past the entries of every command answered (`answered_through`; the follower applies
+/// that far before it answers its sessions, so they read their own writes).
 #[derive(Serialize, Deserialize)]
 pub(crate) struct Proposed {
     pub results: Vec<Result<Vec<u8>, ProposeError>>,
-    pub applied_index: u64,
+    pub apply_through: u64,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -293,14 +293,10 @@ async fn propose_here(raft: &Raft, proposer: &Proposer, commands: Vec<Vec<u8>>) 
             Err(e) => Err(e),
         });
     }
-    let applied_index = raft
-        .metrics()
-        .borrow()
-        .last_applied
-        .map_or(0, |id| id.index);
+    let apply_through = answered_through(&raft.metrics().borrow());
     Proposed {
         results,
-        applied_index,
+        apply_through,
     }
 }
 

@@ -342,7 +342,7 @@ async fn forward(route: &Route, leader: NodeId, addr: &str, batch: Vec<Queued>) 
             let _ = route
                 .raft
                 .wait(Some(CATCH_UP_TIMEOUT))
-                .applied_index_at_least(Some(proposed.applied_index), "read own writes")
+                .applied_index_at_least(Some(proposed.apply_through), "read own writes")
                 .await;
             let mut results = proposed.results.into_iter();
             for (command, waiter) in commands.into_iter().zip(waiters) {

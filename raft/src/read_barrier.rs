@@ -137,10 +137,9 @@ const ELECTION_WAIT: Duration = Duration::from_secs(5);
 /// (half that) from the start of a confirmation no other leader can commit anything, and
 /// a read needs no round of its own: this leader's executor answers every write only after
 /// applying it, so a read here sees every write acknowledged before it; a follower applies
-/// up to this leader's last log index, which holds every such write. (Not openraft's
-/// applied index: its metrics learn of an entry's apply after the executor has answered
-/// the entry's commands — a follower reading up to it missed acknowledged writes, as the
-/// linearizability check showed.)
+/// up to this leader's `answered_through` index, which holds every such write (openraft's
+/// applied index does not: a follower reading up to it missed acknowledged writes, as the
+/// linearizability check showed).
 #[derive(Clone, Default)]
 pub(crate) struct ReadIndex {
     pending: Arc<Mutex<Pending>>,
@@ -158,12 +157,23 @@ struct Pending {
 /// leader lease (`election_timeout_max`, 600 ms), the rest a margin for scheduling delays.
 pub(crate) const LEASE: Duration = Duration::from_millis(300);
 
-/// This node's last log index, if it leads in `term`.
+/// An index at or past every entry whose commands this node's executor has answered: its
+/// last log index. Not openraft's applied index — its metrics learn of an entry's apply
+/// after the executor has answered the entry's commands, so a node applying only up to it
+/// could miss a write already acknowledged. What a follower applies up to before it reads
+/// (a leased strong read) or answers a forwarded write (to read its own writes).
+pub(crate) fn answered_through(
+    metrics: &openraft::RaftMetrics<NodeId, openraft::BasicNode>,
+) -> u64 {
+    metrics.last_log_index.unwrap_or(0)
+}
+
+/// `answered_through` this node, if it leads in `term`.
 fn last_index_while_leading(raft: &Raft, term: u64) -> Option<u64> {
     let metrics = raft.metrics();
     let metrics = metrics.borrow();
     (metrics.current_term == term && metrics.current_leader == Some(metrics.id))
-        .then(|| metrics.last_log_index.unwrap_or(0))
+        .then(|| answered_through(&metrics))
 }
 
 impl ReadIndex {
