@@ -72,3 +72,13 @@ fi
 if [ ! -f tests/drivers/java/target/deps/postgresql-42.7.4.jar ]; then
     (cd tests/drivers/java && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/deps)
 fi
+
+# The fuzz targets (fuzz/): cargo-fuzz, and a nightly toolchain for libFuzzer's
+# instrumentation. Without nightly, tools/test.sh replays the saved inputs only.
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    cargo install -q --locked cargo-fuzz@0.13.2
+fi
+if command -v rustup >/dev/null 2>&1 && ! rustup toolchain list | grep -q '^nightly'; then
+    rustup toolchain install nightly --profile minimal >/dev/null 2>&1 ||
+        echo "setup: no nightly toolchain (the fuzz targets will replay their saved inputs only)" >&2
+fi

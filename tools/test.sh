@@ -16,6 +16,25 @@ echo "== tests, default IO (io_uring when available)"
 HOTLEDGER_IO=auto cargo test -j 2 --workspace
 echo "== kv tests, portable IO"
 HOTLEDGER_IO=portable cargo test -j 2 -p kv
+echo "== fuzz targets: the saved inputs replayed (fuzz/regressions)"
+cargo test -j 2 -q --manifest-path fuzz/Cargo.toml
+if rustup toolchain list 2>/dev/null | grep -q '^nightly' && command -v cargo-fuzz >/dev/null 2>&1; then
+    for target in frames sql_front; do
+        echo "== fuzz $target for ${HOTLEDGER_FUZZ_SECONDS:-60} s"
+        mkdir -p "fuzz/corpus/$target"
+        fuzz_log=$(mktemp)
+        if ! cargo +nightly fuzz run -j 2 "$target" "fuzz/corpus/$target" "fuzz/regressions/$target" -- \
+            -max_total_time="${HOTLEDGER_FUZZ_SECONDS:-60}" -max_len=4096 -rss_limit_mb=4096 >"$fuzz_log" 2>&1; then
+            tail -n 60 "$fuzz_log" >&2
+            echo "fuzz $target failed: the input is in fuzz/artifacts/$target; add it to fuzz/regressions/$target" >&2
+            exit 1
+        fi
+        grep -E "^#[0-9]+: cov" "$fuzz_log" | tail -n 1
+        rm -f "$fuzz_log"
+    done
+else
+    echo "== fuzz targets not run (needs a nightly toolchain and cargo-fuzz)"
+fi
 echo "== kv-bench runs end to end (a correctness check of the tool, not a measurement)"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

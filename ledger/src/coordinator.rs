@@ -428,6 +428,7 @@ impl Coordinator {
                 pool_waits: self.pool_waits.entries,
                 pool_wait: self.pool_waits.waited,
             }),
+            Request::CheckIntegrity { reply } => reply(self.executor.check_integrity()),
             Request::Meta { reply } => {
                 reply((self.replication.clone(), self.durable_replication.clone()))
             }
@@ -1120,6 +1121,9 @@ fn load_part<T: serde::de::DeserializeOwned>(
         None => Ok(None),
     }
 }
+
+#[cfg(test)]
+mod integrity_tests;
 
 #[cfg(test)]
 mod tests {

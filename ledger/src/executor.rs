@@ -161,6 +161,11 @@ pub enum Request {
     Stats {
         reply: Reply<ExecutorStats>,
     },
+    /// Checks the whole state (`integrity`): trees, checksums of the pages read, indexes
+    /// against their tables, double entry.
+    CheckIntegrity {
+        reply: Reply<SqlResult<crate::integrity::IntegrityReport>>,
+    },
     /// The replication meta of the state as applied now, and as of the last durable checkpoint.
     Meta {
         reply: Reply<(ReplicationMeta, ReplicationMeta)>,

@@ -33,7 +33,8 @@
 //! `schema_transaction.rs` (writes, staged commits, schema changes), `query.rs`,
 //! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
-//! session builds before proposing), `undo.rs`, `row.rs`.
+//! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
+//! check behind `hotledger check`).
 
 mod account_set;
 mod accumulator;
@@ -47,6 +48,7 @@ mod error;
 mod executor;
 mod foreign_keys;
 mod install;
+mod integrity;
 mod lookahead;
 mod partition;
 mod partitions_read;
@@ -76,6 +78,7 @@ pub use executor::{
     Reply, Request, StatementContext, StatementValues,
 };
 pub use install::{stage, StagedInstall};
+pub use integrity::IntegrityReport;
 pub use prebuild::{prebuild_insert, prebuild_literal_insert, stage_insert_locally};
 pub use query::{evaluate_with_sequences, evaluate_without_storage};
 pub use read_view::{query_on_view, ReadView};

@@ -665,9 +665,11 @@ pub enum Plan {
     Select(Arc<SelectPlan>),
     Write(Arc<WritePlan>, Vec<OutputColumn>),
     Ddl(DdlPlan),
+    /// `read_only`: Some(true) for READ ONLY, Some(false) for READ WRITE, None for the
+    /// session's default.
     Begin {
         isolation: Option<Isolation>,
-        read_only: bool,
+        read_only: Option<bool>,
     },
     Commit,
     Rollback,
@@ -682,6 +684,7 @@ pub enum Plan {
     },
     SetTransaction {
         isolation: Option<Isolation>,
+        read_only: Option<bool>,
     },
     /// SET name = value (value already rendered as text), or SET name TO DEFAULT (None);
     /// `local` for SET LOCAL, which lasts until the transaction ends.

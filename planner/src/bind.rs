@@ -319,16 +319,49 @@ fn isolation_of(level: &ast::TransactionIsolationLevel) -> Isolation {
     }
 }
 
-fn modes_isolation(modes: &[ast::TransactionMode]) -> (Option<Isolation>, bool) {
+/// `SET SESSION CHARACTERISTICS AS TRANSACTION ...`: the session's default isolation or
+/// access mode.
+fn session_characteristics(
+    isolation: Option<Isolation>,
+    read_only: Option<bool>,
+) -> SqlResult<Plan> {
+    let (name, value) = match (isolation, read_only) {
+        (Some(i), None) => (
+            "default_transaction_isolation",
+            match i {
+                Isolation::Serializable => "serializable",
+                Isolation::ReadCommitted => "read committed",
+            },
+        ),
+        (None, Some(r)) => (
+            "default_transaction_read_only",
+            if r { "on" } else { "off" },
+        ),
+        _ => {
+            return Err(SqlError::feature_not_supported(
+                "SET SESSION CHARACTERISTICS with both an isolation level and an access mode \
+                 (set them one at a time)",
+            ))
+        }
+    };
+    Ok(Plan::Set {
+        name: name.into(),
+        value: Some(value.into()),
+        local: false,
+    })
+}
+
+/// A transaction's modes: its isolation and whether it is READ ONLY (Some(true)) or READ
+/// WRITE (Some(false)), each None where not given.
+fn transaction_modes(modes: &[ast::TransactionMode]) -> (Option<Isolation>, Option<bool>) {
     let mut isolation = None;
-    let mut read_only = false;
+    let mut read_only = None;
     for m in modes {
         match m {
             ast::TransactionMode::IsolationLevel(l) => isolation = Some(isolation_of(l)),
-            ast::TransactionMode::AccessMode(ast::TransactionAccessMode::ReadOnly) => {
-                read_only = true
+            ast::TransactionMode::AccessMode(mode) => {
+                read_only = Some(matches!(mode, ast::TransactionAccessMode::ReadOnly))
             }
-            ast::TransactionMode::AccessMode(_) => {}
         }
     }
     (isolation, read_only)
@@ -550,7 +583,7 @@ impl<'a> Binder<'a> {
             }
             S::AlterTable(alter) => self.alter_table(alter)?,
             S::StartTransaction { modes, .. } => {
-                let (isolation, read_only) = modes_isolation(modes);
+                let (isolation, read_only) = transaction_modes(modes);
                 Plan::Begin {
                     isolation,
                     read_only,
@@ -706,19 +739,14 @@ impl<'a> Binder<'a> {
                 local: false,
             },
             ast::Set::SetTransaction { modes, session, .. } => {
-                let (isolation, _) = modes_isolation(modes);
+                let (isolation, read_only) = transaction_modes(modes);
                 if *session {
-                    let value = match isolation {
-                        Some(Isolation::Serializable) => "serializable",
-                        _ => "read committed",
-                    };
-                    Plan::Set {
-                        name: "default_transaction_isolation".into(),
-                        value: Some(value.into()),
-                        local: false,
-                    }
+                    session_characteristics(isolation, read_only)?
                 } else {
-                    Plan::SetTransaction { isolation }
+                    Plan::SetTransaction {
+                        isolation,
+                        read_only,
+                    }
                 }
             }
             other => {

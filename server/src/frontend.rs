@@ -1,19 +1,26 @@
-//! One client connection's message loop, with a limit on message size enforced on the bytes
-//! as they arrive: a message whose header announces more than the limit is refused before
-//! its body is read, with a FATAL 54000, instead of being buffered (pgwire alone would buffer
-//! up to 1 GiB per message). Everything else is pgwire's own dispatch.
+//! One client connection's message loop, with every frame checked on the bytes as they
+//! arrive (`frames::Scanner`) before pgwire decodes it: a message whose header announces more
+//! than the limit is refused before its body is read, with a FATAL 54000, instead of being
+//! buffered (pgwire alone would buffer up to 1 GiB per message); a malformed one (a count or
+//! length its body does not hold, a string without its end, an unknown type) is refused with
+//! a FATAL 08P01 and one line in the log, instead of reaching a decoder that would panic or
+//! read into the next message. Everything else is pgwire's own dispatch.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::BytesMut;
+use frames::{Refusal, Step};
 use futures::{SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
-use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::response::{NotificationResponse, TransactionStatus};
+use pgwire::messages::startup::Startup;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{
     negotiate_tls, process_error, process_message, PgWireMessageServerCodec,
@@ -23,145 +30,120 @@ use tokio::net::TcpStream;
 use tokio_util::codec::{Framed, FramedParts};
 
 use crate::activity::ConnectionControl;
+use crate::connection_slots::Slot;
+use crate::log_limit;
+use crate::login::{fatal, Logins};
 use crate::notifications::Inbox;
 
 /// A client that does not finish authenticating within this long is dropped.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Where the framing of the incoming byte stream is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framing {
-    /// Before the startup message: messages are a 4-byte length, no type byte.
-    Untyped,
-    /// Between messages: a type byte and a 4-byte length come next.
-    Typed,
-    /// Inside a message body: this many bytes remain.
-    Body { remaining: usize, then_typed: bool },
-}
+/// How much is read from the socket at a time (more when a frame announces more).
+const READ_CHUNK: usize = 16 << 10;
 
-/// The socket as pgwire reads it, with message headers checked against the limit.
-pub struct LimitedIo<S> {
+/// The socket as pgwire reads it: bytes are handed on only as whole frames that
+/// `frames::Scanner` accepted, so the decoder never sees a frame whose counts and lengths
+/// lie. A refused frame (too large: from its header, before its body is read; or malformed)
+/// ends the stream with an error after every frame before it was handed on, and is recorded
+/// in `refused` for the loop to answer.
+pub struct CheckedIo<S> {
     inner: S,
-    limit: usize,
-    framing: Framing,
-    header: [u8; 8],
-    header_len: usize,
-    /// Set to the announced length when a message was refused.
-    refused: Arc<AtomicUsize>,
+    scanner: frames::Scanner,
+    /// Read from the socket, not yet handed on; the first `accepted` bytes are whole frames.
+    pending: BytesMut,
+    accepted: usize,
+    /// The refusal to report once the accepted bytes before it are handed on.
+    refusal: Option<Refusal>,
+    refused: Arc<Mutex<Option<Refusal>>>,
+    end_of_stream: bool,
     /// After a refusal: bytes pass through unexamined, to be discarded.
     draining: bool,
 }
 
-impl<S> LimitedIo<S> {
-    fn new(inner: S, limit: usize, refused: Arc<AtomicUsize>) -> LimitedIo<S> {
+impl<S> CheckedIo<S> {
+    fn new(inner: S, limit: usize, refused: Arc<Mutex<Option<Refusal>>>) -> CheckedIo<S> {
         // negotiate_tls has already consumed an SSLRequest; the startup message is next.
-        LimitedIo {
+        CheckedIo {
             inner,
-            limit,
-            framing: Framing::Untyped,
-            header: [0; 8],
-            header_len: 0,
+            scanner: frames::Scanner::new(limit),
+            pending: BytesMut::new(),
+            accepted: 0,
+            refusal: None,
             refused,
+            end_of_stream: false,
             draining: false,
         }
     }
 
-    /// Advances the framing over newly read bytes; Err(length) for a message over the limit.
-    fn scan(&mut self, mut data: &[u8]) -> Result<(), usize> {
-        while !data.is_empty() {
-            match self.framing {
-                Framing::Body {
-                    remaining,
-                    then_typed,
-                } => {
-                    let n = remaining.min(data.len());
-                    data = &data[n..];
-                    self.framing = if n < remaining {
-                        Framing::Body {
-                            remaining: remaining - n,
-                            then_typed,
-                        }
-                    } else if then_typed {
-                        Framing::Typed
-                    } else {
-                        Framing::Untyped
-                    };
-                }
-                Framing::Untyped | Framing::Typed => {
-                    let typed = self.framing == Framing::Typed;
-                    // Typed: type byte and length. Untyped: length and protocol code.
-                    let need = if typed { 5 } else { 8 };
-                    let n = (need - self.header_len).min(data.len());
-                    self.header[self.header_len..self.header_len + n].copy_from_slice(&data[..n]);
-                    self.header_len += n;
-                    data = &data[n..];
-                    if self.header_len < need {
-                        continue;
-                    }
-                    self.header_len = 0;
-                    let at = if typed { 1 } else { 0 };
-                    let length =
-                        u32::from_be_bytes(self.header[at..at + 4].try_into().expect("4 bytes"))
-                            as usize;
-                    if length > self.limit {
-                        return Err(length);
-                    }
-                    let (remaining, then_typed) = if typed {
-                        (length.saturating_sub(4), true)
-                    } else {
-                        // After an SSL or GSS encryption request another untyped message
-                        // follows; after the startup message, typed messages do.
-                        let code =
-                            u32::from_be_bytes(self.header[4..8].try_into().expect("4 bytes"));
-                        (
-                            length.saturating_sub(8),
-                            !matches!(code, 80_877_103 | 80_877_104),
-                        )
-                    };
-                    self.framing = match (remaining, then_typed) {
-                        (0, true) => Framing::Typed,
-                        (0, false) => Framing::Untyped,
-                        _ => Framing::Body {
-                            remaining,
-                            then_typed,
-                        },
-                    };
+    /// Accepts the whole frames pending after those accepted already; the capacity the next
+    /// incomplete frame needs.
+    fn scan(&mut self) -> usize {
+        loop {
+            match self.scanner.step(&self.pending[self.accepted..]) {
+                Step::Frame(n) => self.accepted += n,
+                Step::Incomplete(total) => return total.unwrap_or(0),
+                Step::Refused(r) => {
+                    self.refusal = Some(r);
+                    return 0;
                 }
             }
         }
-        Ok(())
     }
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for LimitedIo<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for CheckedIo<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
         let this = &mut *self;
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                if this.draining {
-                    return Poll::Ready(Ok(()));
-                }
-                if let Err(length) = this.scan(&buf.filled()[before..]) {
-                    this.draining = true;
-                    this.refused.store(length, Ordering::Relaxed);
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        "message too large",
-                    )));
-                }
-                Poll::Ready(Ok(()))
+        loop {
+            if this.draining {
+                return Pin::new(&mut this.inner).poll_read(cx, buf);
             }
-            other => other,
+            if this.accepted > 0 {
+                let n = this.accepted.min(buf.remaining());
+                buf.put_slice(&this.pending.split_to(n));
+                this.accepted -= n;
+                if this.pending.is_empty() && this.pending.capacity() > READ_CHUNK * 4 {
+                    // A large message passed: an idle connection keeps no large buffer.
+                    this.pending = BytesMut::new();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(refusal) = this.refusal.take() {
+                *this.refused.lock().expect("refusal lock") = Some(refusal);
+                this.draining = true;
+                this.pending = BytesMut::new();
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "frame refused",
+                )));
+            }
+            if this.end_of_stream {
+                // A partial frame left by a client that hung up is dropped.
+                return Poll::Ready(Ok(()));
+            }
+            let next_frame = this.scan();
+            if this.accepted > 0 || this.refusal.is_some() {
+                continue;
+            }
+            let want = next_frame
+                .saturating_sub(this.pending.len())
+                .max(READ_CHUNK);
+            this.pending.reserve(want);
+            match tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.pending) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Ready(Ok(0)) => this.end_of_stream = true,
+                Poll::Ready(Ok(_)) => {}
+            }
         }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for LimitedIo<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for CheckedIo<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -227,6 +209,70 @@ pub struct ConnectionContext {
     pub limit: usize,
     /// Where the loop tells the handlers what followed an Execute.
     pub lookahead: Arc<Lookahead>,
+    /// Where the loop tells the handlers that TLS was negotiated.
+    pub secure: Arc<AtomicBool>,
+    /// Admission, failed and successful logins.
+    pub logins: Arc<Logins>,
+}
+
+/// One connection's login: its slot once admitted, and who it claims to be.
+struct Login {
+    logins: Arc<Logins>,
+    peer: SocketAddr,
+    secure: bool,
+    user: String,
+    slot: Option<Slot>,
+}
+
+impl Login {
+    /// The startup message arrived: wait out the address's failed-login penalty, then take a
+    /// connection slot. The refusal to send otherwise.
+    async fn admit(&mut self, startup: &Startup) -> Result<(), Box<ErrorInfo>> {
+        let wait = self.logins.wait_before_login(self.peer);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait.min(STARTUP_TIMEOUT)).await;
+        }
+        self.user = startup.parameters.get("user").cloned().unwrap_or_default();
+        let database = startup
+            .parameters
+            .get("database")
+            .cloned()
+            .unwrap_or_else(|| self.user.clone());
+        self.slot = Some(
+            self.logins
+                .admit(self.peer, &self.user, &database, self.secure)?,
+        );
+        Ok(())
+    }
+
+    /// What a message processed while authenticating left: Some(refusal) for a failed
+    /// login (every failure answered alike, logged, counted against the address).
+    fn outcome(&self, result: PgWireResult<()>, state: PgWireConnectionState) -> Option<ErrorInfo> {
+        match result {
+            Err(e) => Some(self.logins.failed(self.peer, &self.user, e)),
+            Ok(()) => {
+                if matches!(state, PgWireConnectionState::ReadyForQuery) {
+                    self.logins.succeeded(self.peer);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// Sends a FATAL refusal and half-closes the connection.
+async fn say_goodbye<S, E>(
+    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
+    refusal: ErrorInfo,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let _ = socket
+        .send(PgWireBackendMessage::ErrorResponse(refusal.into()))
+        .await;
+    let _ = tokio::io::AsyncWriteExt::shutdown(socket.get_mut()).await;
+    Ok(())
 }
 
 /// What reading the next message gave: a message, or the end of the connection.
@@ -235,7 +281,7 @@ type Next<E> = Option<Result<PgWireFrontendMessage, E>>;
 /// The client stayed idle past its session's timeout: the connection ends with FATAL
 /// 25P03 (inside a transaction block, which is rolled back) or 57P05, as in PostgreSQL.
 async fn end_idle<S, E>(
-    socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
+    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
     in_transaction: bool,
 ) -> io::Result<()>
 where
@@ -252,56 +298,48 @@ where
             "terminating connection due to idle-session timeout",
         )
     };
-    let info = ErrorInfo::new("FATAL".to_owned(), code.to_owned(), message.to_owned());
-    let _ = socket
-        .send(PgWireBackendMessage::ErrorResponse(info.into()))
-        .await;
-    Ok(())
+    say_goodbye(socket, fatal(code, message.to_owned())).await
 }
 
-/// The message `next` holds, or `None` after saying goodbye: the client left or sent a message
-/// over the limit (refused with FATAL 54000), or the connection was terminated (57P01; what
-/// the client sent since, which the socket's shut read side may still hand over, is not
-/// served).
+/// The message `next` holds, or `None` after saying goodbye: the client left, sent a message
+/// over the limit (refused with FATAL 54000) or a malformed one (FATAL 08P01, and a line in
+/// the log), or the connection was terminated (57P01; what the client sent since, which the
+/// socket's shut read side may still hand over, is not served).
 async fn message_or_end<S, E>(
-    socket: &mut Framed<LimitedIo<S>, PgWireMessageServerCodec<E>>,
+    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
     next: Next<PgWireError>,
     control: &ConnectionControl,
-    refused: &AtomicUsize,
+    refused: &Mutex<Option<Refusal>>,
     limit: usize,
 ) -> io::Result<Option<PgWireFrontendMessage>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     if control.terminated() {
-        let info = ErrorInfo::new(
-            "FATAL".to_owned(),
-            "57P01".to_owned(),
-            "terminating connection due to administrator command".to_owned(),
-        );
-        let _ = socket
-            .send(PgWireBackendMessage::ErrorResponse(info.into()))
-            .await;
+        let message = "terminating connection due to administrator command";
+        say_goodbye(socket, fatal("57P01", message.to_owned())).await?;
         return Ok(None);
     }
     if let Some(Ok(m)) = next {
         return Ok(Some(m));
     }
-    let length = refused.load(Ordering::Relaxed);
-    if length > 0 {
-        let info = ErrorInfo::new(
-            "FATAL".to_owned(),
-            "54000".to_owned(),
+    let refusal = refused.lock().expect("refusal lock").take();
+    let (code, message) = match refusal {
+        None => return Ok(None),
+        Some(Refusal::TooLarge { length }) => (
+            "54000",
             format!("message of {length} bytes exceeds the server's limit of {limit} bytes"),
-        );
-        let _ = socket
-            .send(PgWireBackendMessage::ErrorResponse(info.into()))
-            .await;
-        // Half-close, so the client sees the error and then the end, and hangs up;
-        // meanwhile read what it still sends.
-        let _ = tokio::io::AsyncWriteExt::shutdown(socket.get_mut()).await;
-        drain(socket.get_mut(), limit).await;
-    }
+        ),
+        Some(Refusal::Malformed(why)) => {
+            let peer = socket.codec().client_info.socket_addr;
+            log_limit::client_fault(&format!("protocol violation from {peer}: {why}"));
+            ("08P01", format!("invalid frontend message: {why}"))
+        }
+    };
+    // Half-closed, so the client sees the error and then the end, and hangs up; meanwhile
+    // read what it still sends.
+    say_goodbye(socket, fatal(code, message)).await?;
+    drain(socket.get_mut(), limit).await;
     Ok(None)
 }
 
@@ -317,23 +355,31 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         control,
         limit,
         lookahead,
+        secure,
+        logins,
     } = connection;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
     let Ok(Ok(Some(socket))) = negotiated else {
         return Ok(());
     };
+    let client = &socket.codec().client_info;
+    secure.store(client.is_secure, Ordering::Relaxed);
+    let mut login = Login {
+        logins,
+        peer: client.socket_addr,
+        secure: client.is_secure,
+        user: String::new(),
+        slot: None,
+    };
     let parts = socket.into_parts();
-    let refused = Arc::new(AtomicUsize::new(0));
-    let mut io = LimitedIo::new(parts.io, limit, refused.clone());
-    // negotiate_tls may have read past the SSL request already: account for those bytes.
-    if io.scan(&parts.read_buf).is_err() {
-        return Ok(());
-    }
-    let mut limited = FramedParts::new(io, parts.codec);
-    limited.read_buf = parts.read_buf;
-    limited.write_buf = parts.write_buf;
-    let mut socket = Framed::from_parts(limited);
+    let refused = Arc::new(Mutex::new(None));
+    let mut io = CheckedIo::new(parts.io, limit, refused.clone());
+    // negotiate_tls may have read past the SSL request already: those bytes are checked too.
+    io.pending = parts.read_buf;
+    let mut checked = FramedParts::new(io, parts.codec);
+    checked.write_buf = parts.write_buf;
+    let mut socket = Framed::from_parts(checked);
     // Declared after the socket, so dropped before it.
     let _attached = control.attach(fd);
 
@@ -428,6 +474,16 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             _ => message.is_extended_query(),
         };
         let is_cancel = matches!(message, PgWireFrontendMessage::CancelRequest(_));
+        if let PgWireFrontendMessage::Startup(startup) = &message {
+            if let Err(refusal) = login.admit(startup).await {
+                return say_goodbye(&mut socket, *refusal).await;
+            }
+        }
+        let authenticating = matches!(
+            socket.state(),
+            PgWireConnectionState::AwaitingStartup
+                | PgWireConnectionState::AuthenticationInProgress
+        ) && !is_cancel;
         let result = process_message(
             message,
             &mut socket,
@@ -438,6 +494,12 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
             cancel_handler.clone(),
         )
         .await;
+        if authenticating {
+            if let Some(refusal) = login.outcome(result, socket.state()) {
+                return say_goodbye(&mut socket, refusal).await;
+            }
+            continue;
+        }
         if let Err(e) = result {
             let fatal = e.is_fatal();
             process_error(&mut socket, e, is_extended).await?;
@@ -454,10 +516,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn io(limit: usize) -> LimitedIo<()> {
-        LimitedIo::new((), limit, Arc::new(AtomicUsize::new(0)))
-    }
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn typed(kind: u8, body: &[u8]) -> Vec<u8> {
         let mut m = vec![kind];
@@ -474,30 +533,59 @@ mod tests {
         m
     }
 
-    #[test]
-    fn follows_messages_split_anywhere() {
-        let mut stream = startup();
-        stream.extend(typed(b'Q', b"select 1\0"));
-        stream.extend(typed(b'S', b""));
-        stream.extend(typed(b'Q', &[b'x'; 100]));
-        for split in 1..stream.len() {
-            let mut l = io(1000);
-            assert!(l.scan(&stream[..split]).is_ok());
-            assert!(l.scan(&stream[split..]).is_ok());
-            assert_eq!(l.framing, Framing::Typed, "split at {split}");
+    /// Whole frames before a malformed one are handed on; then the stream fails and the
+    /// refusal is recorded.
+    #[tokio::test]
+    async fn hands_on_whole_frames_then_refuses() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let refused = Arc::new(Mutex::new(None));
+        let mut io = CheckedIo::new(server, 1 << 20, refused.clone());
+        let mut good = startup();
+        good.extend(typed(b'p', b"SCRAM-SHA-256\0\xff\xff\xff\xff"));
+        good.extend(typed(b'Q', b"select 1\0"));
+        // Sent a byte at a time: frames are still handed on whole.
+        for b in &good {
+            client.write_all(&[*b]).await.unwrap();
         }
+        client
+            .write_all(&typed(b'B', b"\0\0\0\0\0\x05"))
+            .await
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 7];
+        let failed = loop {
+            match io.read(&mut buf).await {
+                Ok(0) => panic!("end of stream before the refusal"),
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(seen, good);
+        assert_eq!(failed.kind(), io::ErrorKind::InvalidData);
+        let refusal = refused.lock().unwrap().clone();
+        assert!(
+            matches!(refusal, Some(Refusal::Malformed(_))),
+            "{refusal:?}"
+        );
     }
 
-    #[test]
-    fn refuses_a_large_message_from_its_header() {
-        let mut l = io(1000);
-        let mut stream = startup();
-        stream.extend(typed(b'Q', b"select 1\0"));
-        assert!(l.scan(&stream).is_ok());
-        // Only the header of a 2000-byte query has arrived: refuse now, not after buffering.
-        let header = &typed(b'Q', &[b'x'; 2000])[..5];
-        assert_eq!(l.scan(header), Err(2004));
-        let mut fresh = io(10);
-        assert_eq!(fresh.scan(&startup()), Err(startup().len()));
+    #[tokio::test]
+    async fn refuses_a_large_message_before_its_body() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let refused = Arc::new(Mutex::new(None));
+        let mut io = CheckedIo::new(server, 1000, refused.clone());
+        client.write_all(&startup()).await.unwrap();
+        client
+            .write_all(&typed(b'Q', &[b'x'; 2000])[..5])
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut seen = 0;
+        while let Ok(n) = io.read(&mut buf).await {
+            seen += n;
+        }
+        assert_eq!(seen, startup().len());
+        let refusal = refused.lock().unwrap().clone();
+        assert_eq!(refusal, Some(Refusal::TooLarge { length: 2004 }));
     }
 }

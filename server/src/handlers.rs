@@ -8,18 +8,13 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::future::{select, Either};
 use futures::{stream, Sink, SinkExt, StreamExt};
-use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
-use pgwire::api::auth::sasl::SASLAuthStartupHandler;
-use pgwire::api::auth::{
-    AuthSource, DefaultServerParameterProvider, LoginInfo, Password, StartupHandler,
-};
+use pgwire::api::auth::StartupHandler;
 use pgwire::api::cancel::{CancelHandler, DefaultCancelHandler};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::portal::PortalExecutionState;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::{
-    send_execution_response, send_query_response, send_ready_for_query, ExtendedQueryHandler,
-    SimpleQueryHandler,
+    send_execution_response, send_ready_for_query, ExtendedQueryHandler, SimpleQueryHandler,
 };
 use pgwire::api::results::{
     CopyResponse, DescribeResponse, FieldFormat, FieldInfo, QueryResponse, Response, Tag,
@@ -51,6 +46,7 @@ use tokio::sync::Mutex;
 use crate::activity::ConnectionControl;
 use crate::bulk_insert::bind_simple;
 use crate::frontend::Lookahead;
+use crate::login::Logins;
 use crate::notifications::Inbox;
 use crate::session::{Block, Session, Shared, StatementResult};
 use crate::statements::{no_such_statement, Prepared};
@@ -92,11 +88,8 @@ where
 /// Server-wide settings every connection needs.
 pub struct ServerContext {
     pub shared: Arc<Shared>,
-    pub user: String,
-    pub database: String,
-    /// The salted password (SCRAM's SaltedPassword) and its salt, computed once at start.
-    pub salt: Vec<u8>,
-    pub salted_password: Vec<u8>,
+    /// Who may log in, connection slots, failed-login handling.
+    pub logins: Arc<Logins>,
     pub connections: Arc<ConnectionManager>,
     pub cancel: Arc<DefaultCancelHandler>,
     /// One generator for the node, so each connection gets its own process id (what
@@ -105,69 +98,17 @@ pub struct ServerContext {
     pub pids: Arc<RandomPidSecretKeyGenerator>,
 }
 
-pub const SCRAM_ITERATIONS: usize = 4096;
-
 impl ServerContext {
-    pub fn new(
-        shared: Arc<Shared>,
-        user: String,
-        database: String,
-        password: &str,
-    ) -> ServerContext {
-        let salt = rand::random::<[u8; 16]>().to_vec();
-        let salted_password = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+    pub fn new(shared: Arc<Shared>, logins: Arc<Logins>) -> ServerContext {
         let connections = Arc::new(ConnectionManager::new());
         let cancel = Arc::new(DefaultCancelHandler::new(connections.clone()));
         ServerContext {
             shared,
-            user,
-            database,
-            salt,
-            salted_password,
+            logins,
             connections,
             cancel,
             pids: Default::default(),
         }
-    }
-}
-
-#[derive(Debug)]
-struct Credentials {
-    user: String,
-    database: String,
-    salt: Vec<u8>,
-    salted_password: Vec<u8>,
-}
-
-fn fatal(code: &str, message: String) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new(
-        "FATAL".to_owned(),
-        code.to_owned(),
-        message,
-    )))
-}
-
-#[async_trait]
-impl AuthSource for Credentials {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let user = login.user().unwrap_or_default();
-        if user != self.user {
-            return Err(fatal(
-                "28P01",
-                format!("password authentication failed for user \"{user}\""),
-            ));
-        }
-        let database = login.database().unwrap_or(user);
-        if database != self.database {
-            return Err(fatal(
-                "3D000",
-                format!("database \"{database}\" does not exist"),
-            ));
-        }
-        Ok(Password::new(
-            Some(self.salt.clone()),
-            self.salted_password.clone(),
-        ))
     }
 }
 
@@ -272,6 +213,8 @@ pub struct Connection {
     startup_applied: Arc<std::sync::atomic::AtomicBool>,
     /// What the connection loop saw after the Execute being run.
     lookahead: Arc<Lookahead>,
+    /// Set by the connection loop once TLS is negotiated (SCRAM-SHA-256-PLUS is offered then).
+    secure: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Connection {
@@ -294,7 +237,13 @@ impl Connection {
             parser,
             startup_applied: Arc::new(false.into()),
             lookahead: Arc::default(),
+            secure: Arc::default(),
         }
+    }
+
+    /// Where the connection loop says the connection is encrypted.
+    pub fn secure(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.secure.clone()
     }
 
     /// Where the connection loop says whether a Sync follows the Execute it dispatches.
@@ -427,6 +376,43 @@ fn query_response(
     let mut response = QueryResponse::new(fields, stream::iter(encoded));
     response.set_command_tag(tag);
     Ok(response)
+}
+
+/// A statement's rows as the simple protocol sends them: RowDescription, the rows, and the
+/// command tag (`complete_tag`).
+async fn send_rows<C>(client: &mut C, mut response: QueryResponse) -> PgWireResult<()>
+where
+    C: MessageSink,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let fields = response.row_schema();
+    client
+        .feed(PgWireBackendMessage::RowDescription(RowDescription::new(
+            fields.iter().map(Into::into).collect(),
+        )))
+        .await?;
+    let tag = response.command_tag().to_owned();
+    let mut rows = 0;
+    while let Some(row) = response.data_rows().next().await {
+        client.feed(PgWireBackendMessage::DataRow(row?)).await?;
+        rows += 1;
+    }
+    client
+        .feed(PgWireBackendMessage::CommandComplete(complete_tag(
+            &tag, rows,
+        )))
+        .await?;
+    Ok(())
+}
+
+/// The CommandComplete of a statement that returned `rows` rows: with the count, except
+/// SHOW's, which PostgreSQL sends bare.
+fn complete_tag(tag: &str, rows: usize) -> CommandComplete {
+    if tag == "SHOW" {
+        Tag::new(tag).into()
+    } else {
+        Tag::new(tag).with_rows(rows).into()
+    }
 }
 
 /// Runs a query message's work to its end. A cancel request for it raises its interrupt,
@@ -622,7 +608,7 @@ where
             Ok(StatementResult::Rows { columns, rows, tag }) => {
                 let response =
                     query_response(&columns, rows, &tag, None).map_err(|e| pg_error(&e))?;
-                send_query_response(client, response, true).await?;
+                send_rows(client, response).await?;
             }
             Ok(
                 StatementResult::Command(tag)
@@ -1059,9 +1045,10 @@ where
             .feed(PgWireBackendMessage::PortalSuspended(PortalSuspended::new()))
             .await?;
     } else {
-        let complete: CommandComplete = Tag::new(&tag).with_rows(rows).into();
         client
-            .feed(PgWireBackendMessage::CommandComplete(complete))
+            .feed(PgWireBackendMessage::CommandComplete(complete_tag(
+                &tag, rows,
+            )))
             .await?;
     }
     Ok(())
@@ -1210,25 +1197,12 @@ impl PgWireServerHandlers for Connection {
     }
 
     fn startup_handler(&self) -> Arc<impl StartupHandler> {
-        let credentials = Credentials {
-            user: self.context.user.clone(),
-            database: self.context.database.clone(),
-            salt: self.context.salt.clone(),
-            salted_password: self.context.salted_password.clone(),
-        };
-        let mut scram = ScramAuth::new(Arc::new(credentials));
-        scram.set_iterations(SCRAM_ITERATIONS);
-        let mut parameters = DefaultServerParameterProvider::default();
-        parameters.server_version = "15.0".to_owned();
-        parameters.time_zone = "UTC".to_owned();
-        parameters.date_style = "ISO, MDY".to_owned();
-        parameters.search_path = "\"$user\", public".to_owned();
-        Arc::new(
-            SASLAuthStartupHandler::new(Arc::new(parameters))
-                .with_scram(scram)
-                .with_connection_manager(self.context.connections.clone())
-                .with_pid_secret_key_generator(self.context.pids.clone()),
-        )
+        let secure = self.secure.load(std::sync::atomic::Ordering::Relaxed);
+        Arc::new(self.context.logins.startup_handler(
+            secure,
+            self.context.connections.clone(),
+            self.context.pids.clone(),
+        ))
     }
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
@@ -1251,6 +1225,7 @@ impl Connection {
             parser: self.parser.clone(),
             startup_applied: self.startup_applied.clone(),
             lookahead: self.lookahead.clone(),
+            secure: self.secure.clone(),
         }
     }
 }

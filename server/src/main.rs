@@ -14,12 +14,17 @@
 mod activity;
 mod advisory_locks;
 mod bulk_insert;
+mod check_data;
 mod cluster_settings;
+mod connection_slots;
 mod copy_format;
 mod counting_allocator;
 mod frontend;
 mod handlers;
 mod local_cluster;
+mod log_limit;
+mod login;
+mod login_throttle;
 mod migrations;
 mod notifications;
 mod read_threads;
@@ -43,6 +48,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::handlers::{Connection, ServerContext};
+use crate::login::{LoginConfig, Logins};
 use crate::session::Shared;
 use crate::session_threads::SessionThreads;
 
@@ -72,6 +78,9 @@ enum Command {
     /// Start a local cluster of separate server processes, for trying it out; Ctrl-C stops
     /// them all.
     Cluster(local_cluster::ClusterArgs),
+    /// Check a stopped server's data directory: page checksums, B+tree order, indexes
+    /// against their tables, debits equal to credits.
+    Check(check_data::CheckArgs),
 }
 
 #[derive(Args, Clone)]
@@ -163,6 +172,13 @@ struct ServeArgs {
     /// PEM private key for TLS (with --tls-cert).
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Refuse plaintext connections: every client must negotiate TLS (needs --tls-cert).
+    #[arg(long, requires = "tls_cert")]
+    tls_required: bool,
+    /// The most client connections at once (FATAL 53300 past it); the last 3 are kept for
+    /// the superuser.
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(4..=100_000))]
+    max_connections: u32,
     /// The largest message a client may send, in MiB (larger ones are refused unread).
     #[arg(long, default_value_t = 64)]
     max_message_mb: usize,
@@ -184,6 +200,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Check(args) => match check_data::run(args) {
+            Ok(report) => {
+                println!("{report}");
+                ExitCode::SUCCESS
+            }
+            Err(message) => {
+                eprintln!("hotledger check: {message}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Cluster(args) => match local_cluster::run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(message) => {
@@ -194,7 +220,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn parse_io(mode: &str) -> IoMode {
+pub(crate) fn parse_io(mode: &str) -> IoMode {
     match mode {
         "uring" => IoMode::Uring,
         "portable" => IoMode::Portable,
@@ -207,7 +233,7 @@ fn is_loopback(ip: IpAddr) -> bool {
 }
 
 /// Takes an exclusive lock on the data directory so two servers never share it.
-fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
+pub(crate) fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
     use std::os::fd::AsRawFd;
     let path = dir.join("LOCK");
     let file = std::fs::OpenOptions::new()
@@ -416,6 +442,10 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         notifications: Default::default(),
         activity: Default::default(),
         membership: node.membership.clone(),
+        connection_limits: (
+            args.max_connections as usize,
+            connection_slots::SUPERUSER_RESERVED,
+        ),
     });
     // Raft may stop while these run (a node whose settings differ from the cluster's
     // stops as it applies the record): then say why at once instead of retrying.
@@ -426,12 +456,20 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         why = &mut stopped => return Err(cannot_apply(&why)),
     }
     watchdog::spawn(Arc::downgrade(&shared)).map_err(|e| format!("watchdog: {e}"))?;
-    let context = Arc::new(ServerContext::new(
-        shared,
-        args.user.clone(),
-        args.user.clone(),
-        &args.password,
-    ));
+    let tls_certificate = match &args.tls_cert {
+        Some(path) => {
+            Some(std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let logins = Logins::new(LoginConfig {
+        user: args.user.clone(),
+        password: args.password.clone(),
+        tls_certificate,
+        tls_required: args.tls_required,
+        max_connections: args.max_connections as usize,
+    });
+    let context = Arc::new(ServerContext::new(shared, logins.clone()));
     eprintln!(
         "hotledger: listening on {} (data {}, recovered from log index {}); connect with: psql -h {} -p {} -U {}",
         args.listen,
@@ -459,6 +497,8 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let inbox = handlers.inbox();
                 let control = handlers.control();
                 let lookahead = handlers.lookahead();
+                let secure = handlers.secure();
+                let logins = logins.clone();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
                     let connection = frontend::ConnectionContext {
@@ -466,6 +506,8 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                         control,
                         limit: max_message,
                         lookahead,
+                        secure,
+                        logins,
                     };
                     let _ = frontend::serve_connection(socket, tls, handlers, connection).await;
                 });

@@ -69,6 +69,8 @@ pub struct Shared {
     pub activity: Activity,
     /// Adding and removing the cluster's members (`CALL hotledger.add_node`).
     pub membership: raft::Membership,
+    /// `max_connections` and `superuser_reserved_connections`, as SHOW shows them.
+    pub connection_limits: (usize, usize),
 }
 
 /// What running a statement produced.
@@ -333,6 +335,22 @@ impl Session {
 
     async fn execute_inner(&mut self, plan: &Plan, params: &[Value]) -> SqlResult<StatementResult> {
         self.refuse_when_failed(plan)?;
+        if self.locking_read {
+            self.refuse_if_read_only("SELECT FOR UPDATE")?;
+        }
+        let queries = matches!(
+            plan,
+            Plan::Select(_)
+                | Plan::Write(..)
+                | Plan::Ddl(_)
+                | Plan::Call(_)
+                | Plan::TransferBatch(_)
+                | Plan::CopyFrom(_)
+                | Plan::CopyTo { .. }
+        );
+        if let (true, Some(t)) = (queries, &mut self.transaction) {
+            t.queried = true;
+        }
         match plan {
             Plan::Select(select) => {
                 // System views (pg_catalog, hotledger.cluster) describe this node.
@@ -387,9 +405,7 @@ impl Session {
             }
             Plan::Show { name } => self.show(name, plan).await,
             Plan::CopyFrom(copy) => {
-                if self.transaction.as_ref().is_some_and(|t| t.read_only) {
-                    return Err(read_only_error("COPY FROM"));
-                }
+                self.refuse_if_read_only("COPY FROM")?;
                 let columns = copy.columns.len();
                 self.copy = Some(CopyState {
                     plan: copy.clone(),
@@ -499,11 +515,28 @@ impl Session {
     }
 }
 
-fn read_only_error(what: &str) -> SqlError {
-    SqlError::new(
-        ErrorKind::ReadOnlyTransaction,
-        format!("cannot execute {what} in a read-only transaction"),
-    )
+impl Session {
+    /// Whether the statement being run is in a read-only transaction: the open one's mode,
+    /// or outside one, the session's `default_transaction_read_only` (the statement's own
+    /// implicit transaction).
+    pub(super) fn read_only(&self) -> bool {
+        match &self.transaction {
+            Some(t) => t.read_only,
+            None => self.default_read_only(),
+        }
+    }
+
+    /// 25006 for `what` (a write, a schema change, a sequence advance) in a read-only
+    /// transaction.
+    pub(super) fn refuse_if_read_only(&self, what: &str) -> SqlResult<()> {
+        if self.read_only() {
+            return Err(SqlError::new(
+                ErrorKind::ReadOnlyTransaction,
+                format!("cannot execute {what} in a read-only transaction"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Session {

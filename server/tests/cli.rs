@@ -102,27 +102,7 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
 #[test]
 fn tls_when_a_certificate_is_given() {
     let dir = tempfile::tempdir().unwrap();
-    let cert = dir.path().join("cert.pem");
-    let key = dir.path().join("key.pem");
-    let made = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-        ])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("run openssl");
-    assert!(made.status.success(), "{}", stderr(&made));
+    let (cert, key) = common::self_signed_certificate(dir.path());
     let server = TestServer::start_with(&[
         "--tls-cert",
         cert.to_str().unwrap(),
@@ -156,4 +136,50 @@ fn tls_when_a_certificate_is_given() {
         .output()
         .unwrap();
     assert_eq!(stdout(&out).trim(), "1", "{}", stderr(&out));
+}
+
+/// `hotledger check` refuses a directory a server holds, finds a stopped one consistent, and
+/// refuses damaged pages with exit status 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_finds_damage_and_refuses_a_running_server() {
+    let mut server = TestServer::start();
+    let c = server.client().await;
+    c.batch_execute(
+        "create table notes (id int primary key, body text);
+         create index notes_body on notes (body);
+         insert into notes select g, repeat('x', g % 50) from generate_series(1, 2000) g;
+         insert into accounts (id, ledger, code) values (1, 700, 10), (2, 700, 10);
+         call transfer(1, 1, 2, 25, 700, 1);",
+    )
+    .await
+    .unwrap();
+    drop(c);
+    let data = server.data_dir().join("data");
+    let check = || {
+        Command::new(binary())
+            .args(["check", "--data-dir"])
+            .arg(&data)
+            .output()
+            .unwrap()
+    };
+    assert_refused(&check(), "is in use by another hotledger process");
+    assert!(server.stop().success());
+    let out = check();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("consistent as of log index")
+            && stdout(&out).contains("2 accounts; debits = credits: 25 posted"),
+        "{}",
+        stdout(&out)
+    );
+    // Every page past the file's header overwritten.
+    let file = data.join("data.hl");
+    let mut bytes = std::fs::read(&file).unwrap();
+    for b in &mut bytes[16384..] {
+        *b = 0xa5;
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let out = check();
+    assert_refused(&out, "checksum mismatch");
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
 }

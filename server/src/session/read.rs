@@ -150,10 +150,8 @@ impl Session {
         plan: &Arc<SelectPlan>,
         params: &[Value],
     ) -> SqlResult<Vec<Row>> {
-        if let Some(t) = &self.transaction {
-            if t.read_only {
-                return Err(read_only_error("nextval()"));
-            }
+        self.refuse_if_read_only("nextval()")?;
+        if self.transaction.is_some() {
             // Applied in log order, the query reads what is committed: what a READ COMMITTED
             // statement may see, unless the transaction has writes of its own to see.
             if plan.reads_user_tables && (self.overlay().is_some() || self.record_reads()) {

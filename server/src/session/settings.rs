@@ -16,6 +16,7 @@ pub(super) const SETTINGS: &[(&str, &str)] = &[
     ("idle_session_timeout", "0"),
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_read_only", "off"),
+    ("transaction_read_only", "off"),
     ("standard_conforming_strings", "on"),
     ("client_min_messages", "notice"),
     ("intervalstyle", "postgres"),
@@ -218,6 +219,19 @@ impl Session {
                     .unwrap_or_default(),
             });
         }
+        let (max_connections, reserved) = self.shared.connection_limits;
+        match key.as_str() {
+            "max_connections" => return Some(max_connections.to_string()),
+            "superuser_reserved_connections" => return Some(reserved.to_string()),
+            _ => {}
+        }
+        if key == "transaction_read_only" {
+            let on = match &self.transaction {
+                Some(t) => t.read_only,
+                None => self.default_read_only(),
+            };
+            return Some(if on { "on" } else { "off" }.to_string());
+        }
         self.settings.get(&key).cloned().or_else(|| {
             known_settings()
                 .find(|(n, _)| *n == key)
@@ -256,7 +270,19 @@ impl Session {
             }
             return Ok(());
         }
-        if read_only(&key) {
+        if key == "transaction_read_only" {
+            // As SET TRANSACTION READ ONLY / READ WRITE; outside a transaction, nothing to set.
+            if let (Some(t), Some(v)) = (&mut self.transaction, value) {
+                t.set_read_only(boolean(&key, v)?)?;
+            }
+            return Ok(());
+        }
+        if read_only(&key)
+            || matches!(
+                key.as_str(),
+                "max_connections" | "superuser_reserved_connections"
+            )
+        {
             return Err(SqlError::new(
                 ErrorKind::CannotConnectNow,
                 format!("parameter \"{key}\" cannot be changed"),
@@ -285,6 +311,9 @@ impl Session {
             _ => {}
         }
         let value = match value {
+            Some(v) if key == "default_transaction_read_only" => {
+                Some(if boolean(&key, v)? { "on" } else { "off" }.to_string())
+            }
             Some(v) if super::timeouts::TIMEOUTS.contains(&key.as_str()) => Some(
                 super::timeouts::shown(super::timeouts::milliseconds(&key, v)?),
             ),
@@ -295,6 +324,18 @@ impl Session {
             None => self.settings.remove(&key),
         };
         Ok(())
+    }
+}
+
+/// A Boolean setting's value as PostgreSQL reads one (on/off, true/false, yes/no, 1/0).
+fn boolean(key: &str, value: &str) -> SqlResult<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" | "t" | "y" => Ok(true),
+        "off" | "false" | "no" | "0" | "f" | "n" => Ok(false),
+        _ => Err(SqlError::new(
+            ErrorKind::InvalidParameterValue,
+            format!("parameter \"{key}\" requires a Boolean value"),
+        )),
     }
 }
 

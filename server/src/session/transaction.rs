@@ -20,6 +20,10 @@ pub(super) struct Transaction {
     pub(super) block: Block,
     pub(super) isolation: Isolation,
     pub(super) read_only: bool,
+    /// A statement that reads or writes (not BEGIN, SET or SHOW) has run in it: its
+    /// isolation and read-write mode are fixed from then on, as PostgreSQL's snapshot fixes
+    /// them.
+    pub(super) queried: bool,
     pub(super) now_micros: i64,
     pub(super) ops: Vec<WriteOp>,
     /// The ops' bytes in the log's encoding (`ledger::Staged::bytes`, added up).
@@ -45,13 +49,26 @@ pub(super) struct Transaction {
 impl Transaction {
     /// SET TRANSACTION ISOLATION LEVEL, or BEGIN's, which must come before it reads or writes.
     fn set_isolation(&mut self, isolation: Isolation) -> SqlResult<()> {
-        if !self.ops.is_empty() || !self.reads.is_empty() || self.schema.is_some() {
+        if self.queried {
             return Err(SqlError::new(
                 ErrorKind::ActiveTransaction,
                 "SET TRANSACTION ISOLATION LEVEL must be called before any query",
             ));
         }
         self.isolation = isolation;
+        Ok(())
+    }
+
+    /// SET TRANSACTION READ ONLY / READ WRITE. A transaction may always become read-only; it
+    /// may become read-write only before its first query, as in PostgreSQL.
+    pub(super) fn set_read_only(&mut self, read_only: bool) -> SqlResult<()> {
+        if self.read_only && !read_only && self.queried {
+            return Err(SqlError::new(
+                ErrorKind::ActiveTransaction,
+                "transaction read-write mode must be set before any query",
+            ));
+        }
+        self.read_only = read_only;
         Ok(())
     }
 
@@ -62,6 +79,7 @@ impl Transaction {
             block,
             isolation,
             read_only,
+            queried: false,
             now_micros: now_micros(),
             ops: Vec::new(),
             staged_bytes: 0,
@@ -284,15 +302,23 @@ impl Session {
                 t.savepoints.truncate(at);
                 Ok(StatementResult::Command("RELEASE".into()))
             }
-            Plan::SetTransaction { isolation } => {
+            Plan::SetTransaction {
+                isolation,
+                read_only,
+            } => {
                 if !self.in_block() {
                     self.notices.push(SqlError::new(
                         ErrorKind::NoActiveTransaction,
                         "SET TRANSACTION can only be used in transaction blocks",
                     ));
                 }
-                if let (Some(t), Some(i)) = (&mut self.transaction, isolation) {
-                    t.set_isolation(*i)?;
+                if let Some(t) = &mut self.transaction {
+                    if let Some(i) = isolation {
+                        t.set_isolation(*i)?;
+                    }
+                    if let Some(r) = read_only {
+                        t.set_read_only(*r)?;
+                    }
                 }
                 Ok(StatementResult::Command("SET".into()))
             }
@@ -305,7 +331,7 @@ impl Session {
     fn begin(
         &mut self,
         isolation: Option<Isolation>,
-        read_only: bool,
+        read_only: Option<bool>,
     ) -> SqlResult<StatementResult> {
         let default_read_only = self.default_read_only();
         match &mut self.transaction {
@@ -317,7 +343,9 @@ impl Session {
             }
             Some(t) => {
                 t.block = Block::Explicit;
-                t.read_only |= read_only;
+                if let Some(r) = read_only {
+                    t.set_read_only(r)?;
+                }
                 if let Some(i) = isolation {
                     t.set_isolation(i)?;
                 }
@@ -327,7 +355,7 @@ impl Session {
                 self.transaction = Some(Transaction::new(
                     Block::Explicit,
                     isolation,
-                    read_only || default_read_only,
+                    read_only.unwrap_or(default_read_only),
                 ));
             }
         }

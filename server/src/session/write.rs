@@ -12,6 +12,7 @@ impl Session {
         batch: &TransferBatchPlan,
         params: &[Value],
     ) -> SqlResult<StatementResult> {
+        self.refuse_if_read_only("CALL")?;
         self.refuse_in_transaction(
             "create_transfers",
             "each of its chains is a transaction of its own",
@@ -97,6 +98,9 @@ impl Session {
         let rows = if self.transaction.is_some() {
             self.call_in_transaction(&call.steps, &args).await?
         } else {
+            if call.steps.iter().any(|s| matches!(s, plan::Step::Write(_))) {
+                self.refuse_if_read_only("CALL")?;
+            }
             let command = Command::Procedure {
                 steps: call.steps.clone(),
                 params: args,
@@ -124,9 +128,7 @@ impl Session {
         for step in steps {
             last = match step {
                 plan::Step::Write(plan) => {
-                    if self.transaction.as_ref().is_some_and(|t| t.read_only) {
-                        return Err(read_only_error("CALL"));
-                    }
+                    self.refuse_if_read_only("CALL")?;
                     self.stage(plan.clone(), args).await?.1
                 }
                 plan::Step::Query(plan) => self.select(plan, args).await?,
@@ -374,8 +376,8 @@ impl Session {
         columns: &[OutputColumn],
         params: &[Value],
     ) -> SqlResult<StatementResult> {
+        self.refuse_if_read_only(plan.verb())?;
         let (affected, rows) = match &self.transaction {
-            Some(t) if t.read_only => return Err(read_only_error(plan.verb())),
             Some(_) => self.stage(plan.clone(), params).await?,
             None => self.write_alone(plan, params).await?,
         };
@@ -426,10 +428,8 @@ impl Session {
             | DdlPlan::DropForeignKey { .. }
             | DdlPlan::AddUniqueConstraint { .. } => "ALTER TABLE",
         };
-        if let Some(t) = &self.transaction {
-            if t.read_only {
-                return Err(read_only_error(tag));
-            }
+        self.refuse_if_read_only(tag)?;
+        if self.transaction.is_some() {
             let DdlPlan::Truncate { tables } = ddl else {
                 let plan = with_constants_bound(ddl)?;
                 self.plan_schema_change(plan).await?;

@@ -105,23 +105,24 @@ impl TestServer {
         Command::new(binary())
             .args(["serve", "--data-dir"])
             .arg(self.dir.path().join("data"))
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{}", self.port),
-                "--checkpoint-interval-s",
-                "2",
-            ])
-            .args(if self.extra_args.iter().any(|a| a == "--pool-mb") {
-                &[][..]
-            } else {
-                &["--pool-mb", "64"][..]
-            })
+            .args(["--listen", &format!("127.0.0.1:{}", self.port)])
+            .args(self.default_unless_given("--checkpoint-interval-s", "2"))
+            .args(self.default_unless_given("--pool-mb", "64"))
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start hotledger")
+    }
+
+    /// `flag value` unless the test gave the flag itself.
+    fn default_unless_given<'a>(&self, flag: &'a str, value: &'a str) -> Vec<&'a str> {
+        if self.extra_args.iter().any(|a| a == flag) {
+            Vec::new()
+        } else {
+            vec![flag, value]
+        }
     }
 
     fn launch(&mut self) {
@@ -173,10 +174,29 @@ impl TestServer {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
     }
 
-    /// `kill -9`, then start again on the same data directory and port.
+    /// `kill -9`, `hotledger check` of what it left, then start again on the same data
+    /// directory and port.
     pub fn kill9_and_restart(&mut self) {
         self.kill9();
+        self.check_data();
         self.launch();
+    }
+
+    /// `hotledger check` of the (stopped) server's data directory must find it consistent;
+    /// what it says.
+    pub fn check_data(&self) -> String {
+        let out = Command::new(binary())
+            .args(["check", "--pool-mb", "64", "--data-dir"])
+            .arg(self.dir.path().join("data"))
+            .output()
+            .expect("run hotledger check");
+        assert!(
+            out.status.success(),
+            "hotledger check: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     pub fn kill9(&mut self) {
@@ -423,4 +443,30 @@ pub fn stat_fields(line: &str) -> std::collections::HashMap<String, u64> {
 
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A self-signed certificate and its key (PEM files in `dir`), made with openssl.
+pub fn self_signed_certificate(dir: &Path) -> (PathBuf, PathBuf) {
+    let cert = dir.join("cert.pem");
+    let key = dir.join("key.pem");
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("run openssl");
+    assert!(made.status.success(), "{}", stderr(&made));
+    (cert, key)
 }

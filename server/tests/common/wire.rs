@@ -60,19 +60,7 @@ pub struct Wire {
 impl Wire {
     /// Connects and logs in (SCRAM-SHA-256 when asked for a password, or trust).
     pub fn connect(port: u16, user: &str, password: &str, database: &str) -> Wire {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .expect("read timeout");
-        stream.set_nodelay(true).expect("nodelay");
-        let mut wire = Wire {
-            stream,
-            incoming: BytesMut::new(),
-        };
-        let mut buf = BytesMut::new();
-        frontend::startup_message([("user", user), ("database", database)], &mut buf)
-            .expect("startup message");
-        wire.write(&buf);
+        let mut wire = Wire::startup(port, user, database);
         let mut scram = None;
         loop {
             match wire.message() {
@@ -165,6 +153,58 @@ impl Wire {
             .filter(|m| matches!(m, Send::Sync | Send::Query(_)))
             .count();
         self.replies(readies)
+    }
+
+    /// Sends bytes as they are: a message the encoder would not write.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.write(bytes);
+    }
+
+    /// The ErrorResponse the server answers with (as "SEVERITY CODE message"), after which it
+    /// must close the connection.
+    pub fn fatal_then_close(&mut self) -> String {
+        let line = loop {
+            if let Message::ErrorResponse(body) = self.message() {
+                let mut severity = String::new();
+                let mut fields = body.fields();
+                while let Some(f) = fields.next().expect("error fields") {
+                    if f.type_() == b'S' {
+                        severity = String::from_utf8_lossy(f.value_bytes()).into_owned();
+                    }
+                }
+                break format!("{severity} {}", error_line(&body));
+            }
+        };
+        let mut rest = Vec::new();
+        let _ = self.stream.read_to_end(&mut rest);
+        assert!(rest.is_empty(), "after {line}: more bytes {rest:?}");
+        line
+    }
+
+    /// Connects and sends the startup message.
+    fn startup(port: u16, user: &str, database: &str) -> Wire {
+        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("read timeout");
+        stream.set_nodelay(true).expect("nodelay");
+        let mut wire = Wire {
+            stream,
+            incoming: BytesMut::new(),
+        };
+        let mut buf = BytesMut::new();
+        frontend::startup_message([("user", user), ("database", database)], &mut buf)
+            .expect("startup message");
+        wire.write(&buf);
+        wire
+    }
+
+    /// Connects and sends the startup message only; the server's request for a password is
+    /// read.
+    pub fn start_login(port: u16, user: &str) -> Wire {
+        let mut wire = Wire::startup(port, user, user);
+        assert!(matches!(wire.message(), Message::AuthenticationSasl(_)));
+        wire
     }
 
     /// Closes the socket without a Terminate, as a crashed client would.
