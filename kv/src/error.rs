@@ -73,6 +73,16 @@ pub enum KvError {
 }
 
 impl KvError {
+    /// An IO error that says the disk (or the user's quota) is full: the operation may
+    /// succeed once space returns.
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(
+            self,
+            KvError::Io { source, .. }
+                if matches!(source.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+        )
+    }
+
     pub fn io(path: &Path, op: IoOp, offset: u64, source: std::io::Error) -> KvError {
         KvError::Io {
             path: path.to_path_buf(),

@@ -58,9 +58,14 @@ impl SpareMaker {
         }
     }
 
-    /// Starts preparing one spare unless one is being prepared already.
+    /// Starts preparing one spare unless one is being prepared already, or the disk would
+    /// keep less than two segments free beside it: when space runs short the room goes to
+    /// the data files' checkpoints, which let the log purge, not to a head start.
     pub(crate) fn request(&mut self) {
         if self.worker.as_ref().is_some_and(|w| !w.is_finished()) {
+            return;
+        }
+        if free_bytes(&self.dir).is_some_and(|free| free < 3 * self.segment_bytes) {
             return;
         }
         self.finish();
@@ -102,6 +107,17 @@ impl Drop for SpareMaker {
         self.stop.store(true, Ordering::Relaxed);
         self.finish();
     }
+}
+
+/// The bytes an unprivileged writer may still use on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the struct we own from a NUL-terminated path; nothing else is
+    // touched.
+    let mut stats: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stats) };
+    (rc == 0).then(|| stats.f_bavail as u64 * stats.f_frsize as u64)
 }
 
 /// Writes `bytes` zeros to a new file at `path`, syncing as it goes; stops early when asked.

@@ -35,6 +35,7 @@ use crate::state_snapshot::StateSnapshot;
 use crate::undo::UndoLog;
 use crate::worker::{Report, Work, Worker};
 
+mod checkpoint_retry;
 mod snapshots;
 
 pub(crate) struct Coordinator {
@@ -55,6 +56,8 @@ pub(crate) struct Coordinator {
     spare_undo: Vec<UndoLog<kv::Table>>,
     /// Checkpoints that failed since the start: a wait for pool room gives up when one does.
     checkpoint_failures: u64,
+    /// When a checkpoint may be tried again after failures, and what the log said of them.
+    checkpoint_retry: checkpoint_retry::CheckpointRetry,
     pool_waits: PoolWaits,
     /// How long the last entry took to apply (`wait_for_pool_room` paces by it).
     last_apply: Duration,
@@ -307,6 +310,7 @@ impl Coordinator {
             last_checkpoint: Instant::now(),
             changed_since_checkpoint: false,
             checkpoint_failures: 0,
+            checkpoint_retry: Default::default(),
             pool_waits: PoolWaits::default(),
             last_apply: Duration::ZERO,
             applied_at: Instant::now(),
@@ -516,7 +520,8 @@ impl Coordinator {
         if let Err(e) = self.commit_record.write(checkpointing.position) {
             // Nothing is lost (the previous commit stands and the log holds everything
             // since), but the engines cannot go on: their checkpoints wait for a commit.
-            eprintln!("hotledger: checkpoint failed: {}", e.message);
+            self.checkpoint_failures += 1;
+            self.checkpoint_retry.failed(&e.message);
             self.abandon_checkpoint();
             return;
         }
@@ -531,7 +536,10 @@ impl Coordinator {
     fn abandon_checkpoint(&mut self) {
         for shard in self.shards() {
             if let Err(e) = shard.engine.abandon_checkpoint() {
-                eprintln!("hotledger: abandoning a checkpoint: {e}");
+                // Out of space, it failed as the checkpoint did, which is reported already.
+                if !e.is_out_of_space() {
+                    eprintln!("hotledger: abandoning a checkpoint: {e}");
+                }
             }
         }
         self.checkpointing = None;
@@ -544,6 +552,7 @@ impl Coordinator {
         if let Some(checkpointing) = self.checkpointing.take() {
             if checkpointing.committed {
                 self.durable_replication = checkpointing.meta;
+                self.checkpoint_retry.succeeded();
             }
             self.answer_snapshot_requests(checkpointing.committed);
         }
@@ -582,8 +591,8 @@ impl Coordinator {
             // checkpoint intact and the log still holds everything since: try again at the
             // next interval. A failure that poisons an engine (an abandoned record it could
             // not unmake) stops the executor at the next apply (see apply_command).
-            eprintln!("hotledger: checkpoint failed: {e}");
             self.checkpoint_failures += 1;
+            self.checkpoint_retry.failed(&e.to_string());
             match self.checkpointing.as_ref().map(|c| c.committed) {
                 Some(true) => self.checkpointing = None,
                 Some(false) => self.abandon_checkpoint(),
@@ -601,6 +610,9 @@ impl Coordinator {
             } else if self.shards().all(|s| !s.engine.checkpoint_in_progress()) {
                 self.finish_checkpoint();
             }
+            return;
+        }
+        if !self.checkpoint_retry.may_begin() {
             return;
         }
         if !self.snapshot_requests.is_empty() {
@@ -622,11 +634,13 @@ impl Coordinator {
     /// is — its share of time applying falls from 1 toward 0, which also leaves the CPU to the
     /// checkpoint writer; at the limit it polls the checkpoint in flight, or starts one, until
     /// the pool is back under. Memory stays bounded and throughput falls to what checkpoints
-    /// sustain. Gives up when a checkpoint fails (the next one retries at its interval) or
+    /// sustain. Gives up when a checkpoint fails (the next one retries after a pause) or
     /// the executor has failed.
     fn wait_for_pool_room(&mut self) {
         let overshoot = self.pool_overshoot();
-        if overshoot <= 0.0 {
+        // While checkpoints fail (a full disk) none can make room: entries apply on, past the
+        // pool's size, rather than wait for a retry that cannot succeed yet.
+        if overshoot <= 0.0 || !self.checkpoint_retry.may_begin() {
             return;
         }
         let started = Instant::now();

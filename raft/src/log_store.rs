@@ -308,7 +308,7 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
                         Err(_) => break,
                     }
                 }
-                let result = store.append(&batch);
+                let result = append_waiting_for_space(&mut store, &batch);
                 stats.entries.fetch_add(batch.len() as u64, Relaxed);
                 stats.flushes.fetch_add(1, Relaxed);
                 for flushed in callbacks {
@@ -342,6 +342,45 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
         }
         if next.is_none() {
             next = rx.recv().ok();
+        }
+    }
+}
+
+/// Appends `batch`. While the disk is full the append waits and tries again — the entries
+/// stay unacknowledged, nothing is reported failed, and writes resume by themselves once
+/// space returns — saying so in the log once a minute. Entries an earlier attempt made
+/// durable are not written twice (a record counts only once its write was synced). Any other
+/// error is returned (and stops this replica: an fsync that failed cannot be retried safely).
+fn append_waiting_for_space(store: &mut LogStore, batch: &[(u64, Vec<u8>)]) -> kv::KvResult<()> {
+    let started = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(50);
+    let mut logged_at: Option<std::time::Instant> = None;
+    loop {
+        let done = match store.last_index() {
+            Some(last) => batch.iter().take_while(|(index, _)| *index <= last).count(),
+            None => 0,
+        };
+        match store.append(&batch[done..]) {
+            Ok(()) => {
+                if logged_at.is_some() {
+                    eprintln!(
+                        "hotledger: the log has room again; appends resumed after {:.1} s",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_out_of_space() => {
+                if logged_at.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(60)) {
+                    logged_at = Some(std::time::Instant::now());
+                    eprintln!(
+                        "hotledger: the log's disk is full; writes wait until there is space ({e})"
+                    );
+                }
+                thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_secs(1));
+            }
+            Err(e) => return Err(e),
         }
     }
 }

@@ -472,24 +472,16 @@ impl Session {
         if encoded.len() > ledger::COMMAND_BYTES_MAX {
             return Err(ledger::command_too_large(encoded.len()));
         }
-        let bytes = if self.shared.read_barrier.in_cluster() {
-            self.propose_in_cluster(encoded).await?
-        } else {
-            self.shared
-                .proposer
-                .propose(encoded)
-                .await
-                .map_err(propose_error)?
-        };
+        let bytes = self.propose_interruptibly(encoded).await?;
         let outcome = decode_result(&bytes)?;
         self.sequences.absorb(&outcome.sequences);
         Ok(outcome)
     }
 
-    /// In a cluster a proposal waits for a majority, which may be down: a cancel or the
-    /// statement's timeout stops the wait (not the command, which is in the log and may
-    /// still commit, as the error says). A single node applies what it logs; its wait ends.
-    async fn propose_in_cluster(&self, encoded: Vec<u8>) -> SqlResult<Vec<u8>> {
+    /// A proposal may wait long — for a majority that is down, or for a full disk to make
+    /// room for the log: a cancel or the statement's timeout stops the wait (not the
+    /// command, which is in the log and may still commit, as the error says).
+    async fn propose_interruptibly(&self, encoded: Vec<u8>) -> SqlResult<Vec<u8>> {
         let propose = self.shared.proposer.propose(encoded);
         tokio::pin!(propose);
         loop {

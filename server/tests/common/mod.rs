@@ -74,7 +74,14 @@ impl TestServer {
 
     /// Starts with extra `hotledger serve` flags.
     pub fn start_with(args: &[&str]) -> TestServer {
+        TestServer::start_prepared(args, |_| {})
+    }
+
+    /// Starts with extra flags after `prepare` has been given the (not yet existing) data
+    /// directory, to put it somewhere special (a small file system, say).
+    pub fn start_prepared(args: &[&str], prepare: impl FnOnce(&Path)) -> TestServer {
         let dir = tempfile::tempdir().expect("temp dir");
+        prepare(&dir.path().join("data"));
         let extra_args = args.iter().map(|a| a.to_string()).collect();
         let mut server = TestServer {
             port: free_port(),
