@@ -141,7 +141,8 @@ impl StoreBuilder<TypeConfig, RaftLog, ModelStateMachine, tempfile::TempDir> for
         &self,
     ) -> Result<(tempfile::TempDir, RaftLog, ModelStateMachine), StorageError<NodeId>> {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let log = RaftLog::open(dir.path(), kv::IoMode::Portable).expect("the log opens");
+        let log = RaftLog::open(dir.path(), kv::IoMode::Portable, kv::FaultPlan::none())
+            .expect("the log opens");
         Ok((dir, log, ModelStateMachine::default()))
     }
 }
@@ -255,7 +256,7 @@ async fn indexes(log: &mut RaftLog, from: u64) -> Vec<u64> {
 }
 
 async fn reopen(dir: &Path) -> RaftLog {
-    RaftLog::open(dir, kv::IoMode::Portable).unwrap()
+    RaftLog::open(dir, kv::IoMode::Portable, kv::FaultPlan::none()).unwrap()
 }
 
 /// A truncation just past the purge point (openraft does this when a follower's log

@@ -164,11 +164,18 @@ fn read_error(message: impl ToString) -> StorageError<NodeId> {
 }
 
 impl RaftLog {
-    pub fn open(dir: &Path, io_mode: kv::IoMode) -> Result<RaftLog, kv::KvError> {
+    /// Opens the log in `dir`; its files' writes fail as `faults` says (tests; otherwise
+    /// `FaultPlan::none()`).
+    pub fn open(
+        dir: &Path,
+        io_mode: kv::IoMode,
+        faults: kv::FaultPlan,
+    ) -> Result<RaftLog, kv::KvError> {
         let store = LogStore::open(
             dir,
             LogStoreOptions {
                 io_mode,
+                faults,
                 ..LogStoreOptions::default()
             },
         )?;

@@ -50,6 +50,8 @@ pub struct NodeOptions {
     /// In a cluster: entries kept behind the last snapshot, for followers a little behind
     /// (one further behind is sent the snapshot).
     pub log_keep_entries: u64,
+    /// Writes to the log's files that fail on purpose (`kv::FaultPlan`; tests only).
+    pub log_faults: kv::FaultPlan,
 }
 
 impl NodeOptions {
@@ -146,11 +148,12 @@ fn raft_config(cluster: bool) -> Result<Config, StartError> {
 pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Node, StartError> {
     let cluster = !options.peers.is_empty() || options.join;
     let listener = peer_listener(cluster, &options).await?;
-    let log =
-        RaftLog::open(&options.log_dir, options.log_io).map_err(|source| StartError::Log {
+    let log = RaftLog::open(&options.log_dir, options.log_io, options.log_faults.clone()).map_err(
+        |source| StartError::Log {
             dir: options.log_dir.clone(),
             source,
-        })?;
+        },
+    )?;
     let config = raft_config(cluster)?;
     let log_stats = log.stats();
     let files = match cluster {

@@ -220,6 +220,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// `HOTLEDGER_TEST_FAULTS=log-write:EIO:N` (or `ENOSPC`): the log's write after N more
+/// writes fails with that error, and so does every one after it — for the tests that prove
+/// nothing unwritten is ever acknowledged. Unset, nothing fails.
+fn log_faults_from_env() -> Result<kv::FaultPlan, String> {
+    let plan = kv::FaultPlan::none();
+    let Ok(spec) = std::env::var("HOTLEDGER_TEST_FAULTS") else {
+        return Ok(plan);
+    };
+    let bad = || format!("HOTLEDGER_TEST_FAULTS={spec}: expected log-write:EIO|ENOSPC:N");
+    let mut parts = spec.split(':');
+    let (Some("log-write"), Some(errno), Some(n), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let errno = match errno {
+        "EIO" => libc::EIO,
+        "ENOSPC" => libc::ENOSPC,
+        _ => return Err(bad()),
+    };
+    plan.fail_writes_after(n.parse().map_err(|_| bad())?, errno);
+    eprintln!("hotledger: test faults: the log's writes fail with {spec} ");
+    Ok(plan)
+}
+
 pub(crate) fn parse_io(mode: &str) -> IoMode {
     match mode {
         "uring" => IoMode::Uring,
@@ -428,6 +453,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             snapshot_dir: args.data_dir.join("snapshots"),
             snapshot_entries: args.raft_snapshot_entries,
             log_keep_entries: args.raft_log_keep_entries,
+            log_faults: log_faults_from_env()?,
         },
         executor.clone(),
     )

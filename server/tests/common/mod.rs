@@ -19,6 +19,8 @@ pub struct TestServer {
     pub dir: tempfile::TempDir,
     child: Option<Child>,
     extra_args: Vec<String>,
+    /// Environment variables the server starts with (beside its password).
+    pub env: Vec<(String, String)>,
 }
 
 /// Ports handed out: one is not bound until its server starts, so it must never be handed
@@ -80,17 +82,30 @@ impl TestServer {
     /// Starts with extra flags after `prepare` has been given the (not yet existing) data
     /// directory, to put it somewhere special (a small file system, say).
     pub fn start_prepared(args: &[&str], prepare: impl FnOnce(&Path)) -> TestServer {
-        let dir = tempfile::tempdir().expect("temp dir");
-        prepare(&dir.path().join("data"));
-        let extra_args = args.iter().map(|a| a.to_string()).collect();
-        let mut server = TestServer {
-            port: free_port(),
-            dir,
-            child: None,
-            extra_args,
-        };
+        let mut server = TestServer::unstarted(args, &[]);
+        prepare(&server.dir.path().join("data"));
         server.launch();
         server
+    }
+
+    /// Starts with extra flags and environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        let mut server = TestServer::unstarted(args, env);
+        server.launch();
+        server
+    }
+
+    fn unstarted(args: &[&str], env: &[(&str, &str)]) -> TestServer {
+        TestServer {
+            port: free_port(),
+            dir: tempfile::tempdir().expect("temp dir"),
+            child: None,
+            extra_args: args.iter().map(|a| a.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -117,6 +132,7 @@ impl TestServer {
             .args(self.default_unless_given("--pool-mb", "64"))
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -204,6 +220,20 @@ impl TestServer {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits for the server to exit by itself, within `limit`; its exit status.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     pub fn kill9(&mut self) {
