@@ -17,6 +17,9 @@ pub(super) const SETTINGS: &[(&str, &str)] = &[
     ("default_transaction_isolation", "read committed"),
     ("default_transaction_read_only", "off"),
     ("transaction_read_only", "off"),
+    // The server's (`--max-connections`); shown with its value, never SET.
+    ("max_connections", "500"),
+    ("superuser_reserved_connections", "3"),
     ("standard_conforming_strings", "on"),
     ("client_min_messages", "notice"),
     ("intervalstyle", "postgres"),
