@@ -479,11 +479,9 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
                 return say_goodbye(&mut socket, *refusal).await;
             }
         }
-        let authenticating = matches!(
-            socket.state(),
-            PgWireConnectionState::AwaitingStartup
-                | PgWireConnectionState::AuthenticationInProgress
-        ) && !is_cancel;
+        // A password message's outcome is the login's (a startup message's errors, such as
+        // an unsupported protocol, are answered as they are).
+        let authenticating = matches!(message, PgWireFrontendMessage::PasswordMessageFamily(_));
         let result = process_message(
             message,
             &mut socket,
