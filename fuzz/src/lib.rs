@@ -2,12 +2,13 @@
 //! frames|sql_front`) and by the stable test that replays the saved inputs in `regressions/`
 //! and the corpus (`cargo test --manifest-path fuzz/Cargo.toml`).
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use frames::{Scanner, Step};
 use pgwire::messages::{DecodeContext, PgWireFrontendMessage, ProtocolVersion};
-use plan::Catalog;
+use plan::{Catalog, Interrupt, StopReason};
 
 /// Feeds `data` to a frame scanner as one connection's stream; every frame it accepts goes to
 /// pgwire's decoder, which must decode it whole (typed frames) or refuse it with an error
@@ -63,8 +64,10 @@ fn catalog() -> &'static Catalog {
     })
 }
 
-/// Parses `data` (when it is UTF-8) as SQL and binds every statement against a small
-/// catalog; errors are fine, panics are not.
+/// Parses `data` (when it is UTF-8) as SQL, binds every statement against a small catalog,
+/// and evaluates those that read no table (constants, functions, `generate_series`, catalog
+/// views) as a session would, stopped after 200 ms as `statement_timeout` would stop them;
+/// errors are fine, panics are not.
 pub fn parse_and_bind(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
@@ -73,6 +76,42 @@ pub fn parse_and_bind(data: &[u8]) {
         return;
     };
     for statement in &statements {
-        let _ = planner::bind(catalog(), statement, &[]);
+        let Ok(bound) = planner::bind(catalog(), statement, &[]) else {
+            continue;
+        };
+        if let plan::Plan::Select(select) = &bound.plan {
+            if !select.reads_user_tables {
+                evaluate(select);
+            }
+        }
     }
+}
+
+/// The statement being evaluated and when it started, for the watchdog.
+static RUNNING: Mutex<Option<(Instant, Interrupt)>> = Mutex::new(None);
+
+fn evaluate(select: &plan::SelectPlan) {
+    static WATCHDOG: OnceLock<()> = OnceLock::new();
+    WATCHDOG.get_or_init(|| {
+        std::thread::spawn(|| loop {
+            std::thread::sleep(Duration::from_millis(20));
+            if let Some((started, interrupt)) = &*RUNNING.lock().unwrap() {
+                if started.elapsed() > Duration::from_millis(200) {
+                    interrupt.raise(StopReason::Timeout);
+                }
+            }
+        });
+    });
+    let interrupt = Interrupt::new();
+    *RUNNING.lock().unwrap() = Some((Instant::now(), interrupt.clone()));
+    let _ = ledger::evaluate_without_storage(
+        select,
+        catalog(),
+        &[],
+        1_790_000_000_000_000,
+        &plan::SessionSequences::default(),
+        &plan::NoBackends,
+        &interrupt,
+    );
+    *RUNNING.lock().unwrap() = None;
 }

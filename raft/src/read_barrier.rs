@@ -88,15 +88,18 @@ impl ReadBarrier {
         };
         let index = match answer {
             Ok(PeerResponse::ReadBarrier(Ok(index))) => index,
+            // A barrier asks and changes nothing: a connection that broke before its answer
+            // came is asked again, like a leader not reached.
             Ok(PeerResponse::ReadBarrier(Err(ProposeError::NotLeader)))
-            | Err(CallError::Unreachable(_)) => return Err(Retry::Election),
+            | Err(CallError::Unreachable(_))
+            | Err(CallError::Broken(_)) => return Err(Retry::Election),
             Ok(PeerResponse::ReadBarrier(Err(e))) => return Err(Retry::Failed(e)),
             Ok(_) => {
                 return Err(Retry::Failed(ProposeError::Raft(
                     "the leader answered another request".into(),
                 )))
             }
-            Err(_) => {
+            Err(CallError::TimedOut) => {
                 return Err(Retry::Failed(ProposeError::Raft(format!(
                     "the leader at {addr} did not confirm the read in time"
                 ))))
