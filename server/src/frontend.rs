@@ -213,20 +213,23 @@ pub struct ConnectionContext {
     pub secure: Arc<AtomicBool>,
     /// Admission, failed and successful logins.
     pub logins: Arc<Logins>,
+    /// The connection's slot, taken as it was accepted.
+    pub slot: Slot,
 }
 
-/// One connection's login: its slot once admitted, and who it claims to be.
+/// One connection's login: its connection slot (held from the accept), and who it claims
+/// to be.
 struct Login {
     logins: Arc<Logins>,
     peer: SocketAddr,
     secure: bool,
     user: String,
-    slot: Option<Slot>,
+    slot: Slot,
 }
 
 impl Login {
-    /// The startup message arrived: wait out the address's failed-login penalty, then take a
-    /// connection slot. The refusal to send otherwise.
+    /// The startup message arrived: wait out the address's failed-login penalty, then see
+    /// whether the connection may log in. The refusal to send otherwise.
     async fn admit(&mut self, startup: &Startup) -> Result<(), Box<ErrorInfo>> {
         let wait = self.logins.wait_before_login(self.peer);
         if !wait.is_zero() {
@@ -238,11 +241,8 @@ impl Login {
             .get("database")
             .cloned()
             .unwrap_or_else(|| self.user.clone());
-        self.slot = Some(
-            self.logins
-                .admit(self.peer, &self.user, &database, self.secure)?,
-        );
-        Ok(())
+        self.logins
+            .admit(&self.slot, self.peer, &self.user, &database, self.secure)
     }
 
     /// What a message processed while authenticating left: Some(refusal) for a failed
@@ -357,6 +357,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         lookahead,
         secure,
         logins,
+        slot,
     } = connection;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&tcp);
     let negotiated = tokio::time::timeout(STARTUP_TIMEOUT, negotiate_tls(tcp, tls)).await;
@@ -370,7 +371,7 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         peer: client.socket_addr,
         secure: client.is_secure,
         user: String::new(),
-        slot: None,
+        slot,
     };
     let parts = socket.into_parts();
     let refused = Arc::new(Mutex::new(None));

@@ -85,15 +85,21 @@ impl Logins {
         self.throttle.wait_for(peer.ip())
     }
 
-    /// Admits a connection that sent its startup message (as `user`, over TLS or not): its
-    /// connection slot, or the refusal to send.
+    /// Counts a connection just accepted (`max_connections`).
+    pub fn accept(&self) -> Slot {
+        self.slots.accept()
+    }
+
+    /// Admits a connection holding `slot` that sent its startup message (as `user`, over
+    /// TLS or not), or says how it is refused.
     pub fn admit(
         &self,
+        slot: &Slot,
         peer: SocketAddr,
         user: &str,
         database: &str,
         secure: bool,
-    ) -> Result<Slot, Box<ErrorInfo>> {
+    ) -> Result<(), Box<ErrorInfo>> {
         if self.tls_required && !secure {
             log_limit::client_fault(&format!(
                 "refused a plaintext connection from {peer} (TLS is required)"
@@ -105,8 +111,7 @@ impl Logins {
                 ),
             )));
         }
-        self.slots
-            .take(self.is_superuser(user))
+        slot.admit(self.is_superuser(user))
             .map_err(|why| Box::new(fatal("53300", why.to_owned())))
     }
 

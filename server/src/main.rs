@@ -524,6 +524,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                 let control = handlers.control();
                 let lookahead = handlers.lookahead();
                 let secure = handlers.secure();
+                let slot = logins.accept();
                 let logins = logins.clone();
                 let tls = tls.clone();
                 sessions.serve(socket, move |socket| async move {
@@ -534,6 +535,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
                         lookahead,
                         secure,
                         logins,
+                        slot,
                     };
                     let _ = frontend::serve_connection(socket, tls, handlers, connection).await;
                 });

@@ -108,6 +108,41 @@ async fn connections_past_the_limit_are_refused_with_slots_kept_for_the_superuse
     let again = server.client().await;
     let one = again.simple_query("select 1").await.unwrap();
     assert!(!one.is_empty());
+    drop(again);
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Connections that never log in hold slots too, until they go.
+    let idle: Vec<std::net::TcpStream> = (0..6)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let refused = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .err()
+        .expect("no slot is left beside six idle connections");
+    assert_eq!(code(&refused), "53300", "{refused:?}");
+    drop(idle);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = server.client().await;
+    assert_eq!(scalar(&c, "select 1").await.as_deref(), Some("1"));
+
+    // A full server still serves a cancel request (it never logs in).
+    let _idle: Vec<std::net::TcpStream> = (0..5)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap())
+        .collect();
+    let cancel = c.cancel_token();
+    let sleeping = tokio::spawn(async move {
+        c.simple_query("select count(*) from generate_series(1, 100000000) a where a % 7 = 3")
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cancel.cancel_query(tokio_postgres::NoTls).await.unwrap();
+    let e = sleeping
+        .await
+        .unwrap()
+        .expect_err("the sleep was cancelled");
+    assert_eq!(code(&e), "57014", "{e:?}");
 }
 
 #[test]
