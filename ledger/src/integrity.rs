@@ -13,8 +13,9 @@ use std::ops::Bound;
 
 use kv::Direction;
 use plan::TableDef;
-use sql::{SqlError, SqlResult, Value};
+use sql::{SqlError, SqlResult};
 
+use crate::double_entry::Totals;
 use crate::executor::{row_entry_into, Executor};
 use crate::partition::Shard;
 use crate::row::decode_row;
@@ -65,15 +66,6 @@ fn entries(shard: &mut Shard, tree: kv::Table) -> SqlResult<Vec<(Vec<u8>, Vec<u8
         .map_err(|e| broken(e.to_string()))
 }
 
-/// Debits and credits, pending and posted, summed over accounts.
-#[derive(Default)]
-struct Sums {
-    debits_posted: i128,
-    credits_posted: i128,
-    debits_pending: i128,
-    credits_pending: i128,
-}
-
 impl Executor {
     /// Runs the check (see the module's header); the first violation found is the error.
     pub(crate) fn check_integrity(&mut self) -> SqlResult<IntegrityReport> {
@@ -83,7 +75,7 @@ impl Executor {
         };
         let catalog = self.catalog.clone();
         let ledger = plan::LedgerSchema::resolve(&catalog)?;
-        let mut sums = Sums::default();
+        let mut totals = Totals::default();
         for (index, shard) in self.shards.iter_mut().enumerate() {
             let shard = shard
                 .as_mut()
@@ -93,23 +85,15 @@ impl Executor {
                 check_table(&catalog, shard, index, table, &mut report)?;
             }
             if let Some(ledger) = &ledger {
-                sum_accounts(shard, ledger, &mut sums, &mut report)?;
+                sum_accounts(shard, ledger, &mut totals)?;
             }
         }
-        if sums.debits_posted != sums.credits_posted {
-            return Err(broken(format!(
-                "posted debits {} and credits {} differ over {} accounts",
-                sums.debits_posted, sums.credits_posted, report.accounts
-            )));
+        if let Some(imbalance) = totals.imbalance() {
+            return Err(broken(imbalance));
         }
-        if sums.debits_pending != sums.credits_pending {
-            return Err(broken(format!(
-                "pending debits {} and credits {} differ over {} accounts",
-                sums.debits_pending, sums.credits_pending, report.accounts
-            )));
-        }
-        report.posted = sums.debits_posted;
-        report.pending = sums.debits_pending;
+        report.accounts = totals.accounts;
+        report.posted = totals.debits_posted;
+        report.pending = totals.debits_pending;
         Ok(report)
     }
 }
@@ -213,28 +197,18 @@ fn index_difference(
     )
 }
 
-/// Adds a partition's accounts to the sums.
+/// Adds a partition's accounts to the totals.
 fn sum_accounts(
     shard: &mut Shard,
     ledger: &plan::LedgerSchema,
-    sums: &mut Sums,
-    report: &mut IntegrityReport,
+    totals: &mut Totals,
 ) -> SqlResult<()> {
     let Some(&tree) = shard.storage.get(&ledger.accounts.id) else {
         return Ok(());
     };
-    let a = &ledger.account;
     for (_, bytes) in entries(shard, tree)? {
         let (_, row) = decode_row(&bytes)?;
-        let amount = |column: usize| match row[column] {
-            Value::Int(n) => i128::from(n),
-            _ => 0,
-        };
-        sums.debits_posted += amount(a.debits_posted);
-        sums.credits_posted += amount(a.credits_posted);
-        sums.debits_pending += amount(a.debits_pending);
-        sums.credits_pending += amount(a.credits_pending);
-        report.accounts += 1;
+        totals.add(&row, &ledger.account);
     }
     Ok(())
 }

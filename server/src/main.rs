@@ -419,9 +419,12 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         .memory_budget_mb
         .unwrap_or_else(|| default_memory_budget_mb(pool_mb));
     plan::memory::set_budget((budget_mb << 20) as usize);
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
-        _ => None,
+    let (tls, tls_certificate) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => {
+            let loaded = tls::load(cert, key)?;
+            (Some(loaded.acceptor), Some(loaded.certificate_pem))
+        }
+        _ => (None, None),
     };
     // Bind first, so a busy port fails fast before any recovery work.
     let listener = TcpListener::bind(args.listen)
@@ -468,10 +471,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         notifications: Default::default(),
         activity: Default::default(),
         membership: node.membership.clone(),
-        connection_limits: (
-            args.max_connections as usize,
-            connection_slots::SUPERUSER_RESERVED,
-        ),
+        max_connections: args.max_connections as usize,
     });
     // Raft may stop while these run (a node whose settings differ from the cluster's
     // stops as it applies the record): then say why at once instead of retrying.
@@ -482,12 +482,6 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         why = &mut stopped => return Err(cannot_apply(&why)),
     }
     watchdog::spawn(Arc::downgrade(&shared)).map_err(|e| format!("watchdog: {e}"))?;
-    let tls_certificate = match &args.tls_cert {
-        Some(path) => {
-            Some(std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?)
-        }
-        None => None,
-    };
     let logins = Logins::new(LoginConfig {
         user: args.user.clone(),
         password: args.password.clone(),

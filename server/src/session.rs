@@ -69,8 +69,8 @@ pub struct Shared {
     pub activity: Activity,
     /// Adding and removing the cluster's members (`CALL hotledger.add_node`).
     pub membership: raft::Membership,
-    /// `max_connections` and `superuser_reserved_connections`, as SHOW shows them.
-    pub connection_limits: (usize, usize),
+    /// `--max-connections`, as SHOW shows it.
+    pub max_connections: usize,
 }
 
 /// What running a statement produced.

@@ -10,9 +10,17 @@ use pgwire::tokio::TlsAcceptor;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("cannot read certificates from {}: {e}", cert.display()))?
+/// The server's TLS: the acceptor, and the certificate chain's PEM (which SCRAM-SHA-256-PLUS
+/// binds logins to).
+pub struct Tls {
+    pub acceptor: TlsAcceptor,
+    pub certificate_pem: Vec<u8>,
+}
+
+pub fn load(cert: &Path, key: &Path) -> Result<Tls, String> {
+    let certificate_pem = std::fs::read(cert)
+        .map_err(|e| format!("cannot read certificates from {}: {e}", cert.display()))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&certificate_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("bad certificate in {}: {e}", cert.display()))?;
     if certs.is_empty() {
@@ -25,5 +33,8 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
         .with_single_cert(certs, key)
         .map_err(|e| format!("the certificate and key do not form a usable TLS identity: {e}"))?;
     config.alpn_protocols = vec![b"postgresql".to_vec()];
-    Ok(TlsAcceptor::from(Arc::new(config)))
+    Ok(Tls {
+        acceptor: TlsAcceptor::from(Arc::new(config)),
+        certificate_pem,
+    })
 }

@@ -101,14 +101,7 @@ fn bad_flags_and_unsafe_setups_fail_with_one_line() {
 
 #[test]
 fn tls_when_a_certificate_is_given() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = common::self_signed_certificate(dir.path());
-    let server = TestServer::start_with(&[
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-    ]);
+    let (server, _certificate) = TestServer::start_with_tls(&[]);
     let conninfo = format!(
         "host=127.0.0.1 port={} user=ledger dbname=ledger sslmode=require",
         server.port

@@ -59,15 +59,7 @@ async fn write(url: String, base: i64, sent: Arc<Mutex<Sent>>) {
 
 async fn verify(server: &TestServer, sent: &Sent) {
     let c = server.client().await;
-    let stored: Vec<i64> = c
-        .query("select id from transfers order by id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let unique: BTreeSet<i64> = stored.iter().copied().collect();
-    assert_eq!(unique.len(), stored.len(), "a transfer is stored twice");
+    let unique = common::stored_transfer_ids(&c).await;
     let lost: Vec<_> = sent.acknowledged.difference(&unique).collect();
     assert!(lost.is_empty(), "acknowledged transfers lost: {lost:?}");
     let invented: Vec<_> = unique

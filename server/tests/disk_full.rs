@@ -52,6 +52,10 @@ impl Drop for SmallDisk {
     }
 }
 
+async fn count(c: &tokio_postgres::Client, sql: &str) -> u64 {
+    scalar(c, sql).await.unwrap().parse().unwrap()
+}
+
 fn lines(log: &str, text: &str) -> usize {
     log.lines().filter(|l| l.contains(text)).count()
 }
@@ -131,8 +135,7 @@ async fn a_full_disk_makes_writes_wait_and_they_resume_when_space_returns() {
         "writes went on"
     );
     // Reads still answer meanwhile, and the server is up.
-    let rows = scalar(&c, "select count(*) from big").await.unwrap();
-    assert!(rows.parse::<u64>().unwrap() >= stalled * 500);
+    assert!(count(&c, "select count(*) from big").await >= stalled * 500);
     let log = server.log();
     assert!(lines(&log, "checkpoint failed") >= 1, "{log}");
     assert!(
@@ -147,11 +150,7 @@ async fn a_full_disk_makes_writes_wait_and_they_resume_when_space_returns() {
     writer.await.unwrap();
     let first = acknowledged.load(Ordering::SeqCst);
     let c = server.client().await;
-    let rows: u64 = scalar(&c, "select count(*) from big")
-        .await
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rows = count(&c, "select count(*) from big").await;
     assert!(
         rows == first * 500 || rows == (first + 1) * 500,
         "{rows} rows for {first}"
@@ -207,11 +206,7 @@ async fn a_full_disk_makes_writes_wait_and_they_resume_when_space_returns() {
     server.kill9_and_restart();
     let c = server.client().await;
     // (The timed-out insert of row -1 may have committed once there was room.)
-    let rows: u64 = scalar(&c, "select count(*) from big where id >= 0")
-        .await
-        .unwrap()
-        .parse()
-        .unwrap();
+    let rows = count(&c, "select count(*) from big where id >= 0").await;
     assert_eq!(
         rows,
         (base + done) * 500,

@@ -73,15 +73,7 @@ async fn a_failing_log_write_stops_the_server_and_loses_nothing_acknowledged() {
     server.check_data();
     server.restart();
     let c = server.client().await;
-    let stored: Vec<i64> = c
-        .query("select id from transfers", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let unique: BTreeSet<i64> = stored.iter().copied().collect();
-    assert_eq!(unique.len(), stored.len());
+    let unique = common::stored_transfer_ids(&c).await;
     let lost: Vec<_> = acknowledged.difference(&unique).collect();
     assert!(lost.is_empty(), "acknowledged transfers lost: {lost:?}");
     // No more than were sent: at most one in flight per writer beyond the acknowledged.

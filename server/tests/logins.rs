@@ -8,7 +8,7 @@ mod common;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{code, scalar, self_signed_certificate, stderr, stdout, TestServer, PASSWORD};
+use common::{code, scalar, stderr, stdout, TestServer, PASSWORD};
 
 fn psql(conninfo: &str, password: &str) -> Output {
     Command::new("psql")
@@ -147,15 +147,7 @@ async fn connections_past_the_limit_are_refused_with_slots_kept_for_the_superuse
 
 #[test]
 fn tls_required_refuses_plaintext_and_binds_scram_to_the_certificate() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = self_signed_certificate(dir.path());
-    let server = TestServer::start_with(&[
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--tls-required",
-    ]);
+    let (server, _certificate) = TestServer::start_with_tls(&["--tls-required"]);
     let plain = psql(&conninfo(server.port, "ledger", ""), PASSWORD);
     assert!(!plain.status.success());
     assert!(

@@ -222,18 +222,15 @@ impl Session {
                     .unwrap_or_default(),
             });
         }
-        let (max_connections, reserved) = self.shared.connection_limits;
         match key.as_str() {
-            "max_connections" => return Some(max_connections.to_string()),
-            "superuser_reserved_connections" => return Some(reserved.to_string()),
+            "max_connections" => return Some(self.shared.max_connections.to_string()),
+            "superuser_reserved_connections" => {
+                return Some(crate::connection_slots::SUPERUSER_RESERVED.to_string())
+            }
+            "transaction_read_only" => {
+                return Some(if self.read_only() { "on" } else { "off" }.to_string())
+            }
             _ => {}
-        }
-        if key == "transaction_read_only" {
-            let on = match &self.transaction {
-                Some(t) => t.read_only,
-                None => self.default_read_only(),
-            };
-            return Some(if on { "on" } else { "off" }.to_string());
         }
         self.settings.get(&key).cloned().or_else(|| {
             known_settings()
@@ -243,8 +240,11 @@ impl Session {
     }
 
     /// Whether transactions are read-only unless they say otherwise.
+    /// Asked by every write (`refuse_if_read_only`): a lookup, no setting built.
     pub(super) fn default_read_only(&self) -> bool {
-        self.setting("default_transaction_read_only").as_deref() == Some("on")
+        self.settings
+            .get("default_transaction_read_only")
+            .is_some_and(|v| v == "on")
     }
 
     pub(super) fn default_isolation(&self) -> Isolation {

@@ -507,3 +507,36 @@ pub fn self_signed_certificate(dir: &Path) -> (PathBuf, PathBuf) {
     assert!(made.status.success(), "{}", stderr(&made));
     (cert, key)
 }
+
+/// The ids of the ledger's stored transfers; none may be stored twice.
+pub async fn stored_transfer_ids(
+    client: &tokio_postgres::Client,
+) -> std::collections::BTreeSet<i64> {
+    let stored: Vec<i64> = client
+        .query("select id from transfers", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let unique: std::collections::BTreeSet<i64> = stored.iter().copied().collect();
+    assert_eq!(unique.len(), stored.len(), "a transfer is stored twice");
+    unique
+}
+
+impl TestServer {
+    /// Starts with TLS (a self-signed certificate, kept in the returned directory) and
+    /// `extra` flags.
+    pub fn start_with_tls(extra: &[&str]) -> (TestServer, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = self_signed_certificate(dir.path());
+        let mut args = vec![
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        (TestServer::start_with(&args), dir)
+    }
+}
