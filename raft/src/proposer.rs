@@ -255,11 +255,23 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
     // A single node is its own leader: only a cluster keeps a copy to send again.
     let kept = route.cluster.then(|| commands.clone());
     let token = early.register(waiters);
-    let outcome = route.raft.client_write(Batch(commands, token)).await;
+    let writing = route.raft.client_write(Batch(commands, token));
+    let outcome = if route.cluster {
+        tokio::select! {
+            outcome = writing => Some(outcome),
+            _ = gave_up_leading(&route.raft, route.node_id) => None,
+        }
+    } else {
+        Some(writing.await)
+    };
     // Commands already answered as they were applied are `None` here.
     let finished = early.finish(token);
     let waiters = finished.waiters;
     let mut again = Vec::new();
+    let Some(outcome) = outcome else {
+        abandoned(waiters);
+        return again;
+    };
     match (outcome, kept) {
         (Ok(response), _) => {
             let mut results = response.data.0.into_iter();
@@ -301,6 +313,55 @@ async fn write_here(route: &Route, early: &EarlyReplies, batch: Vec<Queued>) -> 
         }
     }
     again
+}
+
+/// How long a node that stopped leading still waits for an entry it logged: a new leader
+/// replicates it (then it applies here) or truncates it (openraft answers "forward"), both
+/// within an election or two. Past that nothing may ever answer it: a leader removed from
+/// the membership hears from nobody again.
+const LOST_LEADERSHIP_WAIT: Duration = Duration::from_secs(3);
+/// How long a leader may go unconfirmed by a quorum before it stops waiting for its
+/// entries to commit: cut off from the majority (which elects another leader after its
+/// election timeout), it can commit nothing until the partition heals, if ever.
+const CUT_OFF_WAIT: Duration = Duration::from_secs(5);
+
+/// Resolves once waiting longer for this node's logged entries is pointless: it stopped
+/// leading `LOST_LEADERSHIP_WAIT` ago (openraft keeps a stepped-down leader's own vote,
+/// so `current_leader` alone may still name it), or no quorum confirmed it for
+/// `CUT_OFF_WAIT`.
+async fn gave_up_leading(raft: &Raft, id: NodeId) {
+    let mut lost_at: Option<Instant> = None;
+    loop {
+        let (leading, unconfirmed_ms) = {
+            let metrics = raft.metrics();
+            let metrics = metrics.borrow();
+            (
+                metrics.state == openraft::ServerState::Leader
+                    && metrics.current_leader == Some(id),
+                metrics.millis_since_quorum_ack,
+            )
+        };
+        if leading {
+            lost_at = None;
+            if unconfirmed_ms.is_some_and(|ms| u128::from(ms) >= CUT_OFF_WAIT.as_millis()) {
+                return;
+            }
+        } else if lost_at.get_or_insert_with(Instant::now).elapsed() >= LOST_LEADERSHIP_WAIT {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Answers the commands of an entry whose `client_write` was given up on: one that reached
+/// the log may still commit through a later leader, and one that did not may yet be in
+/// openraft's queue, so neither is sent again (40003).
+fn abandoned(waiters: Vec<Option<Waiter>>) {
+    for waiter in waiters.into_iter().flatten() {
+        let _ = waiter.send(Err(ProposeError::Unknown(
+            "this node stopped leading, or was cut off from the majority, while the statement was being committed: it may or may not apply".into(),
+        )));
+    }
 }
 
 /// How long a forwarded batch may take at the leader.

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use common::cluster::{leader_seen_by, Cluster};
-use common::PASSWORD;
+use common::{output_within, PASSWORD, PSQL_LIMIT};
 
 /// Runs `statements` on `port`, each its own query (so none is in an implicit block).
 fn psql_each(port: u16, statements: &[&str]) -> Output {
@@ -22,7 +22,8 @@ fn psql_each(port: u16, statements: &[&str]) -> Output {
     for statement in statements {
         command.args(["-c", statement]);
     }
-    command.env("PGPASSWORD", PASSWORD).output().unwrap()
+    command.env("PGPASSWORD", PASSWORD);
+    output_within(&mut command, PSQL_LIMIT)
 }
 
 fn last_line(out: &Output) -> String {
@@ -79,6 +80,22 @@ fn a_leader_cut_off_by_the_network_acknowledges_nothing_and_serves_no_strong_rea
         !strong.status.success(),
         "a strong read was served by a leader cut off from the majority: {}",
         last_line(&strong)
+    );
+    // A write with no statement_timeout ends too: the leader it reached is cut off, so
+    // after a few seconds without a quorum it says the write may or may not apply (40003),
+    // rather than wait for a heal that may never come.
+    let began = Instant::now();
+    let unbounded = psql_each(
+        port,
+        &["\\set VERBOSITY verbose", "insert into p values (101)"],
+    );
+    let stderr = String::from_utf8_lossy(&unbounded.stderr);
+    assert!(!unbounded.status.success());
+    assert!(stderr.contains("40003"), "{stderr}");
+    assert!(
+        began.elapsed() < Duration::from_secs(30),
+        "the write took {:?}",
+        began.elapsed()
     );
     // A weak read there is stale, and does not show the write it could not commit.
     let weak = psql_each(

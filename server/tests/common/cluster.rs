@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use std::collections::BTreeMap;
 
 use super::proxy::LinkProxy;
-use super::{binary, free_port, stdout, PASSWORD};
+use super::{binary, free_port, output_within, stdout, PASSWORD, PSQL_LIMIT};
 
 /// The proxies of a cluster started behind them, by (from, to) node.
 #[derive(Default)]
@@ -251,7 +251,8 @@ impl Node {
 }
 
 pub fn psql_at(port: u16, sql: &str) -> Output {
-    Command::new("psql")
+    let mut command = Command::new("psql");
+    command
         .args([
             "-h",
             "127.0.0.1",
@@ -264,9 +265,8 @@ pub fn psql_at(port: u16, sql: &str) -> Output {
         ])
         .args(["-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
         .env("PGPASSWORD", PASSWORD)
-        .env("PGCONNECT_TIMEOUT", "5")
-        .output()
-        .unwrap()
+        .env("PGCONNECT_TIMEOUT", "5");
+    output_within(&mut command, PSQL_LIMIT)
 }
 
 pub fn ids(text: &str) -> Vec<i64> {

@@ -37,6 +37,48 @@ pub fn claim_port(port: u16) -> bool {
     true
 }
 
+/// How long one psql run of a test may take: far past any statement's own limits, so a
+/// statement that never ends fails its test, saying which, instead of holding up the suite.
+pub const PSQL_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `command` to its end and returns what it printed, like `Command::output`, but
+/// kills it and panics naming it if it runs past `limit`.
+pub fn output_within(command: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {command:?}: {e}"));
+    let read_all = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = read_all(Box::new(child.stdout.take().expect("piped")));
+    let stderr = read_all(Box::new(child.stderr.take().expect("piped")));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for a child") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: stdout.join().expect("read stdout"),
+        stderr: stderr.join().expect("read stderr"),
+    }
+}
+
 /// A free port below the kernel's ephemeral range (32768 and up, where the ports of clients'
 /// own connections come from, so a server there could find its port taken), far from 5432.
 pub fn free_port() -> u16 {
@@ -284,7 +326,7 @@ impl TestServer {
     }
 
     pub fn psql(&self, args: &[&str]) -> Output {
-        self.psql_command(args).output().expect("run psql")
+        output_within(&mut self.psql_command(args), PSQL_LIMIT)
     }
 
     pub fn pgbench(&self, args: &[&str]) -> Output {
