@@ -19,8 +19,9 @@ use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
     ReplicationMeta, Reply, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED,
-    META_CATALOG, META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS, META_LEDGER_CLOCK,
-    META_MEMBERSHIP, META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS, META_VIEWS,
+    META_AUTHORIZATION, META_CATALOG, META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS,
+    META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS,
+    META_VIEWS,
 };
 use crate::install;
 use crate::partition::{
@@ -212,6 +213,14 @@ impl Coordinator {
         if let Some(sequences) = load_part(&mut first, meta, META_SEQUENCES, "sequences")? {
             catalog.sequences = sequences;
         }
+        if let Some(authorization) =
+            load_part(&mut first, meta, META_AUTHORIZATION, "roles and privileges")?
+        {
+            catalog.authorization = authorization;
+        }
+        catalog
+            .authorization
+            .set_bootstrap_name(&options.bootstrap_role);
         let mut sequence_states = BTreeMap::new();
         for sequence in catalog.sequences.values() {
             if let Some(bytes) = first.get(meta, &state_key(sequence.id)).map_err(kv_error)? {
@@ -1198,6 +1207,7 @@ mod tests {
             io_mode: kv::IoMode::Portable,
             partitions: Some(partitions),
             dependent_views: planner::dependent_views,
+            bootstrap_role: "ledger".into(),
         }
     }
 

@@ -37,13 +37,63 @@ impl Executor {
     pub(crate) fn apply_ddl(&mut self, plan: DdlPlan, version: u64) -> CommandResult {
         let mut catalog: Catalog = (*self.catalog).clone();
         catalog.version += 1;
+        if !self.change_schema(&mut catalog, plan, version)? {
+            return Ok(Outcome::default());
+        }
+        // The derivations of partial and expression indexes that went (with DROP INDEX or
+        // their table) go too.
+        let live: std::collections::HashSet<u32> = catalog
+            .tables
+            .values()
+            .flat_map(|t| t.indexes.iter().map(|i| i.id))
+            .collect();
+        catalog.index_derivations.retain(|id, _| live.contains(id));
+        catalog.unique_constraints.retain(|id| live.contains(id));
+        crate::roles::forget_dropped_objects(&mut catalog);
+        self.set_catalog(catalog)?;
+        Ok(Outcome::default())
+    }
+
+    /// Makes `plan`'s change in `catalog` (and storage); false when there was nothing to do
+    /// (`IF NOT EXISTS` of one that exists).
+    fn change_schema(
+        &mut self,
+        catalog: &mut Catalog,
+        plan: DdlPlan,
+        version: u64,
+    ) -> SqlResult<bool> {
+        match plan {
+            DdlPlan::Roles(plan) => {
+                crate::roles::apply(catalog, plan)?;
+                Ok(true)
+            }
+            DdlPlan::Owned { ddl, owner } => {
+                let before = crate::roles::owned_objects(catalog);
+                if !self.change_schema(catalog, *ddl, version)? {
+                    return Ok(false);
+                }
+                crate::roles::own_new_objects(catalog, &before, owner);
+                Ok(true)
+            }
+            other => self.change_objects(catalog, other, version),
+        }
+    }
+
+    /// `change_schema` for schema objects: tables, indexes, views, sequences, procedures
+    /// and types.
+    fn change_objects(
+        &mut self,
+        catalog: &mut Catalog,
+        plan: DdlPlan,
+        version: u64,
+    ) -> SqlResult<bool> {
         match plan {
             DdlPlan::CreateTable {
                 table,
                 if_not_exists,
             } => {
-                if !self.create_table(&mut catalog, table, if_not_exists, TableKeys::default())? {
-                    return Ok(Outcome::default());
+                if !self.create_table(catalog, table, if_not_exists, TableKeys::default())? {
+                    return Ok(false);
                 }
             }
             DdlPlan::WithSequences { ddl, sequences } => {
@@ -56,15 +106,15 @@ impl Executor {
                             sequences,
                             foreign_keys: Vec::new(),
                         };
-                        if !self.create_table(&mut catalog, table, if_not_exists, keys)? {
-                            return Ok(Outcome::default());
+                        if !self.create_table(catalog, table, if_not_exists, keys)? {
+                            return Ok(false);
                         }
                     }
                     DdlPlan::AlterTable { table, new, rows } => {
-                        check_sequence_names(&catalog, &sequences, None)?;
-                        self.alter_table(&mut catalog, &table, *new, rows, version)?;
+                        check_sequence_names(catalog, &sequences, None)?;
+                        self.alter_table(catalog, &table, *new, rows, version)?;
                         for sequence in sequences {
-                            self.create_sequence(&mut catalog, sequence)?;
+                            self.create_sequence(catalog, sequence)?;
                         }
                     }
                     _ => return Err(SqlError::internal(
@@ -77,7 +127,7 @@ impl Executor {
                 if_not_exists,
             } => {
                 if catalog.relation_exists(&sequence.name) && if_not_exists {
-                    return Ok(Outcome::default());
+                    return Ok(false);
                 }
                 if let Some(owner) = &sequence.owner {
                     if catalog.table_by_id(owner.table).is_none() {
@@ -86,13 +136,13 @@ impl Executor {
                         ));
                     }
                 }
-                self.create_sequence(&mut catalog, sequence)?;
+                self.create_sequence(catalog, sequence)?;
             }
             DdlPlan::DropSequences { names, if_exists } => {
-                self.drop_sequences(&mut catalog, &names, if_exists)?;
+                self.drop_sequences(catalog, &names, if_exists)?;
             }
             DdlPlan::AlterSequence { sequence, restart } => {
-                self.alter_sequence(&mut catalog, sequence, restart)?;
+                self.alter_sequence(catalog, sequence, restart)?;
             }
             DdlPlan::DropTables { names, if_exists } => {
                 let dropped: Vec<u32> = names
@@ -104,8 +154,8 @@ impl Executor {
                         return Err(SqlError::undefined_table(n));
                     }
                     if let Some(t) = catalog.tables.get(n) {
-                        refuse_if_viewed(&catalog, t, "drop")?;
-                        refuse_if_referenced(&catalog, t, &dropped)?;
+                        refuse_if_viewed(catalog, t, "drop")?;
+                        refuse_if_referenced(catalog, t, &dropped)?;
                     }
                 }
                 catalog.foreign_keys.retain(|f| !dropped.contains(&f.table));
@@ -115,7 +165,7 @@ impl Executor {
                         for index in &t.indexes {
                             self.drop_storage(index.id, &index.storage)?;
                         }
-                        self.drop_owned_sequences(&mut catalog, t.id)?;
+                        self.drop_owned_sequences(catalog, t.id)?;
                     }
                 }
             }
@@ -158,7 +208,7 @@ impl Executor {
                     }
                 }
                 catalog.version -= 1;
-                return Ok(Outcome::default());
+                return Ok(false);
             }
             DdlPlan::AddPrimaryKey {
                 table,
@@ -197,7 +247,7 @@ impl Executor {
                     if_not_exists,
                     derivation: None,
                 };
-                self.create_index(&mut catalog, &table, index)?;
+                self.create_index(catalog, &table, index)?;
             }
             DdlPlan::CreateDerivedIndex {
                 table,
@@ -214,7 +264,7 @@ impl Executor {
                     if_not_exists,
                     derivation: Some(*derivation),
                 };
-                self.create_index(&mut catalog, &table, index)?;
+                self.create_index(catalog, &table, index)?;
             }
             DdlPlan::AddUniqueConstraint {
                 table,
@@ -228,7 +278,7 @@ impl Executor {
                     if_not_exists: false,
                     derivation: None,
                 };
-                let id = self.create_index(&mut catalog, &table, index)?;
+                let id = self.create_index(catalog, &table, index)?;
                 catalog.unique_constraints.extend(id);
             }
             DdlPlan::CreateProcedure {
@@ -254,7 +304,7 @@ impl Executor {
                 })?;
             }
             DdlPlan::AlterTable { table, new, rows } => {
-                self.alter_table(&mut catalog, &table, *new, rows, version)?;
+                self.alter_table(catalog, &table, *new, rows, version)?;
             }
             DdlPlan::CreateView {
                 mut view,
@@ -277,17 +327,17 @@ impl Executor {
                 }
                 catalog.views.insert(view.name.clone(), Arc::new(view));
             }
-            DdlPlan::CreateEnum { def } => plan::create_enum(&mut catalog, def)?,
-            DdlPlan::AlterEnum { old, new } => plan::alter_enum(&mut catalog, old, new)?,
+            DdlPlan::CreateEnum { def } => plan::create_enum(catalog, def)?,
+            DdlPlan::AlterEnum { old, new } => plan::alter_enum(catalog, old, new)?,
             DdlPlan::DropEnums { names, if_exists } => {
-                plan::drop_enums(&mut catalog, &names, if_exists)?
+                plan::drop_enums(catalog, &names, if_exists)?
             }
             DdlPlan::DropViews { names, if_exists } => {
                 // A view created since the statement was bound may read one of them.
                 let dependent_views = self
                     .dependent_views
                     .expect("schema changes apply on the coordinator's executor");
-                let dependents = dependent_views(&catalog, &names);
+                let dependents = dependent_views(catalog, &names);
                 if !dependents.is_empty() {
                     return Err(plan::views_depend_error(&names, &dependents));
                 }
@@ -326,8 +376,8 @@ impl Executor {
                     sequences,
                     foreign_keys,
                 };
-                if !self.create_table(&mut catalog, table, if_not_exists, keys)? {
-                    return Ok(Outcome::default());
+                if !self.create_table(catalog, table, if_not_exists, keys)? {
+                    return Ok(false);
                 }
             }
             DdlPlan::AddForeignKey { foreign_key } => {
@@ -371,7 +421,7 @@ impl Executor {
                     .retain(|f| !(f.table == table && f.name == name));
                 if catalog.foreign_keys.len() == before {
                     if if_exists {
-                        return Ok(Outcome::default());
+                        return Ok(false);
                     }
                     let table = catalog
                         .table_by_id(table)
@@ -402,7 +452,7 @@ impl Executor {
                                     table.name
                                 )));
                             }
-                            foreign_keys_hold(&catalog, &def, &format!("drop index {n}"))?;
+                            foreign_keys_hold(catalog, &def, &format!("drop index {n}"))?;
                         }
                         None if !if_exists => {
                             return Err(SqlError::new(
@@ -424,18 +474,13 @@ impl Executor {
                     catalog.tables.insert(def.name.clone(), Arc::new(def));
                 }
             }
+            DdlPlan::Roles(_) | DdlPlan::Owned { .. } => {
+                return Err(SqlError::internal(
+                    "a role change reached the object changes",
+                ))
+            }
         }
-        // The derivations of partial and expression indexes that went (with DROP INDEX or
-        // their table) go too.
-        let live: std::collections::HashSet<u32> = catalog
-            .tables
-            .values()
-            .flat_map(|t| t.indexes.iter().map(|i| i.id))
-            .collect();
-        catalog.index_derivations.retain(|id, _| live.contains(id));
-        catalog.unique_constraints.retain(|id| live.contains(id));
-        self.set_catalog(catalog)?;
-        Ok(Outcome::default())
+        Ok(true)
     }
 
     /// ALTER TABLE's new definition `new` for `table`, the rows rebuilt or checked as

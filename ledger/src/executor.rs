@@ -36,6 +36,8 @@ pub(crate) const META_INDEX_DERIVATIONS: &[u8] = b"index_derivations";
 pub(crate) const META_UNIQUE_CONSTRAINTS: &[u8] = b"unique_constraints";
 /// The catalog's foreign keys (kept apart, as views are).
 pub(crate) const META_FOREIGN_KEYS: &[u8] = b"foreign_keys";
+/// Roles, memberships, ACLs and owners (`plan::Authorization`).
+pub(crate) const META_AUTHORIZATION: &[u8] = b"authorization";
 pub(crate) const META_APPLIED: &[u8] = b"applied_log_id";
 pub(crate) const META_MEMBERSHIP: &[u8] = b"membership";
 pub(crate) const META_LEDGER_CLOCK: &[u8] = b"ledger_clock";
@@ -64,6 +66,9 @@ pub struct ExecutorOptions {
     /// Which views a DROP VIEW would break, rechecked when it applies: the binder's
     /// `planner::dependent_views` (this crate runs plans; it does not bind SQL).
     pub dependent_views: plan::DependentViews,
+    /// The bootstrap superuser's name (the server's `--user`): never stored, given at each
+    /// start (`plan::Authorization::bootstrap`).
+    pub bootstrap_role: String,
 }
 
 /// What a log entry carries, as far as the executor is concerned.
@@ -454,6 +459,7 @@ impl Executor {
                 META_UNIQUE_CONSTRAINTS,
                 encode(&catalog.unique_constraints)?,
             ),
+            (META_AUTHORIZATION, encode(&catalog.authorization)?),
         ];
         let meta = self.meta;
         let engine = &mut self.shard(0)?.engine;

@@ -55,6 +55,7 @@ mod partitions_read;
 mod prebuild;
 mod query;
 mod read_view;
+mod roles;
 mod route;
 mod row;
 mod schema_transaction;

@@ -266,6 +266,10 @@ pub struct Catalog {
     /// views are.
     #[serde(skip)]
     pub unique_constraints: std::collections::BTreeSet<u32>,
+    /// Roles, memberships, ACLs and owners; stored under a key of its own (the executor's
+    /// `META_AUTHORIZATION`), as views are.
+    #[serde(skip)]
+    pub authorization: crate::roles::Authorization,
     /// Never stored: the node's sessions, filled in by the session that reads
     /// `pg_stat_activity` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

@@ -238,6 +238,11 @@ pub enum Func {
     RegexpSplitToArray,
     /// `age(a, b)`: the difference in years, months, days and time (`sql::datetime::age`).
     Age,
+    /// `has_table_privilege` and its kin, `pg_has_role`: (kind, role, object, privileges)
+    /// (`privilege_functions.rs`).
+    HasPrivilege,
+    /// `pg_get_userbyid(oid)`: the role's name (`unknown (OID=n)` for none).
+    UserById,
 }
 
 impl Func {

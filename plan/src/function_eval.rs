@@ -102,6 +102,16 @@ pub(crate) fn eval_function(
         | Func::RegClassName
         | Func::GetFunctionArguments
         | Func::GetViewDef => catalog_function(func, values, ty, env),
+        Func::HasPrivilege => match env.subqueries.catalog() {
+            Some(catalog) => crate::privilege_functions::has_privilege(catalog, &values),
+            None => Ok(Value::Null),
+        },
+        Func::UserById => Ok(match (values.first(), env.subqueries.catalog()) {
+            (Some(Value::Int(oid)), Some(catalog)) => {
+                Value::Text(crate::privilege_functions::user_by_id(catalog, *oid))
+            }
+            _ => Value::Null,
+        }),
         Func::Lpad
         | Func::Rpad
         | Func::SplitPart

@@ -532,6 +532,14 @@ pub enum DdlPlan {
         name: String,
         columns: Vec<usize>,
     },
+    /// Roles, memberships, privileges and owners (`role_plan.rs`).
+    Roles(crate::role_plan::RolePlan),
+    /// `ddl`, made by role `owner` (not the bootstrap superuser): the tables, views,
+    /// sequences and procedures it creates are that role's.
+    Owned {
+        ddl: Box<DdlPlan>,
+        owner: u32,
+    },
 }
 
 impl DdlPlan {
@@ -1300,6 +1308,9 @@ pub fn transfer_batch_columns() -> Vec<OutputColumn> {
 pub struct Bound {
     pub plan: Plan,
     pub param_types: Vec<DataType>,
+    /// Notices binding found (`role "x" is already a member of role "y"`), sent before
+    /// the statement's result each time it runs.
+    pub notices: Vec<sql::SqlError>,
     /// A query with `FOR UPDATE`/`FOR SHARE` (and their NOWAIT/SKIP LOCKED forms): inside a
     /// transaction block the rows it read are checked at COMMIT (see `Session::select`).
     pub locks_rows: bool,

@@ -11,6 +11,7 @@ use crate::expr::{Expr, Func};
 use crate::foreign_key::UniqueKey;
 use crate::sequence::Identity;
 
+mod role_rows;
 mod table_rows;
 
 pub const PG_CATALOG_NAMESPACE: i64 = 11;
@@ -154,6 +155,12 @@ pub enum SystemTable {
     InfoConstraintColumnUsage,
     InfoCheckConstraints,
     InfoSchemata,
+    /// The roles with their password verifiers (a superuser's to read).
+    PgAuthid,
+    /// The roles that may log in.
+    PgUser,
+    /// The privileges granted on tables and views.
+    InfoTablePrivileges,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -195,6 +202,7 @@ impl SystemTable {
                 "constraint_column_usage" => Some(InfoConstraintColumnUsage),
                 "check_constraints" => Some(InfoCheckConstraints),
                 "schemata" => Some(InfoSchemata),
+                "table_privileges" | "role_table_grants" => Some(InfoTablePrivileges),
                 _ => None,
             };
         }
@@ -210,7 +218,9 @@ impl SystemTable {
             "pg_partitioned_table" => PgPartitionedTable,
             "pg_database" => PgDatabase,
             "pg_index" => PgIndex,
-            "pg_roles" | "pg_user" | "pg_authid" => PgRoles,
+            "pg_roles" => PgRoles,
+            "pg_authid" => PgAuthid,
+            "pg_user" => PgUser,
             "pg_auth_members" => PgAuthMembers,
             "pg_proc" => PgProc,
             "pg_extension" => PgExtension,
@@ -267,6 +277,7 @@ impl SystemTable {
             PgPreparedStatements => 12_161,
             PgRange => 3541,
             PgIndexes => 12_045,
+            PgAuthid => 1260,
             other => 12_000 + other as u32,
         }
     }
@@ -284,6 +295,9 @@ impl SystemTable {
             PgIndex => "pg_index",
             PgRoles => "pg_roles",
             PgAuthMembers => "pg_auth_members",
+            PgAuthid => "pg_authid",
+            PgUser => "pg_user",
+            InfoTablePrivileges => "table_privileges",
             PgProc => "pg_proc",
             PgExtension => "pg_extension",
             PgDescription => "pg_description",
@@ -440,26 +454,60 @@ impl SystemTable {
                 ("indimmediate", Bool),
             ],
             PgRoles => vec![
-                ("oid", Oid),
                 ("rolname", Name),
                 ("rolsuper", Bool),
-                ("rolcanlogin", Bool),
-                ("usename", Name),
-                ("usesysid", Oid),
                 ("rolinherit", Bool),
                 ("rolcreaterole", Bool),
                 ("rolcreatedb", Bool),
+                ("rolcanlogin", Bool),
+                ("rolreplication", Bool),
                 ("rolconnlimit", Int4),
+                ("rolpassword", Text),
                 ("rolvaliduntil", DataType::TimestampTz),
+                ("rolbypassrls", Bool),
+                ("rolconfig", TEXT_ARRAY),
+                ("oid", Oid),
+            ],
+            PgAuthid => vec![
+                ("oid", Oid),
+                ("rolname", Name),
+                ("rolsuper", Bool),
+                ("rolinherit", Bool),
+                ("rolcreaterole", Bool),
+                ("rolcreatedb", Bool),
+                ("rolcanlogin", Bool),
                 ("rolreplication", Bool),
                 ("rolbypassrls", Bool),
+                ("rolconnlimit", Int4),
+                ("rolpassword", Text),
+                ("rolvaliduntil", DataType::TimestampTz),
+            ],
+            PgUser => vec![
+                ("usename", Name),
+                ("usesysid", Oid),
+                ("usecreatedb", Bool),
+                ("usesuper", Bool),
+                ("userepl", Bool),
+                ("usebypassrls", Bool),
+                ("passwd", Text),
+                ("valuntil", DataType::TimestampTz),
+                ("useconfig", TEXT_ARRAY),
             ],
             PgAuthMembers => vec![
-                ("oid", Oid),
                 ("roleid", Oid),
                 ("member", Oid),
                 ("grantor", Oid),
                 ("admin_option", Bool),
+            ],
+            InfoTablePrivileges => vec![
+                ("grantor", Text),
+                ("grantee", Text),
+                ("table_catalog", Text),
+                ("table_schema", Text),
+                ("table_name", Text),
+                ("privilege_type", Text),
+                ("is_grantable", Text),
+                ("with_hierarchy", Text),
             ],
             PgExtension => vec![
                 ("oid", Oid),
@@ -712,16 +760,19 @@ impl SystemTable {
             | InfoConstraintColumnUsage
             | InfoCheckConstraints
             | InfoSchemata => crate::information_schema::rows(self, catalog),
-            PgClass => table_rows::pg_class(catalog),
-            PgNamespace => table_rows::pg_namespace(),
+            PgClass => role_rows::with_relation_owners(catalog, table_rows::pg_class(catalog)),
+            PgNamespace => table_rows::pg_namespace(catalog),
             PgAttribute => table_rows::pg_attribute(catalog),
             PgType => table_rows::pg_type(catalog),
-            PgDatabase => table_rows::pg_database(),
+            PgDatabase => table_rows::pg_database(catalog),
             PgIndex => table_rows::pg_index(catalog),
-            PgRoles => table_rows::pg_roles(),
-            // One role, a member of none; no extensions; no comments (COMMENT ON is not
-            // supported).
-            PgAuthMembers | PgDescription => Vec::new(),
+            PgRoles => role_rows::pg_roles(catalog),
+            PgAuthid => role_rows::pg_authid(catalog),
+            PgUser => role_rows::pg_user(catalog),
+            PgAuthMembers => role_rows::pg_auth_members(catalog),
+            InfoTablePrivileges => role_rows::info_table_privileges(catalog),
+            // No comments (COMMENT ON is not supported).
+            PgDescription => Vec::new(),
             PgExtension => table_rows::pg_extension(),
             PgProc => table_rows::pg_proc(catalog),
             PgAttrdef => table_rows::pg_attrdef(catalog),

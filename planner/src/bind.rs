@@ -37,6 +37,14 @@ pub struct Binder<'a> {
     pub(crate) working_table_reads: std::cell::Cell<u32>,
     /// What `pg_backend_pid()` answers: the session's process id.
     pub(crate) backend_pid: i32,
+    /// The role the statement runs as (`current_user`).
+    pub(crate) role: u32,
+    /// The privileges the statement needs, checked once it is bound.
+    pub(crate) checks: Vec<AclCheck>,
+    /// While a view's query is bound: the view's owner, whose privileges it reads with.
+    pub(crate) checking_as: Option<u32>,
+    /// Notices for the client (`Bound::notices`).
+    pub(crate) notices: Vec<SqlError>,
 }
 
 /// A `WITH` query, bound where it is defined; each reference to it runs a copy of its plan.
@@ -66,7 +74,69 @@ impl<'a> Binder<'a> {
             recursive_queries: 0,
             working_table_reads: Default::default(),
             backend_pid: std::process::id() as i32,
+            role: plan::BOOTSTRAP_ROLE_OID,
+            checks: Vec::new(),
+            checking_as: None,
+            notices: Vec::new(),
         }
+    }
+
+    /// The statement needs one of `privileges` on `object` (`kind` and `name` for the
+    /// message), as the role it runs as — or, in a view's query, as the view's owner.
+    pub(crate) fn need(
+        &mut self,
+        object: ObjectId,
+        privileges: Privileges,
+        kind: ObjectKind,
+        name: &str,
+    ) {
+        if self.passes_every_check() {
+            return;
+        }
+        self.checks.push(AclCheck {
+            object,
+            need: Need::AnyOf(privileges),
+            name: name.to_owned(),
+            kind,
+            as_role: self.checking_as,
+        });
+    }
+
+    /// The statement changes or drops `object`: only its owner (or a member of its owner's
+    /// role, or a superuser) may.
+    pub(crate) fn need_owner(&mut self, object: ObjectId, kind: ObjectKind, name: &str) {
+        if self.passes_every_check() {
+            return;
+        }
+        self.checks.push(AclCheck {
+            object,
+            need: Need::Ownership,
+            name: name.to_owned(),
+            kind,
+            as_role: self.checking_as,
+        });
+    }
+
+    /// Whoever the checks are made as now is a superuser: nothing to note (the hot path of
+    /// the bootstrap superuser's statements notes nothing).
+    fn passes_every_check(&self) -> bool {
+        let who = self.checking_as.unwrap_or(self.role);
+        who == plan::BOOTSTRAP_ROLE_OID || self.catalog.authorization.is_superuser(who)
+    }
+
+    /// A new object in schema `public`: CREATE on it.
+    pub(crate) fn need_create_in_public(&mut self) {
+        self.need(
+            ObjectId::Schema("public".into()),
+            Privileges::CREATE,
+            ObjectKind::Schema,
+            "public",
+        );
+    }
+
+    /// The name of the role the statement runs as.
+    pub(crate) fn role_name(&self) -> String {
+        self.catalog.authorization.role_name(self.role)
     }
 }
 
@@ -143,18 +213,35 @@ fn create_extension(e: &ast::CreateExtension) -> SqlResult<Plan> {
     }
 }
 
-/// Binds one parsed statement. `param_hints` are the types the client declared (Unknown
-/// where it left them open).
+/// Who a statement is bound for: the process id its client got at startup (what
+/// `pg_backend_pid()` answers) and the role it runs as (`current_user`; its privileges are
+/// checked as it binds).
+#[derive(Clone, Copy, Debug)]
+pub struct BindContext {
+    pub backend_pid: i32,
+    pub role: u32,
+}
+
+impl BindContext {
+    /// This process, as the bootstrap superuser: migrations, tools and tests.
+    pub fn superuser() -> BindContext {
+        BindContext {
+            backend_pid: std::process::id() as i32,
+            role: plan::BOOTSTRAP_ROLE_OID,
+        }
+    }
+}
+
+/// Binds one parsed statement as the bootstrap superuser. `param_hints` are the types the
+/// client declared (Unknown where it left them open).
 pub fn bind(
     catalog: &Catalog,
     statement: &ParsedStatement,
     param_hints: &[DataType],
 ) -> SqlResult<Bound> {
-    bind_in_session(catalog, statement, param_hints, std::process::id() as i32)
+    bind_in_session(catalog, statement, param_hints, BindContext::superuser())
 }
 
-/// `bind` for a client session whose process id (the one its client got at startup) is
-/// `backend_pid`: what `pg_backend_pid()` answers there.
 /// `PREPARE name [(types)] AS inner`: the inner statement bound now, as PostgreSQL does, so
 /// its errors come at PREPARE; kept with the whole text (what `pg_prepared_statements`
 /// shows).
@@ -164,7 +251,7 @@ fn prepare(
     name: String,
     data_types: &[ast::DataType],
     inner: &ast::Statement,
-    backend_pid: i32,
+    context: BindContext,
 ) -> SqlResult<Plan> {
     let preparable = matches!(
         inner,
@@ -186,7 +273,7 @@ fn prepare(
         parsed: Parsed::Statement(Box::new(inner.clone())),
         text: whole.text.clone(),
     };
-    let bound = bind_in_session(catalog, &statement, &hints, backend_pid)?;
+    let bound = bind_in_session(catalog, &statement, &hints, context)?;
     Ok(Plan::Prepare {
         name,
         statement: Box::new(statement),
@@ -195,29 +282,25 @@ fn prepare(
     })
 }
 
+/// `bind` for a client session (`context`): its role's privileges are checked against
+/// everything the statement reads, writes, calls or changes (42501 when one is missing).
 pub fn bind_in_session(
     catalog: &Catalog,
     statement: &ParsedStatement,
     param_hints: &[DataType],
-    backend_pid: i32,
+    context: BindContext,
 ) -> SqlResult<Bound> {
     let mut binder = Binder::new(catalog, param_hints.to_vec(), Vec::new());
-    binder.backend_pid = backend_pid;
+    binder.backend_pid = context.backend_pid;
+    binder.role = context.role;
     let plan = match &statement.parsed {
-        Parsed::Maintenance(tag) => Plan::NoOp(tag),
+        Parsed::Maintenance(tag) => binder.maintenance(tag)?,
         Parsed::Statement(s) => match s.as_ref() {
             ast::Statement::Prepare {
                 name,
                 data_types,
                 statement: inner,
-            } => prepare(
-                catalog,
-                statement,
-                ident(name),
-                data_types,
-                inner,
-                backend_pid,
-            )?,
+            } => prepare(catalog, statement, ident(name), data_types, inner, context)?,
             _ => binder.statement(s)?,
         },
         Parsed::InsertValues { statement, rows } => binder.insert_values(statement, rows)?,
@@ -234,10 +317,22 @@ pub fn bind_in_session(
             binder.overriding = Some(*overriding);
             binder.statement(statement)?
         }
-        Parsed::DropProcedure { names, if_exists } => Plan::Ddl(DdlPlan::DropProcedures {
-            names: names.clone(),
-            if_exists: *if_exists,
-        }),
+        Parsed::DropProcedure { names, if_exists } => binder.drop_procedures(names, *if_exists)?,
+        Parsed::CreateUser(s) => binder.create_role(s, true)?,
+        Parsed::Role(r) => binder.role_statement(r)?,
+        Parsed::OnAllRoutines(s) => binder.privileges_on_all_routines(s)?,
+    };
+    binder.plan_checks(&plan)?;
+    catalog.authorization.check(context.role, &binder.checks)?;
+    let plan = match plan {
+        // What a role other than the bootstrap superuser creates is its own.
+        Plan::Ddl(ddl) if context.role != plan::BOOTSTRAP_ROLE_OID && creates_objects(&ddl) => {
+            Plan::Ddl(DdlPlan::Owned {
+                ddl: Box::new(ddl),
+                owner: context.role,
+            })
+        }
+        other => other,
     };
     let param_types = binder
         .params
@@ -257,8 +352,31 @@ pub fn bind_in_session(
     Ok(Bound {
         plan,
         param_types,
+        notices: binder.notices,
         locks_rows,
     })
+}
+
+/// Whether `ddl` creates a table, view, sequence or procedure (which its creator owns).
+fn creates_objects(ddl: &DdlPlan) -> bool {
+    matches!(
+        ddl,
+        DdlPlan::CreateTable { .. }
+            | DdlPlan::CreateView { .. }
+            | DdlPlan::CreateSequence { .. }
+            | DdlPlan::CreateProcedure { .. }
+            | DdlPlan::WithSequences { .. }
+            | DdlPlan::WithForeignKeys { .. }
+    )
+}
+
+impl Binder<'_> {
+    fn drop_procedures(&mut self, names: &[String], if_exists: bool) -> SqlResult<Plan> {
+        Ok(Plan::Ddl(DdlPlan::DropProcedures {
+            names: names.to_vec(),
+            if_exists,
+        }))
+    }
 }
 
 /// The name a new relation is created under: only the `public` schema exists.
@@ -566,10 +684,32 @@ impl<'a> Binder<'a> {
                 representation,
             } => self.create_type(name, representation.as_ref())?,
             S::AlterType(alter) => self.alter_type(alter)?,
+            S::Drop {
+                object_type: ast::ObjectType::Role | ast::ObjectType::User,
+                if_exists,
+                names,
+                ..
+            } => self.drop_roles(names, *if_exists)?,
             S::Drop { object_type, .. } => {
                 return Err(SqlError::feature_not_supported(format!(
                     "DROP {object_type}"
                 )))
+            }
+            S::CreateRole(_) => self.create_role(s, false)?,
+            S::AlterRole { name, operation } => self.alter_role(name, operation)?,
+            S::Grant(grant) => self.grant(grant, false)?,
+            S::Revoke(revoke) => self.revoke(revoke, false)?,
+            S::AlterTable(alter)
+                if matches!(
+                    alter.operations.as_slice(),
+                    [ast::AlterTableOperation::OwnerTo { .. }]
+                ) =>
+            {
+                let [ast::AlterTableOperation::OwnerTo { new_owner }] = alter.operations.as_slice()
+                else {
+                    unreachable!("matched above")
+                };
+                self.set_owner(&alter.name, new_owner)?
             }
             S::Truncate(t) => {
                 let mut tables = Vec::new();

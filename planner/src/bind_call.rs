@@ -88,12 +88,22 @@ fn place_arguments<'a>(
     Ok(slots)
 }
 
-/// Binds a procedure's body against `catalog`, its parameters as `$1..$n` and by name.
-/// Returns the statements and the last one's result columns.
+/// What binding a procedure's body gives: its statements, the last one's result columns,
+/// and the privileges the body needs of the role that calls it (a procedure runs with its
+/// caller's rights, PostgreSQL's SECURITY INVOKER).
+pub(crate) struct BoundBody {
+    pub steps: Vec<Step>,
+    pub columns: Vec<OutputColumn>,
+    pub checks: Vec<AclCheck>,
+}
+
+/// Binds a procedure's body against `catalog` for a call by `role`, its parameters as
+/// `$1..$n` and by name.
 pub(crate) fn bind_body(
     catalog: &Catalog,
     procedure: &ProcedureDef,
-) -> SqlResult<(Vec<Step>, Vec<OutputColumn>)> {
+    role: u32,
+) -> SqlResult<BoundBody> {
     let in_body = |mut e: SqlError| {
         e.message = format!("in procedure {}: {}", procedure.name, e.message);
         e.position = None;
@@ -103,8 +113,10 @@ pub(crate) fn bind_body(
     let names: Vec<String> = procedure.params.iter().map(|(n, _)| n.clone()).collect();
     let mut steps = Vec::new();
     let mut columns = Vec::new();
+    let mut checks = Vec::new();
     for statement in sql::parse(&procedure.body).map_err(in_body)? {
         let mut binder = Binder::new(catalog, types.clone(), names.clone());
+        binder.role = role;
         let plan = match &statement.parsed {
             Parsed::Statement(s) => binder.statement(s).map_err(in_body)?,
             Parsed::InsertValues { statement, rows } => {
@@ -122,6 +134,7 @@ pub(crate) fn bind_body(
                 format!("there is no parameter ${}", binder.params.len()),
             )));
         }
+        checks.append(&mut binder.checks);
         match plan {
             Plan::Write(write, cols) => {
                 columns = cols;
@@ -140,7 +153,11 @@ pub(crate) fn bind_body(
             }
         }
     }
-    Ok((steps, columns))
+    Ok(BoundBody {
+        steps,
+        columns,
+        checks,
+    })
 }
 
 impl Binder<'_> {
@@ -223,7 +240,12 @@ impl Binder<'_> {
         let names: Vec<&str> = procedure.params.iter().map(|(n, _)| n.as_str()).collect();
         let types: Vec<DataType> = procedure.params.iter().map(|(_, t)| *t).collect();
         let bound = self.bind_arguments(&procedure.name, &names, &types, args)?;
-        let (steps, columns) = bind_body(self.catalog, procedure)?;
+        let BoundBody {
+            steps,
+            columns,
+            checks,
+        } = bind_body(self.catalog, procedure, self.role)?;
+        self.checks.extend(checks);
         Ok(Plan::Call(Arc::new(CallPlan {
             name: procedure.name.clone(),
             args: bound,
@@ -259,7 +281,7 @@ impl Binder<'_> {
             ));
         }
         // As PostgreSQL does for SQL functions, check the body now.
-        bind_body(self.catalog, &procedure)?;
+        bind_body(self.catalog, &procedure, self.role)?;
         Ok(Plan::Ddl(DdlPlan::CreateProcedure {
             procedure,
             or_replace: text.or_replace,

@@ -341,7 +341,7 @@ impl Binder<'_> {
                     Ok((index, ty)) => Expr::Column(index, ty),
                     Err(err) => match (q.as_deref(), name.as_str()) {
                         (None, "current_user" | "session_user" | "user" | "current_role") => {
-                            Expr::Literal(Value::text("ledger"), DataType::Name)
+                            Expr::Literal(Value::text(self.role_name()), DataType::Name)
                         }
                         (None, "current_schema") => {
                             Expr::Literal(Value::text("public"), DataType::Name)

@@ -313,6 +313,12 @@ impl Binder<'_> {
                         return Ok(found);
                     }
                     if let Some(sequence) = self.catalog.sequences.get(&table_name) {
+                        self.need(
+                            ObjectId::Sequence(sequence.id),
+                            Privileges::SELECT,
+                            ObjectKind::Sequence,
+                            &table_name,
+                        );
                         let qualifier = alias
                             .as_ref()
                             .map_or_else(|| table_name.clone(), |a| ident(&a.name));
@@ -344,6 +350,12 @@ impl Binder<'_> {
                     _ => None,
                 };
                 if let Some(table) = user {
+                    self.need(
+                        ObjectId::Relation(table.id),
+                        Privileges::SELECT,
+                        ObjectKind::Table,
+                        &table.name,
+                    );
                     let mut cols = table_scope(&table, &alias_name);
                     rename_columns(&mut cols, alias)?;
                     let rel = Rel::Scan {
@@ -354,6 +366,7 @@ impl Binder<'_> {
                     return Ok((rel, cols, true, false));
                 }
                 if let Some(system) = SystemTable::lookup(schema.as_deref(), &table_name) {
+                    self.check_system_table(system)?;
                     let mut cols: Vec<ScopeColumn> = system
                         .columns()
                         .into_iter()

@@ -146,8 +146,8 @@ impl Binder<'_> {
                 return fixed(Value::text("ledger"), DataType::Name)
             }
             ("current_schema", 0) => return fixed(Value::text("public"), DataType::Name),
-            ("current_user" | "session_user" | "user", 0) => {
-                return fixed(Value::text("ledger"), DataType::Name)
+            ("current_user" | "session_user" | "user" | "current_role", 0) => {
+                return fixed(Value::text(self.role_name()), DataType::Name)
             }
             ("current_schemas", 1) => {
                 return fixed(
@@ -182,15 +182,28 @@ impl Binder<'_> {
             ("pg_backend_pid", 0) => {
                 return fixed(Value::Int(self.backend_pid as i64), DataType::Int4)
             }
+            ("pg_table_is_visible" | "pg_function_is_visible" | "pg_type_is_visible", _) => {
+                return fixed(Value::Bool(true), DataType::Bool)
+            }
             (
-                "pg_table_is_visible"
-                | "pg_function_is_visible"
-                | "pg_type_is_visible"
-                | "has_table_privilege"
-                | "has_schema_privilege",
-                _,
-            ) => return fixed(Value::Bool(true), DataType::Bool),
-            ("pg_get_userbyid", 1) => return fixed(Value::text("ledger"), DataType::Name),
+                "has_table_privilege"
+                | "has_sequence_privilege"
+                | "has_schema_privilege"
+                | "has_database_privilege"
+                | "has_function_privilege"
+                | "pg_has_role",
+                2 | 3,
+            ) => return self.privilege_inquiry(&name, &args, scope),
+            ("pg_get_userbyid", 1) => {
+                let oid = self.expr(&args[0], scope, None)?;
+                return match oid {
+                    Expr::Literal(Value::Int(oid), _) => fixed(
+                        Value::Text(self.catalog.authorization.role_name(oid as u32)),
+                        DataType::Name,
+                    ),
+                    _ => self.role_name_of(oid),
+                };
+            }
             // There are no triggers (pg_trigger is empty): nothing to describe.
             ("pg_get_triggerdef", 1 | 2) => return fixed(Value::Null, DataType::Text),
             ("pg_relation_is_publishable", 1) => return fixed(Value::Bool(false), DataType::Bool),
@@ -352,8 +365,9 @@ impl Binder<'_> {
                     }
                     // A sequence is named by text or regclass; a quoted name is checked now.
                     if func.uses_sequences() && i == 0 {
-                        if let Expr::Literal(Value::Text(name), _) = &b {
-                            self.catalog.sequence_named(&Value::Text(name.clone()))?;
+                        if let Expr::Literal(name @ (Value::Text(_) | Value::Int(_)), _) = &b {
+                            let sequence = self.catalog.sequence_named(name)?.clone();
+                            self.need_on_sequence(func, &sequence);
                         }
                         if b.ty() != DataType::Oid {
                             coerced.push(self.coerce(b, DataType::Text)?);

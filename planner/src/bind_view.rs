@@ -79,10 +79,23 @@ impl Binder<'_> {
             ));
         }
         let query = parse_query(&view.sql)?;
-        // The view's query sees no WITH query and no column of the statement reading it.
+        self.need(
+            ObjectId::Relation(view.id),
+            Privileges::SELECT,
+            ObjectKind::View,
+            name,
+        );
+        // The view's query sees no WITH query and no column of the statement reading it,
+        // and reads with its owner's privileges.
         let ctes = std::mem::take(&mut self.ctes);
         self.expanding_views.push(name.to_string());
+        let owner = self
+            .catalog
+            .authorization
+            .owner(&ObjectId::Relation(view.id));
+        let checking_as = self.checking_as.replace(owner);
         let bound = self.query(&query, &Scope::default());
+        self.checking_as = checking_as;
         self.expanding_views.pop();
         self.ctes = ctes;
         let mut plan = bound.map_err(|mut e| {

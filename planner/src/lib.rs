@@ -20,6 +20,7 @@
 //! (`common_type.rs`, `null_folding.rs`, `row_values.rs`, `grouping_sets.rs`).
 
 mod alter_table;
+mod authorize;
 mod bind;
 mod bind_array;
 mod bind_call;
@@ -28,9 +29,11 @@ mod bind_enum;
 mod bind_expr;
 mod bind_from;
 mod bind_function;
+mod bind_grant;
 mod bind_json;
 mod bind_operator;
 mod bind_query;
+mod bind_role;
 mod bind_sequence;
 mod bind_session_functions;
 mod bind_set_operation;
@@ -44,6 +47,6 @@ mod null_folding;
 mod row_values;
 mod scope;
 
-pub use bind::{bind, bind_in_session, catalog_with_table};
+pub use bind::{bind, bind_in_session, catalog_with_table, BindContext};
 pub use bind_session_functions::{advisory_function, is_session_function};
 pub use bind_view::dependent_views;

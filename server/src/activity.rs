@@ -235,10 +235,59 @@ impl Activity {
             .collect()
     }
 
+    /// How many of the node's sessions run as `user` (a role's `CONNECTION LIMIT`).
+    pub fn sessions_of(&self, user: &str) -> usize {
+        let records: Vec<Record> = self.sessions().values().map(|e| e.record.clone()).collect();
+        records.iter().filter(|r| lock(r).user == user).count()
+    }
+
     /// Every session's record as it is now, in the order they started.
     pub fn snapshot(&self) -> Vec<SessionActivity> {
         let records: Vec<Record> = self.sessions().values().map(|e| e.record.clone()).collect();
         records.iter().map(|r| lock(r).clone()).collect()
+    }
+}
+
+/// `pg_cancel_backend` and `pg_terminate_backend` as role `role` calls them: a superuser
+/// signals any session; anyone else only sessions of roles whose privileges it has, and no
+/// superuser's (PostgreSQL's rule, less its `pg_signal_backend` role).
+pub struct SignalsFrom<'a> {
+    pub activity: &'a Activity,
+    pub catalog: &'a plan::Catalog,
+    pub role: u32,
+}
+
+impl plan::BackendSignals for SignalsFrom<'_> {
+    fn signal(&self, pid: i32, terminate: bool) -> SqlResult<bool> {
+        let target = self.activity.sessions().values().find_map(|e| {
+            let record = lock(&e.record);
+            (record.pid == pid).then(|| record.user.clone())
+        });
+        let auth = &self.catalog.authorization;
+        if let (Some(user), false) = (target, auth.is_superuser(self.role)) {
+            let (what, whose) = if terminate {
+                ("terminate", "process is being terminated")
+            } else {
+                ("cancel", "query is being canceled")
+            };
+            let role = auth.role(&user);
+            let denied = |message: String| {
+                Err(sql::SqlError::new(
+                    sql::ErrorKind::InsufficientPrivilege,
+                    message,
+                ))
+            };
+            if role.is_some_and(|r| r.attributes.superuser) {
+                let object = if terminate { "process" } else { "query" };
+                return denied(format!("must be a superuser to {what} superuser {object}"));
+            }
+            if !role.is_some_and(|r| auth.privileged_as(self.role).contains(&r.oid)) {
+                return denied(format!(
+                    "must be a member of the role whose {whose} or member of pg_signal_backend"
+                ));
+            }
+        }
+        self.activity.signal(pid, terminate)
     }
 }
 

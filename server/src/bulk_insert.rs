@@ -28,20 +28,24 @@ const LITERAL_ROWS: usize = 64;
 pub(crate) fn bind_simple(
     catalog: &Catalog,
     statement: &ParsedStatement,
-    pid: i32,
+    context: planner::BindContext,
     alone: bool,
 ) -> sql::SqlResult<Bound> {
     if alone {
-        if let Some(bound) = bind_literal_insert(catalog, statement, pid) {
+        if let Some(bound) = bind_literal_insert(catalog, statement, context) {
             return Ok(bound);
         }
     }
-    bind_in_session(catalog, statement, &[], pid)
+    bind_in_session(catalog, statement, &[], context)
 }
 
 /// `statement` bound with its rows built, when it is a large INSERT of integer literals
 /// whose rows build here (see the module's documentation).
-fn bind_literal_insert(catalog: &Catalog, statement: &ParsedStatement, pid: i32) -> Option<Bound> {
+fn bind_literal_insert(
+    catalog: &Catalog,
+    statement: &ParsedStatement,
+    context: planner::BindContext,
+) -> Option<Bound> {
     let Parsed::InsertValues {
         statement: insert,
         rows,
@@ -59,7 +63,7 @@ fn bind_literal_insert(catalog: &Catalog, statement: &ParsedStatement, pid: i32)
         },
         text: String::new(),
     };
-    let bound = bind_in_session(catalog, &head, &[], pid).ok()?;
+    let bound = bind_in_session(catalog, &head, &[], context).ok()?;
     let Plan::Write(plan, columns) = &bound.plan else {
         return None;
     };

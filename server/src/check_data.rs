@@ -42,6 +42,7 @@ pub fn run(args: CheckArgs) -> Result<String, String> {
         io_mode: crate::parse_io(&args.io),
         partitions: None,
         dependent_views: planner::dependent_views,
+        bootstrap_role: "ledger".into(),
     };
     let (executor, position) = ledger::spawn(options)
         .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;

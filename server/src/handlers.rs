@@ -153,12 +153,18 @@ impl QueryParser for Parser {
                     .unwrap_or(DataType::Unknown)
             })
             .collect();
-        // The client's process id, not the session's: a connection's first Parse may come
-        // before its session has taken the startup's.
+        // The client's process id and user, not the session's: a connection's first Parse
+        // may come before its session has taken the startup's.
         let session = self.session.lock().await;
         let catalog = session.catalog();
-        let pid = client.pid_and_secret_key().0;
-        let bound = bind_in_session(&catalog, &parsed, &hints, pid);
+        let context = planner::BindContext {
+            backend_pid: client.pid_and_secret_key().0,
+            role: crate::session::role_of(
+                &catalog,
+                client.metadata().get("user").map(String::as_str),
+            ),
+        };
+        let bound = bind_in_session(&catalog, &parsed, &hints, context);
         // In a failed block only what ends it is parsed; anything else (even a statement
         // that would not bind) gets 25P02, as in PostgreSQL.
         if session.is_failed() {
@@ -341,8 +347,12 @@ fn status_of(session: &Session) -> TransactionStatus {
 
 /// A warning the statement gave, sent before its result.
 fn notice(warning: &SqlError) -> PgWireBackendMessage {
+    let severity = match warning.kind {
+        sql::ErrorKind::Notice => "NOTICE",
+        _ => "WARNING",
+    };
     let info = ErrorInfo::new(
-        "WARNING".to_owned(),
+        severity.to_owned(),
         warning.kind.sqlstate().to_owned(),
         warning.message.clone(),
     );
@@ -578,12 +588,12 @@ where
         }
         // Active from before binding, as PostgreSQL's query_start is.
         session.begin_statement(&statement.text);
-        let (catalog, pid) = (session.catalog(), session.pid());
+        let (catalog, context) = (session.catalog(), session.bind_context());
         let alone = !session.in_transaction();
         let bound = if statement.text.len() >= LARGE_STATEMENT_BYTES {
-            off_the_runtime(move || bind_simple(&catalog, &statement, pid, alone)).await
+            off_the_runtime(move || bind_simple(&catalog, &statement, context, alone)).await
         } else {
-            bind_simple(&catalog, &statement, pid, alone)
+            bind_simple(&catalog, &statement, context, alone)
         };
         let result = match bound {
             Ok(bound) => session.execute(&bound, &[]).await,

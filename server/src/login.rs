@@ -1,24 +1,37 @@
-//! Who may log in, and how a login that fails is answered: SCRAM-SHA-256 against the
-//! server's user (SCRAM-SHA-256-PLUS, bound to the TLS certificate, on TLS connections),
-//! plaintext refused when TLS is required, connection slots (`max_connections`), and
-//! failed logins answered alike, logged and slowed per address.
+//! Who may log in, and how a login that fails is answered: SCRAM-SHA-256 (SCRAM-SHA-256-PLUS,
+//! bound to the TLS certificate, on TLS connections) against the bootstrap superuser's
+//! password (the server's `--user` and `--password`) or a role's stored verifier
+//! (`CREATE ROLE ... LOGIN PASSWORD`), plaintext refused when TLS is required, connection
+//! slots (`max_connections`), and failed logins answered alike, logged and slowed per
+//! address.
+//!
+//! After the password, as in PostgreSQL: a role without LOGIN is refused (28000), one over
+//! its `CONNECTION LIMIT` too (53300), and one without CONNECT on the database (42501). A
+//! password past its role's `VALID UNTIL` fails like a wrong one.
 //!
 //! An unknown user is taken through the whole SCRAM exchange with a made-up salt and key, so
 //! it fails where a wrong password fails, with the same message (28P01): neither the answer
 //! nor the step at which it comes tells an unknown user from a wrong password. A database that
 //! does not exist is reported (3D000) for any user, known or not.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth};
-use pgwire::api::auth::sasl::SASLAuthStartupHandler;
-use pgwire::api::auth::{AuthSource, DefaultServerParameterProvider, LoginInfo, Password};
-use pgwire::api::{ConnectionManager, RandomPidSecretKeyGenerator};
+use futures::Sink;
+use pgwire::api::auth::mechanism::AuthMechanismFactory;
+use pgwire::api::auth::sasl::scram::{gen_salted_password, ScramAuth, ScramSecret};
+use pgwire::api::auth::sasl::SaslMechanisms;
+use pgwire::api::auth::{
+    AuthDriver, AuthOutcome, AuthSource, DefaultServerParameterProvider, LoginInfo, Password,
+    ServerParameterProvider, StartupHandler,
+};
+use pgwire::api::{ClientInfo, ConnectionManager, RandomPidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 
 use crate::connection_slots::{ConnectionSlots, Slot};
 use crate::log_limit;
@@ -26,10 +39,12 @@ use crate::login_throttle::LoginThrottle;
 
 pub const SCRAM_ITERATIONS: usize = 4096;
 
+/// The database: there is one.
+pub const DATABASE: &str = "ledger";
+
 /// How connections log in; one for the server.
 pub struct Logins {
     user: String,
-    database: String,
     /// The salted password (SCRAM's SaltedPassword) and its salt, computed once at start.
     salt: Vec<u8>,
     salted_password: Vec<u8>,
@@ -40,6 +55,8 @@ pub struct Logins {
     tls_required: bool,
     slots: Arc<ConnectionSlots>,
     throttle: LoginThrottle,
+    /// The catalog's roles, and how many sessions each has.
+    shared: Option<Arc<crate::session::Shared>>,
 }
 
 /// What `Logins::new` takes.
@@ -49,6 +66,8 @@ pub struct LoginConfig {
     pub tls_certificate: Option<Vec<u8>>,
     pub tls_required: bool,
     pub max_connections: usize,
+    /// The roles are the catalog's (`None`: the bootstrap superuser alone, for tests).
+    pub shared: Option<Arc<crate::session::Shared>>,
 }
 
 /// A refusal: the FATAL ErrorResponse to send before closing.
@@ -61,7 +80,6 @@ impl Logins {
         let salt = rand::random::<[u8; 16]>().to_vec();
         let salted_password = gen_salted_password(&config.password, &salt, SCRAM_ITERATIONS);
         Arc::new(Logins {
-            database: config.user.clone(),
             user: config.user,
             salt,
             salted_password,
@@ -73,11 +91,21 @@ impl Logins {
                 crate::connection_slots::SUPERUSER_RESERVED,
             ),
             throttle: LoginThrottle::default(),
+            shared: config.shared,
         })
+    }
+
+    fn catalog(&self) -> Option<Arc<plan::Catalog>> {
+        self.shared.as_ref().map(|s| s.executor.catalog())
     }
 
     fn is_superuser(&self, user: &str) -> bool {
         user == self.user
+            || self.catalog().is_some_and(|c| {
+                c.authorization
+                    .role(user)
+                    .is_some_and(|r| r.attributes.superuser)
+            })
     }
 
     /// How long a connection from `peer` waits before its startup message is served.
@@ -117,8 +145,21 @@ impl Logins {
 
     /// A login that failed with `error`: logged, counted against the address, and answered
     /// alike whatever failed (an unknown user, a wrong password, a malformed proof); a
-    /// database that does not exist is said so.
+    /// database that does not exist is said so. A role refused after its password
+    /// (`authorize`) hears why and is not counted as a failed attempt.
     pub fn failed(&self, peer: SocketAddr, user: &str, error: PgWireError) -> ErrorInfo {
+        let error = match error {
+            PgWireError::UserError(info)
+                if matches!(info.code.as_str(), "28000" | "53300" | "42501") =>
+            {
+                log_limit::client_fault(&format!(
+                    "login refused for user \"{user}\" from {peer}: {}",
+                    info.message
+                ));
+                return *info;
+            }
+            other => other,
+        };
         let failures = self.throttle.failed(peer.ip());
         log_limit::client_fault(&format!(
             "login failed for user \"{user}\" from {peer} ({failures} recent failures from this address): {error}"
@@ -130,6 +171,44 @@ impl Logins {
                 format!("password authentication failed for user \"{user}\""),
             ),
         }
+    }
+
+    /// After the password: whether `user` may start a session, as PostgreSQL decides it.
+    fn authorize(&self, user: &str) -> Result<(), Box<ErrorInfo>> {
+        if user == self.user {
+            return Ok(());
+        }
+        let (Some(catalog), Some(shared)) = (self.catalog(), &self.shared) else {
+            return Ok(());
+        };
+        let auth = &catalog.authorization;
+        let refuse = |code: &str, message: String| Err(Box::new(fatal(code, message)));
+        let Some(role) = auth.role(user) else {
+            return refuse("28000", format!("role \"{user}\" does not exist"));
+        };
+        if !role.attributes.login {
+            return refuse(
+                "28000",
+                format!("role \"{user}\" is not permitted to log in"),
+            );
+        }
+        let limit = role.attributes.connection_limit;
+        if limit >= 0
+            && !role.attributes.superuser
+            && shared.activity.sessions_of(user) >= limit as usize
+        {
+            return refuse("53300", format!("too many connections for role \"{user}\""));
+        }
+        let (held, _) = auth.held(role.oid, &plan::ObjectId::Database);
+        if !held.contains(plan::Privileges::CONNECT) {
+            let mut refusal = fatal(
+                "42501",
+                format!("permission denied for database \"{DATABASE}\""),
+            );
+            refusal.detail = Some("User does not have CONNECT privilege.".into());
+            return Err(Box::new(refusal));
+        }
+        Ok(())
     }
 
     /// A login from `peer` succeeded: its address is cleared.
@@ -149,13 +228,14 @@ impl Logins {
         salt
     }
 
-    /// The SCRAM handler for one connection; over TLS it also offers SCRAM-SHA-256-PLUS.
+    /// The startup handler for one connection: SCRAM (over TLS also SCRAM-SHA-256-PLUS),
+    /// then `authorize`.
     pub fn startup_handler(
         self: &Arc<Self>,
         secure: bool,
         connections: Arc<ConnectionManager>,
         pids: Arc<RandomPidSecretKeyGenerator>,
-    ) -> SASLAuthStartupHandler<DefaultServerParameterProvider> {
+    ) -> RoleStartup {
         let mut scram = ScramAuth::new(Arc::new(Credentials {
             logins: self.clone(),
         }));
@@ -164,15 +244,103 @@ impl Logins {
             // The certificate was loaded by the TLS acceptor already; it parses.
             let _ = scram.configure_certificate(pem);
         }
-        let mut parameters = DefaultServerParameterProvider::default();
-        parameters.server_version = "15.0".to_owned();
-        parameters.time_zone = "UTC".to_owned();
-        parameters.date_style = "ISO, MDY".to_owned();
-        parameters.search_path = "\"$user\", public".to_owned();
-        SASLAuthStartupHandler::new(Arc::new(parameters))
-            .with_scram(scram)
-            .with_connection_manager(connections)
-            .with_pid_secret_key_generator(pids)
+        let mut defaults = DefaultServerParameterProvider::default();
+        defaults.server_version = "15.0".to_owned();
+        defaults.time_zone = "UTC".to_owned();
+        defaults.date_style = "ISO, MDY".to_owned();
+        defaults.search_path = "\"$user\", public".to_owned();
+        let parameters = RoleParameters {
+            defaults,
+            logins: self.clone(),
+        };
+        RoleStartup {
+            driver: AuthDriver::new(Arc::new(parameters))
+                .with_connection_manager(connections)
+                .with_pid_secret_key_generator(pids),
+            mechanisms: SaslMechanisms::new(vec![Arc::new(scram)]),
+            logins: self.clone(),
+        }
+    }
+}
+
+/// pgwire's SASL startup with `Logins::authorize` between the verified password and the
+/// session's start (AuthenticationOk), where pgwire leaves the choice to refuse.
+pub struct RoleStartup {
+    driver: AuthDriver<Arc<RoleParameters>>,
+    mechanisms: SaslMechanisms,
+    logins: Arc<Logins>,
+}
+
+/// The parameters a session starts with (ParameterStatus), `is_superuser` and
+/// `session_authorization` the logged-in role's (psql's prompt shows `#` for a superuser).
+pub struct RoleParameters {
+    defaults: DefaultServerParameterProvider,
+    logins: Arc<Logins>,
+}
+
+impl ServerParameterProvider for RoleParameters {
+    fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
+        let mut parameters = self.defaults.server_parameters(client)?;
+        let user = client.metadata().get("user").cloned().unwrap_or_default();
+        let superuser = if self.logins.is_superuser(&user) {
+            "on"
+        } else {
+            "off"
+        };
+        parameters.insert("is_superuser".to_owned(), superuser.to_owned());
+        parameters.insert("session_authorization".to_owned(), user);
+        Some(parameters)
+    }
+}
+
+impl RoleStartup {
+    async fn finish<C>(&self, client: &mut C, outcome: AuthOutcome) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match outcome {
+            AuthOutcome::InProgress => Ok(()),
+            AuthOutcome::Authenticated { final_message, .. } => {
+                let user = client.metadata().get("user").cloned().unwrap_or_default();
+                self.logins
+                    .authorize(&user)
+                    .map_err(PgWireError::UserError)?;
+                self.driver
+                    .complete_authentication(client, final_message)
+                    .await
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl StartupHandler for RoleStartup {
+    async fn on_startup<C>(
+        &self,
+        client: &mut C,
+        message: PgWireFrontendMessage,
+    ) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: std::fmt::Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match message {
+            PgWireFrontendMessage::Startup(ref startup) => {
+                pgwire::api::auth::protocol_negotiation(client, startup).await?;
+                pgwire::api::auth::save_startup_parameters_to_metadata(client, startup);
+                let mechanism = self.mechanisms.create();
+                let outcome = self.driver.begin_authentication(client, mechanism).await?;
+                self.finish(client, outcome).await
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(message) => {
+                let outcome = self.driver.advance_authentication(client, message).await?;
+                self.finish(client, outcome).await
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -187,28 +355,80 @@ impl std::fmt::Debug for Logins {
     }
 }
 
-#[async_trait]
-impl AuthSource for Credentials {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+impl Credentials {
+    /// A secret no password matches, with the made-up salt of `user`: the exchange goes on
+    /// and fails at the proof, as a wrong password does.
+    fn made_up(&self, user: &str) -> ScramSecret {
+        ScramSecret::Verifier {
+            salt: self.logins.mock_salt(user),
+            iterations: SCRAM_ITERATIONS,
+            stored_key: rand::random::<[u8; 32]>().to_vec(),
+            server_key: rand::random::<[u8; 32]>().to_vec(),
+        }
+    }
+
+    /// What `user` logs in with: the bootstrap superuser's password, a role's stored
+    /// verifier while it is valid, or nothing that matches.
+    fn secret(&self, user: &str) -> ScramSecret {
         let logins = &self.logins;
+        if user == logins.user {
+            return ScramSecret::SaltedPassword {
+                salt: logins.salt.clone(),
+                salted_password: logins.salted_password.clone(),
+            };
+        }
+        let Some(catalog) = logins.catalog() else {
+            return self.made_up(user);
+        };
+        let Some(role) = catalog.authorization.role(user) else {
+            return self.made_up(user);
+        };
+        let expired = role
+            .valid_until
+            .is_some_and(|until| until < crate::session::now_micros());
+        let verifier = role
+            .password
+            .as_deref()
+            .and_then(plan::scram::ScramVerifier::parse);
+        match verifier {
+            Some(v) if !expired => ScramSecret::Verifier {
+                salt: v.salt,
+                iterations: v.iterations as usize,
+                stored_key: v.stored_key,
+                server_key: v.server_key,
+            },
+            _ => self.made_up(user),
+        }
+    }
+
+    /// The database must be the one there is, for any user, so the answer says nothing
+    /// about which users exist.
+    fn check_database(&self, login: &LoginInfo) -> PgWireResult<()> {
         let user = login.user().unwrap_or_default();
-        // Checked first, for any user, so the answer says nothing about which users exist.
         let database = login.database().unwrap_or(user);
-        if database != logins.database {
+        if database != DATABASE {
             return Err(PgWireError::UserError(Box::new(fatal(
                 "3D000",
                 format!("database \"{database}\" does not exist"),
             ))));
         }
-        if user != logins.user {
-            // A key no password derives: the exchange goes on and fails at the proof.
-            let key = rand::random::<[u8; 32]>().to_vec();
-            return Ok(Password::new(Some(logins.mock_salt(user)), key));
-        }
-        Ok(Password::new(
-            Some(logins.salt.clone()),
-            logins.salted_password.clone(),
-        ))
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl AuthSource for Credentials {
+    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
+        // SCRAM asks `get_scram_secret`; a password of another kind matches nothing.
+        self.check_database(login)?;
+        let user = login.user().unwrap_or_default();
+        let key = rand::random::<[u8; 32]>().to_vec();
+        Ok(Password::new(Some(self.logins.mock_salt(user)), key))
+    }
+
+    async fn get_scram_secret(&self, login: &LoginInfo) -> PgWireResult<(ScramSecret, Option<()>)> {
+        self.check_database(login)?;
+        Ok((self.secret(login.user().unwrap_or_default()), None))
     }
 }
 
@@ -224,6 +444,7 @@ mod tests {
             tls_certificate: None,
             tls_required: false,
             max_connections: 10,
+            shared: None,
         });
         let a = logins.mock_salt("mallory");
         assert_eq!(a.len(), 16);

@@ -441,6 +441,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         io_mode,
         partitions: args.partitions.map(usize::from),
         dependent_views: planner::dependent_views,
+        bootstrap_role: args.user.clone(),
     };
     let (executor, recovered) = ledger::spawn(options)
         .map_err(|e| format!("cannot open {}: {}", args.data_dir.display(), e.message))?;
@@ -488,6 +489,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         tls_certificate,
         tls_required: args.tls_required,
         max_connections: args.max_connections as usize,
+        shared: Some(shared.clone()),
     });
     let context = Arc::new(ServerContext::new(shared, logins.clone()));
     eprintln!(

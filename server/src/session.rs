@@ -131,6 +131,19 @@ pub struct Session {
     interrupt: plan::Interrupt,
     /// How other sessions, the watchdog and the connection loop reach this connection.
     control: Option<Arc<activity::ConnectionControl>>,
+    /// The role the session logged in as (`session_user`, and `current_user`): its
+    /// privileges are what every statement is checked against.
+    role: u32,
+}
+
+/// The OID of the role a session logs in as, `user` of its startup message: the bootstrap
+/// superuser for a session with no user (the server's own, running migrations). A role
+/// dropped since it logged in has no OID any role has, so no privilege.
+pub fn role_of(catalog: &plan::Catalog, user: Option<&str>) -> u32 {
+    match user {
+        None => plan::BOOTSTRAP_ROLE_OID,
+        Some(user) => catalog.authorization.role(user).map_or(u32::MAX, |r| r.oid),
+    }
 }
 
 pub fn now_micros() -> i64 {
@@ -202,7 +215,20 @@ impl Session {
             .get("options")
             .map(|o| settings::startup_options(o))
             .unwrap_or_default();
-        for (k, v) in startup.iter().chain(options.iter().map(|(k, v)| (k, v))) {
+        let catalog = shared.executor.catalog();
+        let role = role_of(&catalog, startup.get("user").map(String::as_str));
+        // The role's own defaults (ALTER ROLE ... SET), which the client's startup settings
+        // override, as in PostgreSQL.
+        let role_settings = catalog
+            .authorization
+            .role_by_oid(role)
+            .map(|r| r.settings.clone())
+            .unwrap_or_default();
+        for (k, v) in role_settings
+            .iter()
+            .chain(startup.iter())
+            .chain(options.iter().map(|(k, v)| (k, v)))
+        {
             let key = setting_key(k);
             let valid = !timeouts::TIMEOUTS.contains(&key.as_str())
                 || timeouts::milliseconds(&key, v).is_ok();
@@ -247,12 +273,21 @@ impl Session {
             locking_read: false,
             interrupt: plan::Interrupt::new(),
             control: None,
+            role,
         }
     }
 
-    /// The process id its client got at startup, which `pg_backend_pid()` answers.
-    pub fn pid(&self) -> i32 {
-        self.pid
+    /// Who the session's statements are bound for: its client's process id and its role.
+    pub fn bind_context(&self) -> planner::BindContext {
+        planner::BindContext {
+            backend_pid: self.pid,
+            role: self.role,
+        }
+    }
+
+    /// The role the session runs as.
+    pub fn role(&self) -> u32 {
+        self.role
     }
 
     /// Where the client connects from, for `pg_stat_activity`.
@@ -318,6 +353,7 @@ impl Session {
             Some(control) => control.start_statement(&self.interrupt, timeout),
             None => self.interrupt.clear_timeout(),
         }
+        self.notices.extend(bound.notices.iter().cloned());
         let result = match self.interrupt.check() {
             Ok(()) => self.execute_inner(&bound.plan, params).await,
             Err(stop) => Err(stop),

@@ -54,13 +54,13 @@ impl Prepared {
         &self,
         catalog: &Catalog,
         generation: u64,
-        pid: i32,
+        context: planner::BindContext,
     ) -> SqlResult<Option<Bound>> {
         self.executions.fetch_add(1, Ordering::Relaxed);
         if catalog.version == self.catalog_version && generation == self.generation {
             return Ok(None);
         }
-        let bound = bind_in_session(catalog, &self.parsed, &self.hints, pid)?;
+        let bound = bind_in_session(catalog, &self.parsed, &self.hints, context)?;
         if bound.param_types != self.bound.param_types
             || bound.plan.output_columns().len() != self.bound.plan.output_columns().len()
         {

@@ -70,6 +70,28 @@ fn a_three_node_cluster_forwards_writes_and_loses_nothing_when_any_node_dies() {
         "250|0\n0|250"
     );
 
+    // Roles replicate with the catalog: one made through a follower logs in on every node,
+    // with its privileges there.
+    cluster
+        .node(2)
+        .query("create role teller login password 'teller-pw'; grant select on t to teller");
+    for id in 1..=3 {
+        let out = std::process::Command::new("psql")
+            .args(["-X", "-At", "-h", "127.0.0.1", "-p"])
+            .arg(cluster.node(id).port.to_string())
+            .args(["-U", "teller", "-d", "ledger"])
+            .args(["-c", "select count(*) from t", "-c", "delete from t"])
+            .env("PGPASSWORD", "teller-pw")
+            .output()
+            .unwrap();
+        assert_eq!(common::stdout(&out).trim(), "3", "node {id}");
+        assert!(
+            common::stderr(&out).contains("permission denied for table t"),
+            "node {id}: {}",
+            common::stderr(&out)
+        );
+    }
+
     cluster.node(1).query("create table w (id int primary key)");
     let mut all_acknowledged = Vec::new();
     let mut all_tried = Vec::new();

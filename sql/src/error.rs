@@ -107,6 +107,22 @@ pub enum ErrorKind {
     ConnectionFailure,
     /// A warning's class (sent as a notice, never as an error).
     Warning,
+    /// A name the system keeps for itself (`public`, `pg_...` roles).
+    ReservedName,
+    /// A GRANT that cannot be (a role made a member of itself, a grant option not held).
+    InvalidGrantOperation,
+    /// A role that may not log in, or a login otherwise refused after its password.
+    InvalidAuthorizationSpecification,
+    /// DROP ROLE of the role the session runs as.
+    ObjectInUse,
+    /// Too many connections for a role (`CONNECTION LIMIT`) or the server.
+    TooManyConnections,
+    /// A notice's class (00000: sent with severity NOTICE, never as an error).
+    Notice,
+    /// A database that does not exist (there is one, `ledger`).
+    UndefinedDatabase,
+    /// A schema that does not exist (there is one, `public`).
+    InvalidSchemaName,
 }
 
 impl ErrorKind {
@@ -190,6 +206,14 @@ impl ErrorKind {
             IdleSessionTimeout => "57P05",
             ConnectionFailure => "08006",
             Warning => "01000",
+            ReservedName => "42939",
+            InvalidGrantOperation => "0LP01",
+            InvalidAuthorizationSpecification => "28000",
+            ObjectInUse => "55006",
+            TooManyConnections => "53300",
+            Notice => "00000",
+            UndefinedDatabase => "3D000",
+            InvalidSchemaName => "3F000",
         }
     }
 }

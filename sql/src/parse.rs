@@ -13,6 +13,10 @@ use crate::insert_values::{parse_insert_values, ValueRows};
 use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_blank};
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
+use crate::role_statement::{
+    all_routines_as_functions, create_user_as_role, parse_role_statement,
+    quote_negative_connection_limit, RoleStatement,
+};
 use crate::sequence_statement::{
     parse_alter_sequence, parse_create_sequence, reorder_identity_options, AlterSequence,
 };
@@ -57,6 +61,13 @@ pub enum Parsed {
         statement: Box<Statement>,
         names: Vec<String>,
     },
+    /// `CREATE USER`: the `CREATE ROLE` it is, which logs in unless it says NOLOGIN.
+    CreateUser(Box<Statement>),
+    /// A role statement of PostgreSQL's own grammar (`GRANT role TO role`, ...).
+    Role(RoleStatement),
+    /// A GRANT or REVOKE `ON ALL PROCEDURES | ROUTINES IN SCHEMA`, read as sqlparser's
+    /// `ALL FUNCTIONS IN SCHEMA`.
+    OnAllRoutines(Box<Statement>),
 }
 
 /// What `INSERT ... OVERRIDING` does to identity columns.
@@ -267,6 +278,36 @@ fn parse_one(text: &str, words: &[String]) -> SqlResult<Parsed> {
         Some("drop") if words.get(1).map(String::as_str) == Some("procedure") => {
             let (names, if_exists) = parse_drop_procedure(text)?;
             return Ok(Parsed::DropProcedure { names, if_exists });
+        }
+        Some("create") if words.get(1).map(String::as_str) == Some("user") => {
+            if let Some(role) = create_user_as_role(text) {
+                let role = quote_negative_connection_limit(&role).unwrap_or(role);
+                return sqlparser_statement(&role).map(|s| Parsed::CreateUser(Box::new(s)));
+            }
+        }
+        Some("create" | "alter")
+            if matches!(words.get(1).map(String::as_str), Some("role" | "user")) =>
+        {
+            if let Some(quoted) = quote_negative_connection_limit(text) {
+                return sqlparser_statement(&quoted).map(|s| Parsed::Statement(Box::new(s)));
+            }
+        }
+        Some("grant" | "revoke" | "reassign") => {
+            if let Some(role) = parse_role_statement(text) {
+                return role
+                    .map(Parsed::Role)
+                    .map_err(|e| syntax_error(text, &e.to_string()));
+            }
+            if let Some(functions) = all_routines_as_functions(text) {
+                return sqlparser_statement(&functions).map(|s| Parsed::OnAllRoutines(Box::new(s)));
+            }
+        }
+        Some("drop") if words.get(1).map(String::as_str) == Some("owned") => {
+            if let Some(role) = parse_role_statement(text) {
+                return role
+                    .map(Parsed::Role)
+                    .map_err(|e| syntax_error(text, &e.to_string()));
+            }
         }
         _ => {}
     }

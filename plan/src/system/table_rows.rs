@@ -73,14 +73,18 @@ pub(super) fn pg_class(catalog: &Catalog) -> Vec<Vec<Value>> {
 }
 
 /// The rows of `pg_namespace`.
-pub(super) fn pg_namespace() -> Vec<Vec<Value>> {
+pub(super) fn pg_namespace(catalog: &Catalog) -> Vec<Vec<Value>> {
     let mut rows = Vec::new();
     for (oid, name) in [
         (PG_CATALOG_NAMESPACE, "pg_catalog"),
         (PUBLIC_NAMESPACE, "public"),
         (INFORMATION_SCHEMA_NAMESPACE, "information_schema"),
     ] {
-        rows.push(vec![int(oid), text(name), int(OWNER_OID), null()]);
+        let acl = match name {
+            "public" => super::role_rows::acl(catalog, &crate::ObjectId::Schema(name.into())),
+            _ => null(),
+        };
+        rows.push(vec![int(oid), text(name), int(OWNER_OID), acl]);
     }
     rows
 }
@@ -183,7 +187,7 @@ pub(super) fn pg_type(catalog: &Catalog) -> Vec<Vec<Value>> {
 }
 
 /// The rows of `pg_database`.
-pub(super) fn pg_database() -> Vec<Vec<Value>> {
+pub(super) fn pg_database(catalog: &Catalog) -> Vec<Vec<Value>> {
     vec![vec![
         int(DATABASE_OID),
         text("ledger"),
@@ -195,7 +199,7 @@ pub(super) fn pg_database() -> Vec<Vec<Value>> {
         b(false),
         text("c"),
         null(),
-        null(),
+        super::role_rows::acl(catalog, &crate::ObjectId::Database),
     ]]
 }
 
@@ -257,26 +261,6 @@ pub(super) fn pg_index(catalog: &Catalog) -> Vec<Vec<Value>> {
     rows
 }
 
-/// The rows of `pg_roles`.
-pub(super) fn pg_roles() -> Vec<Vec<Value>> {
-    vec![vec![
-        int(OWNER_OID),
-        text("ledger"),
-        b(true),
-        b(true),
-        text("ledger"),
-        int(OWNER_OID),
-        // The one role: a superuser, as the one who runs the server.
-        b(true),
-        b(true),
-        b(true),
-        int(-1),
-        null(),
-        b(true),
-        b(true),
-    ]]
-}
-
 /// The rows of `pg_extension`: what every PostgreSQL database starts with.
 pub(super) fn pg_extension() -> Vec<Vec<Value>> {
     vec![vec![
@@ -298,7 +282,7 @@ pub(super) fn pg_proc(catalog: &Catalog) -> Vec<Vec<Value>> {
             int(procedure_oid(&procedure.name)),
             text(&procedure.name),
             int(PUBLIC_NAMESPACE),
-            int(OWNER_OID),
+            super::role_rows::owner(catalog, &crate::ObjectId::Procedure(procedure.name.clone())),
             text("p"),
             int(0),
             int(procedure.params.len() as i64),

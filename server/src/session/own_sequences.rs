@@ -71,13 +71,18 @@ impl Session {
             session: RefCell::new(self.sequences.clone()),
         };
         let now = self.statement_time();
+        let signals = crate::activity::SignalsFrom {
+            activity: &self.shared.activity,
+            catalog: &catalog,
+            role: self.role(),
+        };
         let rows = ledger::evaluate_with_sequences(
             plan,
             &catalog,
             params,
             now,
             &source,
-            &self.shared.activity,
+            &signals,
             &self.interrupt,
         )?;
         let OwnSequences {

@@ -80,7 +80,7 @@ impl Session {
 
     /// The binding a prepared statement runs with now (see `Prepared::binding_to_run`).
     pub fn binding_to_run(&self, prepared: &Prepared) -> SqlResult<Option<Bound>> {
-        prepared.binding_to_run(&self.catalog(), self.plan_generation, self.pid)
+        prepared.binding_to_run(&self.catalog(), self.plan_generation, self.bind_context())
     }
 
     /// The generation statements prepared now belong to.

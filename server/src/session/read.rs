@@ -195,28 +195,32 @@ impl Session {
     ) -> SqlResult<Vec<Row>> {
         let now = self.statement_time();
         if !plan::may_run_long(&plan.rel) {
+            let signals = crate::activity::SignalsFrom {
+                activity: &self.shared.activity,
+                catalog: &catalog,
+                role: self.role(),
+            };
             return ledger::evaluate_without_storage(
                 plan,
                 &catalog,
                 params,
                 now,
                 &self.sequences,
-                &self.shared.activity,
+                &signals,
                 &self.interrupt,
             );
         }
         let (plan, params) = (plan.clone(), params.to_vec());
         let (sequences, shared) = (self.sequences.clone(), self.shared.clone());
-        let interrupt = self.interrupt.clone();
+        let (interrupt, role) = (self.interrupt.clone(), self.role());
         read_threads::run(move || {
+            let signals = crate::activity::SignalsFrom {
+                activity: &shared.activity,
+                catalog: &catalog,
+                role,
+            };
             ledger::evaluate_without_storage(
-                &plan,
-                &catalog,
-                &params,
-                now,
-                &sequences,
-                &shared.activity,
-                &interrupt,
+                &plan, &catalog, &params, now, &sequences, &signals, &interrupt,
             )
         })
         .await

@@ -230,6 +230,13 @@ impl Session {
             "transaction_read_only" => {
                 return Some(if self.read_only() { "on" } else { "off" }.to_string())
             }
+            "is_superuser" => {
+                let superuser = self.catalog().authorization.is_superuser(self.role());
+                return Some(if superuser { "on" } else { "off" }.to_string());
+            }
+            "session_authorization" => {
+                return Some(self.catalog().authorization.role_name(self.role()))
+            }
             _ => {}
         }
         self.settings.get(&key).cloned().or_else(|| {
@@ -327,6 +334,37 @@ impl Session {
             None => self.settings.remove(&key),
         };
         Ok(())
+    }
+}
+
+impl Session {
+    /// An `ALTER ROLE ... SET name = value` must name a setting a session may SET, with a
+    /// value SET would take: checked here as SET checks it (and then undone), since the
+    /// role's sessions apply it as they start.
+    pub(super) fn check_role_change(&mut self, plan: &plan::RolePlan) -> SqlResult<()> {
+        let plan::RolePlan::AlterRole {
+            change: plan::RoleChange::Setting(name, value),
+            ..
+        } = plan
+        else {
+            return Ok(());
+        };
+        if matches!(
+            name.as_str(),
+            "transaction_isolation" | "transaction_read_only"
+        ) {
+            return Err(SqlError::feature_not_supported(format!(
+                "{name} as a role's setting (set default_{} instead)",
+                name.trim_start_matches("transaction_")
+            )));
+        }
+        if !SETTINGS.iter().any(|(n, _)| n == name) {
+            return Err(unknown_setting(name));
+        }
+        let saved = self.settings.clone();
+        let checked = self.set(name, value.as_deref());
+        self.settings = saved;
+        checked
     }
 }
 

@@ -401,33 +401,10 @@ impl Session {
     }
 
     pub(super) async fn ddl(&mut self, ddl: &DdlPlan) -> SqlResult<StatementResult> {
-        let tag = match ddl {
-            DdlPlan::CreateTable { .. } => "CREATE TABLE",
-            DdlPlan::DropTables { .. } => "DROP TABLE",
-            DdlPlan::Truncate { .. } => "TRUNCATE TABLE",
-            DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
-            DdlPlan::CreateIndex { .. } | DdlPlan::CreateDerivedIndex { .. } => "CREATE INDEX",
-            DdlPlan::DropIndexes { .. } => "DROP INDEX",
-            DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
-            DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",
-            DdlPlan::AlterTable { .. } => "ALTER TABLE",
-            DdlPlan::CreateView { .. } => "CREATE VIEW",
-            DdlPlan::DropViews { .. } => "DROP VIEW",
-            DdlPlan::CreateEnum { .. } => "CREATE TYPE",
-            DdlPlan::AlterEnum { .. } => "ALTER TYPE",
-            DdlPlan::DropEnums { .. } => "DROP TYPE",
-            DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
-            DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
-            DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
-            DdlPlan::WithSequences { ddl, .. } => match ddl.as_ref() {
-                DdlPlan::CreateTable { .. } => "CREATE TABLE",
-                _ => "ALTER TABLE",
-            },
-            DdlPlan::WithForeignKeys { .. } => "CREATE TABLE",
-            DdlPlan::AddForeignKey { .. }
-            | DdlPlan::DropForeignKey { .. }
-            | DdlPlan::AddUniqueConstraint { .. } => "ALTER TABLE",
-        };
+        let tag = ddl_tag(ddl);
+        if let DdlPlan::Roles(plan) = ddl {
+            self.check_role_change(plan)?;
+        }
         self.refuse_if_read_only(tag)?;
         if self.transaction.is_some() {
             let DdlPlan::Truncate { tables } = ddl else {
@@ -451,6 +428,39 @@ impl Session {
         let plan = with_constants_bound(ddl)?;
         self.propose(&Command::Ddl { plan }).await?;
         Ok(StatementResult::Command(tag.into()))
+    }
+}
+
+/// The command tag a schema change answers with.
+fn ddl_tag(ddl: &DdlPlan) -> &'static str {
+    match ddl {
+        DdlPlan::CreateTable { .. } => "CREATE TABLE",
+        DdlPlan::DropTables { .. } => "DROP TABLE",
+        DdlPlan::Truncate { .. } => "TRUNCATE TABLE",
+        DdlPlan::AddPrimaryKey { .. } => "ALTER TABLE",
+        DdlPlan::CreateIndex { .. } | DdlPlan::CreateDerivedIndex { .. } => "CREATE INDEX",
+        DdlPlan::DropIndexes { .. } => "DROP INDEX",
+        DdlPlan::CreateProcedure { .. } => "CREATE PROCEDURE",
+        DdlPlan::DropProcedures { .. } => "DROP PROCEDURE",
+        DdlPlan::AlterTable { .. } => "ALTER TABLE",
+        DdlPlan::CreateView { .. } => "CREATE VIEW",
+        DdlPlan::DropViews { .. } => "DROP VIEW",
+        DdlPlan::CreateEnum { .. } => "CREATE TYPE",
+        DdlPlan::AlterEnum { .. } => "ALTER TYPE",
+        DdlPlan::DropEnums { .. } => "DROP TYPE",
+        DdlPlan::CreateSequence { .. } => "CREATE SEQUENCE",
+        DdlPlan::DropSequences { .. } => "DROP SEQUENCE",
+        DdlPlan::AlterSequence { .. } => "ALTER SEQUENCE",
+        DdlPlan::WithSequences { ddl, .. } => match ddl.as_ref() {
+            DdlPlan::CreateTable { .. } => "CREATE TABLE",
+            _ => "ALTER TABLE",
+        },
+        DdlPlan::WithForeignKeys { .. } => "CREATE TABLE",
+        DdlPlan::AddForeignKey { .. }
+        | DdlPlan::DropForeignKey { .. }
+        | DdlPlan::AddUniqueConstraint { .. } => "ALTER TABLE",
+        DdlPlan::Roles(plan) => plan.tag(),
+        DdlPlan::Owned { ddl, .. } => ddl_tag(ddl),
     }
 }
 
