@@ -9,7 +9,8 @@
 //! arithmetic (`arithmetic`, `compare_values`); the key a filter pins (`choose_access`) and
 //! the keys a join matches on (`equi_keys`); `Interrupt`, how a running statement learns
 //! it must stop; `memory`, the heap each thread and the server hold against the server's
-//! budget.
+//! budget; `Authorization` (roles, memberships, ACLs, owners), the privilege checks a bound
+//! statement is held to (`AclCheck`), `RolePlan` and SCRAM verifiers (`scram`).
 //!
 //! It must not: read SQL text or bind names (that is `planner`, which turns
 //! `sql::ParsedStatement` into these types), or do IO (the executor in `ledger` runs plans
@@ -21,7 +22,9 @@
 //! library (`function_eval.rs`, the dispatch by group, then `scalar_functions.rs` and
 //! `json_functions.rs`), `access.rs` and `join_keys.rs`
 //! (keys), `sequence.rs`, `enum_type.rs`, `foreign_key.rs`, `ledger.rs` (the ledger
-//! tables' rules), and `system.rs` / `information_schema.rs` (the virtual tables).
+//! tables' rules), `roles.rs`, `privileges.rs`, `role_plan.rs`, `scram.rs` and
+//! `privilege_functions.rs` (who may do what), and `system.rs` / `information_schema.rs`
+//! (the virtual tables).
 
 mod access;
 mod catalog;

@@ -39,6 +39,8 @@ pub struct Binder<'a> {
     pub(crate) backend_pid: i32,
     /// The role the statement runs as (`current_user`).
     pub(crate) role: u32,
+    /// The role the session logged in as (`session_user`).
+    pub(crate) session_role: u32,
     /// The privileges the statement needs, checked once it is bound.
     pub(crate) checks: Vec<AclCheck>,
     /// While a view's query is bound: the view's owner, whose privileges it reads with.
@@ -75,6 +77,7 @@ impl<'a> Binder<'a> {
             working_table_reads: Default::default(),
             backend_pid: std::process::id() as i32,
             role: plan::BOOTSTRAP_ROLE_OID,
+            session_role: plan::BOOTSTRAP_ROLE_OID,
             checks: Vec::new(),
             checking_as: None,
             notices: Vec::new(),
@@ -137,6 +140,11 @@ impl<'a> Binder<'a> {
     /// The name of the role the statement runs as.
     pub(crate) fn role_name(&self) -> String {
         self.catalog.authorization.role_name(self.role)
+    }
+
+    /// The name of the role the session logged in as.
+    pub(crate) fn session_role_name(&self) -> String {
+        self.catalog.authorization.role_name(self.session_role)
     }
 }
 
@@ -216,10 +224,13 @@ fn create_extension(e: &ast::CreateExtension) -> SqlResult<Plan> {
 /// Who a statement is bound for: the process id its client got at startup (what
 /// `pg_backend_pid()` answers) and the role it runs as (`current_user`; its privileges are
 /// checked as it binds).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BindContext {
     pub backend_pid: i32,
+    /// `current_user`: the role the session logged in as, or the one `SET ROLE` chose.
     pub role: u32,
+    /// `session_user`: the role the session logged in as.
+    pub session_role: u32,
 }
 
 impl BindContext {
@@ -228,6 +239,7 @@ impl BindContext {
         BindContext {
             backend_pid: std::process::id() as i32,
             role: plan::BOOTSTRAP_ROLE_OID,
+            session_role: plan::BOOTSTRAP_ROLE_OID,
         }
     }
 }
@@ -293,6 +305,7 @@ pub fn bind_in_session(
     let mut binder = Binder::new(catalog, param_hints.to_vec(), Vec::new());
     binder.backend_pid = context.backend_pid;
     binder.role = context.role;
+    binder.session_role = context.session_role;
     let plan = match &statement.parsed {
         Parsed::Maintenance(tag) => binder.maintenance(tag)?,
         Parsed::Statement(s) => match s.as_ref() {
@@ -877,6 +890,14 @@ impl<'a> Binder<'a> {
                 name: "client_encoding".into(),
                 value: Some(charset_name.value.clone()),
                 local: false,
+            },
+            ast::Set::SetRole {
+                context_modifier,
+                role_name,
+            } => Plan::Set {
+                name: "role".into(),
+                value: Some(role_name.as_ref().map_or_else(|| "none".into(), ident)),
+                local: matches!(context_modifier, Some(ast::ContextModifier::Local)),
             },
             ast::Set::SetTransaction { modes, session, .. } => {
                 let (isolation, read_only) = transaction_modes(modes);

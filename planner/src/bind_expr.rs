@@ -340,8 +340,11 @@ impl Binder<'_> {
                 match scope.resolve(q.as_deref(), &name) {
                     Ok((index, ty)) => Expr::Column(index, ty),
                     Err(err) => match (q.as_deref(), name.as_str()) {
-                        (None, "current_user" | "session_user" | "user" | "current_role") => {
+                        (None, "current_user" | "user" | "current_role") => {
                             Expr::Literal(Value::text(self.role_name()), DataType::Name)
+                        }
+                        (None, "session_user") => {
+                            Expr::Literal(Value::text(self.session_role_name()), DataType::Name)
                         }
                         (None, "current_schema") => {
                             Expr::Literal(Value::text("public"), DataType::Name)

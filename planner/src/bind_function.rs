@@ -146,8 +146,11 @@ impl Binder<'_> {
                 return fixed(Value::text("ledger"), DataType::Name)
             }
             ("current_schema", 0) => return fixed(Value::text("public"), DataType::Name),
-            ("current_user" | "session_user" | "user" | "current_role", 0) => {
+            ("current_user" | "user" | "current_role", 0) => {
                 return fixed(Value::text(self.role_name()), DataType::Name)
+            }
+            ("session_user", 0) => {
+                return fixed(Value::text(self.session_role_name()), DataType::Name)
             }
             ("current_schemas", 1) => {
                 return fixed(

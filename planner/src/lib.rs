@@ -2,13 +2,16 @@
 //! expression typed, every parameter's type inferred — and plans them: point gets, range
 //! scans, join order, aggregates, window functions, writes and DDL.
 //!
-//! It owns the binder (`Binder`, `Scope`) and the planning decisions (which key or index a
-//! filter uses, where a filter is pushed, in which order tables are joined). What it
+//! It owns the binder (`Binder`, `Scope`), the planning decisions (which key or index a
+//! filter uses, where a filter is pushed, in which order tables are joined) and the
+//! privilege checks: what each statement needs of each object, checked as the role it runs
+//! as (`BindContext`) before anything runs. What it
 //! produces — `plan::Plan` and `plan::Expr` — and how that runs and evaluates lives in the
 //! `plan` crate. It must not do IO or evaluate rows: the executor in `ledger` runs plans.
 //!
-//! Key entry points: `bind` (a statement against a catalog), `bind_in_session` (with the
-//! session's settings and sequences), `dependent_views` (what a DROP would break).
+//! Key entry points: `bind` (a statement against a catalog, as the bootstrap superuser),
+//! `bind_in_session` (for a session's role, `BindContext`), `dependent_views` (what a DROP
+//! would break).
 //!
 //! Reading order: `bind.rs` (the `Binder` and the statement dispatch), `scope.rs`,
 //! `bind_expr.rs` (expressions; operators in `bind_operator.rs`, function calls and
@@ -16,7 +19,8 @@
 //! `bind_from.rs` (FROM, joins ordered by `joins.rs`), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
 //! `alter_table.rs` (DDL), then the smaller binders (`bind_json`, `bind_array`,
 //! `bind_window`, `bind_call`, `bind_sequence`, `bind_enum`, `bind_view`,
-//! `bind_set_operation`, `bind_session_functions`) and the typing rules
+//! `bind_set_operation`, `bind_session_functions`), the role statements and privilege checks
+//! (`bind_role`, `bind_grant`, `authorize`) and the typing rules
 //! (`common_type.rs`, `null_folding.rs`, `row_values.rs`, `grouping_sets.rs`).
 
 mod alter_table;

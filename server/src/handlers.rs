@@ -157,13 +157,10 @@ impl QueryParser for Parser {
         // may come before its session has taken the startup's.
         let session = self.session.lock().await;
         let catalog = session.catalog();
-        let context = planner::BindContext {
-            backend_pid: client.pid_and_secret_key().0,
-            role: crate::session::role_of(
-                &catalog,
-                client.metadata().get("user").map(String::as_str),
-            ),
-        };
+        let context = session.bind_context_for(
+            client.pid_and_secret_key().0,
+            client.metadata().get("user").map(String::as_str),
+        );
         let bound = bind_in_session(&catalog, &parsed, &hints, context);
         // In a failed block only what ends it is parsed; anything else (even a statement
         // that would not bind) gets 25P02, as in PostgreSQL.
@@ -183,6 +180,7 @@ impl QueryParser for Parser {
             bound,
             catalog.version,
             generation,
+            context,
         ))))
     }
 

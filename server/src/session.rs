@@ -232,7 +232,8 @@ impl Session {
             let key = setting_key(k);
             let valid = !timeouts::TIMEOUTS.contains(&key.as_str())
                 || timeouts::milliseconds(&key, v).is_ok();
-            if valid && SETTINGS.iter().any(|(n, _)| *n == key) {
+            // The role is the one that logged in: `SET ROLE` chooses another, with its checks.
+            if valid && key != "role" && SETTINGS.iter().any(|(n, _)| *n == key) {
                 settings.insert(key, v.clone());
             }
         }
@@ -277,17 +278,41 @@ impl Session {
         }
     }
 
-    /// Who the session's statements are bound for: its client's process id and its role.
+    /// Who the session's statements are bound for: its client's process id, the role it
+    /// runs as and the one it logged in as.
     pub fn bind_context(&self) -> planner::BindContext {
         planner::BindContext {
             backend_pid: self.pid,
-            role: self.role,
+            role: self.role(),
+            session_role: self.role,
         }
     }
 
-    /// The role the session runs as.
+    /// `bind_context` for a statement parsed maybe before the session took its startup
+    /// (then the client's process id and user say who it is).
+    pub fn bind_context_for(&self, pid: i32, user: Option<&str>) -> planner::BindContext {
+        if self.pid != 0 {
+            return self.bind_context();
+        }
+        let role = role_of(&self.catalog(), user);
+        planner::BindContext {
+            backend_pid: pid,
+            role,
+            session_role: role,
+        }
+    }
+
+    /// The role the session runs as: the one `SET ROLE` chose, else the one it logged in
+    /// as.
     pub fn role(&self) -> u32 {
-        self.role
+        match self.settings.get("role") {
+            Some(name) => self
+                .catalog()
+                .authorization
+                .role(name)
+                .map_or(u32::MAX, |r| r.oid),
+            None => self.role,
+        }
     }
 
     /// Where the client connects from, for `pg_stat_activity`.

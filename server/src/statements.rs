@@ -24,6 +24,9 @@ pub struct Prepared {
     pub catalog_version: u64,
     /// The session's plan generation then (`DISCARD PLANS` starts a new one).
     pub generation: u64,
+    /// Who it was bound for (its privileges were checked as that role; `SET ROLE` since
+    /// binds it again).
+    pub context: planner::BindContext,
     /// How often it ran.
     pub executions: AtomicI64,
 }
@@ -35,6 +38,7 @@ impl Prepared {
         bound: Bound,
         catalog_version: u64,
         generation: u64,
+        context: planner::BindContext,
     ) -> Prepared {
         Prepared {
             parsed,
@@ -42,6 +46,7 @@ impl Prepared {
             bound,
             catalog_version,
             generation,
+            context,
             executions: AtomicI64::new(0),
         }
     }
@@ -57,7 +62,10 @@ impl Prepared {
         context: planner::BindContext,
     ) -> SqlResult<Option<Bound>> {
         self.executions.fetch_add(1, Ordering::Relaxed);
-        if catalog.version == self.catalog_version && generation == self.generation {
+        if catalog.version == self.catalog_version
+            && generation == self.generation
+            && context == self.context
+        {
             return Ok(None);
         }
         let bound = bind_in_session(catalog, &self.parsed, &self.hints, context)?;

@@ -283,3 +283,31 @@ fn psql_restores_a_pg_dump_of_serial_and_identity_columns() {
         "{out}"
     );
 }
+
+/// `\du` lists the roles with their attributes and memberships, `\dp` a table's grants,
+/// from the same catalogs PostgreSQL's psql reads.
+#[test]
+fn psql_lists_roles_and_privileges() {
+    let server = TestServer::start();
+    let out = run(
+        &server,
+        "create role readers;
+         create role alice login password 'x' createdb connection limit 3;
+         grant readers to alice;
+         create table notes (id int primary key);
+         grant select, insert on notes to readers;
+         \\du
+         \\dp notes
+         ",
+    );
+    assert!(
+        out.contains(
+            " alice     | Create DB                                                 +| {readers}"
+        ),
+        "{out}"
+    );
+    assert!(out.contains(" readers   | Cannot login "), "{out}");
+    assert!(out.contains("3 connections"), "{out}");
+    assert!(out.contains("ledger=arwdDxt/ledger+"), "{out}");
+    assert!(out.contains("readers=ar/ledger"), "{out}");
+}

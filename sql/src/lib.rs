@@ -12,7 +12,8 @@
 //!
 //! Reading order: `parse.rs`, `types.rs`, `value.rs`, `error.rs`, then the types
 //! (`numeric.rs`, `jsonb.rs`, `interval.rs`, `datetime.rs`, `uuid.rs`, `time_of_day.rs`),
-//! `insert_values.rs`, `value_tag.rs`, `value_codec.rs` and `packed_rows.rs`, `nesting.rs`.
+//! `insert_values.rs`, `value_tag.rs`, `value_codec.rs` and `packed_rows.rs`, `nesting.rs`,
+//! `role_statement.rs` (the role statements of PostgreSQL's grammar sqlparser lacks).
 
 pub mod datetime;
 mod error;

@@ -1,7 +1,7 @@
 //! Parsing: split a query string into statements, intercept the few PostgreSQL statements
 //! sqlparser-rs does not accept (`VACUUM`, `ANALYZE`, `CHECKPOINT`, `COPY ... (freeze on)`,
 //! PostgreSQL's `CREATE PROCEDURE` and `DROP PROCEDURE`, `CREATE SEQUENCE`'s options in any
-//! order),
+//! order, `CREATE USER`, `GRANT role TO role`, `REASSIGN OWNED`, `DROP OWNED`),
 //! and parse the rest with the PostgreSQL dialect.
 
 use sqlparser::ast::Statement;

@@ -20,6 +20,7 @@ impl Session {
             bound.clone(),
             self.catalog().version,
             self.plan_generation,
+            self.bind_context(),
         );
         let stored = StoredStatement::new(name.to_string(), Arc::new(prepared), Vec::new());
         self.statements.add(Arc::new(stored), true, now_micros())?;

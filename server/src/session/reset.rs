@@ -41,7 +41,12 @@ impl Session {
     pub(super) fn reset(&mut self, name: Option<&str>) -> SqlResult<()> {
         let Some(name) = name else {
             self.keep_settings_before();
+            // RESET ALL leaves the role SET ROLE chose, as PostgreSQL does.
+            let role = self.settings.get("role").cloned();
             self.settings = self.startup_settings.clone();
+            if let Some(role) = role {
+                self.settings.insert("role".into(), role);
+            }
             if let Some(t) = &mut self.transaction {
                 t.settings_made.push(SettingChange::All);
             }

@@ -26,6 +26,8 @@ pub(super) const SETTINGS: &[(&str, &str)] = &[
     ("synchronous_commit", "on"),
     ("bytea_output", "hex"),
     ("read_consistency", "strong"),
+    // SET ROLE: "none", or the role the session runs as (`Session::role`).
+    ("role", "none"),
     ("work_mem", "4MB"),
     ("jit", "off"),
     ("row_security", "on"),
@@ -176,6 +178,7 @@ impl Session {
         let key = setting_key(name);
         if key == "all" {
             let rows = known_settings()
+                .filter(|(n, _)| *n != "role")
                 .map(|(n, _)| {
                     vec![
                         Value::text(*n),
@@ -301,6 +304,9 @@ impl Session {
         if !SETTINGS.iter().any(|(n, _)| *n == key) && !key.contains('.') {
             return Err(unknown_setting(name));
         }
+        if key == "role" {
+            return self.set_role(value);
+        }
         match (key.as_str(), value) {
             ("client_encoding", Some(v))
                 if !matches!(
@@ -338,6 +344,37 @@ impl Session {
 }
 
 impl Session {
+    /// `SET ROLE name` (a role the session's role is a member of, or any for a
+    /// superuser), or `SET ROLE NONE` / `RESET ROLE` (None).
+    fn set_role(&mut self, value: Option<&str>) -> SqlResult<()> {
+        let name = match value {
+            None => None,
+            Some(v) if v.eq_ignore_ascii_case("none") => None,
+            Some(v) => Some(v.to_string()),
+        };
+        let Some(name) = name else {
+            self.settings.remove("role");
+            return Ok(());
+        };
+        let catalog = self.catalog();
+        let auth = &catalog.authorization;
+        let target = auth.role(&name).ok_or_else(|| {
+            SqlError::new(
+                ErrorKind::InvalidParameterValue,
+                format!("role \"{name}\" does not exist"),
+            )
+        })?;
+        let session_role = self.bind_context().session_role;
+        if !auth.is_superuser(session_role) && !auth.member_of(session_role).contains(&target.oid) {
+            return Err(SqlError::new(
+                ErrorKind::InsufficientPrivilege,
+                format!("permission denied to set role \"{name}\""),
+            ));
+        }
+        self.settings.insert("role".into(), name);
+        Ok(())
+    }
+
     /// An `ALTER ROLE ... SET name = value` must name a setting a session may SET, with a
     /// value SET would take: checked here as SET checks it (and then undone), since the
     /// role's sessions apply it as they start.
@@ -349,6 +386,11 @@ impl Session {
         else {
             return Ok(());
         };
+        if name == "role" {
+            return Err(SqlError::feature_not_supported(
+                "role as a role's setting (its sessions SET ROLE themselves)",
+            ));
+        }
         if matches!(
             name.as_str(),
             "transaction_isolation" | "transaction_read_only"
