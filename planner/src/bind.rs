@@ -127,6 +127,25 @@ impl<'a> Binder<'a> {
         who == plan::BOOTSTRAP_ROLE_OID || self.catalog.authorization.is_superuser(who)
     }
 
+    /// `SELECT ... FOR UPDATE` (or SHARE) needs UPDATE as well as SELECT on the tables it
+    /// reads, as in PostgreSQL.
+    fn need_update_to_lock(&mut self) {
+        let locked: Vec<AclCheck> = self
+            .checks
+            .iter()
+            .filter(|c| {
+                matches!(c.object, ObjectId::Relation(_))
+                    && c.kind == ObjectKind::Table
+                    && c.as_role.is_none()
+            })
+            .map(|c| AclCheck {
+                need: Need::AnyOf(Privileges::UPDATE),
+                ..c.clone()
+            })
+            .collect();
+        self.checks.extend(locked);
+    }
+
     /// A new object in schema `public`: CREATE on it.
     pub(crate) fn need_create_in_public(&mut self) {
         self.need(
@@ -336,6 +355,13 @@ pub fn bind_in_session(
         Parsed::OnAllRoutines(s) => binder.privileges_on_all_routines(s)?,
     };
     binder.plan_checks(&plan)?;
+    let locks_rows = matches!(
+        &statement.parsed,
+        Parsed::Statement(s) if matches!(s.as_ref(), ast::Statement::Query(q) if !q.locks.is_empty())
+    );
+    if locks_rows {
+        binder.need_update_to_lock();
+    }
     catalog.authorization.check(context.role, &binder.checks)?;
     let plan = match plan {
         // What a role other than the bootstrap superuser creates is its own.
@@ -358,10 +384,6 @@ pub fn bind_in_session(
             }
         })
         .collect();
-    let locks_rows = matches!(
-        &statement.parsed,
-        Parsed::Statement(s) if matches!(s.as_ref(), ast::Statement::Query(q) if !q.locks.is_empty())
-    );
     Ok(Bound {
         plan,
         param_types,

@@ -636,6 +636,12 @@ impl Binder<'_> {
             } => {
                 let (_, name) = object_name(table_name)?;
                 let table = self.user_table(&name)?;
+                self.need(
+                    ObjectId::Relation(table.id),
+                    Privileges::SELECT,
+                    ObjectKind::Table,
+                    &name,
+                );
                 let positions = copy_columns(&table, columns)?;
                 let columns = positions
                     .iter()

@@ -54,6 +54,8 @@ const SCRIPT: &[(&str, &str)] = &[
     ("alice", "drop table t"),
     ("alice", "alter table t add column w int"),
     ("alice", "select nextval('s')"),
+    ("alice", "select * from t for update"),
+    ("alice", "select * from t for share"),
     ("alice", "select current_user, session_user"),
     ("alice", "create role carol"),
     ("alice", "alter role alice password 'alice-pw'"),
@@ -446,6 +448,14 @@ fn a_read_only_role_reads_the_ledger_and_moves_no_money() {
             "{sql}: {refused}"
         );
     }
+    assert!(auditor("copy transfers to stdout")
+        .unwrap()
+        .starts_with("100\t1\t2\t50"));
+    let copy = auditor("copy hotledger_migrations to stdout").unwrap_err();
+    assert!(
+        copy.contains("permission denied for table hotledger_migrations"),
+        "{copy}"
+    );
     let refused = auditor("update accounts set user_data = 7 where id = 1").unwrap_err();
     assert!(
         refused.contains("permission denied for table accounts"),
