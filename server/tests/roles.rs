@@ -354,6 +354,25 @@ async fn logins_follow_each_roles_attributes_and_survive_a_crash() {
     );
     drop(first);
 
+    // What another role's session runs is hidden from alice, her own is not.
+    let (watched, connection) = tokio_postgres::connect(&server.url(), NoTls).await.unwrap();
+    tokio::spawn(connection);
+    watched
+        .simple_query("select 'admin was here'")
+        .await
+        .unwrap();
+    let seen = psql_as(
+        &server,
+        "alice",
+        secret,
+        "select usename, query from pg_stat_activity order by usename",
+    )
+    .unwrap();
+    assert!(seen.contains("ledger|<insufficient privilege>"), "{seen}");
+    assert!(seen.contains("alice|select usename, query"), "{seen}");
+    assert!(!seen.contains("admin was here"), "{seen}");
+    drop(watched);
+
     // CONNECT on the database: PUBLIC has it until it is revoked.
     admin(&server, "revoke connect on database ledger from public");
     let refused = psql_as(&server, "alice", secret, "select 1").unwrap_err();

@@ -521,7 +521,10 @@ pub(super) fn pg_stat_activity(catalog: &Catalog) -> Vec<Vec<Value>> {
             text(&a.database),
             int(a.pid),
             Value::Null,
-            int(OWNER_OID),
+            catalog
+                .authorization
+                .role(&a.user)
+                .map_or(Value::Null, |r| int(r.oid)),
             text(&a.user),
             text(&a.application_name),
             a.client_addr.as_deref().map_or(Value::Null, text),
@@ -533,7 +536,12 @@ pub(super) fn pg_stat_activity(catalog: &Catalog) -> Vec<Vec<Value>> {
             Value::TimestampTz(a.state_change),
             Value::Null,
             Value::Null,
-            text(&a.state),
+            // Another role's session's state is hidden (NULL), as its query is.
+            if a.state.is_empty() {
+                Value::Null
+            } else {
+                text(&a.state)
+            },
             Value::Null,
             Value::Null,
             Value::Null,

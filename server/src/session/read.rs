@@ -73,7 +73,7 @@ impl Session {
             if activity || statements || cluster {
                 let mut with_session = (*catalog).clone();
                 if activity {
-                    with_session.activity = Arc::new(self.shared.activity.snapshot());
+                    with_session.activity = Arc::new(self.visible_activity(&catalog));
                 }
                 if statements {
                     with_session.prepared_statements = Arc::new(self.statements.listing());
@@ -229,6 +229,29 @@ impl Session {
 }
 
 impl Session {
+    /// `pg_stat_activity` as this session's role may see it: what a session of another
+    /// role runs (its query, state and times) is a superuser's, or a member of that role's,
+    /// to see; the rest shows `<insufficient privilege>`, as in PostgreSQL.
+    fn visible_activity(&self, catalog: &Catalog) -> Vec<plan::SessionActivity> {
+        let auth = &catalog.authorization;
+        let role = self.role();
+        let superuser = auth.is_superuser(role);
+        let mine = auth.privileged_as(role);
+        let mut sessions = self.shared.activity.snapshot();
+        for s in &mut sessions {
+            let visible = superuser || auth.role(&s.user).is_some_and(|r| mine.contains(&r.oid));
+            if !visible {
+                s.query = "<insufficient privilege>".into();
+                s.state.clear();
+                s.client_addr = None;
+                s.client_port = None;
+                s.xact_start = None;
+                s.query_start = None;
+            }
+        }
+        sessions
+    }
+
     /// `hotledger.cluster`'s rows: the replication group as this node sees it.
     async fn cluster_members(&self) -> Vec<plan::ClusterMember> {
         let number = |n: Option<u64>| n.map(|n| n as i64);
