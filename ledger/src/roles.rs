@@ -141,7 +141,7 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
                 }
             }
         }
-        RolePlan::SetOwner { target, owner } => {
+        RolePlan::SetOwner { target, owner, .. } => {
             let owner = oid_of(auth, &owner)?;
             let [target] = <[GrantTarget; 1]>::try_from(live_targets(&live, vec![target])?)
                 .map_err(|_| SqlError::internal("one target"))?;

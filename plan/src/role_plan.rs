@@ -92,9 +92,11 @@ pub enum RolePlan {
         cascade: bool,
         actor: u32,
     },
+    /// `spelled`: the kind the statement named (`ALTER TABLE` of a view is ALTER TABLE's).
     SetOwner {
         target: GrantTarget,
         owner: String,
+        spelled: ObjectKind,
     },
     ReassignOwned {
         from: Vec<String>,
@@ -118,7 +120,13 @@ impl RolePlan {
             RolePlan::RevokeRoles { .. } => "REVOKE ROLE",
             RolePlan::Grant { .. } => "GRANT",
             RolePlan::Revoke { .. } => "REVOKE",
-            RolePlan::SetOwner { .. } => "ALTER TABLE",
+            RolePlan::SetOwner { spelled, .. } => match spelled {
+                ObjectKind::View => "ALTER VIEW",
+                ObjectKind::Sequence => "ALTER SEQUENCE",
+                ObjectKind::Procedure => "ALTER PROCEDURE",
+                ObjectKind::Function => "ALTER FUNCTION",
+                _ => "ALTER TABLE",
+            },
             RolePlan::ReassignOwned { .. } => "REASSIGN OWNED",
             RolePlan::DropOwned { .. } => "DROP OWNED",
         }

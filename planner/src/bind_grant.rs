@@ -345,6 +345,53 @@ impl Binder<'_> {
                 self.role_name()
             }
         };
+        self.give_to(target, owner, ObjectKind::Table)
+    }
+
+    /// `ALTER {VIEW | SEQUENCE | PROCEDURE | FUNCTION} name OWNER TO role`: the object must
+    /// be of the kind named (42809).
+    pub(crate) fn set_owner_of(
+        &mut self,
+        kind: sql::OwnedKind,
+        name: &ast::ObjectName,
+        owner: &ast::Ident,
+    ) -> SqlResult<Plan> {
+        let target = match kind {
+            sql::OwnedKind::Procedure => self.procedure_target(name, ObjectKind::Procedure)?,
+            sql::OwnedKind::Function => self.procedure_target(name, ObjectKind::Function)?,
+            sql::OwnedKind::View | sql::OwnedKind::Sequence => {
+                let wanted = match kind {
+                    sql::OwnedKind::View => ObjectKind::View,
+                    _ => ObjectKind::Sequence,
+                };
+                let target = self.relation_target(name)?;
+                if target.kind != wanted {
+                    return Err(SqlError::new(
+                        ErrorKind::WrongObjectType,
+                        format!("\"{}\" is not a {}", target.name, wanted.name()),
+                    ));
+                }
+                target
+            }
+        };
+        let owner = self.role_spec(owner);
+        let spelled = match kind {
+            sql::OwnedKind::View => ObjectKind::View,
+            sql::OwnedKind::Sequence => ObjectKind::Sequence,
+            sql::OwnedKind::Procedure => ObjectKind::Procedure,
+            sql::OwnedKind::Function => ObjectKind::Function,
+        };
+        self.give_to(target, owner, spelled)
+    }
+
+    /// Gives `target` to role `owner`: its owner, or a superuser, may give it to a role it
+    /// is a member of that may create in `public`.
+    fn give_to(
+        &mut self,
+        target: GrantTarget,
+        owner: String,
+        spelled: ObjectKind,
+    ) -> SqlResult<Plan> {
         let auth = &self.catalog.authorization;
         let new = auth.role(&owner).ok_or_else(|| undefined_role(&owner))?.oid;
         self.need_owner(target.object.clone(), target.kind, &target.name);
@@ -366,6 +413,7 @@ impl Binder<'_> {
         Ok(Plan::Ddl(DdlPlan::Roles(RolePlan::SetOwner {
             target,
             owner,
+            spelled,
         })))
     }
 }

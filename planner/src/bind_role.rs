@@ -372,6 +372,9 @@ impl Binder<'_> {
                 }
                 RolePlan::ReassignOwned { from, to }
             }
+            RoleStatement::OwnerTo { kind, name, owner } => {
+                return self.set_owner_of(*kind, name, owner)
+            }
             RoleStatement::DropOwned { roles, cascade: _ } => {
                 let roles: Vec<String> = roles.iter().map(|r| self.role_spec(r)).collect();
                 for name in &roles {

@@ -44,7 +44,7 @@ pub use numeric::Numeric;
 pub use packed_rows::{ColumnFill, PackedRows, Packer, RowShape};
 pub use parse::{ident, parse, split_statements, Overriding, Parsed, ParsedStatement};
 pub use procedure::ProcedureText;
-pub use role_statement::{RoleStatement, NEGATIVE_LIMIT_BASE};
+pub use role_statement::{OwnedKind, RoleStatement, NEGATIVE_LIMIT_BASE};
 pub use sequence_statement::AlterSequence;
 pub use sqlparser::ast;
 pub use types::{quote_ident, DataType, EnumType};

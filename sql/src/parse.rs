@@ -14,8 +14,8 @@ use crate::lexical::{after_dollar_quote, after_quoted, line_comment_end, skip_bl
 use crate::nesting::{depth_bound, MAX_EXPRESSION_DEPTH};
 use crate::procedure::{parse_create_procedure, parse_drop_procedure, ProcedureText};
 use crate::role_statement::{
-    all_routines_as_functions, create_user_as_role, parse_role_statement,
-    quote_negative_connection_limit, RoleStatement,
+    all_routines_as_functions, create_user_as_role, group_as_role, parse_role_statement,
+    quote_negative_connection_limit, unsupported_role_statement, RoleStatement,
 };
 use crate::sequence_statement::{
     parse_alter_sequence, parse_create_sequence, reorder_identity_options, AlterSequence,
@@ -258,6 +258,21 @@ fn is_create_sequence(text: &str) -> bool {
 
 /// Parses one statement, whose `first_words` (two) are `words`.
 fn parse_one(text: &str, words: &[String]) -> SqlResult<Parsed> {
+    let second = words.get(1).map(String::as_str);
+    if let (Some("alter"), Some("view" | "sequence" | "procedure" | "function" | "group")) =
+        (words.first().map(String::as_str), second)
+    {
+        if let Some(role) = parse_role_statement(text) {
+            return role
+                .map(Parsed::Role)
+                .map_err(|e| syntax_error(text, &e.to_string()));
+        }
+    }
+    if let (Some("create" | "drop"), Some("group")) = (words.first().map(String::as_str), second) {
+        if let Some(role) = group_as_role(text) {
+            return sqlparser_statement(&role).map(|s| Parsed::Statement(Box::new(s)));
+        }
+    }
     match words.first().map(String::as_str) {
         Some("vacuum") => return Ok(Parsed::Maintenance("VACUUM")),
         Some("analyze") | Some("analyse") => return Ok(Parsed::Maintenance("ANALYZE")),
@@ -341,7 +356,12 @@ fn parse_one(text: &str, words: &[String]) -> SqlResult<Parsed> {
         },
         _ => text,
     };
-    sqlparser_statement(text).map(|statement| Parsed::Statement(Box::new(statement)))
+    sqlparser_statement(text)
+        .map(|statement| Parsed::Statement(Box::new(statement)))
+        .map_err(|e| match unsupported_role_statement(text, words) {
+            Some(what) => SqlError::feature_not_supported(what),
+            None => e,
+        })
 }
 
 /// Where an INSERT's `OVERRIDING SYSTEM VALUE` or `OVERRIDING USER VALUE` clause is (outside

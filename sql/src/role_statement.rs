@@ -3,7 +3,7 @@
 //! role` (sqlparser reads only privilege grants), `REASSIGN OWNED BY`, `DROP OWNED BY`, and
 //! privileges `ON ALL PROCEDURES | ROUTINES IN SCHEMA`.
 
-use sqlparser::ast::Ident;
+use sqlparser::ast::{Ident, ObjectName};
 use sqlparser::dialect::PostgreSqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
@@ -32,6 +32,22 @@ pub enum RoleStatement {
     ReassignOwned { from: Vec<Ident>, to: Ident },
     /// `DROP OWNED BY role [, ...] [CASCADE | RESTRICT]`.
     DropOwned { roles: Vec<Ident>, cascade: bool },
+    /// `ALTER {VIEW | SEQUENCE | PROCEDURE | FUNCTION} name [(types)] OWNER TO role`
+    /// (what pg_dump writes after each object; ALTER TABLE's is sqlparser's).
+    OwnerTo {
+        kind: OwnedKind,
+        name: ObjectName,
+        owner: Ident,
+    },
+}
+
+/// What an `ALTER ... OWNER TO` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnedKind {
+    View,
+    Sequence,
+    Procedure,
+    Function,
 }
 
 /// `CREATE USER ...` as the `CREATE ROLE` it is (its LOGIN default is the caller's).
@@ -93,6 +109,48 @@ pub(crate) fn quote_negative_connection_limit(text: &str) -> Option<String> {
 /// What `quote_negative_connection_limit` counts a negative limit down from.
 pub const NEGATIVE_LIMIT_BASE: u64 = 1 << 32;
 
+/// `CREATE GROUP` and `DROP GROUP`, PostgreSQL's old spellings of `CREATE ROLE` and `DROP
+/// ROLE`, written as those.
+pub(crate) fn group_as_role(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let verb = ["create", "drop"]
+        .into_iter()
+        .find(|v| lower.trim_start().starts_with(v))?;
+    let start = lower.find(verb)? + verb.len();
+    let group = start + lower[start..].find("group")?;
+    lower[start..group]
+        .trim()
+        .is_empty()
+        .then(|| format!("{}role{}", &text[..group], &text[group + "group".len()..]))
+}
+
+/// What PostgreSQL has and hotledger does not yet, named (0A000) where sqlparser would only
+/// call it a syntax error: `words` are the statement's first, lower-cased.
+pub(crate) fn unsupported_role_statement(text: &str, words: &[String]) -> Option<&'static str> {
+    let first: Vec<&str> = words.iter().map(String::as_str).collect();
+    if first.starts_with(&["alter", "default"]) {
+        return Some("ALTER DEFAULT PRIVILEGES");
+    }
+    if matches!(first.first(), Some(&"grant") | Some(&"revoke")) {
+        let lower = text.to_ascii_lowercase();
+        for object in [
+            " on type ",
+            " on domain ",
+            " on language ",
+            " on foreign ",
+            " on large object",
+            " on tablespace ",
+            " on parameter ",
+            " on routine ",
+        ] {
+            if lower.contains(object) {
+                return Some("privileges on types, domains, languages, foreign data, large objects, tablespaces and parameters, or GRANT ON ROUTINE (grant on the procedure)");
+            }
+        }
+    }
+    None
+}
+
 /// Parses one of PostgreSQL's role statements, or says it is none (None) so that the
 /// caller reports its own parser's error.
 pub(crate) fn parse_role_statement(text: &str) -> Option<Result<RoleStatement, ParserError>> {
@@ -112,6 +170,7 @@ pub(crate) fn parse_role_statement(text: &str) -> Option<Result<RoleStatement, P
             revoke_roles(&mut p)
         }
         Token::Word(w) if w.value.eq_ignore_ascii_case("reassign") => reassign_owned(&mut p),
+        Token::Word(w) if w.keyword == Keyword::ALTER => alter_owner_or_group(&mut p)?,
         Token::Word(w) if w.keyword == Keyword::DROP => {
             if !p.parse_keyword(Keyword::OWNED) {
                 return None;
@@ -214,6 +273,71 @@ fn reassign_owned(p: &mut Parser) -> Result<RoleStatement, ParserError> {
     })
 }
 
+/// `ALTER {VIEW | SEQUENCE | PROCEDURE | FUNCTION} name OWNER TO role`, or `ALTER GROUP
+/// group {ADD | DROP} USER role, ...`; None for any other ALTER.
+fn alter_owner_or_group(p: &mut Parser) -> Option<Result<RoleStatement, ParserError>> {
+    let kind = match p.parse_one_of_keywords(&[
+        Keyword::VIEW,
+        Keyword::SEQUENCE,
+        Keyword::PROCEDURE,
+        Keyword::FUNCTION,
+        Keyword::GROUP,
+    ])? {
+        Keyword::GROUP => return Some(alter_group(p)),
+        Keyword::VIEW => OwnedKind::View,
+        Keyword::SEQUENCE => OwnedKind::Sequence,
+        Keyword::PROCEDURE => OwnedKind::Procedure,
+        _ => OwnedKind::Function,
+    };
+    let name = p.parse_object_name(false).ok()?;
+    if p.consume_token(&Token::LParen) {
+        // The argument types, which name the one procedure of that name there is.
+        let mut depth = 1;
+        while depth > 0 {
+            match p.next_token().token {
+                Token::LParen => depth += 1,
+                Token::RParen => depth -= 1,
+                Token::EOF => return None,
+                _ => {}
+            }
+        }
+    }
+    if !p.parse_keywords(&[Keyword::OWNER, Keyword::TO]) {
+        return None;
+    }
+    Some(
+        p.parse_identifier()
+            .map(|owner| RoleStatement::OwnerTo { kind, name, owner }),
+    )
+}
+
+fn alter_group(p: &mut Parser) -> Result<RoleStatement, ParserError> {
+    let group = p.parse_identifier()?;
+    let add = match p.parse_one_of_keywords(&[Keyword::ADD, Keyword::DROP]) {
+        Some(Keyword::ADD) => true,
+        Some(_) => false,
+        None => return p.expected("ADD USER or DROP USER", p.peek_token()),
+    };
+    p.expect_keyword(Keyword::USER)?;
+    let members = roles(p)?;
+    Ok(if add {
+        RoleStatement::GrantRoles {
+            roles: vec![group],
+            members,
+            admin: false,
+            granted_by: None,
+        }
+    } else {
+        RoleStatement::RevokeRoles {
+            roles: vec![group],
+            members,
+            admin_option_only: false,
+            granted_by: None,
+            cascade: false,
+        }
+    })
+}
+
 fn drop_owned(p: &mut Parser) -> Result<RoleStatement, ParserError> {
     p.expect_keyword(Keyword::BY)?;
     let roles = roles(p)?;
@@ -266,6 +390,38 @@ mod tests {
         ));
         assert!(parse_role_statement("drop owned a").unwrap().is_err());
         assert!(parse_role_statement("grant a to b extra").unwrap().is_err());
+    }
+
+    #[test]
+    fn reads_owners_and_groups() {
+        assert!(matches!(
+            parse_role_statement("ALTER SEQUENCE public.s OWNER TO alice"),
+            Some(Ok(RoleStatement::OwnerTo {
+                kind: OwnedKind::Sequence,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse_role_statement("alter procedure p(int, text) owner to alice"),
+            Some(Ok(RoleStatement::OwnerTo {
+                kind: OwnedKind::Procedure,
+                ..
+            }))
+        ));
+        assert!(parse_role_statement("alter sequence s restart").is_none());
+        assert!(parse_role_statement("alter table t owner to alice").is_none());
+        assert!(matches!(
+            parse_role_statement("alter group staff add user alice, bob"),
+            Some(Ok(RoleStatement::GrantRoles { .. }))
+        ));
+        assert!(matches!(
+            parse_role_statement("alter group staff drop user alice"),
+            Some(Ok(RoleStatement::RevokeRoles { .. }))
+        ));
+        assert_eq!(
+            group_as_role("DROP GROUP IF EXISTS staff").as_deref(),
+            Some("DROP role IF EXISTS staff")
+        );
     }
 
     #[test]
