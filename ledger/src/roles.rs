@@ -12,8 +12,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use plan::{
-    undefined_role, Authorization, Catalog, GrantTarget, ObjectId, RoleAttributes, RoleChange,
-    RoleDef, RoleOptions, RolePlan, BOOTSTRAP_ROLE_OID, PUBLIC_ROLE_OID,
+    undefined_role, Authorization, Catalog, GrantTarget, ObjectId, Privileges, RoleAttributes,
+    RoleChange, RoleDef, RoleOptions, RolePlan, BOOTSTRAP_ROLE_OID, PUBLIC_ROLE_OID,
 };
 use sql::{ErrorKind, SqlError, SqlResult};
 
@@ -26,50 +26,10 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
             name,
             options,
             memberships,
-        } => {
-            if auth.role(&name).is_some() {
-                return Err(role_exists(&name));
-            }
-            let mut attributes = RoleAttributes::new_role(false);
-            apply_options(&mut attributes, &options);
-            let oid = auth.allocate_role_oid();
-            auth.roles.insert(
-                name.clone(),
-                Arc::new(RoleDef {
-                    oid,
-                    name,
-                    attributes,
-                    password: options.password.flatten(),
-                    valid_until: options.valid_until.flatten(),
-                    settings: Default::default(),
-                }),
-            );
-            for (role, member, admin) in memberships {
-                let (role, member) = (oid_of(auth, &role)?, oid_of(auth, &member)?);
-                auth.add_membership(role, member, BOOTSTRAP_ROLE_OID, admin)?;
-            }
-        }
+        } => create_role(auth, name, options, memberships)?,
         RolePlan::AlterRole { name, change } => alter_role(auth, &name, change)?,
         RolePlan::DropRoles { names, if_exists } => {
-            for name in names {
-                let Some(role) = auth.role(&name).cloned() else {
-                    if if_exists {
-                        continue;
-                    }
-                    return Err(undefined_role(&name));
-                };
-                let dependents = auth.dependents_of_role(role.oid, &description);
-                if !dependents.is_empty() {
-                    return Err(SqlError::new(
-                        ErrorKind::DependentObjectsStillExist,
-                        format!(
-                            "role \"{name}\" cannot be dropped because some objects depend on it"
-                        ),
-                    )
-                    .with_detail(dependents.join("\n")));
-                }
-                auth.remove_role(role.oid);
-            }
+            drop_roles(auth, &names, if_exists, &description)?
         }
         RolePlan::GrantRoles {
             roles,
@@ -77,11 +37,8 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
             admin,
             grantor,
         } => {
-            for role in &roles {
-                for member in &members {
-                    let (r, m) = (oid_of(auth, role)?, oid_of(auth, member)?);
-                    auth.add_membership(r, m, grantor, admin)?;
-                }
+            for (r, m) in memberships(auth, &roles, &members)? {
+                auth.add_membership(r, m, grantor, admin)?;
             }
         }
         RolePlan::RevokeRoles {
@@ -89,11 +46,8 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
             members,
             admin_option_only,
         } => {
-            for role in &roles {
-                for member in &members {
-                    let (r, m) = (oid_of(auth, role)?, oid_of(auth, member)?);
-                    let _ = auth.remove_membership(r, m, admin_option_only);
-                }
+            for (r, m) in memberships(auth, &roles, &members)? {
+                let _ = auth.remove_membership(r, m, admin_option_only);
             }
         }
         RolePlan::Grant {
@@ -104,15 +58,12 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
             actor,
         } => {
             let grantees = grantee_oids(auth, &grantees)?;
-            for t in live_targets(&live, targets)? {
-                let rights = auth.grant_rights(actor, &t.object);
-                let wanted = privileges.unwrap_or_else(|| t.object.all_privileges());
-                let given = wanted.intersection(rights.grantable);
+            for (object, grantor, given) in rights(auth, &live, targets, privileges, actor)? {
                 if given.is_empty() {
                     continue;
                 }
                 for &grantee in &grantees {
-                    auth.grant(&t.object, grantee, rights.grantor, given, grantable);
+                    auth.grant(&object, grantee, grantor, given, grantable);
                 }
             }
         }
@@ -125,56 +76,147 @@ pub(crate) fn apply(catalog: &mut Catalog, plan: RolePlan) -> SqlResult<()> {
             actor,
         } => {
             let grantees = grantee_oids(auth, &grantees)?;
-            for t in live_targets(&live, targets)? {
-                let rights = auth.grant_rights(actor, &t.object);
-                let wanted = privileges.unwrap_or_else(|| t.object.all_privileges());
-                let taken = wanted.intersection(rights.grantable);
+            for (object, grantor, taken) in rights(auth, &live, targets, privileges, actor)? {
                 for &grantee in &grantees {
-                    auth.revoke(
-                        &t.object,
-                        grantee,
-                        rights.grantor,
-                        taken,
-                        options_only,
-                        cascade,
-                    )?;
+                    auth.revoke(&object, grantee, grantor, taken, options_only, cascade)?;
                 }
             }
         }
         RolePlan::SetOwner { target, owner, .. } => {
             let owner = oid_of(auth, &owner)?;
-            let [target] = <[GrantTarget; 1]>::try_from(live_targets(&live, vec![target])?)
-                .map_err(|_| SqlError::internal("one target"))?;
-            auth.set_owner(&target.object, owner);
-        }
-        RolePlan::ReassignOwned { from, to } => {
-            let to = oid_of(auth, &to)?;
-            for name in from {
-                let from = oid_of(auth, &name)?;
-                let owned: Vec<ObjectId> = auth
-                    .owners
-                    .iter()
-                    .filter(|(_, o)| **o == from)
-                    .map(|(object, _)| object.clone())
-                    .collect();
-                for object in owned {
-                    auth.set_owner(&object, to);
-                }
+            for t in live_targets(&live, vec![target])? {
+                auth.set_owner(&t.object, owner);
             }
         }
-        RolePlan::DropOwned { roles } => {
-            for name in roles {
-                let role = oid_of(auth, &name)?;
-                if auth.owners.values().any(|o| *o == role) {
-                    return Err(SqlError::feature_not_supported(format!(
-                        "DROP OWNED BY a role that owns objects (\"{name}\" does: REASSIGN OWNED BY {name} TO another role first, or drop them)"
-                    )));
-                }
-                for acl in auth.acls.values_mut() {
-                    acl.retain(|i| i.grantee != role);
-                }
-                auth.memberships.retain(|m| m.member != role);
+        RolePlan::ReassignOwned { from, to } => reassign_owned(auth, &from, &to)?,
+        RolePlan::DropOwned { roles } => drop_owned(auth, &roles)?,
+    }
+    Ok(())
+}
+
+fn create_role(
+    auth: &mut Authorization,
+    name: String,
+    options: RoleOptions,
+    memberships: Vec<(String, String, bool)>,
+) -> SqlResult<()> {
+    if auth.role(&name).is_some() {
+        return Err(role_exists(&name));
+    }
+    let mut attributes = RoleAttributes::new_role(false);
+    apply_options(&mut attributes, &options);
+    let oid = auth.allocate_role_oid();
+    auth.roles.insert(
+        name.clone(),
+        Arc::new(RoleDef {
+            oid,
+            name,
+            attributes,
+            password: options.password.flatten(),
+            valid_until: options.valid_until.flatten(),
+            settings: Default::default(),
+        }),
+    );
+    for (role, member, admin) in memberships {
+        let (role, member) = (oid_of(auth, &role)?, oid_of(auth, &member)?);
+        auth.add_membership(role, member, BOOTSTRAP_ROLE_OID, admin)?;
+    }
+    Ok(())
+}
+
+fn drop_roles(
+    auth: &mut Authorization,
+    names: &[String],
+    if_exists: bool,
+    describe: &impl Fn(&ObjectId) -> String,
+) -> SqlResult<()> {
+    for name in names {
+        let Some(role) = auth.role(name).cloned() else {
+            if if_exists {
+                continue;
             }
+            return Err(undefined_role(name));
+        };
+        let dependents = auth.dependents_of_role(role.oid, describe);
+        if !dependents.is_empty() {
+            return Err(SqlError::new(
+                ErrorKind::DependentObjectsStillExist,
+                format!("role \"{name}\" cannot be dropped because some objects depend on it"),
+            )
+            .with_detail(dependents.join("\n")));
+        }
+        auth.remove_role(role.oid);
+    }
+    Ok(())
+}
+
+/// Every (role, member) pair of a GRANT or REVOKE of memberships, by OID.
+fn memberships(
+    auth: &Authorization,
+    roles: &[String],
+    members: &[String],
+) -> SqlResult<Vec<(u32, u32)>> {
+    let mut pairs = Vec::with_capacity(roles.len() * members.len());
+    for role in roles {
+        for member in members {
+            pairs.push((oid_of(auth, role)?, oid_of(auth, member)?));
+        }
+    }
+    Ok(pairs)
+}
+
+/// For each object a GRANT or REVOKE names: whom `actor` grants as there, and which of
+/// `privileges` (None: all there are on it) it may grant or revoke.
+fn rights(
+    auth: &Authorization,
+    live: &BTreeSet<ObjectId>,
+    targets: Vec<GrantTarget>,
+    privileges: Option<Privileges>,
+    actor: u32,
+) -> SqlResult<Vec<(ObjectId, u32, Privileges)>> {
+    Ok(live_targets(live, targets)?
+        .into_iter()
+        .map(|t| {
+            let rights = auth.grant_rights(actor, &t.object);
+            let wanted = privileges.unwrap_or_else(|| t.object.all_privileges());
+            (
+                t.object,
+                rights.grantor,
+                wanted.intersection(rights.grantable),
+            )
+        })
+        .collect())
+}
+
+fn reassign_owned(auth: &mut Authorization, from: &[String], to: &str) -> SqlResult<()> {
+    let to = oid_of(auth, to)?;
+    for name in from {
+        let from = oid_of(auth, name)?;
+        let owned: Vec<ObjectId> = auth
+            .owners
+            .iter()
+            .filter(|(_, o)| **o == from)
+            .map(|(object, _)| object.clone())
+            .collect();
+        for object in owned {
+            auth.set_owner(&object, to);
+        }
+    }
+    Ok(())
+}
+
+/// `DROP OWNED BY`: the privileges granted to the roles go (memberships stay, as in
+/// PostgreSQL 15); a role that owns objects is refused, since dropping them is not built.
+fn drop_owned(auth: &mut Authorization, roles: &[String]) -> SqlResult<()> {
+    for name in roles {
+        let role = oid_of(auth, name)?;
+        if auth.owners.values().any(|o| *o == role) {
+            return Err(SqlError::feature_not_supported(format!(
+                "DROP OWNED BY a role that owns objects (\"{name}\" does: REASSIGN OWNED BY {name} TO another role first, or drop them)"
+            )));
+        }
+        for acl in auth.acls.values_mut() {
+            acl.retain(|i| i.grantee != role);
         }
     }
     Ok(())

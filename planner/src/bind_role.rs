@@ -426,45 +426,47 @@ impl Binder<'_> {
     }
 
     fn notice_existing_memberships(&mut self, roles: &[String], members: &[String]) {
-        let auth = &self.catalog.authorization;
-        for role in roles {
-            for member in members {
-                let (Some(r), Some(m)) = (auth.role(role), auth.role(member)) else {
-                    continue;
-                };
-                if auth
-                    .memberships
-                    .iter()
-                    .any(|x| x.role == r.oid && x.member == m.oid)
-                {
-                    self.notices.push(SqlError::new(
-                        ErrorKind::Notice,
-                        format!("role \"{member}\" is already a member of role \"{role}\""),
-                    ));
-                }
-            }
+        for (role, member) in self.memberships_held(roles, members, true) {
+            self.notices.push(SqlError::new(
+                ErrorKind::Notice,
+                format!("role \"{member}\" is already a member of role \"{role}\""),
+            ));
         }
     }
 
     fn warn_missing_memberships(&mut self, roles: &[String], members: &[String]) {
+        for (role, member) in self.memberships_held(roles, members, false) {
+            self.notices.push(SqlError::new(
+                ErrorKind::Warning,
+                format!("role \"{member}\" is not a member of role \"{role}\""),
+            ));
+        }
+    }
+
+    /// The (role, member) pairs named that are (`held`) or are not memberships now.
+    fn memberships_held<'n>(
+        &self,
+        roles: &'n [String],
+        members: &'n [String],
+        held: bool,
+    ) -> Vec<(&'n str, &'n str)> {
         let auth = &self.catalog.authorization;
+        let mut pairs = Vec::new();
         for role in roles {
             for member in members {
                 let (Some(r), Some(m)) = (auth.role(role), auth.role(member)) else {
                     continue;
                 };
-                if !auth
+                let is = auth
                     .memberships
                     .iter()
-                    .any(|x| x.role == r.oid && x.member == m.oid)
-                {
-                    self.notices.push(SqlError::new(
-                        ErrorKind::Warning,
-                        format!("role \"{member}\" is not a member of role \"{role}\""),
-                    ));
+                    .any(|x| x.role == r.oid && x.member == m.oid);
+                if is == held {
+                    pairs.push((role.as_str(), member.as_str()));
                 }
             }
         }
+        pairs
     }
 
     /// The statement's role has `role`'s privileges (or is a superuser).
