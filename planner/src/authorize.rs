@@ -165,54 +165,35 @@ impl Binder<'_> {
                 self.ddl_checks(ddl)?;
                 self.reference_checks(foreign_keys);
             }
-            DdlPlan::DropTables { names, .. } => {
-                for name in names {
-                    if let Some(t) = self.catalog.table(name) {
-                        let id = t.id;
-                        self.need_owner(ObjectId::Relation(id), ObjectKind::Table, name);
-                    }
-                }
+            DdlPlan::DropTables { names, .. } => self.own_each(names, |c, n| {
+                c.table(n)
+                    .map(|t| (ObjectId::Relation(t.id), ObjectKind::Table))
+            }),
+            DdlPlan::DropViews { names, .. } => self.own_each(names, |c, n| {
+                c.views
+                    .get(n)
+                    .map(|v| (ObjectId::Relation(v.id), ObjectKind::View))
+            }),
+            DdlPlan::DropSequences { names, .. } => self.own_each(names, |c, n| {
+                c.sequences
+                    .get(n)
+                    .map(|s| (ObjectId::Sequence(s.id), ObjectKind::Sequence))
+            }),
+            DdlPlan::AlterSequence { sequence, .. } => {
+                let names = [sequence.name.clone()];
+                self.own_each(&names, |_, _| {
+                    Some((ObjectId::Sequence(sequence.id), ObjectKind::Sequence))
+                })
             }
-            DdlPlan::DropViews { names, .. } => {
-                for name in names {
-                    if let Some(v) = self.catalog.views.get(name) {
-                        let id = v.id;
-                        self.need_owner(ObjectId::Relation(id), ObjectKind::View, name);
-                    }
-                }
-            }
-            DdlPlan::DropSequences { names, .. } => {
-                for name in names {
-                    if let Some(s) = self.catalog.sequences.get(name) {
-                        let id = s.id;
-                        self.need_owner(ObjectId::Sequence(id), ObjectKind::Sequence, name);
-                    }
-                }
-            }
-            DdlPlan::AlterSequence { sequence, .. } => self.need_owner(
-                ObjectId::Sequence(sequence.id),
-                ObjectKind::Sequence,
-                &sequence.name.clone(),
-            ),
-            DdlPlan::DropProcedures { names, .. } => {
-                for name in names {
-                    if self.catalog.procedures.contains_key(name) {
-                        self.need_owner(
-                            ObjectId::Procedure(name.clone()),
-                            ObjectKind::Procedure,
-                            name,
-                        );
-                    }
-                }
-            }
-            DdlPlan::DropIndexes { names, .. } => {
-                for name in names {
-                    if let Some((t, _)) = self.catalog.index(name) {
-                        let id = t.id;
-                        self.need_owner(ObjectId::Relation(id), ObjectKind::Index, name);
-                    }
-                }
-            }
+            DdlPlan::DropProcedures { names, .. } => self.own_each(names, |c, n| {
+                c.procedures
+                    .contains_key(n)
+                    .then(|| (ObjectId::Procedure(n.to_owned()), ObjectKind::Procedure))
+            }),
+            DdlPlan::DropIndexes { names, .. } => self.own_each(names, |c, n| {
+                c.index(n)
+                    .map(|(t, _)| (ObjectId::Relation(t.id), ObjectKind::Index))
+            }),
             DdlPlan::Truncate { tables } => {
                 for t in tables {
                     self.need_on_table(&t.name, t.id, Privileges::TRUNCATE);
@@ -253,6 +234,20 @@ impl Binder<'_> {
             DdlPlan::Owned { ddl, .. } => self.ddl_checks(ddl)?,
         }
         Ok(())
+    }
+
+    /// Each of `names` that `find` finds (a DROP of one that does not exist says so as it
+    /// applies) must be owned by the statement's role.
+    fn own_each(
+        &mut self,
+        names: &[String],
+        find: impl Fn(&Catalog, &str) -> Option<(ObjectId, ObjectKind)>,
+    ) {
+        for name in names {
+            if let Some((object, kind)) = find(self.catalog, name) {
+                self.need_owner(object, kind, name);
+            }
+        }
     }
 
     /// A foreign key needs REFERENCES on the table it refers to.

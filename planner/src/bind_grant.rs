@@ -60,7 +60,6 @@ impl Binder<'_> {
         routines: bool,
     ) -> SqlResult<Vec<GrantTarget>> {
         use ast::GrantObjects as G;
-        let catalog = self.catalog;
         Ok(match objects {
             G::Tables(names) => names
                 .iter()
@@ -101,44 +100,17 @@ impl Binder<'_> {
             }
             G::Procedure { name, .. } => vec![self.procedure_target(name, ObjectKind::Procedure)?],
             G::Function { name, .. } => vec![self.procedure_target(name, ObjectKind::Function)?],
-            G::AllTablesInSchema { schemas } => {
-                for s in schemas {
-                    public_schema(s)?;
-                }
-                let tables = catalog
-                    .tables
-                    .values()
-                    .map(|t| target(ObjectId::Relation(t.id), &t.name, ObjectKind::Table));
-                let views = catalog
-                    .views
-                    .values()
-                    .map(|v| target(ObjectId::Relation(v.id), &v.name, ObjectKind::View));
-                tables.chain(views).collect()
-            }
+            G::AllTablesInSchema { schemas } => self.all_in_schema(schemas, ObjectKind::Table)?,
             G::AllSequencesInSchema { schemas } => {
-                for s in schemas {
-                    public_schema(s)?;
-                }
-                catalog
-                    .sequences
-                    .values()
-                    .map(|s| target(ObjectId::Sequence(s.id), &s.name, ObjectKind::Sequence))
-                    .collect()
+                self.all_in_schema(schemas, ObjectKind::Sequence)?
+            }
+            // hotledger's stored routines are all procedures, which ALL FUNCTIONS leaves out
+            // (as PostgreSQL does); ALL PROCEDURES and ALL ROUTINES take them.
+            G::AllFunctionsInSchema { schemas } if routines => {
+                self.all_in_schema(schemas, ObjectKind::Procedure)?
             }
             G::AllFunctionsInSchema { schemas } => {
-                for s in schemas {
-                    public_schema(s)?;
-                }
-                // hotledger's stored routines are all procedures, which ALL FUNCTIONS
-                // leaves out (as PostgreSQL does); ALL PROCEDURES and ALL ROUTINES take them.
-                if !routines {
-                    return Ok(Vec::new());
-                }
-                catalog
-                    .procedures
-                    .keys()
-                    .map(|p| target(ObjectId::Procedure(p.clone()), p, ObjectKind::Procedure))
-                    .collect()
+                self.all_in_schema(schemas, ObjectKind::Function)?
             }
             other => {
                 return Err(SqlError::feature_not_supported(format!(
@@ -146,6 +118,43 @@ impl Binder<'_> {
                     other.to_string().chars().take(40).collect::<String>()
                 )))
             }
+        })
+    }
+
+    /// `ALL {TABLES | SEQUENCES | PROCEDURES | FUNCTIONS} IN SCHEMA public`: tables take the
+    /// views too, as in PostgreSQL; there are no functions.
+    fn all_in_schema(
+        &self,
+        schemas: &[ast::ObjectName],
+        kind: ObjectKind,
+    ) -> SqlResult<Vec<GrantTarget>> {
+        for s in schemas {
+            public_schema(s)?;
+        }
+        let catalog = self.catalog;
+        Ok(match kind {
+            ObjectKind::Table => catalog
+                .tables
+                .values()
+                .map(|t| target(ObjectId::Relation(t.id), &t.name, ObjectKind::Table))
+                .chain(
+                    catalog
+                        .views
+                        .values()
+                        .map(|v| target(ObjectId::Relation(v.id), &v.name, ObjectKind::View)),
+                )
+                .collect(),
+            ObjectKind::Sequence => catalog
+                .sequences
+                .values()
+                .map(|s| target(ObjectId::Sequence(s.id), &s.name, ObjectKind::Sequence))
+                .collect(),
+            ObjectKind::Procedure => catalog
+                .procedures
+                .keys()
+                .map(|p| target(ObjectId::Procedure(p.clone()), p, ObjectKind::Procedure))
+                .collect(),
+            _ => Vec::new(),
         })
     }
 

@@ -185,56 +185,20 @@ impl Binder<'_> {
         let actor = self.actor();
         let manages = actor.attributes.superuser
             || (actor.attributes.create_role && !target.attributes.superuser);
+        // A role may change its own settings.
+        let sets = manages || target.oid == actor.oid;
         let change = match operation {
             ast::AlterRoleOperation::WithOptions { options } => {
-                let options = role_options(options)?;
-                self.check_attribute_rights(&actor, &options, "alter")?;
-                if target.attributes.superuser && !actor.attributes.superuser {
-                    return Err(denied(
-                        "must be superuser to alter superuser roles or change superuser attribute",
-                    ));
-                }
-                let own_password = target.oid == actor.oid
-                    && options
-                        == RoleOptions {
-                            password: options.password.clone(),
-                            ..RoleOptions::default()
-                        };
-                if !manages && !own_password {
-                    return Err(denied("permission denied"));
-                }
-                if target.oid == BOOTSTRAP_ROLE_OID {
-                    return Err(bootstrap_unchangeable(
-                        "changing the attributes or password of",
-                    ));
-                }
-                RoleChange::Options(options)
+                self.alter_role_options(&actor, &target, manages, options)?
             }
             ast::AlterRoleOperation::RenameRole { role_name } => {
-                let new = ident(role_name);
-                if target.oid == BOOTSTRAP_ROLE_OID {
-                    return Err(bootstrap_unchangeable("renaming"));
-                }
-                if target.oid == self.role {
-                    return Err(SqlError::feature_not_supported("renaming the current user"));
-                }
-                if !manages {
-                    return Err(denied("permission denied to rename role"));
-                }
-                check_new_role_name(&new)?;
-                if self.catalog.authorization.role(&new).is_some() {
-                    return Err(role_exists(&new));
-                }
-                RoleChange::Rename(new)
+                self.rename_role(&target, manages, ident(role_name))?
             }
             ast::AlterRoleOperation::Set {
                 config_name,
                 config_value,
                 in_database: None,
-            } => {
-                if !manages && target.oid != actor.oid {
-                    return Err(denied("permission denied"));
-                }
+            } if sets => {
                 let name = config_name.to_string().to_ascii_lowercase();
                 let value = match config_value {
                     ast::SetConfigValue::Default => None,
@@ -248,17 +212,18 @@ impl Binder<'_> {
             ast::AlterRoleOperation::Reset {
                 config_name,
                 in_database: None,
-            } => {
-                if !manages && target.oid != actor.oid {
-                    return Err(denied("permission denied"));
+            } if sets => match config_name {
+                ast::ResetConfig::ALL => RoleChange::ResetAllSettings,
+                ast::ResetConfig::ConfigName(n) => {
+                    RoleChange::Setting(n.to_string().to_ascii_lowercase(), None)
                 }
-                match config_name {
-                    ast::ResetConfig::ALL => RoleChange::ResetAllSettings,
-                    ast::ResetConfig::ConfigName(n) => {
-                        RoleChange::Setting(n.to_string().to_ascii_lowercase(), None)
-                    }
-                }
+            },
+            ast::AlterRoleOperation::Set {
+                in_database: None, ..
             }
+            | ast::AlterRoleOperation::Reset {
+                in_database: None, ..
+            } => return Err(denied("permission denied")),
             other => {
                 return Err(SqlError::feature_not_supported(format!(
                     "ALTER ROLE {}",
@@ -270,6 +235,56 @@ impl Binder<'_> {
             name: target.name.clone(),
             change,
         })))
+    }
+
+    /// `ALTER ROLE name [WITH] options`: a role that `manages` the target changes any of
+    /// them but the superuser's; any role its own password.
+    fn alter_role_options(
+        &self,
+        actor: &RoleDef,
+        target: &RoleDef,
+        manages: bool,
+        options: &[ast::RoleOption],
+    ) -> SqlResult<RoleChange> {
+        let options = role_options(options)?;
+        self.check_attribute_rights(actor, &options, "alter")?;
+        if target.attributes.superuser && !actor.attributes.superuser {
+            return Err(denied(
+                "must be superuser to alter superuser roles or change superuser attribute",
+            ));
+        }
+        let own_password = target.oid == actor.oid
+            && options
+                == RoleOptions {
+                    password: options.password.clone(),
+                    ..RoleOptions::default()
+                };
+        if !manages && !own_password {
+            return Err(denied("permission denied"));
+        }
+        if target.oid == BOOTSTRAP_ROLE_OID {
+            return Err(bootstrap_unchangeable(
+                "changing the attributes or password of",
+            ));
+        }
+        Ok(RoleChange::Options(options))
+    }
+
+    fn rename_role(&self, target: &RoleDef, manages: bool, new: String) -> SqlResult<RoleChange> {
+        if target.oid == BOOTSTRAP_ROLE_OID {
+            return Err(bootstrap_unchangeable("renaming"));
+        }
+        if target.oid == self.role {
+            return Err(SqlError::feature_not_supported("renaming the current user"));
+        }
+        if !manages {
+            return Err(denied("permission denied to rename role"));
+        }
+        check_new_role_name(&new)?;
+        if self.catalog.authorization.role(&new).is_some() {
+            return Err(role_exists(&new));
+        }
+        Ok(RoleChange::Rename(new))
     }
 
     pub(crate) fn drop_roles(
