@@ -63,6 +63,19 @@ fi
 if [ ! -d tests/drivers/node/node_modules/pg ]; then
     (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The console's browser test (server/tests/console.rs): Debian's Chromium, playwright-core
+# to drive it, and Prometheus' own text parser for /metrics.
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "setup: installing Chromium"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -d tests/console/node_modules/playwright-core ]; then
+    (cd tests/console && npm ci --no-audit --no-fund --loglevel=error)
+fi
+if ! "$venv/bin/python" -c "import prometheus_client" >/dev/null 2>&1; then
+    "$venv/bin/pip" install -q "prometheus-client==0.21.0"
+fi
 if ! command -v go >/dev/null 2>&1; then
     echo "setup: go not found; install Go 1.22 or newer (the pgx driver test and the linearizability checker need it)" >&2
     exit 1

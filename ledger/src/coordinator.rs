@@ -49,6 +49,8 @@ pub(crate) struct Coordinator {
     replication: ReplicationMeta,
     durable_replication: ReplicationMeta,
     checkpointing: Option<Checkpointing>,
+    /// The last checkpoints that became durable, newest last (`hotledger.checkpoints`).
+    recent_checkpoints: std::collections::VecDeque<plan::CheckpointRow>,
     last_checkpoint: Instant,
     changed_since_checkpoint: bool,
     options: ExecutorOptions,
@@ -77,6 +79,7 @@ pub(crate) struct Coordinator {
 struct SharedWithHandle {
     published: Arc<RwLock<Arc<Catalog>>>,
     published_view: Arc<PublishedView>,
+    activity: Arc<crate::transfer_activity::TransferActivity>,
 }
 
 /// How long the executor stays without an entry before it publishes a read view.
@@ -106,6 +109,7 @@ struct Routing {
 struct Checkpointing {
     meta: ReplicationMeta,
     position: LogPosition,
+    started: Instant,
     /// The commit record names this position: the partitions may write in place.
     committed: bool,
 }
@@ -123,6 +127,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
     let position = coordinator.applied;
     let catalog = coordinator.executor.published.clone();
     let published_view = coordinator.published_view.clone();
+    let activity = coordinator.executor.activity.clone();
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("executor".into())
@@ -137,6 +142,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
             published_view,
             data_file,
             io_mode,
+            activity,
         },
         position,
     ))
@@ -280,19 +286,23 @@ impl Coordinator {
             }));
         }
         let catalog = Arc::new(catalog);
-        let (published, published_view) = match shared {
+        let (published, published_view, activity) = match shared {
             Some(shared) => {
                 *shared.published.write().unwrap_or_else(|e| e.into_inner()) = catalog.clone();
-                (shared.published, shared.published_view)
+                (shared.published, shared.published_view, shared.activity)
             }
-            None => (Arc::new(RwLock::new(catalog.clone())), Arc::default()),
+            None => (
+                Arc::new(RwLock::new(catalog.clone())),
+                Arc::default(),
+                Arc::new(crate::transfer_activity::TransferActivity::new(partitions)),
+            ),
         };
         let mut workers = Vec::with_capacity(partitions);
         workers.push(None);
         for partition in 1..partitions {
             let mut held = Vec::with_capacity(partitions);
             held.resize_with(partitions, || None);
-            let executor = Executor::new(
+            let mut executor = Executor::new(
                 held,
                 catalog.clone(),
                 published.clone(),
@@ -300,12 +310,15 @@ impl Coordinator {
                 expiry,
                 ledger_clock,
             );
+            executor.activity = activity.clone();
+            executor.activity_thread = partition;
             workers.push(Some(Worker::start(partition, executor)?));
         }
         if let Some(bytes) = first_meta_of(&mut shards, meta, META_TABLE_VERSIONS)? {
             restore_table_versions(&mut shards, &bytes)?;
         }
         let mut executor = Executor::new(shards, catalog, published, meta, expiry, ledger_clock);
+        executor.activity = activity;
         executor.sequences = Arc::new(SequenceStore::owning(sequence_states));
         executor.dependent_views = Some(options.dependent_views);
         Ok(Coordinator {
@@ -316,6 +329,7 @@ impl Coordinator {
             durable_replication: replication.clone(),
             replication,
             checkpointing: None,
+            recent_checkpoints: Default::default(),
             last_checkpoint: Instant::now(),
             changed_since_checkpoint: false,
             checkpoint_failures: 0,
@@ -440,6 +454,7 @@ impl Coordinator {
                 split: self.routing.split,
                 pool_waits: self.pool_waits.entries,
                 pool_wait: self.pool_waits.waited,
+                recent_checkpoints: self.recent_checkpoints.iter().cloned().collect(),
             }),
             Request::CheckIntegrity { reply } => reply(self.executor.check_integrity()),
             Request::Meta { reply } => {
@@ -511,6 +526,7 @@ impl Coordinator {
                 self.checkpointing = Some(Checkpointing {
                     meta: snapshot,
                     position: self.applied,
+                    started: Instant::now(),
                     committed: false,
                 });
                 self.changed_since_checkpoint = false;
@@ -562,9 +578,28 @@ impl Coordinator {
             if checkpointing.committed {
                 self.durable_replication = checkpointing.meta;
                 self.checkpoint_retry.succeeded();
+                self.remember_checkpoint(checkpointing.position, checkpointing.started);
             }
             self.answer_snapshot_requests(checkpointing.committed);
         }
+    }
+
+    /// A checkpoint covering `position`, begun at `started`, is durable.
+    fn remember_checkpoint(&mut self, position: LogPosition, started: Instant) {
+        const KEPT: usize = 32;
+        let pages = combined_stats(self.executor.shards.iter().flatten()).last_checkpoint_pages;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as i64);
+        if self.recent_checkpoints.len() == KEPT {
+            self.recent_checkpoints.pop_front();
+        }
+        self.recent_checkpoints.push_back(plan::CheckpointRow {
+            finished_at: now,
+            log_index: position.index as i64,
+            pages: pages as i64,
+            milliseconds: started.elapsed().as_millis() as i64,
+        });
     }
 
     /// Publishes a read view for the sessions' point reads once no entry has come for a

@@ -193,7 +193,7 @@ pub enum Request {
 }
 
 /// The storage engines' counters (all partitions added up) and how commands were routed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ExecutorStats {
     pub storage: kv::EngineStats,
     pub partitions: usize,
@@ -210,6 +210,8 @@ pub struct ExecutorStats {
     /// in all (`Coordinator::wait_for_pool_room`).
     pub pool_waits: u64,
     pub pool_wait: std::time::Duration,
+    /// The last checkpoints that became durable, newest last.
+    pub recent_checkpoints: Vec<plan::CheckpointRow>,
 }
 
 /// A cheap, cloneable way to talk to the executor thread.
@@ -221,9 +223,16 @@ pub struct ExecutorHandle {
     /// Partition 0's data file and the IO mode: where a snapshot is staged.
     pub(crate) data_file: std::path::PathBuf,
     pub(crate) io_mode: IoMode,
+    /// What the executor tells of the transfers it applies (`hotledger.hot_accounts`).
+    pub(crate) activity: Arc<crate::transfer_activity::TransferActivity>,
 }
 
 impl ExecutorHandle {
+    /// Transfers created, and the accounts taking the most (`transfer_activity`).
+    pub fn transfer_activity(&self) -> &crate::transfer_activity::TransferActivity {
+        &self.activity
+    }
+
     /// Sends a request; false when the executor has stopped.
     pub fn send(&self, request: Request) -> bool {
         self.requests.send(request).is_ok()
@@ -294,6 +303,10 @@ pub struct Executor {
     pub(crate) dependent_views: Option<plan::DependentViews>,
     /// Debug builds: set once the accounts outgrow `double_entry`'s check.
     pub(crate) double_entry_unchecked: bool,
+    /// Where transfers applied are told (`transfer_activity`), and this executor thread's
+    /// place there (0 the coordinator's, else its partition's).
+    pub(crate) activity: Arc<crate::transfer_activity::TransferActivity>,
+    pub(crate) activity_thread: usize,
 }
 
 /// Buffers an executor keeps for their capacity, so a write or a read allocates nothing.
@@ -369,6 +382,8 @@ impl Executor {
             schema_transaction: None,
             dependent_views: None,
             double_entry_unchecked: false,
+            activity: Arc::new(crate::transfer_activity::TransferActivity::new(1)),
+            activity_thread: 0,
         }
     }
 
@@ -729,6 +744,21 @@ impl Executor {
         self.undo.clear();
     }
 
+    /// The ledger's transfers table in each partition this executor holds, if there is one.
+    fn transfers_storage(&mut self) -> Option<Vec<Option<kv::Table>>> {
+        let table = self
+            .catalog
+            .ledger_table(plan::LedgerRole::Transfers)?
+            .storage
+            .clone();
+        Some(
+            self.shards
+                .iter()
+                .map(|s| s.as_ref().and_then(|s| s.engine.table(&table)))
+                .collect(),
+        )
+    }
+
     /// How many writes the current command has made (a mark for `rollback_to`).
     pub(crate) fn undo_len(&self) -> usize {
         self.undo.len()
@@ -736,8 +766,20 @@ impl Executor {
 
     /// Undoes the writes made since the undo log had `mark` entries.
     pub(crate) fn rollback_to(&mut self, mark: usize) {
+        if self.undo.len() <= mark {
+            return;
+        }
+        let transfers = self.transfers_storage();
         while self.undo.len() > mark {
             let Some(u) = self.undo.pop() else { return };
+            // A transfer created and now taken back is not one (`transfer_activity`).
+            if u.old.is_none()
+                && transfers
+                    .as_deref()
+                    .is_some_and(|t| t.get(u.shard) == Some(&Some(u.storage)))
+            {
+                self.activity.taken_back();
+            }
             let engine = match self.shard(u.shard) {
                 Ok(shard) => &mut shard.engine,
                 Err(e) => return self.fail(e),

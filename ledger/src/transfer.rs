@@ -261,6 +261,10 @@ impl Executor {
             row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
             row[t.created_at] = Value::TimestampTz(self.clock.now);
             let written = self.insert_new_row(table, &key, &row, version)?;
+            if written {
+                // Counted as its row is written: a failure below takes both back.
+                self.activity.created();
+            }
             row[t.timeout] = timeout_given;
             written
         };
@@ -308,6 +312,7 @@ impl Executor {
         if post || void {
             self.resolve_pending(&schema, id, &mut row, post, version)?;
             self.put_row(table, &key, None, &row, version)?;
+            self.activity.created();
         } else {
             self.move_funds(&schema, id, &row, pending, version)?;
         }
@@ -405,6 +410,7 @@ impl Executor {
             if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, row, version)? {
                 return Err(whole());
             }
+            self.activity.created();
         }
         let (debit_balance, credit_balance) = balances(schema, pending);
         for (account_id, here, balance, side, name) in [
@@ -659,6 +665,17 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let a = &schema.account;
+        let balance = |column: usize| int(&account.row[column]).unwrap_or(0);
+        self.activity.account(
+            self.activity_thread,
+            account.id,
+            crate::transfer_activity::Balances {
+                debits_pending: balance(a.debits_pending),
+                debits_posted: balance(a.debits_posted),
+                credits_pending: balance(a.credits_pending),
+                credits_posted: balance(a.credits_posted),
+            },
+        );
         let history = flag(&account.row[a.history]).then(|| {
             let b = &schema.balance;
             let mut entry = vec![Value::Null; schema.balances.columns.len()];

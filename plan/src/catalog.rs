@@ -278,6 +278,10 @@ pub struct Catalog {
     /// that reads `hotledger.cluster` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]
     pub cluster: Arc<Vec<ClusterMember>>,
+    /// Never stored: the node's counters and measurements, filled in by the session that
+    /// reads `hotledger.metrics` and its kin in a copy of the catalog (empty everywhere else).
+    #[serde(skip)]
+    pub node: Arc<crate::node_views::NodeViews>,
     /// Never stored: the session's prepared statements, filled in by the session that reads
     /// `pg_prepared_statements` in a copy of the catalog (empty everywhere else).
     #[serde(skip)]

@@ -161,6 +161,14 @@ pub enum SystemTable {
     PgUser,
     /// The privileges granted on tables and views.
     InfoTablePrivileges,
+    // The node's own views (`crate::node_views`).
+    HotledgerMetrics,
+    HotledgerLatency,
+    HotledgerThroughput,
+    HotledgerCheckpoints,
+    /// `pg_stat_activity` with the node's id.
+    HotledgerSessions,
+    HotledgerHotAccounts,
 }
 
 use DataType::{Bool, CatalogChar, Int2, Int4, Name, Oid, Text};
@@ -188,7 +196,16 @@ impl SystemTable {
     pub fn lookup(schema: Option<&str>, name: &str) -> Option<SystemTable> {
         use SystemTable::*;
         if schema == Some("hotledger") {
-            return (name == "cluster").then_some(HotledgerCluster);
+            return match name {
+                "cluster" => Some(HotledgerCluster),
+                "metrics" => Some(HotledgerMetrics),
+                "latency" => Some(HotledgerLatency),
+                "throughput" => Some(HotledgerThroughput),
+                "checkpoints" => Some(HotledgerCheckpoints),
+                "sessions" => Some(HotledgerSessions),
+                "hot_accounts" => Some(HotledgerHotAccounts),
+                _ => None,
+            };
         }
         let in_pg_catalog = matches!(schema, None | Some("pg_catalog"));
         if schema == Some("information_schema") {
@@ -321,6 +338,12 @@ impl SystemTable {
             PgEnum => "pg_enum",
             PgStatActivity => "pg_stat_activity",
             HotledgerCluster => "cluster",
+            HotledgerMetrics => "metrics",
+            HotledgerLatency => "latency",
+            HotledgerThroughput => "throughput",
+            HotledgerCheckpoints => "checkpoints",
+            HotledgerSessions => "sessions",
+            HotledgerHotAccounts => "hot_accounts",
             PgPreparedStatements => "pg_prepared_statements",
             PgRange => "pg_range",
             PgIndexes => "pg_indexes",
@@ -659,6 +682,50 @@ impl SystemTable {
                 ("reachable", Bool),
                 ("is_self", Bool),
             ],
+            HotledgerMetrics => vec![
+                ("name", Text),
+                ("labels", Text),
+                ("kind", Text),
+                ("value", DataType::Float8),
+            ],
+            HotledgerLatency => vec![
+                ("stage", Text),
+                ("window_seconds", DataType::Int8),
+                ("count", DataType::Int8),
+                ("p50_us", DataType::Int8),
+                ("p90_us", DataType::Int8),
+                ("p99_us", DataType::Int8),
+                ("p999_us", DataType::Int8),
+                ("max_us", DataType::Int8),
+            ],
+            HotledgerThroughput => vec![
+                ("at", DataType::TimestampTz),
+                ("transfers", DataType::Int8),
+                ("statements", DataType::Int8),
+                ("commits", DataType::Int8),
+                ("bytes_fsynced", DataType::Int8),
+            ],
+            HotledgerCheckpoints => vec![
+                ("finished_at", DataType::TimestampTz),
+                ("log_index", DataType::Int8),
+                ("pages", DataType::Int8),
+                ("milliseconds", DataType::Int8),
+            ],
+            HotledgerHotAccounts => vec![
+                ("window_seconds", DataType::Int8),
+                ("account_id", DataType::Int8),
+                ("transfers", DataType::Int8),
+                ("error", DataType::Int8),
+                ("debits_pending", DataType::Int8),
+                ("debits_posted", DataType::Int8),
+                ("credits_pending", DataType::Int8),
+                ("credits_posted", DataType::Int8),
+            ],
+            HotledgerSessions => {
+                let mut columns = vec![("node_id", DataType::Int8)];
+                columns.extend(PgStatActivity.columns());
+                columns
+            }
             PgStatActivity => vec![
                 ("datid", Oid),
                 ("datname", Name),
@@ -794,6 +861,19 @@ impl SystemTable {
             PgPreparedStatements => table_rows::pg_prepared_statements(catalog),
             PgStatActivity => table_rows::pg_stat_activity(catalog),
             HotledgerCluster => table_rows::hotledger_cluster(catalog),
+            HotledgerMetrics => crate::node_views::metrics_rows(catalog),
+            HotledgerLatency => crate::node_views::latency_rows(catalog),
+            HotledgerThroughput => crate::node_views::throughput_rows(catalog),
+            HotledgerCheckpoints => crate::node_views::checkpoint_rows(catalog),
+            HotledgerHotAccounts => crate::node_views::hot_account_rows(catalog),
+            HotledgerSessions => table_rows::pg_stat_activity(catalog)
+                .into_iter()
+                .map(|row| {
+                    let mut with_node = vec![Value::Int(catalog.node.node_id)];
+                    with_node.extend(row);
+                    with_node
+                })
+                .collect(),
             InfoTables => table_rows::info_tables(catalog),
             PgSequence => table_rows::pg_sequence(catalog),
             PgDepend => table_rows::pg_depend(catalog),

@@ -74,11 +74,28 @@ struct Shared {
     early: Arc<EarlyReplies>,
 }
 
-/// How well group commit works: entries and flushes so far.
-#[derive(Debug, Default)]
+/// How well group commit works: entries and flushes so far, the bytes they carried, and
+/// whoever wants to hear of each flush (the server's latency histograms).
+#[derive(Default)]
 pub struct LogStats {
     pub entries: std::sync::atomic::AtomicU64,
     pub flushes: std::sync::atomic::AtomicU64,
+    pub bytes: std::sync::atomic::AtomicU64,
+    /// Called after each write-and-fsync of a batch with how long it took and its bytes.
+    pub on_flush: std::sync::OnceLock<FlushObserver>,
+}
+
+/// What `LogStats::on_flush` calls.
+pub type FlushObserver = Box<dyn Fn(std::time::Duration, u64) + Send + Sync>;
+
+impl std::fmt::Debug for LogStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStats")
+            .field("entries", &self.entries)
+            .field("flushes", &self.flushes)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
 }
 
 /// The log storage handed to openraft (cheap to clone).
@@ -315,9 +332,15 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
                         Err(_) => break,
                     }
                 }
+                let started = std::time::Instant::now();
                 let result = append_waiting_for_space(&mut store, &batch);
+                let bytes: u64 = batch.iter().map(|(_, e)| e.len() as u64).sum();
                 stats.entries.fetch_add(batch.len() as u64, Relaxed);
                 stats.flushes.fetch_add(1, Relaxed);
+                stats.bytes.fetch_add(bytes, Relaxed);
+                if let Some(observe) = stats.on_flush.get() {
+                    observe(started.elapsed(), bytes);
+                }
                 for flushed in callbacks {
                     flushed(
                         result

@@ -63,6 +63,22 @@ impl ClusterStatus {
         }
     }
 
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// This node's role now ('leader', 'follower', 'candidate' or 'learner'), its term, and
+    /// whether its Raft still runs.
+    pub fn here(&self) -> (&'static str, u64, bool) {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        (
+            role(metrics.state),
+            metrics.current_term,
+            metrics.running_state.is_ok(),
+        )
+    }
+
     /// Every member of the membership in force, in node id order.
     pub async fn members(&self) -> Vec<MemberStatus> {
         let metrics = self.raft.metrics().borrow().clone();

@@ -52,7 +52,8 @@ pub struct ClusterArgs {
     /// Where the nodes keep their data: DIR/node1, DIR/node2, …
     #[arg(long, default_value = "./hotledger-cluster")]
     data_dir: PathBuf,
-    /// Node N listens for clients on P+N-1 and for its peers on P+100+N-1.
+    /// Node N listens for clients on P+N-1, for its peers on P+100+N-1, and serves its
+    /// console on P+200+N-1.
     #[arg(long, default_value_t = 5433, value_parser = clap::value_parser!(u16).range(1..=65000))]
     base_port: u16,
     /// Buffer pool of each node, in MiB.
@@ -72,6 +73,7 @@ struct Node {
     id: u16,
     client_port: u16,
     peer_port: u16,
+    http_port: u16,
     data_dir: PathBuf,
 }
 
@@ -81,6 +83,7 @@ fn nodes(args: &ClusterArgs) -> Vec<Node> {
             id,
             client_port: args.base_port + id - 1,
             peer_port: args.base_port + 100 + id - 1,
+            http_port: args.base_port + 200 + id - 1,
             data_dir: args.data_dir.join(format!("node{id}")),
         })
         .collect()
@@ -107,6 +110,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             .arg(&node.data_dir)
             .args(["--listen", &format!("127.0.0.1:{}", node.client_port)])
             .args(["--raft-listen", &format!("127.0.0.1:{}", node.peer_port)])
+            .args(["--http", &format!("127.0.0.1:{}", node.http_port)])
             .args(["--peers", &peers])
             .args(["--pool-mb", &args.pool_mb.to_string()])
             .spawn();
@@ -120,9 +124,10 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
     }
     for node in &nodes {
         println!(
-            "node {}: psql -h 127.0.0.1 -p {} -U ledger   (peers on 127.0.0.1:{}, data in {})",
+            "node {}: psql -h 127.0.0.1 -p {} -U ledger   console http://127.0.0.1:{}/   (peers on 127.0.0.1:{}, data in {})",
             node.id,
             node.client_port,
+            node.http_port,
             node.peer_port,
             node.data_dir.display()
         );

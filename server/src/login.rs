@@ -211,6 +211,61 @@ impl Logins {
         Ok(())
     }
 
+    /// A login by password for the console (`POST /api/login`): the same roles, passwords,
+    /// attributes and slowing of failures as a PostgreSQL login; the refusal's message (a
+    /// wrong password and an unknown user alike).
+    pub async fn password_login(
+        self: &Arc<Self>,
+        peer: SocketAddr,
+        user: &str,
+        password: &str,
+    ) -> Result<(), String> {
+        let wait = self.wait_before_login(peer);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        if !self.password_matches(user, password) {
+            let failures = self.throttle.failed(peer.ip());
+            log_limit::client_fault(&format!(
+                "console login failed for user \"{user}\" from {peer} ({failures} recent failures from this address)"
+            ));
+            return Err(format!(
+                "password authentication failed for user \"{user}\""
+            ));
+        }
+        self.authorize(user).map_err(|refusal| refusal.message)?;
+        self.succeeded(peer);
+        Ok(())
+    }
+
+    /// Whether `password` is `user`'s: the bootstrap superuser's, or one whose SCRAM
+    /// verifier the role's stored one is (while it is valid).
+    fn password_matches(self: &Arc<Self>, user: &str, password: &str) -> bool {
+        let secret = Credentials {
+            logins: self.clone(),
+        }
+        .secret(user);
+        match secret {
+            ScramSecret::SaltedPassword {
+                salt,
+                salted_password,
+            } => {
+                let given = gen_salted_password(password, &salt, SCRAM_ITERATIONS);
+                constant_time_eq(&given, &salted_password)
+            }
+            ScramSecret::Verifier {
+                salt,
+                iterations,
+                stored_key,
+                server_key,
+            } => {
+                let given = plan::scram::ScramVerifier::derive(password, &salt, iterations as u32);
+                constant_time_eq(&given.stored_key, &stored_key)
+                    && constant_time_eq(&given.server_key, &server_key)
+            }
+        }
+    }
+
     /// A login from `peer` succeeded: its address is cleared.
     pub fn succeeded(&self, peer: SocketAddr) {
         self.throttle.succeeded(peer.ip());
@@ -347,6 +402,11 @@ impl StartupHandler for RoleStartup {
 #[derive(Debug)]
 struct Credentials {
     logins: Arc<Logins>,
+}
+
+/// Whether two byte strings are equal, in time that depends only on their lengths.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 impl std::fmt::Debug for Logins {

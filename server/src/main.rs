@@ -21,10 +21,12 @@ mod copy_format;
 mod counting_allocator;
 mod frontend;
 mod handlers;
+mod http;
 mod local_cluster;
 mod log_limit;
 mod login;
 mod login_throttle;
+mod metrics;
 mod migrations;
 mod notifications;
 mod read_threads;
@@ -182,6 +184,11 @@ struct ServeArgs {
     /// The largest message a client may send, in MiB (larger ones are refused unread).
     #[arg(long, default_value_t = 64)]
     max_message_mb: usize,
+    /// The web console, `/metrics` and `/health` over HTTP: HOST:PORT, or `off`. Without
+    /// it, 127.0.0.1:8080 — and a node that finds that port taken says so and goes on
+    /// without a console; an address given that cannot be bound stops the start.
+    #[arg(long, value_parser = http_address)]
+    http: Option<HttpAddress>,
     /// File IO for the data file: auto (io_uring when available), uring or portable.
     #[arg(long, default_value = "auto", value_parser = ["auto", "uring", "portable"])]
     io: String,
@@ -278,12 +285,62 @@ pub(crate) fn lock_data_dir(dir: &Path) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
+/// `--http`: an address, or `off`.
+#[derive(Clone, Copy, Debug)]
+enum HttpAddress {
+    Off,
+    At(SocketAddr),
+}
+
+/// Starts the HTTP server where `--http` says (see `ServeArgs::http`).
+fn start_console(
+    http: Option<HttpAddress>,
+    shared: &Arc<Shared>,
+    logins: &Arc<Logins>,
+) -> Result<(), String> {
+    let (addr, asked) = match http {
+        Some(HttpAddress::Off) => return Ok(()),
+        Some(HttpAddress::At(addr)) => (addr, true),
+        None => (DEFAULT_HTTP.parse().expect("a valid address"), false),
+    };
+    match http::start(addr, shared.clone(), logins.clone()) {
+        Ok(()) => {
+            eprintln!("hotledger: console on http://{addr}/");
+            Ok(())
+        }
+        Err(e) if !asked => {
+            eprintln!("hotledger: no console: {e} (give --http HOST:PORT, or --http off)");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn http_address(text: &str) -> Result<HttpAddress, String> {
+    if text.eq_ignore_ascii_case("off") {
+        return Ok(HttpAddress::Off);
+    }
+    text.parse()
+        .map(HttpAddress::At)
+        .map_err(|_| format!("expected HOST:PORT or off, got {text:?}"))
+}
+
+/// Where the console listens when `--http` is not given.
+const DEFAULT_HTTP: &str = "127.0.0.1:8080";
+
 fn serve(args: ServeArgs) -> Result<(), String> {
     if args.password == DEFAULT_PASSWORD && !is_loopback(args.listen.ip()) {
         return Err(format!(
             "refusing to listen on {} with the default password; set --password or HOTLEDGER_PASSWORD",
             args.listen
         ));
+    }
+    if let (Some(HttpAddress::At(addr)), true) = (args.http, args.password == DEFAULT_PASSWORD) {
+        if !is_loopback(addr.ip()) {
+            return Err(format!(
+                "refusing to serve the console on {addr} with the default password; set --password or HOTLEDGER_PASSWORD"
+            ));
+        }
     }
     if args.password.is_empty() {
         return Err("the password must not be empty".into());
@@ -462,6 +519,14 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         executor.clone(),
     )
     .await?;
+    let metrics = Arc::new(metrics::NodeMetrics::default());
+    {
+        let metrics = metrics.clone();
+        let _ = node
+            .log_stats
+            .on_flush
+            .set(Box::new(move |took, bytes| metrics.flush(took, bytes)));
+    }
     let shared = Arc::new(Shared {
         executor: executor.clone(),
         proposer: node.proposer.clone(),
@@ -473,6 +538,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         activity: Default::default(),
         membership: node.membership.clone(),
         max_connections: args.max_connections as usize,
+        metrics: metrics.clone(),
     });
     // Raft may stop while these run (a node whose settings differ from the cluster's
     // stops as it applies the record): then say why at once instead of retrying.
@@ -491,6 +557,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         max_connections: args.max_connections as usize,
         shared: Some(shared.clone()),
     });
+    start_console(args.http, &shared, &logins)?;
     let context = Arc::new(ServerContext::new(shared, logins.clone()));
     eprintln!(
         "hotledger: listening on {} (data {}, recovered from log index {}); connect with: psql -h {} -p {} -U {}",

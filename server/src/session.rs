@@ -35,6 +35,7 @@ use crate::statements::Statements;
 mod between_sessions;
 mod cluster_change;
 mod copy_from;
+mod node_views;
 mod own_sequences;
 mod prepare;
 mod read;
@@ -46,6 +47,7 @@ mod transaction;
 mod write;
 
 use copy_from::CopyState;
+pub(crate) use node_views::{gather as gather_node_views, stage_totals};
 use settings::SettingChange;
 use settings::{setting_key, SETTINGS};
 pub use transaction::Block;
@@ -71,6 +73,8 @@ pub struct Shared {
     pub membership: raft::Membership,
     /// `--max-connections`, as SHOW shows it.
     pub max_connections: usize,
+    /// What the node counts and measures (`hotledger.metrics`, `/metrics`).
+    pub metrics: Arc<crate::metrics::NodeMetrics>,
 }
 
 /// What running a statement produced.
@@ -134,6 +138,8 @@ pub struct Session {
     /// The role the session logged in as (`session_user`, and `current_user`): its
     /// privileges are what every statement is checked against.
     role: u32,
+    /// Read-only whatever the session SETs (`lock_writes`).
+    writes_locked: bool,
 }
 
 /// The OID of the role a session logs in as, `user` of its startup message: the bootstrap
@@ -254,6 +260,7 @@ impl Session {
         // migrations').
         if pid != 0 {
             shared.activity.register(id, record.clone());
+            shared.metrics.session_opened();
         }
         Session {
             shared,
@@ -275,6 +282,7 @@ impl Session {
             interrupt: plan::Interrupt::new(),
             control: None,
             role,
+            writes_locked: false,
         }
     }
 
@@ -379,10 +387,17 @@ impl Session {
             None => self.interrupt.clear_timeout(),
         }
         self.notices.extend(bound.notices.iter().cloned());
+        let started = std::time::Instant::now();
         let result = match self.interrupt.check() {
             Ok(()) => self.execute_inner(&bound.plan, params).await,
             Err(stop) => Err(stop),
         };
+        if self.pid != 0 {
+            let kind = crate::metrics::StatementKind::of(&bound.plan);
+            self.shared
+                .metrics
+                .statement(kind, started.elapsed(), result.is_err());
+        }
         if let Some(control) = &self.control {
             control.end_statement();
         }
@@ -533,8 +548,10 @@ impl Session {
         if encoded.len() > ledger::COMMAND_BYTES_MAX {
             return Err(ledger::command_too_large(encoded.len()));
         }
+        let proposed = std::time::Instant::now();
         let bytes = self.propose_interruptibly(encoded).await?;
         let outcome = decode_result(&bytes)?;
+        self.shared.metrics.commit(proposed.elapsed());
         self.sequences.absorb(&outcome.sequences);
         Ok(outcome)
     }
@@ -573,10 +590,17 @@ impl Session {
     /// or outside one, the session's `default_transaction_read_only` (the statement's own
     /// implicit transaction).
     pub(super) fn read_only(&self) -> bool {
-        match &self.transaction {
-            Some(t) => t.read_only,
-            None => self.default_read_only(),
-        }
+        self.writes_locked
+            || match &self.transaction {
+                Some(t) => t.read_only,
+                None => self.default_read_only(),
+            }
+    }
+
+    /// Holds the session read-only whatever it SETs (the console's sessions, until their
+    /// user unlocks writes in the page), or lets it write again.
+    pub fn lock_writes(&mut self, locked: bool) {
+        self.writes_locked = locked;
     }
 
     /// 25006 for `what` (a write, a schema change, a sequence advance) in a read-only

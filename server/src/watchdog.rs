@@ -1,7 +1,8 @@
 //! The watchdog: one thread that, every few milliseconds, looks at each connection's
 //! running statement and raises its interrupt when its `statement_timeout` has passed or its
 //! client has closed the connection. Statements check their interrupt per row, so either
-//! stops them within a tick and a row's work.
+//! stops them within a tick and a row's work. Between, it moves the transfers the executor
+//! created into the node's per-second throughput.
 
 use std::sync::Weak;
 use std::thread;
@@ -17,10 +18,19 @@ pub fn spawn(shared: Weak<Shared>) -> std::io::Result<()> {
     thread::Builder::new()
         .name("watchdog".into())
         .spawn(move || {
+            let mut transfers_seen = None;
             while let Some(shared) = shared.upgrade() {
                 let now = Instant::now();
                 for control in shared.activity.controls() {
                     control.watch(now);
+                }
+                let created = shared.executor.transfer_activity().transfers_created();
+                let before = transfers_seen.replace(created).unwrap_or(created);
+                if created > before {
+                    shared
+                        .metrics
+                        .throughput
+                        .add(crate::metrics::Count::Transfers, created - before);
                 }
                 drop(shared);
                 thread::sleep(TICK);

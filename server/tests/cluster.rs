@@ -239,16 +239,18 @@ fn a_five_node_cluster_commits_with_two_down_and_not_with_three() {
     );
 }
 
-/// A base port whose client ports (P, P+1, P+2) and peer ports (P+100, …) are all free.
+/// A base port whose client ports (P, P+1, P+2), peer ports (P+100, …) and console ports
+/// (P+200, …) are all free.
 fn free_base_port() -> u16 {
     for _ in 0..100 {
         let base = free_port();
-        if base > 31_800 {
+        if base > 31_700 {
             continue;
         }
         let free = (1..3)
             .map(|i| base + i)
             .chain((0..3).map(|i| base + 100 + i))
+            .chain((0..3).map(|i| base + 200 + i))
             .all(common::claim_port);
         if free {
             return base;

@@ -101,6 +101,7 @@ impl Coordinator {
         let shared = SharedWithHandle {
             published: self.executor.published.clone(),
             published_view: self.published_view.clone(),
+            activity: self.executor.activity.clone(),
         };
         let expected = staged.header.position();
         // Workers end and engines close (a checkpoint in flight is abandoned or finished).

@@ -53,16 +53,30 @@ impl Session {
         // The views of the session's own state are evaluated here, on a copy of the catalog
         // that carries it.
         let reads = |t| plan::reads_system_table(&plan.rel, t);
-        let activity = reads(plan::SystemTable::PgStatActivity);
-        let statements = reads(plan::SystemTable::PgPreparedStatements);
-        let cluster = reads(plan::SystemTable::HotledgerCluster);
-        if (activity || statements || cluster) && plan.reads_user_tables {
+        use plan::SystemTable as T;
+        let sessions = reads(T::HotledgerSessions);
+        let activity = reads(T::PgStatActivity) || sessions;
+        let statements = reads(T::PgPreparedStatements);
+        let cluster = reads(T::HotledgerCluster);
+        let node = sessions
+            || [
+                T::HotledgerMetrics,
+                T::HotledgerLatency,
+                T::HotledgerThroughput,
+                T::HotledgerCheckpoints,
+                T::HotledgerHotAccounts,
+            ]
+            .into_iter()
+            .any(reads);
+        if (activity || statements || cluster || node) && plan.reads_user_tables {
             let view = if activity {
                 "pg_stat_activity"
             } else if statements {
                 "pg_prepared_statements"
-            } else {
+            } else if cluster {
                 "hotledger.cluster"
+            } else {
+                "the hotledger schema's views of the node"
             };
             return Err(SqlError::feature_not_supported(format!(
                 "{view} in a query that also reads tables"
@@ -70,10 +84,13 @@ impl Session {
         }
         if !plan.reads_user_tables {
             let mut catalog = self.catalog();
-            if activity || statements || cluster {
+            if activity || statements || cluster || node {
                 let mut with_session = (*catalog).clone();
                 if activity {
                     with_session.activity = Arc::new(self.visible_activity(&catalog));
+                }
+                if node {
+                    with_session.node = Arc::new(super::node_views::gather(&self.shared).await?);
                 }
                 if statements {
                     with_session.prepared_statements = Arc::new(self.statements.listing());

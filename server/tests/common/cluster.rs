@@ -209,6 +209,11 @@ impl Node {
                 vec!["--peers", peers]
             })
             .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
+            .args(if extra_args.iter().any(|a| a == "--http") {
+                vec![]
+            } else {
+                vec!["--http", "off"]
+            })
             .args(extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .stdout(Stdio::null())

@@ -172,6 +172,8 @@ impl TestServer {
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(self.default_unless_given("--checkpoint-interval-s", "2"))
             .args(self.default_unless_given("--pool-mb", "64"))
+            // Tests run servers side by side: a console only where a test asks for one.
+            .args(self.default_unless_given("--http", "off"))
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
