@@ -49,6 +49,8 @@ pub(crate) struct Coordinator {
     replication: ReplicationMeta,
     durable_replication: ReplicationMeta,
     checkpointing: Option<Checkpointing>,
+    /// How many requests wait for each executor thread (the handle counts them in).
+    queues: Arc<crate::queue_depth::QueueDepths>,
     /// The last checkpoints that became durable, newest last (`hotledger.checkpoints`).
     recent_checkpoints: std::collections::VecDeque<plan::CheckpointRow>,
     last_checkpoint: Instant,
@@ -80,6 +82,7 @@ struct SharedWithHandle {
     published: Arc<RwLock<Arc<Catalog>>>,
     published_view: Arc<PublishedView>,
     activity: Arc<crate::transfer_activity::TransferActivity>,
+    queues: Arc<crate::queue_depth::QueueDepths>,
 }
 
 /// How long the executor stays without an entry before it publishes a read view.
@@ -128,6 +131,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
     let catalog = coordinator.executor.published.clone();
     let published_view = coordinator.published_view.clone();
     let activity = coordinator.executor.activity.clone();
+    let queues = coordinator.queues.clone();
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("executor".into())
@@ -143,6 +147,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
             data_file,
             io_mode,
             activity,
+            queues,
         },
         position,
     ))
@@ -286,15 +291,21 @@ impl Coordinator {
             }));
         }
         let catalog = Arc::new(catalog);
-        let (published, published_view, activity) = match shared {
+        let (published, published_view, activity, queues) = match shared {
             Some(shared) => {
                 *shared.published.write().unwrap_or_else(|e| e.into_inner()) = catalog.clone();
-                (shared.published, shared.published_view, shared.activity)
+                (
+                    shared.published,
+                    shared.published_view,
+                    shared.activity,
+                    shared.queues,
+                )
             }
             None => (
                 Arc::new(RwLock::new(catalog.clone())),
                 Arc::default(),
                 Arc::new(crate::transfer_activity::TransferActivity::new(partitions)),
+                Arc::new(crate::queue_depth::QueueDepths::new(partitions)),
             ),
         };
         let mut workers = Vec::with_capacity(partitions);
@@ -312,7 +323,7 @@ impl Coordinator {
             );
             executor.activity = activity.clone();
             executor.activity_thread = partition;
-            workers.push(Some(Worker::start(partition, executor)?));
+            workers.push(Some(Worker::start(partition, executor, queues.clone())?));
         }
         if let Some(bytes) = first_meta_of(&mut shards, meta, META_TABLE_VERSIONS)? {
             restore_table_versions(&mut shards, &bytes)?;
@@ -329,6 +340,7 @@ impl Coordinator {
             durable_replication: replication.clone(),
             replication,
             checkpointing: None,
+            queues,
             recent_checkpoints: Default::default(),
             last_checkpoint: Instant::now(),
             changed_since_checkpoint: false,
@@ -373,7 +385,11 @@ impl Coordinator {
             } else {
                 Duration::from_millis(100)
             };
-            match requests.recv_timeout(wait) {
+            let request = requests.recv_timeout(wait);
+            if request.is_ok() {
+                self.queues.taken(0);
+            }
+            match request {
                 Ok(Request::Shutdown { reply }) => {
                     self.shutdown();
                     reply(());

@@ -225,9 +225,16 @@ pub struct ExecutorHandle {
     pub(crate) io_mode: IoMode,
     /// What the executor tells of the transfers it applies (`hotledger.hot_accounts`).
     pub(crate) activity: Arc<crate::transfer_activity::TransferActivity>,
+    /// How many requests wait for each executor thread.
+    pub(crate) queues: Arc<crate::queue_depth::QueueDepths>,
 }
 
 impl ExecutorHandle {
+    /// How many requests wait for the coordinator (first) and each partition's thread.
+    pub fn queue_depths(&self) -> Vec<u64> {
+        self.queues.depths()
+    }
+
     /// Transfers created, and the accounts taking the most (`transfer_activity`).
     pub fn transfer_activity(&self) -> &crate::transfer_activity::TransferActivity {
         &self.activity
@@ -235,7 +242,13 @@ impl ExecutorHandle {
 
     /// Sends a request; false when the executor has stopped.
     pub fn send(&self, request: Request) -> bool {
-        self.requests.send(request).is_ok()
+        // Counted before the send: the thread may take the request before `send` returns.
+        self.queues.queued(0);
+        let sent = self.requests.send(request).is_ok();
+        if !sent {
+            self.queues.taken(0);
+        }
+        sent
     }
 
     /// The catalog as of the last applied schema change.

@@ -67,10 +67,17 @@ pub(crate) enum Report {
 pub(crate) struct Worker {
     work: Option<Sender<Work>>,
     thread: Option<thread::JoinHandle<()>>,
+    partition: usize,
+    queues: Arc<crate::queue_depth::QueueDepths>,
 }
 
 impl Worker {
-    pub fn start(partition: usize, mut executor: Executor) -> SqlResult<Worker> {
+    pub fn start(
+        partition: usize,
+        mut executor: Executor,
+        queues: Arc<crate::queue_depth::QueueDepths>,
+    ) -> SqlResult<Worker> {
+        let taken = queues.clone();
         let (work, inbox) = mpsc::channel::<Work>();
         // Expiry is the coordinator's: it runs before a command is sent here.
         executor.clock.next_expiry = None;
@@ -79,6 +86,7 @@ impl Worker {
             .stack_size(sql::STATEMENT_STACK_BYTES)
             .spawn(move || {
                 while let Ok(work) = inbox.recv() {
+                    taken.taken(partition);
                     match work {
                         Work::Run {
                             shard,
@@ -127,6 +135,8 @@ impl Worker {
         Ok(Worker {
             work: Some(work),
             thread: Some(thread),
+            partition,
+            queues,
         })
     }
 
@@ -137,7 +147,11 @@ impl Worker {
     pub fn send(&self, work: Work) {
         if let Some(sender) = &self.work {
             // A thread that died answers nothing; the coordinator notices when it waits.
-            let _ = sender.send(work);
+            // Counted before the send: the thread may take the work before `send` returns.
+            self.queues.queued(self.partition);
+            if sender.send(work).is_err() {
+                self.queues.taken(self.partition);
+            }
         }
     }
 }

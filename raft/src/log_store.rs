@@ -75,7 +75,7 @@ struct Shared {
 }
 
 /// How well group commit works: entries and flushes so far, the bytes they carried, and
-/// whoever wants to hear of each flush (the server's latency histograms).
+/// whoever wants to hear of each flush and each apply (the server's latency histograms).
 #[derive(Default)]
 pub struct LogStats {
     pub entries: std::sync::atomic::AtomicU64,
@@ -83,6 +83,9 @@ pub struct LogStats {
     pub bytes: std::sync::atomic::AtomicU64,
     /// Called after each write-and-fsync of a batch with how long it took and its bytes.
     pub on_flush: std::sync::OnceLock<FlushObserver>,
+    /// Called as each committed entry is applied, with how long since it was handed to the
+    /// executor (its wait in the executor's queue included).
+    pub on_apply: std::sync::OnceLock<FlushObserver>,
 }
 
 /// What `LogStats::on_flush` calls.

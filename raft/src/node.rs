@@ -165,7 +165,8 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         )),
         false => None,
     };
-    let state_machine = StateMachine::new(executor.clone(), log.early_replies(), files);
+    let state_machine =
+        StateMachine::new(executor.clone(), log.early_replies(), files, log.stats());
     let raft_handle = state_machine.raft_handle();
     // One connection to each other member, for openraft's RPCs and our own requests alike.
     let peers = PeerLinks::default();

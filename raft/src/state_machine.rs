@@ -35,6 +35,8 @@ pub struct StateMachine {
     receiving: Arc<Mutex<Option<PathBuf>>>,
     /// The Raft this state machine serves, once started (an install pauses its elections).
     pub(crate) raft: Arc<OnceLock<Raft>>,
+    /// Where each entry's apply time is told (`LogStats::on_apply`).
+    stats: Arc<crate::log_store::LogStats>,
 }
 
 /// Sends the executor the request `make` builds around its reply, and waits for the reply;
@@ -77,6 +79,7 @@ impl StateMachine {
         executor: ExecutorHandle,
         early: Arc<EarlyReplies>,
         files: Option<Arc<SnapshotFiles>>,
+        stats: Arc<crate::log_store::LogStats>,
     ) -> StateMachine {
         StateMachine {
             executor,
@@ -84,6 +87,7 @@ impl StateMachine {
             files,
             receiving: Arc::default(),
             raft: Arc::default(),
+            stats,
         }
     }
 
@@ -170,13 +174,16 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             if !sent {
                 return Err(sm_error("the executor stopped"));
             }
-            pending.push((position.index, rx));
+            pending.push((position.index, rx, std::time::Instant::now()));
         }
         // An executor that stopped applying is a fatal storage error: openraft stops this
         // node (it no longer votes or takes entries), and the server exits with it.
         let mut results = Vec::with_capacity(pending.len());
-        for (index, rx) in pending {
+        for (index, rx, sent) in pending {
             let applied = rx.await.map_err(|_| sm_error("the executor stopped"))?;
+            if let Some(observe) = self.stats.on_apply.get() {
+                observe(sent.elapsed(), 0);
+            }
             let applied = applied.map_err(|e| {
                 sm_error(format!(
                     "log entry {index} was not applied, this replica stops: {}",

@@ -57,7 +57,8 @@ function chart(canvas, series, legend) {
   g.scale(ratio, ratio);
   g.clearRect(0, 0, width, height);
   const left = 52, bottom = 18, top = 8;
-  const max = Math.max(1, ...series.flatMap((s) => s.values));
+  // At least 4, so that the four grid lines have distinct whole-number labels.
+  const max = Math.max(4, ...series.flatMap((s) => s.values));
   const y = (v) => top + (height - top - bottom) * (1 - v / max);
   g.strokeStyle = "#e2e5ea";
   g.fillStyle = "#6b7485";

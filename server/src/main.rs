@@ -527,6 +527,13 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             .on_flush
             .set(Box::new(move |took, bytes| metrics.flush(took, bytes)));
     }
+    {
+        let metrics = metrics.clone();
+        let _ = node
+            .log_stats
+            .on_apply
+            .set(Box::new(move |took, _| metrics.apply(took)));
+    }
     let shared = Arc::new(Shared {
         executor: executor.clone(),
         proposer: node.proposer.clone(),

@@ -1,6 +1,9 @@
 // The console in a real browser: Debian's Chromium driven by playwright-core.
 //
-//   node console_test.js BASE_URL PASSWORD SCREENSHOT_DIR
+//   node console_test.js BASE_URL PASSWORD SCREENSHOT_DIR [NODES]
+//
+// With NODES (a cluster's node count): logs in, finds every member on the cluster panel and
+// the load on the chart, and saves `console-cluster.png`; nothing else.
 //
 // Logs in (a wrong password first, which must be refused), finds the node leading on the
 // cluster panel, runs SELECT 1 and a bad statement in the editor (the result, then the
@@ -10,12 +13,36 @@
 
 const { chromium } = require("playwright-core");
 
-const [base, password, shots] = process.argv.slice(2);
+const [base, password, shots, nodes] = process.argv.slice(2);
 const timeout = 20000;
 
 function check(condition, what) {
   if (!condition) throw new Error(`failed: ${what}`);
   console.log(`ok: ${what}`);
+}
+
+async function transfersShown(page) {
+  await page.waitForFunction(() => {
+    const legend = document.getElementById("throughput-legend").textContent;
+    const m = legend.match(/transfers\/s ([\d,]+)/);
+    return m && Number(m[1].replace(/,/g, "")) > 0;
+  }, null, { timeout });
+}
+
+async function clusterView(page, nodes) {
+  await page.fill("input[name=user]", "ledger");
+  await page.fill("input[name=password]", password);
+  await page.click("#login button[type=submit]");
+  await page.waitForSelector("#dashboard:not([hidden])", { timeout });
+  await page.waitForFunction(
+    (n) => document.querySelectorAll("#cluster tbody tr").length === n
+      && document.querySelector("#cluster tbody").textContent.includes("leader"),
+    nodes, { timeout });
+  check(true, `the cluster panel lists ${nodes} members and the leader`);
+  await transfersShown(page);
+  check(true, "the load shows on this node's chart");
+  await page.waitForTimeout(3000);
+  await page.screenshot({ path: `${shots}/console-cluster.png`, fullPage: true });
 }
 
 (async () => {
@@ -31,6 +58,10 @@ function check(condition, what) {
     await page.goto(base, { waitUntil: "load" });
     await page.waitForSelector("#login-panel:not([hidden])", { timeout });
 
+    if (nodes) {
+      await clusterView(page, Number(nodes));
+      return;
+    }
     await page.fill("input[name=user]", "ledger");
     await page.fill("input[name=password]", "not the password");
     await page.click("#login button[type=submit]");
@@ -66,11 +97,7 @@ function check(condition, what) {
     check(true, "writes are refused until unlocked (25006)");
 
     // The load the test runs moves the chart and the hot accounts.
-    await page.waitForFunction(() => {
-      const legend = document.getElementById("throughput-legend").textContent;
-      const m = legend.match(/transfers\/s ([\d,]+)/);
-      return m && Number(m[1].replace(/,/g, "")) > 0;
-    }, null, { timeout });
+    await transfersShown(page);
     check(true, "the transfers/s chart shows the load");
     await page.waitForFunction(
       () => document.querySelectorAll("#hot tbody tr").length > 0

@@ -102,6 +102,7 @@ impl Coordinator {
             published: self.executor.published.clone(),
             published_view: self.published_view.clone(),
             activity: self.executor.activity.clone(),
+            queues: self.queues.clone(),
         };
         let expected = staged.header.position();
         // Workers end and engines close (a checkpoint in flight is abandoned or finished).

@@ -17,16 +17,20 @@ pub enum Stage {
     Commit,
     /// One write and fdatasync of a batch of log entries.
     Fsync,
+    /// A committed log entry, from its hand-over to the executor to its last command
+    /// applied (its wait behind earlier entries included).
+    Apply,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 3] = [Stage::Statement, Stage::Commit, Stage::Fsync];
+    pub const ALL: [Stage; 4] = [Stage::Statement, Stage::Commit, Stage::Fsync, Stage::Apply];
 
     pub fn name(self) -> &'static str {
         match self {
             Stage::Statement => "statement",
             Stage::Commit => "commit",
             Stage::Fsync => "fsync",
+            Stage::Apply => "apply",
         }
     }
 }

@@ -109,6 +109,11 @@ impl NodeMetrics {
         self.throughput.add(Count::Commits, 1);
     }
 
+    /// A committed entry applied `took` after it was handed to the executor.
+    pub fn apply(&self, took: Duration) {
+        self.latencies.record(Stage::Apply, took);
+    }
+
     /// The log wrote and synced `bytes` in `took`.
     pub fn flush(&self, took: Duration, bytes: u64) {
         self.latencies.record(Stage::Fsync, took);

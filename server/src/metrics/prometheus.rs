@@ -29,7 +29,7 @@ pub fn text(views: &NodeViews, totals: &StageTotals) -> String {
     let name = "hotledger_latency_microseconds";
     let _ = writeln!(
         out,
-        "# HELP {name} Latency by stage (statement, commit, fsync) over the last 60 seconds."
+        "# HELP {name} Latency by stage (statement, commit, fsync, apply) over the last 60 seconds."
     );
     let _ = writeln!(out, "# TYPE {name} summary");
     for (stage, count, sum) in totals {

@@ -145,6 +145,15 @@ pub(crate) async fn gather(shared: &Shared) -> SqlResult<NodeViews> {
             "Executor partitions.",
         ),
     ]);
+    for (partition, depth) in shared.executor.queue_depths().into_iter().enumerate() {
+        samples.push(count(
+            "hotledger_executor_queue_depth",
+            &format!("partition=\"{partition}\""),
+            Gauge,
+            depth,
+            "Requests waiting for an executor thread: partition 0's is the coordinator's queue.",
+        ));
+    }
     let activity = shared.executor.transfer_activity();
     samples.push(count(
         "hotledger_transfers_total",

@@ -41,6 +41,8 @@ pub struct Node {
     pub joins: bool,
     /// This node's own `--peers` list, when it reaches the others through proxies.
     pub own_peers: Option<String>,
+    /// Its console's port (`--http`), when the cluster was started with consoles.
+    pub http_port: Option<u16>,
 }
 
 pub struct Cluster {
@@ -57,7 +59,12 @@ impl Cluster {
 
     /// A cluster of `voters` whose nodes are also given `extra_args`.
     pub fn start_with(voters: usize, extra_args: &[&str]) -> Cluster {
-        Cluster::launch_all(voters, extra_args, None)
+        Cluster::launch_all(voters, extra_args, None, false)
+    }
+
+    /// A cluster whose nodes each serve a console (`Node::http_port`).
+    pub fn start_with_consoles(voters: usize) -> Cluster {
+        Cluster::launch_all(voters, &[], None, true)
     }
 
     /// A cluster whose nodes reach each other only through proxies, one per direction of
@@ -66,11 +73,16 @@ impl Cluster {
     /// initialised it, so each node uses its own list until the membership changes.
     pub fn start_behind_proxies(voters: usize) -> (Cluster, Links) {
         let mut links = Links::default();
-        let cluster = Cluster::launch_all(voters, &[], Some(&mut links));
+        let cluster = Cluster::launch_all(voters, &[], Some(&mut links), false);
         (cluster, links)
     }
 
-    fn launch_all(voters: usize, extra_args: &[&str], links: Option<&mut Links>) -> Cluster {
+    fn launch_all(
+        voters: usize,
+        extra_args: &[&str],
+        links: Option<&mut Links>,
+        consoles: bool,
+    ) -> Cluster {
         let extra_args: Vec<String> = extra_args.iter().map(|a| a.to_string()).collect();
         let dir = tempfile::tempdir().unwrap();
         let mut nodes: Vec<Node> = (1..=voters)
@@ -82,6 +94,7 @@ impl Cluster {
                 child: None,
                 joins: false,
                 own_peers: None,
+                http_port: consoles.then(free_port),
             })
             .collect();
         if let Some(links) = links {
@@ -164,6 +177,7 @@ impl Cluster {
             child: None,
             joins: true,
             own_peers: None,
+            http_port: None,
         };
         let mut args = self.extra_args.clone();
         args.extend(extra.iter().map(|a| a.to_string()));
@@ -209,10 +223,9 @@ impl Node {
                 vec!["--peers", peers]
             })
             .args(["--pool-mb", "32", "--checkpoint-interval-s", "1"])
-            .args(if extra_args.iter().any(|a| a == "--http") {
-                vec![]
-            } else {
-                vec!["--http", "off"]
+            .args(match self.http_port {
+                Some(port) => vec!["--http".to_string(), format!("127.0.0.1:{port}")],
+                None => vec!["--http".to_string(), "off".to_string()],
             })
             .args(extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
