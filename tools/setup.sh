@@ -63,14 +63,15 @@ fi
 if [ ! -d tests/drivers/node/node_modules/pg ]; then
     (cd tests/drivers/node && npm ci --no-audit --no-fund --loglevel=error)
 fi
-# The console's browser test (server/tests/console.rs): Debian's Chromium, playwright-core
-# to drive it, and Prometheus' own text parser for /metrics.
-if ! command -v chromium >/dev/null 2>&1; then
-    echo "setup: installing Chromium"
+# The console's browser test (server/tests/console.rs): Debian's Chromium and Firefox ESR,
+# playwright-core and puppeteer-core to drive them, and Prometheus' own text parser for
+# /metrics.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v firefox-esr >/dev/null 2>&1; then
+    echo "setup: installing Chromium and Firefox ESR"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium firefox-esr >/dev/null
 fi
-if [ ! -d tests/console/node_modules/playwright-core ]; then
+if [ ! -d tests/console/node_modules/playwright-core ] || [ ! -d tests/console/node_modules/puppeteer-core ]; then
     (cd tests/console && npm ci --no-audit --no-fund --loglevel=error)
 fi
 if ! "$venv/bin/python" -c "import prometheus_client" >/dev/null 2>&1; then

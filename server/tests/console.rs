@@ -287,12 +287,17 @@ fn screenshot_dir() -> String {
 }
 
 /// Runs `tests/console/console_test.js` against the console at `base`.
-async fn browse(base: &str, shots: &str, nodes: Option<usize>) -> std::process::Output {
+async fn browse(
+    browser: &str,
+    base: &str,
+    shots: &str,
+    nodes: Option<usize>,
+) -> std::process::Output {
     let script = common::repo_root().join("tests/console/console_test.js");
     let mut command = tokio::process::Command::new("node");
     command
         .arg(&script)
-        .args([base, PASSWORD, shots])
+        .args([browser, base, PASSWORD, shots])
         .args(nodes.map(|n| n.to_string()))
         .current_dir(common::repo_root().join("tests/console"));
     tokio::time::timeout(Duration::from_secs(180), command.output())
@@ -301,7 +306,8 @@ async fn browse(base: &str, shots: &str, nodes: Option<usize>) -> std::process::
         .expect("run node")
 }
 
-/// What the page does in Chromium, while 4 connections send hot-account transfers.
+/// What the page does in Chromium on a wide screen and in Firefox on a laptop's, while 4
+/// connections send hot-account transfers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_works_in_a_real_browser() {
     let (server, http_port) = console_server();
@@ -313,19 +319,27 @@ async fn the_console_works_in_a_real_browser() {
     let stop = Arc::new(AtomicBool::new(false));
     let load = transfer_load(vec![server.url()], stop.clone()).await;
     let shots = screenshot_dir();
-    let out = browse(&format!("http://127.0.0.1:{http_port}"), &shots, None).await;
+    let base = format!("http://127.0.0.1:{http_port}");
+    let mut runs = Vec::new();
+    for browser in ["chromium", "firefox"] {
+        runs.push((browser, browse(browser, &base, &shots, None).await));
+    }
     stop.store(true, Ordering::Relaxed);
     for writer in load {
         let _ = writer.await;
     }
-    assert!(
-        out.status.success(),
-        "the browser test failed (screenshots in {shots}):\n{}\n{}\nserver log:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        server.log()
-    );
-    assert!(std::path::Path::new(&shots).join("console.png").exists());
+    for (browser, out) in runs {
+        assert!(
+            out.status.success(),
+            "the browser test failed in {browser} (screenshots in {shots}):\n{}\n{}\nserver log:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            server.log()
+        );
+    }
+    for shot in ["console.png", "console-firefox.png"] {
+        assert!(std::path::Path::new(&shots).join(shot).exists(), "{shot}");
+    }
 }
 
 /// A follower's console on a 3-node cluster: every member on the cluster panel, and the
@@ -351,7 +365,13 @@ async fn a_followers_console_shows_the_whole_cluster() {
     let load = transfer_load(others, stop.clone()).await;
     let shots = screenshot_dir();
     let http_port = cluster.node(follower).http_port.expect("a console");
-    let out = browse(&format!("http://127.0.0.1:{http_port}"), &shots, Some(3)).await;
+    let out = browse(
+        "chromium",
+        &format!("http://127.0.0.1:{http_port}"),
+        &shots,
+        Some(3),
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     for writer in load {
         let _ = writer.await;
