@@ -352,7 +352,10 @@ impl Executor {
                 check_row(table, &row, env)?;
                 return self.create_transfer(table, row, on_conflict, version);
             }
-            Some(LedgerRole::Accounts) => self.prepare_account(row)?,
+            Some(LedgerRole::Accounts) => match self.create_account(table, row, on_conflict)? {
+                Some(row) => row,
+                None => return Ok(None),
+            },
             _ => row,
         };
         check_row(table, &row, env)?;
@@ -575,18 +578,26 @@ impl Executor {
             && self.transfers.account_set.is_some()
             && count > 1;
         let mut rows = RowsAhead::new(rows, look_ahead);
+        let mut resent = ResentChain::new(table, count, p.on_conflict.is_some());
         for n in 0..count {
             let Some(row) = rows.next(self, table) else {
                 break;
             };
             let inserted = row
                 .and_then(|row| {
-                    let id = p.call.then(|| call_id(table, &row));
+                    let id = (p.call || resent.is_some()).then(|| call_id(table, &row));
                     let stored =
                         self.insert_row(table, row, p.on_conflict.as_ref(), env, version)?;
                     Ok((id, stored))
                 })
                 .map_err(|e| in_row(table, e, n, count))?;
+            if let (Some(chain), (Some(id), stored)) = (&mut resent, &inserted) {
+                chain.saw(table, n, count, id, stored.is_some())?;
+            }
+            let inserted = match inserted {
+                (Some(_), stored) if !p.call => (None, stored),
+                inserted => inserted,
+            };
             match inserted {
                 (Some(id), stored) => {
                     affected += stored.is_some() as u64;
@@ -843,6 +854,61 @@ impl Executor {
 
 /// Names the row of a multi-row INSERT or COPY into a ledger table that failed: the whole
 /// statement is one linked chain, and the client needs to know which link broke.
+/// TigerBeetle's rule for a resent linked chain, kept by a statement of several rows into a
+/// ledger table (one chain, without ON CONFLICT): all its rows may exist already (the same
+/// chain sent again: nothing to do), or none. One that would create some rows while others
+/// exist is refused, as TigerBeetle fails a chain with an `exists` in it, so a resend that
+/// is not the same chain applies nothing.
+struct ResentChain {
+    /// The first row found existing: its position and id.
+    existing: Option<(usize, Value)>,
+    created: bool,
+}
+
+impl ResentChain {
+    fn new(table: &TableDef, count: usize, on_conflict: bool) -> Option<ResentChain> {
+        let ledger = matches!(
+            table.ledger,
+            Some(LedgerRole::Transfers | LedgerRole::Accounts)
+        );
+        (ledger && count > 1 && !on_conflict).then_some(ResentChain {
+            existing: None,
+            created: false,
+        })
+    }
+
+    fn saw(
+        &mut self,
+        table: &TableDef,
+        n: usize,
+        count: usize,
+        id: &Value,
+        stored: bool,
+    ) -> SqlResult<()> {
+        if stored {
+            self.created = true;
+        } else if self.existing.is_none() {
+            self.existing = Some((n, id.clone()));
+        }
+        let (Some((at, id)), true) = (&self.existing, self.created) else {
+            return Ok(());
+        };
+        let noun = match table.ledger {
+            Some(LedgerRole::Accounts) => "account",
+            _ => "transfer",
+        };
+        let id = id.to_pg_text(DataType::Int8).unwrap_or_default();
+        Err(SqlError::new(
+            ErrorKind::UniqueViolation,
+            format!(
+                "row {} of {count}: {noun} {id} already exists, and others of the statement's rows do not: its rows are one linked chain, applied whole or not at all, so a resend must be the same rows",
+                at + 1
+            ),
+        )
+        .with_detail("result: exists"))
+    }
+}
+
 fn in_row(table: &TableDef, mut e: SqlError, n: usize, count: usize) -> SqlError {
     if table.ledger.is_some() && count > 1 {
         e.message = format!("row {} of {count}: {}", n + 1, e.message);

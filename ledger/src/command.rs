@@ -41,9 +41,10 @@ pub enum Command {
         params: Vec<Value>,
         now_micros: i64,
     },
-    /// `create_transfers`: rows for `columns` of the transfers table, each applied with its
-    /// own outcome; `linked[i]` chains row i+1 to row i.
-    TransferBatch {
+    /// `create_transfers` or `create_accounts`: rows for `columns` of the transfers or the
+    /// accounts table, each applied with its own outcome; `linked[i]` chains row i+1 to row
+    /// i.
+    LedgerBatch {
         table: TableRef,
         columns: Vec<usize>,
         rows: Vec<Row>,
@@ -102,7 +103,7 @@ impl Command {
             | Command::Commit { now_micros, .. }
             | Command::CommitWithSchema { now_micros, .. }
             | Command::Procedure { now_micros, .. }
-            | Command::TransferBatch { now_micros, .. }
+            | Command::LedgerBatch { now_micros, .. }
             | Command::Copy { now_micros, .. }
             | Command::WriteWithSequences { now_micros, .. }
             | Command::QueryWithSequences { now_micros, .. } => Some(*now_micros),

@@ -612,13 +612,13 @@ impl Executor {
                 params,
                 now_micros,
             } => self.apply_procedure(&steps, &params, now_micros, version),
-            Command::TransferBatch {
+            Command::LedgerBatch {
                 table,
                 columns,
                 rows,
                 linked,
                 now_micros,
-            } => self.apply_transfer_batch(&table, &columns, rows, &linked, now_micros, version),
+            } => self.apply_ledger_batch(&table, &columns, rows, &linked, now_micros, version),
             Command::Copy {
                 table,
                 columns,

@@ -153,7 +153,7 @@ impl Router<'_> {
                 }
                 reach
             }
-            Command::TransferBatch {
+            Command::LedgerBatch {
                 table,
                 columns,
                 rows,

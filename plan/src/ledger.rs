@@ -289,6 +289,7 @@ pub struct AccountColumns {
     pub debits_must_not_exceed_credits: usize,
     pub credits_must_not_exceed_debits: usize,
     pub history: usize,
+    pub user_data: usize,
     pub created_at: usize,
 }
 
@@ -305,6 +306,7 @@ pub struct TransferColumns {
     pub post_pending: usize,
     pub void_pending: usize,
     pub timeout: usize,
+    pub user_data: usize,
     pub created_at: usize,
 }
 
@@ -363,6 +365,7 @@ impl LedgerSchema {
                 debits_must_not_exceed_credits: column(a, "debits_must_not_exceed_credits")?,
                 credits_must_not_exceed_debits: column(a, "credits_must_not_exceed_debits")?,
                 history: column(a, "history")?,
+                user_data: column(a, "user_data")?,
                 created_at: column(a, "created_at")?,
             },
             transfer: TransferColumns {
@@ -377,6 +380,7 @@ impl LedgerSchema {
                 post_pending: column(t, "post_pending")?,
                 void_pending: column(t, "void_pending")?,
                 timeout: column(t, "timeout")?,
+                user_data: column(t, "user_data")?,
                 created_at: column(t, "created_at")?,
             },
             pending_col: PendingColumns {
@@ -401,6 +405,18 @@ impl LedgerSchema {
         }))
     }
 }
+
+/// The arguments of `CALL create_accounts(...)` in positional order (each an array): the
+/// columns of an account its creator gives.
+pub const ACCOUNT_ARGUMENTS: &[&str] = &[
+    "id",
+    "ledger",
+    "code",
+    "debits_must_not_exceed_credits",
+    "credits_must_not_exceed_debits",
+    "history",
+    "user_data",
+];
 
 /// The arguments of `CALL transfer(...)` in positional order; any may also be named
 /// (`pending_id => 7`). Which are needed depends on the kind of transfer.

@@ -577,11 +577,15 @@ pub enum ColumnSource {
     Convert(Expr),
 }
 
-/// `CALL create_transfers(...)`: transfers given as one array per column, applied one by one
-/// with independent outcomes, except that a transfer with `linked` chains the next one to it
-/// (TigerBeetle's batch semantics). One command; one result row per transfer.
+/// `CALL create_transfers(...)` or `CALL create_accounts(...)`: events given as one array
+/// per column, applied one by one with independent outcomes, except that an event with
+/// `linked` chains the next one to it (TigerBeetle's batch semantics). One command; one
+/// result row per event.
 #[derive(Clone, Debug)]
-pub struct TransferBatchPlan {
+pub struct LedgerBatchPlan {
+    /// `create_transfers` or `create_accounts`.
+    pub procedure: &'static str,
+    /// The transfers or the accounts table.
     pub table: TableRef,
     /// (column of the transfers table, the array expression giving its values).
     pub columns: Vec<(usize, Expr)>,
@@ -745,7 +749,7 @@ pub enum Plan {
     /// `DISCARD ALL | PLANS | SEQUENCES | TEMP`.
     Discard(Discard),
     Call(Arc<CallPlan>),
-    TransferBatch(Arc<TransferBatchPlan>),
+    LedgerBatch(Arc<LedgerBatchPlan>),
     /// `SELECT pg_advisory_lock(key)` and the other advisory lock functions, on their own.
     AdvisoryLock(AdvisoryLockCall),
     /// `LISTEN channel`.
@@ -765,7 +769,7 @@ impl Plan {
             Plan::Select(s) => s.columns.clone(),
             Plan::Write(_, cols) => cols.clone(),
             Plan::Call(call) => call.columns.clone(),
-            Plan::TransferBatch(_) => transfer_batch_columns(),
+            Plan::LedgerBatch(_) => ledger_batch_columns(),
             Plan::AdvisoryLock(call) => vec![call.column.clone()],
             Plan::Notify(call) => call.column.iter().cloned().collect(),
             Plan::Show { name } => vec![OutputColumn {
@@ -818,9 +822,9 @@ pub fn explain(plan: &Plan) -> Vec<String> {
             lines.push(format!("  -> {}", describe_access(access, &table.name)));
         }
         Plan::Ddl(_) => lines.push("Schema change (one log command)".into()),
-        Plan::TransferBatch(batch) => lines.push(format!(
-            "Create transfers on {} (one log command; each transfer its own outcome, linked ones as chains)",
-            batch.table.name
+        Plan::LedgerBatch(batch) => lines.push(format!(
+            "{} on {} (one log command; each event its own outcome, linked ones as chains)",
+            batch.procedure, batch.table.name
         )),
         Plan::Call(call) => {
             lines.push(format!(
@@ -1289,12 +1293,14 @@ fn rel_parts(rel: &Rel) -> (Vec<&Expr>, Vec<&Rel>) {
     (exprs, children)
 }
 
-/// The result columns of `CALL create_transfers(...)`: one row per transfer.
-pub fn transfer_batch_columns() -> Vec<OutputColumn> {
+/// The result columns of `CALL create_transfers(...)` and `CALL create_accounts(...)`: one
+/// row per event.
+pub fn ledger_batch_columns() -> Vec<OutputColumn> {
     [
         ("index", DataType::Int4),
         ("id", DataType::Int8),
         ("status", DataType::Text),
+        ("result", DataType::Text),
         ("sqlstate", DataType::Text),
         ("message", DataType::Text),
     ]

@@ -29,7 +29,7 @@ impl Binder<'_> {
                     }
                 }
             }
-            Plan::TransferBatch(batch) => {
+            Plan::LedgerBatch(batch) => {
                 self.need_on_table(&batch.table.name, batch.table.id, Privileges::INSERT)
             }
             Plan::CopyFrom(copy) => {

@@ -2,8 +2,8 @@
 //!
 //! `CALL transfer(...)` is an INSERT into the ledger's transfers table with the arguments as
 //! its values, so it shares every rule and the apply path with `INSERT INTO transfers`.
-//! `CALL create_transfers(...)` takes one array per column and applies each transfer with its
-//! own outcome (linked ones as chains).
+//! `CALL create_transfers(...)` and `CALL create_accounts(...)` take one array per column
+//! and apply each event with its own outcome (linked ones as chains).
 //! `CALL name(...)` of a stored procedure binds the arguments (over the CALL's own
 //! parameters) and the body's statements (over the procedure's parameters, `$1..$n` or by
 //! name); the whole body then runs as one command on the executor.
@@ -177,7 +177,10 @@ impl Binder<'_> {
             return self.call_transfer(args);
         }
         if name == "create_transfers" {
-            return self.call_create_transfers(args);
+            return self.call_ledger_batch("create_transfers", LedgerRole::Transfers, args);
+        }
+        if name == "create_accounts" {
+            return self.call_ledger_batch("create_accounts", LedgerRole::Accounts, args);
         }
         let procedure = self
             .catalog
@@ -255,7 +258,7 @@ impl Binder<'_> {
     }
 
     pub(crate) fn create_procedure(&mut self, text: &ProcedureText) -> SqlResult<Plan> {
-        if text.name == "transfer" || text.name == "create_transfers" {
+        if ["transfer", "create_transfers", "create_accounts"].contains(&text.name.as_str()) {
             return Err(SqlError::new(
                 ErrorKind::DuplicateFunction,
                 format!(
@@ -289,21 +292,35 @@ impl Binder<'_> {
     }
 
     /// `create_transfers(id => bigint[], debit_account_id => bigint[], ..., linked =>
-    /// boolean[])`: the arguments of `transfer`, each an array, plus `linked`.
-    fn call_create_transfers(&mut self, args: &[ast::FunctionArg]) -> SqlResult<Plan> {
-        let table = self.transfers_table("create_transfers")?;
-        let mut names: Vec<&str> = TRANSFER_ARGUMENTS.to_vec();
+    /// boolean[])` (the arguments of `transfer`, each an array, plus `linked`), or
+    /// `create_accounts(id => bigint[], ledger => int[], code => int[], ..., linked =>
+    /// boolean[])` (the columns an INSERT into accounts may name).
+    fn call_ledger_batch(
+        &mut self,
+        procedure: &'static str,
+        role: LedgerRole,
+        args: &[ast::FunctionArg],
+    ) -> SqlResult<Plan> {
+        let table = self
+            .catalog
+            .ledger_table(role)
+            .cloned()
+            .ok_or_else(|| no_such_procedure(procedure))?;
+        let mut names: Vec<&str> = match role {
+            LedgerRole::Accounts => ACCOUNT_ARGUMENTS.to_vec(),
+            _ => TRANSFER_ARGUMENTS.to_vec(),
+        };
         names.push("linked");
-        let slots = place_arguments("create_transfers", &names, args)?;
+        let slots = place_arguments(procedure, &names, args)?;
         let mut columns = Vec::new();
         let mut linked = None;
         for (name, slot) in names.iter().zip(slots) {
             let Some(expr) = slot else { continue };
             let column = table.column_index(name);
             let element = column.map_or(DataType::Bool, |c| table.columns[c].ty);
-            let ty = element
-                .array_of()
-                .ok_or_else(|| SqlError::internal(format!("no array type for transfers.{name}")))?;
+            let ty = element.array_of().ok_or_else(|| {
+                SqlError::internal(format!("no array type for {}.{name}", table.name))
+            })?;
             let bound = self.expr(expr, &Scope::default(), Some(ty))?;
             let bound = self.assign(bound, ty)?;
             match column {
@@ -314,7 +331,10 @@ impl Binder<'_> {
         if columns.is_empty() {
             return Err(SqlError::new(
                 ErrorKind::UndefinedFunction,
-                "procedure create_transfers() needs arguments: create_transfers(id => bigint[], debit_account_id => bigint[], ...)",
+                format!(
+                    "procedure {procedure}() needs arguments: {procedure}(id => bigint[], {} => ..., ...)",
+                    names[1]
+                ),
             ));
         }
         plan::check_insert(
@@ -322,7 +342,8 @@ impl Binder<'_> {
             &columns.iter().map(|(c, _)| *c).collect::<Vec<_>>(),
             false,
         )?;
-        Ok(Plan::TransferBatch(Arc::new(TransferBatchPlan {
+        Ok(Plan::LedgerBatch(Arc::new(LedgerBatchPlan {
+            procedure,
             table: table.reference(),
             columns,
             linked,

@@ -19,8 +19,8 @@ use ledger::{
 };
 use plan::{
     explain, Bound, CallPlan, Catalog, CopyPlan, DdlPlan, EvalEnv, Expr, Func, InsertPlan,
-    InsertSource, Isolation, OutputColumn, Plan, SelectPlan, SessionSequences, TableDef,
-    TransferBatchPlan, WritePlan,
+    InsertSource, Isolation, LedgerBatchPlan, OutputColumn, Plan, SelectPlan, SessionSequences,
+    TableDef, WritePlan,
 };
 use raft::{ProposeError, Proposer};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
@@ -420,7 +420,7 @@ impl Session {
                 | Plan::Write(..)
                 | Plan::Ddl(_)
                 | Plan::Call(_)
-                | Plan::TransferBatch(_)
+                | Plan::LedgerBatch(_)
                 | Plan::CopyFrom(_)
                 | Plan::CopyTo { .. }
         );
@@ -528,7 +528,7 @@ impl Session {
             Plan::Deallocate { name } => self.deallocate(name.as_deref()),
             Plan::Discard(what) => self.discard(*what),
             Plan::Call(call) => self.call(call, params).await,
-            Plan::TransferBatch(batch) => self.transfer_batch(batch, params).await,
+            Plan::LedgerBatch(batch) => self.ledger_batch(batch, params).await,
         }
     }
 

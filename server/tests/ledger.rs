@@ -330,18 +330,21 @@ async fn create_transfers_takes_binary_arrays() {
         .await
         .expect("create_transfers");
     assert_eq!(rows.len(), n as usize);
-    let status = |i: usize| rows[i].get::<_, String>(2);
+    let status = |i: usize| rows[i].get::<_, String>("status");
+    let result = |i: usize| rows[i].get::<_, String>("result");
     assert_eq!(status(0), "created");
-    assert_eq!(status(498), "linked_event_failed");
+    assert_eq!(status(498), "failed");
+    assert_eq!(result(498), "linked_event_failed");
     assert_eq!(status(499), "failed");
+    assert_eq!(result(499), "credit_account_not_found");
     assert_eq!(
-        rows[499].get::<_, Option<String>>(3).as_deref(),
+        rows[499].get::<_, Option<String>>("sqlstate").as_deref(),
         Some("23503")
     );
     assert_eq!(status(500), "created");
     let created = rows
         .iter()
-        .filter(|r| r.get::<_, String>(2) == "created")
+        .filter(|r| r.get::<_, String>("status") == "created")
         .count();
     assert_eq!(created, n as usize - 2);
     let stored = scalar(&client, "SELECT count(*) FROM transfers").await;
@@ -369,7 +372,7 @@ async fn create_transfers_takes_binary_arrays() {
         .expect("retry");
     let exists = rows
         .iter()
-        .filter(|r| r.get::<_, String>(2) == "exists")
+        .filter(|r| r.get::<_, String>("status") == "exists")
         .count();
     assert_eq!(exists, n as usize - 2);
 }

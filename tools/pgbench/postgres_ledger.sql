@@ -11,8 +11,8 @@ DECLARE
     d accounts;
     c accounts;
 BEGIN
-    IF NEW.amount <= 0 THEN
-        RAISE EXCEPTION 'transfer %: amount must be positive', NEW.id USING ERRCODE = '23514';
+    IF NEW.amount < 0 THEN
+        RAISE EXCEPTION 'transfer %: amount must not be negative', NEW.id USING ERRCODE = '23514';
     END IF;
     IF NEW.debit_account_id = NEW.credit_account_id THEN
         RAISE EXCEPTION 'transfer %: debit and credit account are the same', NEW.id USING ERRCODE = '23514';

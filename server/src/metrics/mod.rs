@@ -66,7 +66,7 @@ impl StatementKind {
                 plan::WritePlan::Delete(_) => StatementKind::Delete,
             },
             Plan::CopyFrom(_) => StatementKind::Insert,
-            Plan::Call(_) | Plan::TransferBatch(_) | Plan::ClusterChange(_) => StatementKind::Call,
+            Plan::Call(_) | Plan::LedgerBatch(_) | Plan::ClusterChange(_) => StatementKind::Call,
             Plan::Ddl(_) => StatementKind::Ddl,
             Plan::Begin { .. }
             | Plan::Commit

@@ -1,20 +1,20 @@
 //! The write path: a write outside a transaction proposed as one command (its rows built
 //! here when they can be), inside one staged on the executor and kept for COMMIT; schema
-//! changes; stored procedures and `create_transfers`.
+//! changes; stored procedures, `create_transfers` and `create_accounts`.
 
 use super::*;
 
 impl Session {
-    /// `create_transfers`: the arrays evaluated here and turned into rows, applied as one
-    /// command with an outcome per transfer.
-    pub(super) async fn transfer_batch(
+    /// `create_transfers` or `create_accounts`: the arrays evaluated here and turned into
+    /// rows, applied as one command with an outcome per event.
+    pub(super) async fn ledger_batch(
         &mut self,
-        batch: &TransferBatchPlan,
+        batch: &LedgerBatchPlan,
         params: &[Value],
     ) -> SqlResult<StatementResult> {
         self.refuse_if_read_only("CALL")?;
         self.refuse_in_transaction(
-            "create_transfers",
+            batch.procedure,
             "each of its chains is a transaction of its own",
         )?;
         let now = now_micros();
@@ -25,7 +25,8 @@ impl Session {
                     Value::Array(items) => Ok(items),
                     Value::Null => Ok(Vec::new()),
                     other => Err(SqlError::mismatch(format!(
-                        "create_transfers takes arrays, not {other:?}"
+                        "{} takes arrays, not {other:?}",
+                        batch.procedure
                     ))),
                 }
             };
@@ -45,7 +46,10 @@ impl Session {
             if lengths_differ {
                 return Err(SqlError::new(
                     ErrorKind::InvalidParameterValue,
-                    "create_transfers: every array must have one element per transfer (the arrays have different lengths)",
+                    format!(
+                        "{}: every array must have one element per event (the arrays have different lengths)",
+                        batch.procedure
+                    ),
                 ));
             }
             let mut rows: Vec<Row> = (0..count)
@@ -63,7 +67,7 @@ impl Session {
             (columns, rows, linked)
         };
         let outcome = self
-            .propose(&Command::TransferBatch {
+            .propose(&Command::LedgerBatch {
                 table: batch.table.clone(),
                 columns,
                 rows,
@@ -72,7 +76,7 @@ impl Session {
             })
             .await?;
         Ok(StatementResult::Rows {
-            columns: plan::transfer_batch_columns(),
+            columns: plan::ledger_batch_columns(),
             rows: outcome.rows,
             tag: "CALL".into(),
         })

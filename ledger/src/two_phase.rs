@@ -1,0 +1,357 @@
+//! Two-phase transfers: a pending transfer reserves its amount in the pending balances
+//! until a post moves it (or less of it) to the posted ones, a void releases it, or its
+//! timeout passes and the ledger clock expires it. Expiry is decided in log order, before
+//! each command, so every replica expires the same transfers at the same position.
+
+use plan::LedgerSchema;
+use sql::{ErrorKind, SqlError, SqlResult, Value};
+
+use crate::error::kv_error;
+use crate::executor::Executor;
+use crate::row::{encode_key, Row};
+use crate::transfer::{add, check, flag, int, negative_amount, rule, same, shown, text};
+use crate::transfer_exists::unset;
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+
+/// The state of a pending transfer, as `pending_transfers.status` shows it.
+const PENDING: &str = "pending";
+const POSTED: &str = "posted";
+const VOIDED: &str = "voided";
+const EXPIRED: &str = "expired";
+
+/// The accounts, ledger, code and user data a post or void left out, taken from the
+/// pending transfer; those it gave must be the pending transfer's (user data may differ).
+fn fill_from_pending(
+    schema: &LedgerSchema,
+    id: i64,
+    row: &mut Row,
+    original: &Row,
+) -> SqlResult<()> {
+    let t = &schema.transfer;
+    for (column, name) in [
+        (t.debit_account_id, "debit_account_id"),
+        (t.credit_account_id, "credit_account_id"),
+        (t.ledger, "ledger"),
+        (t.code, "code"),
+    ] {
+        if unset(&row[column]) {
+            row[column] = original[column].clone();
+        } else if !same(&row[column], &original[column]) {
+            let ty = schema.transfers.columns[column].ty;
+            return Err(check(
+                id,
+                format!(
+                    "{name} {} differs from the pending transfer's {}",
+                    shown(&row[column], ty),
+                    shown(&original[column], ty)
+                ),
+                &format!("pending_transfer_has_different_{name}"),
+            ));
+        }
+    }
+    if unset(&row[t.user_data]) {
+        row[t.user_data] = original[t.user_data].clone();
+    }
+    Ok(())
+}
+
+/// The amount a post or void moves out of the pending balances into the posted ones: a
+/// void the whole reserved amount (given as 0, NULL or that amount), a post what it names
+/// up to that amount (NULL: all of it).
+fn resolved_amount(
+    schema: &LedgerSchema,
+    id: i64,
+    row: &Row,
+    original: &Row,
+    post: bool,
+) -> SqlResult<i64> {
+    let t = &schema.transfer;
+    let reserved = int(&original[t.amount]).unwrap_or(0);
+    let given = int(&row[t.amount]);
+    let amount = match given {
+        None => reserved,
+        Some(0) if !post => reserved,
+        Some(a) if a < 0 => return Err(negative_amount(id, a)),
+        Some(a) => a,
+    };
+    if amount > reserved {
+        return Err(check(
+            id,
+            format!("amount {amount} exceeds the pending amount {reserved}"),
+            "exceeds_pending_transfer_amount",
+        ));
+    }
+    if !post && amount < reserved {
+        return Err(check(
+            id,
+            format!("a void must be for the whole pending amount {reserved}, not {amount}"),
+            "pending_transfer_has_different_amount",
+        ));
+    }
+    Ok(amount)
+}
+
+impl Executor {
+    /// The `pending_transfers` row of a new pending transfer, and its expiry if it has a
+    /// timeout.
+    pub(crate) fn record_pending(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        row: &Row,
+        version: u64,
+    ) -> SqlResult<()> {
+        let timeout = int(&row[schema.transfer.timeout]).unwrap_or(0);
+        let now = self.clock.now;
+        let expires_at = (timeout > 0).then(|| now.saturating_add(timeout * MICROS_PER_SECOND));
+        let p = &schema.pending_col;
+        let mut state = vec![Value::Null; schema.pending.columns.len()];
+        state[p.id] = Value::Int(id);
+        state[p.status] = Value::Text(PENDING.into());
+        state[p.expires_at] = expires_at.map_or(Value::Null, Value::TimestampTz);
+        let key = encode_key(&[Value::Int(id)])?;
+        self.put_row(&schema.pending, &key, None, &state, version)?;
+        if let Some(at) = expires_at {
+            self.schedule_expiry(at, id)?;
+        }
+        Ok(())
+    }
+
+    /// Posts or voids the pending transfer `row` names, in TigerBeetle's order of checks,
+    /// filling the fields it left out (NULL or 0) from the pending transfer: the accounts,
+    /// ledger and code, user data, and the amount — a void's whole, a post's whole when
+    /// NULL (a post of 0 posts nothing and releases the rest).
+    pub(crate) fn post_or_void(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        row: &mut Row,
+        version: u64,
+    ) -> SqlResult<()> {
+        let t = &schema.transfer;
+        let post = flag(&row[t.post_pending]);
+        if (post && flag(&row[t.void_pending])) || flag(&row[t.pending]) {
+            return Err(check(
+                id,
+                "pending, post_pending and void_pending exclude each other".into(),
+                "flags_are_mutually_exclusive",
+            ));
+        }
+        let pending_id = match int(&row[t.pending_id]) {
+            None | Some(0) => {
+                return Err(rule(
+                    ErrorKind::NotNullViolation,
+                    id,
+                    "pending_id is required to post or void a pending transfer".into(),
+                    "pending_id_must_not_be_zero",
+                ))
+            }
+            Some(p) if p == id => {
+                return Err(check(
+                    id,
+                    "pending_id must name another transfer".into(),
+                    "pending_id_must_be_different",
+                ))
+            }
+            Some(p) => p,
+        };
+        if int(&row[t.timeout]).unwrap_or(0) != 0 {
+            return Err(check(
+                id,
+                "timeout is only for pending transfers".into(),
+                "timeout_reserved_for_pending_transfer",
+            ));
+        }
+        let transfers = self.storage_of(&schema.transfers)?;
+        let pending_key = encode_key(&[Value::Int(pending_id)])?;
+        let Some((_, _, original)) = self.get_row(transfers, &pending_key)? else {
+            return Err(rule(
+                ErrorKind::ForeignKeyViolation,
+                id,
+                format!("pending transfer {pending_id} does not exist"),
+                "pending_transfer_not_found",
+            ));
+        };
+        if !flag(&original[t.pending]) {
+            return Err(check(
+                id,
+                format!("transfer {pending_id} is not a pending transfer"),
+                "pending_transfer_not_pending",
+            ));
+        }
+        fill_from_pending(schema, id, row, &original)?;
+        let amount = resolved_amount(schema, id, row, &original, post)?;
+        row[t.amount] = Value::Int(amount);
+        row[t.timeout] = Value::Int(0);
+        let (state_old, mut state) = self.unresolved_state(schema, id, pending_id, &pending_key)?;
+        let p = &schema.pending_col;
+        let posted = if post { amount } else { 0 };
+        let now = self.clock.now;
+        self.release(schema, id, &original, posted, now, version)?;
+        state[p.resolved_by] = Value::Int(id);
+        let expires_at = match &state[p.expires_at] {
+            Value::TimestampTz(at) => Some(*at),
+            _ => None,
+        };
+        let status = if post { POSTED } else { VOIDED };
+        self.close_pending(schema, &pending_key, state_old, state, status, version)?;
+        if let Some(at) = expires_at {
+            self.cancel_expiry(at, pending_id)?;
+        }
+        Ok(())
+    }
+
+    /// The `pending_transfers` row of pending transfer `pending_id` (its bytes and values),
+    /// if it is still pending: else the result TigerBeetle gives a post or void of it.
+    fn unresolved_state(
+        &mut self,
+        schema: &LedgerSchema,
+        id: i64,
+        pending_id: i64,
+        key: &[u8],
+    ) -> SqlResult<(Vec<u8>, Row)> {
+        let states = self.storage_of(&schema.pending)?;
+        let Some((old, _, state)) = self.get_row(states, key)? else {
+            return Err(SqlError::internal(format!(
+                "pending transfer {pending_id} has no state"
+            )));
+        };
+        match text(&state[schema.pending_col.status]) {
+            PENDING => Ok((old, state)),
+            EXPIRED => Err(check(
+                id,
+                format!("pending transfer {pending_id} has expired"),
+                "pending_transfer_expired",
+            )),
+            status => Err(check(
+                id,
+                format!("pending transfer {pending_id} is already {status}"),
+                &format!("pending_transfer_already_{status}"),
+            )),
+        }
+    }
+
+    /// Takes a pending transfer's amount out of both accounts' pending balances and adds
+    /// `posted` of it to their posted balances. `cause` is the transfer (or, on expiry, the
+    /// pending transfer itself) the history records.
+    pub(crate) fn release(
+        &mut self,
+        schema: &LedgerSchema,
+        cause: i64,
+        original: &Row,
+        posted: i64,
+        now: i64,
+        version: u64,
+    ) -> SqlResult<()> {
+        let t = &schema.transfer;
+        let a = &schema.account;
+        let reserved = int(&original[t.amount]).unwrap_or(0);
+        let debit_id = int(&original[t.debit_account_id]).unwrap_or(0);
+        let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
+        let mut debit = self.account(schema, cause, debit_id, "debit")?;
+        let mut credit = self.account(schema, cause, credit_id, "credit")?;
+        add(cause, debit_id, &mut debit.row, a.debits_pending, -reserved)?;
+        add(
+            cause,
+            credit_id,
+            &mut credit.row,
+            a.credits_pending,
+            -reserved,
+        )?;
+        if posted > 0 {
+            add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
+            add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
+        }
+        self.save_account(schema, debit, cause, now, version)?;
+        self.save_account(schema, credit, cause, now, version)
+    }
+
+    fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
+        let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
+        self.put_raw(self.clock.expiry, &key, Some(&[]))?;
+        self.clock.next_expiry = Some(self.clock.next_expiry.map_or(at, |n| n.min(at)));
+        Ok(())
+    }
+
+    fn cancel_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
+        let key = encode_key(&[Value::Int(at), Value::Int(id)])?;
+        self.put_raw(self.clock.expiry, &key, None)
+    }
+
+    /// Voids every pending transfer whose timeout has passed by the ledger clock. Runs
+    /// before each command, so which transfers have expired is decided in log order.
+    pub(crate) fn expire_pending(&mut self, version: u64) -> SqlResult<()> {
+        let now = self.clock.now;
+        if self.clock.next_expiry.is_none_or(|at| at > now) {
+            return Ok(());
+        }
+        let expiry = self.clock.expiry;
+        loop {
+            let first = self
+                .shard(0)?
+                .engine
+                .range(
+                    expiry,
+                    std::ops::Bound::Unbounded,
+                    std::ops::Bound::Unbounded,
+                    kv::Direction::Forward,
+                )
+                .map_err(kv_error)?
+                .next()
+                .transpose()
+                .map_err(kv_error)?;
+            let Some((key, _)) = first else {
+                self.clock.next_expiry = None;
+                return Ok(());
+            };
+            let (at, id) = match kv::keycode::decode_key(&key).as_deref() {
+                Some([kv::keycode::KeyValue::Int(at), kv::keycode::KeyValue::Int(id)]) => {
+                    (*at, *id)
+                }
+                _ => {
+                    return Err(SqlError::internal(
+                        "unreadable pending-transfer expiry entry",
+                    ))
+                }
+            };
+            if at > now {
+                self.clock.next_expiry = Some(at);
+                return Ok(());
+            }
+            // Looked up only once something is due: before the ledger migration has run
+            // there are no tables to find, and nothing can be due either.
+            let schema = self.ledger_schema()?;
+            self.put_raw(self.clock.expiry, &key, None)?;
+            let pending_key = encode_key(&[Value::Int(id)])?;
+            let states = self.storage_of(&schema.pending)?;
+            let transfers = self.storage_of(&schema.transfers)?;
+            let (Some((state_old, _, state)), Some((_, _, original))) = (
+                self.get_row(states, &pending_key)?,
+                self.get_row(transfers, &pending_key)?,
+            ) else {
+                continue;
+            };
+            let p = &schema.pending_col;
+            if text(&state[p.status]) != PENDING {
+                continue;
+            }
+            self.release(&schema, id, &original, 0, at, version)?;
+            self.close_pending(&schema, &pending_key, state_old, state, EXPIRED, version)?;
+        }
+    }
+
+    /// Stores a pending transfer's final state: posted, voided or expired.
+    fn close_pending(
+        &mut self,
+        schema: &LedgerSchema,
+        key: &[u8],
+        old: Vec<u8>,
+        mut state: Row,
+        status: &str,
+        version: u64,
+    ) -> SqlResult<()> {
+        state[schema.pending_col.status] = Value::Text(status.into());
+        self.put_row(&schema.pending, key, Some(old), &state, version)
+    }
+}
