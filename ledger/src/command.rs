@@ -93,6 +93,12 @@ pub enum Command {
     /// first recorded are the cluster's, and every replica checks its own against them
     /// (`cluster_settings`).
     ClusterSettings(crate::cluster_settings::ClusterSettings),
+    /// TigerBeetle's pulse: nothing but the clock moving to `now_micros`, proposed when the
+    /// earliest pending transfer's deadline has passed, so that it expires then, at this
+    /// log position on every replica, rather than at the next command that happens by.
+    Pulse {
+        now_micros: i64,
+    },
 }
 
 impl Command {
@@ -106,7 +112,8 @@ impl Command {
             | Command::LedgerBatch { now_micros, .. }
             | Command::Copy { now_micros, .. }
             | Command::WriteWithSequences { now_micros, .. }
-            | Command::QueryWithSequences { now_micros, .. } => Some(*now_micros),
+            | Command::QueryWithSequences { now_micros, .. }
+            | Command::Pulse { now_micros } => Some(*now_micros),
             Command::Ddl { .. }
             | Command::AllocateSequenceValues { .. }
             | Command::ClusterSettings(_) => None,

@@ -332,6 +332,10 @@ impl Coordinator {
         executor.activity = activity;
         executor.sequences = Arc::new(SequenceStore::owning(sequence_states));
         executor.dependent_views = Some(options.dependent_views);
+        executor.look_up_next_expiry()?;
+        executor
+            .activity
+            .publish_next_expiry(executor.clock.next_expiry);
         Ok(Coordinator {
             executor,
             workers,
@@ -773,6 +777,9 @@ impl Coordinator {
             }
         }
         self.applied = position;
+        self.executor
+            .activity
+            .publish_next_expiry(self.executor.clock.next_expiry);
         self.replication.applied_log_id = Some(log_id);
         self.changed_since_checkpoint = true;
         if cfg!(debug_assertions) {

@@ -129,7 +129,7 @@ impl Router<'_> {
             | Command::QueryWithSequences { .. }
             | Command::AllocateSequenceValues { .. } => self.all(),
             // The meta table is partition 0's; the partition count is the executor's.
-            Command::ClusterSettings(_) => Reach::one(0),
+            Command::ClusterSettings(_) | Command::Pulse { .. } => Reach::one(0),
             Command::Procedure {
                 steps,
                 params,

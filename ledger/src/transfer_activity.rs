@@ -1,5 +1,6 @@
 //! What the executor tells of the transfers it applies, for the node's views
-//! (`hotledger.metrics`, `hotledger.hot_accounts`): how many transfers exist that it
+//! (`hotledger.metrics`, `hotledger.hot_accounts`) and for the server's pulse (when the
+//! next pending transfer expires, so a `Command::Pulse` expires it then): how many transfers exist that it
 //! created since it started (a created transfer a failing statement takes back is taken off
 //! again), and which accounts take the most transfers — a heavy-hitters sketch per executor
 //! thread (Space-Saving: `CAPACITY` counters a bucket, 2-second buckets for the last minute),
@@ -10,7 +11,7 @@
 //! its `error` too high). Each entry keeps the account's balances as that transfer left
 //! them, so the hottest accounts' balances are the latest without a read.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -86,6 +87,9 @@ pub struct HotAccount {
 /// What every executor thread of the node reports into.
 pub struct TransferActivity {
     created: AtomicU64,
+    /// The ledger clock time (µs) before which no pending transfer expires; `i64::MAX`
+    /// when none has a timeout.
+    next_expiry: AtomicI64,
     /// One sketch per executor thread (the coordinator's, then each partition's).
     sketches: Vec<Mutex<Vec<Bucket>>>,
 }
@@ -101,10 +105,22 @@ impl TransferActivity {
     pub fn new(threads: usize) -> TransferActivity {
         TransferActivity {
             created: AtomicU64::new(0),
+            next_expiry: AtomicI64::new(i64::MAX),
             sketches: (0..threads.max(1))
                 .map(|_| Mutex::new((0..BUCKETS).map(|_| Bucket::default()).collect()))
                 .collect(),
         }
+    }
+
+    /// When the next pending transfer expires (the ledger clock's µs since the Unix
+    /// epoch), or None when none has a timeout. Published after each log entry applies; it
+    /// may be early (a post or void cancelled that expiry), never late.
+    pub fn next_expiry(&self) -> Option<i64> {
+        Some(self.next_expiry.load(Relaxed)).filter(|&at| at != i64::MAX)
+    }
+
+    pub(crate) fn publish_next_expiry(&self, at: Option<i64>) {
+        self.next_expiry.store(at.unwrap_or(i64::MAX), Relaxed);
     }
 
     /// Transfers created (and not taken back) since the executor started.

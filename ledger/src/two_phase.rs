@@ -279,6 +279,45 @@ impl Executor {
         self.put_raw(self.clock.expiry, &key, None)
     }
 
+    /// The earliest entry of the expiry schedule: its key, deadline and pending transfer.
+    fn first_expiry(&mut self) -> SqlResult<Option<(Vec<u8>, i64, i64)>> {
+        let expiry = self.clock.expiry;
+        let first = self
+            .shard(0)?
+            .engine
+            .range(
+                expiry,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+                kv::Direction::Forward,
+            )
+            .map_err(kv_error)?
+            .next()
+            .transpose()
+            .map_err(kv_error)?;
+        let Some((key, _)) = first else {
+            return Ok(None);
+        };
+        match kv::keycode::decode_key(&key).as_deref() {
+            Some([kv::keycode::KeyValue::Int(at), kv::keycode::KeyValue::Int(id)]) => {
+                let (at, id) = (*at, *id);
+                Ok(Some((key.to_vec(), at, id)))
+            }
+            _ => Err(SqlError::internal(
+                "unreadable pending-transfer expiry entry",
+            )),
+        }
+    }
+
+    /// Finds when the first pending transfer expires, after a start (until then it is
+    /// unknown, and the first command looks): only reads.
+    pub(crate) fn look_up_next_expiry(&mut self) -> SqlResult<()> {
+        if self.clock.next_expiry == Some(i64::MIN) {
+            self.clock.next_expiry = self.first_expiry()?.map(|(_, at, _)| at);
+        }
+        Ok(())
+    }
+
     /// Voids every pending transfer whose timeout has passed by the ledger clock. Runs
     /// before each command, so which transfers have expired is decided in log order.
     pub(crate) fn expire_pending(&mut self, version: u64) -> SqlResult<()> {
@@ -286,34 +325,10 @@ impl Executor {
         if self.clock.next_expiry.is_none_or(|at| at > now) {
             return Ok(());
         }
-        let expiry = self.clock.expiry;
         loop {
-            let first = self
-                .shard(0)?
-                .engine
-                .range(
-                    expiry,
-                    std::ops::Bound::Unbounded,
-                    std::ops::Bound::Unbounded,
-                    kv::Direction::Forward,
-                )
-                .map_err(kv_error)?
-                .next()
-                .transpose()
-                .map_err(kv_error)?;
-            let Some((key, _)) = first else {
+            let Some((key, at, id)) = self.first_expiry()? else {
                 self.clock.next_expiry = None;
                 return Ok(());
-            };
-            let (at, id) = match kv::keycode::decode_key(&key).as_deref() {
-                Some([kv::keycode::KeyValue::Int(at), kv::keycode::KeyValue::Int(id)]) => {
-                    (*at, *id)
-                }
-                _ => {
-                    return Err(SqlError::internal(
-                        "unreadable pending-transfer expiry entry",
-                    ))
-                }
             };
             if at > now {
                 self.clock.next_expiry = Some(at);

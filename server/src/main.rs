@@ -29,6 +29,7 @@ mod login_throttle;
 mod metrics;
 mod migrations;
 mod notifications;
+mod pulse;
 mod read_threads;
 mod session;
 mod session_threads;
@@ -556,6 +557,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         why = &mut stopped => return Err(cannot_apply(&why)),
     }
     watchdog::spawn(Arc::downgrade(&shared)).map_err(|e| format!("watchdog: {e}"))?;
+    pulse::spawn(Arc::downgrade(&shared));
     let logins = Logins::new(LoginConfig {
         user: args.user.clone(),
         password: args.password.clone(),

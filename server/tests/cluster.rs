@@ -336,6 +336,22 @@ fn hotledger_cluster_view_names_the_leader_and_follows_a_failover() {
     );
     assert_eq!(lags, "3");
 
+    // A pending transfer expires at its deadline on every replica, with no write after it:
+    // the leader's pulse is an entry in the log.
+    cluster.node(1).query(
+        "insert into accounts (id, ledger, code) values (1, 1, 1), (2, 1, 1); \
+         call transfer(id => 1, debit_account_id => 1, credit_account_id => 2, amount => 5, \
+                       ledger => 1, code => 1, pending => true, timeout => 1)",
+    );
+    std::thread::sleep(Duration::from_millis(2_000));
+    for id in 1..=3 {
+        let seen = cluster.node(id).query(
+            "set read_consistency = weak; \
+             select status, (select debits_pending from accounts where id = 1) from pending_transfers where id = 1",
+        );
+        assert_eq!(seen, "SET\nexpired|0", "node {id}");
+    }
+
     cluster.kill9(leader);
     let survivor = if leader == 1 { 2 } else { 1 };
     let started = Instant::now();
