@@ -356,6 +356,9 @@ pub(crate) struct TransferState {
     pub(crate) account_set: Option<crate::account_set::AccountSet>,
     /// The set's memory between statements (empty).
     pub(crate) spare_account_set: crate::account_set::AccountSet,
+    /// Transfer ids that failed for a reason that can change, with the result: burned
+    /// (`transfer_failures`) once what the failure rolls back is rolled back.
+    pub(crate) burned: Vec<(i64, &'static str)>,
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -658,6 +661,11 @@ impl Executor {
                 )));
             }
             self.rollback();
+            // Burned ids stay burned whatever became of the command (TigerBeetle's rule).
+            if let Err(e) = self.burn_failed_ids(version) {
+                self.fail(e.clone());
+                return Err(e);
+            }
         }
         self.undo.clear();
         if !sequences {

@@ -127,6 +127,8 @@ impl Executor {
                     // An event on its own: what it wrote before it failed goes.
                     ex.rollback_to(mark);
                 }
+                // What a failure burned stays, rolled back or not.
+                ex.burn_failed_ids(version).map_err(ChainEnd::Storage)?;
                 results.push(result);
             }
             match broken_by {

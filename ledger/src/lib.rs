@@ -40,6 +40,7 @@
 mod account_set;
 mod accumulator;
 mod apply;
+mod burned_ids;
 mod cluster_settings;
 mod command;
 mod coordinator;

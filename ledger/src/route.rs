@@ -281,7 +281,11 @@ impl Router<'_> {
                 _ => self.all(),
             },
             Some(LedgerRole::Transfers) => self.transfer(schema, row),
-            Some(LedgerRole::PendingTransfers | LedgerRole::AccountBalances) => self.all(),
+            Some(
+                LedgerRole::PendingTransfers
+                | LedgerRole::AccountBalances
+                | LedgerRole::TransferFailures,
+            ) => self.all(),
         }
     }
 

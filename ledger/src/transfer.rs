@@ -14,6 +14,7 @@ use plan::{LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
+use crate::burned_ids::transient_result;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
 use crate::transfer_exists::{account_difference, transfer_difference};
@@ -260,16 +261,24 @@ impl Executor {
                 ));
             }
         }
+        if let Some(result) = self.burned_result(&schema, id)? {
+            return Err(Executor::id_already_failed(id, &result));
+        }
         row[t.created_at] = Value::TimestampTz(self.clock.now);
-        if post || void {
-            self.post_or_void(&schema, id, &mut row, version)?;
-            self.put_row(table, &key, None, &row, version)?;
-            self.activity.created();
+        let applied = if post || void {
+            self.post_or_void(&schema, id, &mut row, version)
+                .and_then(|()| self.put_row(table, &key, None, &row, version))
+                .map(|()| self.activity.created())
         } else {
             let pending = flag(&row[t.pending]);
-            self.move_funds(&schema, id, &mut row, pending, version)?;
+            self.move_funds(&schema, id, &mut row, pending, version)
+        };
+        if let Err(e) = &applied {
+            if let Some(result) = transient_result(e) {
+                self.transfers.burned.push((id, result));
+            }
         }
-        Ok(Some(row))
+        applied.map(|()| Some(row))
     }
 
     /// The pending transfer a stored post or void resolved, for comparing a resend of it.
@@ -381,6 +390,9 @@ impl Executor {
         }
         let now = self.clock.now;
         if row_here {
+            if self.burned_result(schema, id)?.is_some() {
+                return Err(whole());
+            }
             row[t.timeout] = Value::Int(0);
             row[t.created_at] = Value::TimestampTz(now);
             if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, row, version)? {

@@ -20,14 +20,18 @@ pub enum LedgerRole {
     PendingTransfers,
     /// An account's balances after each of its transfers (accounts with `history`).
     AccountBalances,
+    /// The ids of transfers that failed for a reason that can change (TigerBeetle's burned
+    /// ids: `id_already_failed`).
+    TransferFailures,
 }
 
 impl LedgerRole {
-    const ALL: [LedgerRole; 4] = [
+    const ALL: [LedgerRole; 5] = [
         LedgerRole::Accounts,
         LedgerRole::Transfers,
         LedgerRole::PendingTransfers,
         LedgerRole::AccountBalances,
+        LedgerRole::TransferFailures,
     ];
 
     pub fn parse(text: &str) -> Option<LedgerRole> {
@@ -40,6 +44,7 @@ impl LedgerRole {
             LedgerRole::Transfers => "transfers",
             LedgerRole::PendingTransfers => "pending_transfers",
             LedgerRole::AccountBalances => "account_balances",
+            LedgerRole::TransferFailures => "transfer_failures",
         }
     }
 
@@ -82,6 +87,9 @@ impl LedgerRole {
                 ("expires_at", TimestampTz),
                 ("resolved_by", Int8),
             ],
+            LedgerRole::TransferFailures => {
+                &[("id", Int8), ("result", Text), ("failed_at", TimestampTz)]
+            }
             LedgerRole::AccountBalances => &[
                 ("account_id", Int8),
                 ("created_at", TimestampTz),
@@ -178,9 +186,9 @@ fn immutable(table: &TableDef, role: LedgerRole) -> SqlError {
     let what = match role {
         LedgerRole::Accounts => "accounts cannot be deleted",
         LedgerRole::Transfers => "transfers are immutable",
-        LedgerRole::PendingTransfers | LedgerRole::AccountBalances => {
-            "its rows are maintained by the ledger"
-        }
+        LedgerRole::PendingTransfers
+        | LedgerRole::AccountBalances
+        | LedgerRole::TransferFailures => "its rows are maintained by the ledger",
     };
     SqlError::new(
         ErrorKind::InsufficientPrivilege,
@@ -275,6 +283,15 @@ pub struct LedgerSchema {
     pub pending_col: PendingColumns,
     pub balances: Arc<TableDef>,
     pub balance: BalanceColumns,
+    /// The burned transfer ids, once migration 0004 has made their table.
+    pub failures: Option<(Arc<TableDef>, FailureColumns)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FailureColumns {
+    pub id: usize,
+    pub result: usize,
+    pub failed_at: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -402,6 +419,17 @@ impl LedgerSchema {
             transfers: transfers.clone(),
             pending: pending.clone(),
             balances: balances.clone(),
+            failures: match catalog.ledger_table(LedgerRole::TransferFailures) {
+                Some(f) => Some((
+                    f.clone(),
+                    FailureColumns {
+                        id: column(f, "id")?,
+                        result: column(f, "result")?,
+                        failed_at: column(f, "failed_at")?,
+                    },
+                )),
+                None => None,
+            },
         }))
     }
 }

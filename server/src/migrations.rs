@@ -26,6 +26,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "history_indexes",
         include_str!("../../migrations/0003_history_indexes.sql"),
     ),
+    (
+        4,
+        "transfer_failures",
+        include_str!("../../migrations/0004_transfer_failures.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the
