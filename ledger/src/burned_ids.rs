@@ -11,9 +11,12 @@
 //! positions, since the failures are decided in log order. Before migration 0004 has made
 //! the table, nothing is burned.
 
+use std::ops::Bound::Unbounded;
+
 use plan::LedgerSchema;
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
+use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::encode_key;
 use crate::transfer::rule;
@@ -36,19 +39,40 @@ pub(crate) fn transient_result(e: &SqlError) -> Option<&'static str> {
 }
 
 impl Executor {
-    /// The result under which transfer `id` failed before, if its id is burned.
+    /// The result under which transfer `id` (stored under `key`) failed before, if its id
+    /// is burned. A partition that has never burned an id answers without a lookup.
     pub(crate) fn burned_result(
         &mut self,
         schema: &LedgerSchema,
-        id: i64,
+        key: &[u8],
     ) -> SqlResult<Option<String>> {
         let Some((table, columns)) = &schema.failures else {
             return Ok(None);
         };
         let storage = self.storage_of(table)?;
-        let key = encode_key(&[Value::Int(id)])?;
+        let shard = self.shard_of(storage, key);
+        let any = match self.shard(shard)?.burned_ids {
+            Some(any) => any,
+            None => {
+                let partition = self.shard(shard)?;
+                let handle = partition.handle(storage.id)?;
+                let any = partition
+                    .engine
+                    .range(handle, Unbounded, Unbounded, kv::Direction::Forward)
+                    .map_err(kv_error)?
+                    .next()
+                    .transpose()
+                    .map_err(kv_error)?
+                    .is_some();
+                partition.burned_ids = Some(any);
+                any
+            }
+        };
+        if !any {
+            return Ok(None);
+        }
         Ok(self
-            .get_row(storage, &key)?
+            .get_row(storage, key)?
             .map(|(_, _, row)| match &row[columns.result] {
                 Value::Text(t) => t.clone(),
                 _ => String::new(),
@@ -87,6 +111,9 @@ impl Executor {
             // Burned once: a second failure of the same id cannot happen (the first made it
             // `id_already_failed`), so the row is always new.
             self.put_row(table, &key, None, &row, version)?;
+            let storage = self.storage_of(table)?;
+            let shard = self.shard_of(storage, &key);
+            self.shard(shard)?.burned_ids = Some(true);
         }
         Ok(())
     }

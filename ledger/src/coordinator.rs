@@ -288,6 +288,7 @@ impl Coordinator {
                 engine,
                 storage,
                 table_versions: FxHashMap::default(),
+                burned_ids: None,
             }));
         }
         let catalog = Arc::new(catalog);

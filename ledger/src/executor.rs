@@ -557,6 +557,12 @@ impl Executor {
     pub(crate) fn run_command(&mut self, command: Command, version: u64) -> CommandResult {
         self.check_running()?;
         self.assert_no_undo("a command");
+        // Ids burned by a failure are written as the command that failed ends: one left
+        // over would be burned at another log position on this replica than on others.
+        assert!(
+            self.transfers.burned.is_empty(),
+            "burned transfer ids left over from an earlier command"
+        );
         // Without sequences (the hot paths) nothing can call one: no bookkeeping.
         let sequences = !self.catalog.sequences.is_empty();
         if sequences {

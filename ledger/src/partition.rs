@@ -26,6 +26,10 @@ pub(crate) struct Shard {
     /// Looked up for every row and index write: keyed by small ids, so a fast hash.
     pub storage: FxHashMap<u32, kv::Table>,
     pub table_versions: FxHashMap<u32, u64>,
+    /// Whether this partition holds any burned transfer id (`burned_ids`): None until
+    /// first asked. Ids are never unburned, so once true it stays true; while false, a
+    /// transfer skips the lookup.
+    pub burned_ids: Option<bool>,
 }
 
 impl Shard {

@@ -261,7 +261,7 @@ impl Executor {
                 ));
             }
         }
-        if let Some(result) = self.burned_result(&schema, id)? {
+        if let Some(result) = self.burned_result(&schema, &key)? {
             return Err(Executor::id_already_failed(id, &result));
         }
         row[t.created_at] = Value::TimestampTz(self.clock.now);
@@ -390,12 +390,13 @@ impl Executor {
         }
         let now = self.clock.now;
         if row_here {
-            if self.burned_result(schema, id)?.is_some() {
+            let key = encode_key(&[Value::Int(id)])?;
+            if self.burned_result(schema, &key)?.is_some() {
                 return Err(whole());
             }
             row[t.timeout] = Value::Int(0);
             row[t.created_at] = Value::TimestampTz(now);
-            if !self.insert_new_row(table, &encode_key(&[Value::Int(id)])?, row, version)? {
+            if !self.insert_new_row(table, &key, row, version)? {
                 return Err(whole());
             }
             self.activity.created();
