@@ -52,6 +52,9 @@ pub(crate) enum PeerRequest {
     PauseElections(Duration),
     ResumeElections,
     Campaign,
+    /// Where the node takes clients and how far its log goes (for `hotledger.cluster` on a
+    /// node that does not lead, which knows no other member's positions itself).
+    Report,
 }
 
 /// What the leader answers a forwarded proposal: each command's result, and an index at or
@@ -74,6 +77,7 @@ pub(crate) enum PeerResponse {
     ChangeMembership(Result<String, MembershipError>),
     Progress(Result<u64, String>),
     Done,
+    Report(crate::status::MemberReport),
 }
 
 /// Why a call to a peer failed: it could not be reached (no connection), or the exchange
@@ -260,6 +264,9 @@ impl PeerContext {
                 PeerResponse::ReadBarrier(self.read_index.confirm(raft).await)
             }
             PeerRequest::Describe => PeerResponse::Describe(self.pg_addr.to_string()),
+            PeerRequest::Report => {
+                PeerResponse::Report(crate::status::MemberReport::of(raft, &self.pg_addr))
+            }
             PeerRequest::ChangeMembership(change, limit) => PeerResponse::ChangeMembership(
                 change_here(raft, &self.proposer, &self.links, change, limit).await,
             ),

@@ -1,11 +1,14 @@
 //! What this node knows of its replication group, for `hotledger.cluster`: each member's
 //! role and log positions from openraft's metrics (a leader knows how far each follower's
-//! log matches its own; a follower knows only itself), and each member's client address
-//! and reachability from asking it (`PeerRequest::Describe`, with a short timeout).
+//! log matches its own), and each member's client address, term, log and apply positions
+//! and reachability from asking it (`PeerRequest::Report`, with a short timeout) — so a
+//! follower's view shows every member's positions too, and each member's lag behind the
+//! leader's log as the leader reported it.
 
 use std::time::Duration;
 
 use openraft::ServerState;
+use serde::{Deserialize, Serialize};
 
 use crate::network::{PeerRequest, PeerResponse};
 use crate::peer_link::PeerLinks;
@@ -29,6 +32,28 @@ pub struct MemberStatus {
     pub lag_entries: Option<u64>,
     pub reachable: bool,
     pub is_self: bool,
+}
+
+/// What a member says of itself when asked (`PeerRequest::Report`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct MemberReport {
+    pub pg_addr: String,
+    pub term: u64,
+    pub last_log_index: Option<u64>,
+    pub applied_index: Option<u64>,
+}
+
+impl MemberReport {
+    pub(crate) fn of(raft: &Raft, pg_addr: &str) -> MemberReport {
+        let metrics = raft.metrics();
+        let metrics = metrics.borrow();
+        MemberReport {
+            pg_addr: pg_addr.to_string(),
+            term: metrics.current_term,
+            last_log_index: metrics.last_log_index,
+            applied_index: metrics.last_applied.map(|l| l.index),
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -104,56 +129,81 @@ impl ClusterStatus {
         let mut members = Vec::new();
         for (&id, node) in membership.nodes() {
             let is_self = id == self.node_id;
-            let voter = voters.contains(&id);
-            let (role, pg_addr, reachable) = if is_self {
-                (role(metrics.state), Some(self.pg_addr.clone()), true)
+            let report = if is_self {
+                None
             } else {
-                let role = if metrics.current_leader == Some(id) {
-                    "leader"
-                } else if voter {
-                    "follower"
-                } else {
-                    "learner"
-                };
-                let pg_addr = self.describe(&node.addr).await;
-                let reachable = pg_addr.is_some();
-                (role, pg_addr, reachable)
+                self.report(&node.addr).await
             };
-            let log = if is_self || leads { matched(id) } else { None };
+            let voter = voters.contains(&id);
+            let role = if is_self {
+                role(metrics.state)
+            } else if metrics.current_leader == Some(id) {
+                "leader"
+            } else if voter {
+                "follower"
+            } else {
+                "learner"
+            };
+            // The leader's own view of a member's log is how far it matches; elsewhere, what
+            // the member says.
+            let log = if is_self || leads {
+                matched(id)
+            } else {
+                report.as_ref().and_then(|r| r.last_log_index)
+            };
             members.push(MemberStatus {
                 node_id: id,
                 role,
                 voter,
-                pg_addr,
+                pg_addr: if is_self {
+                    Some(self.pg_addr.clone())
+                } else {
+                    report.as_ref().map(|r| r.pg_addr.clone())
+                },
                 raft_addr: node.addr.clone(),
-                term: is_self.then_some(metrics.current_term),
+                term: if is_self {
+                    Some(metrics.current_term)
+                } else {
+                    report.as_ref().map(|r| r.term)
+                },
                 last_log_index: log,
                 committed_index: committed.filter(|_| is_self),
                 applied_index: if is_self {
                     metrics.last_applied.map(|l| l.index)
                 } else {
-                    None
+                    report.as_ref().and_then(|r| r.applied_index)
                 },
-                lag_entries: if leads {
-                    log.map(|l| last.unwrap_or(0).saturating_sub(l))
-                } else {
-                    None
-                },
-                reachable,
+                lag_entries: None,
+                reachable: is_self || report.is_some(),
                 is_self,
             });
+        }
+        // Lag: behind this node's log on the leader; elsewhere behind the leader's log as the
+        // leader reported it (None when the leader did not answer).
+        let leader_log = if leads {
+            last
+        } else {
+            members
+                .iter()
+                .find(|m| m.role == "leader")
+                .and_then(|m| m.last_log_index)
+        };
+        if let Some(leader_log) = leader_log {
+            for m in &mut members {
+                m.lag_entries = m.last_log_index.map(|l| leader_log.saturating_sub(l));
+            }
         }
         members
     }
 
-    /// The member's client address, if it answers in time.
-    async fn describe(&self, raft_addr: &str) -> Option<String> {
+    /// What the member says of itself, if it answers in time.
+    async fn report(&self, raft_addr: &str) -> Option<MemberReport> {
         match self
             .peers
-            .call(raft_addr, &PeerRequest::Describe, DESCRIBE_TIMEOUT)
+            .call(raft_addr, &PeerRequest::Report, DESCRIBE_TIMEOUT)
             .await
         {
-            Ok(PeerResponse::Describe(pg_addr)) => Some(pg_addr),
+            Ok(PeerResponse::Report(report)) => Some(report),
             _ => None,
         }
     }

@@ -335,6 +335,13 @@ fn hotledger_cluster_view_names_the_leader_and_follows_a_failover() {
         "select count(*) from hotledger.cluster where lag_entries is not null and last_log_index > 0",
     );
     assert_eq!(lags, "3");
+    // A follower asks each member for its positions, and the leader for its log.
+    let follower = (1..=3).find(|&n| n != leader).unwrap();
+    let known = cluster.node(follower).query(
+        "select count(*) from hotledger.cluster where term is not null and last_log_index > 0 \
+         and applied_index > 0 and lag_entries is not null",
+    );
+    assert_eq!(known, "3", "node {follower}");
 
     // A pending transfer expires at its deadline on every replica, with no write after it:
     // the leader's pulse is an entry in the log.
