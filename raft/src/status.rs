@@ -1,9 +1,9 @@
 //! What this node knows of its replication group, for `hotledger.cluster`: each member's
 //! role and log positions from openraft's metrics (a leader knows how far each follower's
 //! log matches its own), and each member's client address, term, log and apply positions
-//! and reachability from asking it (`PeerRequest::Report`, with a short timeout) — so a
-//! follower's view shows every member's positions too, and each member's lag behind the
-//! leader's log as the leader reported it.
+//! and reachability from asking it (`PeerRequest::Report`, all at once, with a short
+//! timeout) — so a follower's view shows every member's positions too, and each member's
+//! lag behind the leader's log as the leader reported it.
 
 use std::time::Duration;
 
@@ -126,14 +126,13 @@ impl ClusterStatus {
         } else {
             None
         };
+        let mut reports = self
+            .reports(membership.nodes().filter(|(&id, _)| id != self.node_id))
+            .await;
         let mut members = Vec::new();
         for (&id, node) in membership.nodes() {
             let is_self = id == self.node_id;
-            let report = if is_self {
-                None
-            } else {
-                self.report(&node.addr).await
-            };
+            let report = reports.remove(&id);
             let voter = voters.contains(&id);
             let role = if is_self {
                 role(metrics.state)
@@ -196,15 +195,28 @@ impl ClusterStatus {
         members
     }
 
-    /// What the member says of itself, if it answers in time.
-    async fn report(&self, raft_addr: &str) -> Option<MemberReport> {
-        match self
-            .peers
-            .call(raft_addr, &PeerRequest::Report, DESCRIBE_TIMEOUT)
-            .await
-        {
-            Ok(PeerResponse::Report(report)) => Some(report),
-            _ => None,
+    /// What each of `members` says of itself, asked all at once; those that did not answer
+    /// in time are missing.
+    async fn reports<'a>(
+        &self,
+        members: impl Iterator<Item = (&'a NodeId, &'a openraft::BasicNode)>,
+    ) -> std::collections::HashMap<NodeId, MemberReport> {
+        let mut asking = tokio::task::JoinSet::new();
+        for (&id, node) in members {
+            let (peers, addr) = (self.peers.clone(), node.addr.clone());
+            asking.spawn(async move {
+                let answer = peers
+                    .call(&addr, &PeerRequest::Report, DESCRIBE_TIMEOUT)
+                    .await;
+                (id, answer)
+            });
         }
+        let mut reports = std::collections::HashMap::new();
+        while let Some(joined) = asking.join_next().await {
+            if let Ok((id, Ok(PeerResponse::Report(report)))) = joined {
+                reports.insert(id, report);
+            }
+        }
+        reports
     }
 }
