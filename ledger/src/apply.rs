@@ -594,11 +594,8 @@ impl Executor {
             if let (Some(chain), (Some(id), stored)) = (&mut resent, &inserted) {
                 chain.saw(table, n, count, id, stored.is_some())?;
             }
-            let inserted = match inserted {
-                (Some(_), stored) if !p.call => (None, stored),
-                inserted => inserted,
-            };
-            match inserted {
+            let (id, stored) = inserted;
+            match (id.filter(|_| p.call), stored) {
                 (Some(id), stored) => {
                     affected += stored.is_some() as u64;
                     let status = if stored.is_some() {
@@ -852,8 +849,6 @@ impl Executor {
     }
 }
 
-/// Names the row of a multi-row INSERT or COPY into a ledger table that failed: the whole
-/// statement is one linked chain, and the client needs to know which link broke.
 /// TigerBeetle's rule for a resent linked chain, kept by a statement of several rows into a
 /// ledger table (one chain, without ON CONFLICT): all its rows may exist already (the same
 /// chain sent again: nothing to do), or none. One that would create some rows while others
@@ -909,6 +904,8 @@ impl ResentChain {
     }
 }
 
+/// Names the row of a multi-row INSERT or COPY into a ledger table that failed: the whole
+/// statement is one linked chain, and the client needs to know which link broke.
 fn in_row(table: &TableDef, mut e: SqlError, n: usize, count: usize) -> SqlError {
     if table.ledger.is_some() && count > 1 {
         e.message = format!("row {} of {count}: {}", n + 1, e.message);

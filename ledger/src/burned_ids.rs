@@ -11,8 +11,6 @@
 //! positions, since the failures are decided in log order. Before migration 0004 has made
 //! the table, nothing is burned.
 
-use std::ops::Bound::Unbounded;
-
 use plan::LedgerSchema;
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
@@ -56,10 +54,7 @@ impl Executor {
             None => {
                 let partition = self.shard(shard)?;
                 let handle = partition.handle(storage.id)?;
-                let any = partition
-                    .engine
-                    .range(handle, Unbounded, Unbounded, kv::Direction::Forward)
-                    .map_err(kv_error)?
+                let any = crate::partition::entries(partition, handle)?
                     .next()
                     .transpose()
                     .map_err(kv_error)?
@@ -101,6 +96,7 @@ impl Executor {
         let Some((table, columns)) = &schema.failures else {
             return Ok(());
         };
+        let storage = self.storage_of(table)?;
         let now = self.clock.now;
         for (id, result) in burned {
             let key = encode_key(&[Value::Int(id)])?;
@@ -111,7 +107,6 @@ impl Executor {
             // Burned once: a second failure of the same id cannot happen (the first made it
             // `id_already_failed`), so the row is always new.
             self.put_row(table, &key, None, &row, version)?;
-            let storage = self.storage_of(table)?;
             let shard = self.shard_of(storage, &key);
             self.shard(shard)?.burned_ids = Some(true);
         }

@@ -933,15 +933,7 @@ fn stored_rows(shard: &mut Shard, id: u32) -> SqlResult<Vec<(Vec<u8>, Row)>> {
 /// Every kv entry of relation `id` in a partition, in key order.
 fn every_entry(shard: &mut Shard, id: u32) -> SqlResult<kv::Range<'_>> {
     let handle = shard.handle(id)?;
-    shard
-        .engine
-        .range(
-            handle,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-            kv::Direction::Forward,
-        )
-        .map_err(kv_error)
+    crate::partition::entries(shard, handle)
 }
 
 /// A table a view reads can be neither dropped nor altered (PostgreSQL would need CASCADE,

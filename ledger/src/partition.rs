@@ -38,6 +38,19 @@ impl Shard {
     }
 }
 
+/// Every entry of kv table `table` in a partition, in key order.
+pub(crate) fn entries(shard: &mut Shard, table: kv::Table) -> SqlResult<kv::Range<'_>> {
+    shard
+        .engine
+        .range(
+            table,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+            kv::Direction::Forward,
+        )
+        .map_err(crate::error::kv_error)
+}
+
 /// Partition `index` of an executor's partitions, if it holds it (a partition lent to its
 /// thread is None here).
 pub(crate) fn held(shards: &mut [Option<Shard>], index: usize) -> SqlResult<&mut Shard> {

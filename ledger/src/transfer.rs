@@ -22,8 +22,34 @@ use crate::transfer_exists::{account_difference, transfer_difference};
 /// A ledger rule broken: the message names the transfer and the account; the detail gives
 /// TigerBeetle's name for the result, for people who know it.
 pub(crate) fn rule(kind: ErrorKind, id: i64, message: String, result: &str) -> SqlError {
-    SqlError::new(kind, format!("transfer {id}: {message}"))
-        .with_detail(format!("result: {result}"))
+    broken("transfer", kind, id, message, result)
+}
+
+/// A rule of the `noun` (transfer or account) `id` broken, with TigerBeetle's result.
+fn broken(noun: &str, kind: ErrorKind, id: i64, message: String, result: &str) -> SqlError {
+    SqlError::new(kind, format!("{noun} {id}: {message}")).with_detail(format!("result: {result}"))
+}
+
+/// The id of a new account or transfer: NULL is 23502 (`missing` says why one is needed),
+/// zero or less 23514, both TigerBeetle's `id_must_not_be_zero`.
+fn event_id(noun: &str, value: &Value, missing: &str) -> SqlResult<i64> {
+    match int(value) {
+        None => Err(broken(
+            noun,
+            ErrorKind::NotNullViolation,
+            0,
+            missing.into(),
+            "id_must_not_be_zero",
+        )),
+        Some(id) if id <= 0 => Err(broken(
+            noun,
+            ErrorKind::CheckViolation,
+            id,
+            "id must be positive".into(),
+            "id_must_not_be_zero",
+        )),
+        Some(id) => Ok(id),
+    }
 }
 
 /// An account's own fields, in TigerBeetle's order: the limit flags exclude each other,
@@ -63,7 +89,7 @@ fn account_fields(schema: &LedgerSchema, id: i64, row: &Row) -> SqlResult<()> {
 
 /// A rule of account `id` broken, with TigerBeetle's name for the result.
 fn account_rule(kind: ErrorKind, id: i64, message: String, result: &str) -> SqlError {
-    SqlError::new(kind, format!("account {id}: {message}")).with_detail(format!("result: {result}"))
+    broken("account", kind, id, message, result)
 }
 
 pub(crate) fn check(id: i64, message: String, result: &str) -> SqlError {
@@ -137,25 +163,7 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let a = &schema.account;
-        let id = match int(&row[a.id]) {
-            None => {
-                return Err(account_rule(
-                    ErrorKind::NotNullViolation,
-                    0,
-                    "an account needs an id".into(),
-                    "id_must_not_be_zero",
-                ))
-            }
-            Some(id) if id <= 0 => {
-                return Err(account_rule(
-                    ErrorKind::CheckViolation,
-                    id,
-                    "id must be positive".into(),
-                    "id_must_not_be_zero",
-                ))
-            }
-            Some(id) => id,
-        };
+        let id = event_id("account", &row[a.id], "an account needs an id")?;
         let updates = on_conflict.and_then(OnConflict::update).is_some();
         if !updates {
             let storage = self.storage_of(table)?;
@@ -204,20 +212,11 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let t = &schema.transfer;
-        let id = match int(&given[t.id]) {
-            None => {
-                return Err(rule(
-                    ErrorKind::NotNullViolation,
-                    0,
-                    "a transfer needs an id (a positive bigint chosen by the client, so that retries are idempotent)".into(),
-                    "id_must_not_be_zero",
-                ))
-            }
-            Some(id) if id <= 0 => {
-                return Err(check(id, "id must be positive".into(), "id_must_not_be_zero"))
-            }
-            Some(id) => id,
-        };
+        let id = event_id(
+            "transfer",
+            &given[t.id],
+            "a transfer needs an id (a positive bigint chosen by the client, so that retries are idempotent)",
+        )?;
         let key = encode_key(&[Value::Int(id)])?;
         let mut row = given;
         let (post, void) = (flag(&row[t.post_pending]), flag(&row[t.void_pending]));

@@ -282,16 +282,7 @@ impl Executor {
     /// The earliest entry of the expiry schedule: its key, deadline and pending transfer.
     fn first_expiry(&mut self) -> SqlResult<Option<(Vec<u8>, i64, i64)>> {
         let expiry = self.clock.expiry;
-        let first = self
-            .shard(0)?
-            .engine
-            .range(
-                expiry,
-                std::ops::Bound::Unbounded,
-                std::ops::Bound::Unbounded,
-                kv::Direction::Forward,
-            )
-            .map_err(kv_error)?
+        let first = crate::partition::entries(self.shard(0)?, expiry)?
             .next()
             .transpose()
             .map_err(kv_error)?;

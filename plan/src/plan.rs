@@ -763,6 +763,21 @@ pub enum Plan {
 }
 
 impl Plan {
+    /// BEGIN, COMMIT, ROLLBACK, the savepoint statements and SET TRANSACTION: what the
+    /// session's transaction state machine runs.
+    pub fn is_transaction_control(&self) -> bool {
+        matches!(
+            self,
+            Plan::Begin { .. }
+                | Plan::Commit
+                | Plan::Rollback
+                | Plan::Savepoint { .. }
+                | Plan::RollbackToSavepoint { .. }
+                | Plan::ReleaseSavepoint { .. }
+                | Plan::SetTransaction { .. }
+        )
+    }
+
     /// The columns a client sees for this statement (empty for commands without rows).
     pub fn output_columns(&self) -> Vec<OutputColumn> {
         match self {

@@ -68,13 +68,7 @@ impl StatementKind {
             Plan::CopyFrom(_) => StatementKind::Insert,
             Plan::Call(_) | Plan::LedgerBatch(_) | Plan::ClusterChange(_) => StatementKind::Call,
             Plan::Ddl(_) => StatementKind::Ddl,
-            Plan::Begin { .. }
-            | Plan::Commit
-            | Plan::Rollback
-            | Plan::Savepoint { .. }
-            | Plan::RollbackToSavepoint { .. }
-            | Plan::ReleaseSavepoint { .. }
-            | Plan::SetTransaction { .. } => StatementKind::Transaction,
+            plan if plan.is_transaction_control() => StatementKind::Transaction,
             _ => StatementKind::Other,
         }
     }
