@@ -107,6 +107,11 @@ pub(crate) fn flag(v: &Value) -> bool {
     matches!(v, Value::Bool(true))
 }
 
+/// A flag in a column a later migration added: false where the table predates it.
+pub(crate) fn flag_at(row: &Row, column: Option<usize>) -> bool {
+    column.is_some_and(|c| flag(&row[c]))
+}
+
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
     a.compare(b) == Some(std::cmp::Ordering::Equal)
 }
@@ -220,11 +225,13 @@ impl Executor {
         let key = encode_key(&[Value::Int(id)])?;
         let mut row = given;
         let (post, void) = (flag(&row[t.post_pending]), flag(&row[t.void_pending]));
+        let balancing = flag_at(&row, t.balancing_debit) || flag_at(&row, t.balancing_credit);
         // A transfer that moves funds is stored as given, so it is written here in the same
         // descent that finds whether its id exists (a failure below rolls it back); post and
-        // void fill fields from the pending transfer first.
+        // void fill fields from the pending transfer first, and a balancing transfer's
+        // amount is known only once its accounts are read.
         let timeout_given = row[t.timeout].clone();
-        let written_early = !post && !void && {
+        let written_early = !post && !void && !balancing && {
             row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
             row[t.created_at] = Value::TimestampTz(self.clock.now);
             let written = self.insert_new_row(table, &key, &row, version)?;
@@ -264,13 +271,17 @@ impl Executor {
             return Err(Executor::id_already_failed(id, &result));
         }
         row[t.created_at] = Value::TimestampTz(self.clock.now);
+        let pending = flag(&row[t.pending]);
         let applied = if post || void {
             self.post_or_void(&schema, id, &mut row, version)
-                .and_then(|()| self.put_row(table, &key, None, &row, version))
-                .map(|()| self.activity.created())
         } else {
-            let pending = flag(&row[t.pending]);
             self.move_funds(&schema, id, &mut row, pending, version)
+        };
+        let applied = match applied {
+            Ok(()) if !written_early => self
+                .put_row(table, &key, None, &row, version)
+                .map(|()| self.activity.created()),
+            other => other,
         };
         if let Err(e) = &applied {
             if let Some(result) = transient_result(e) {
@@ -333,6 +344,9 @@ impl Executor {
                 "transfer_must_have_the_same_ledger_as_accounts",
             ));
         }
+        refuse_closed(schema, id, &debit.row, &credit.row)?;
+        let amount = balanced_amount(schema, row, amount, &debit.row, &credit.row);
+        row[schema.transfer.amount] = Value::Int(amount);
         check_overflow(
             schema,
             id,
@@ -345,6 +359,7 @@ impl Executor {
         add(id, credit_id, &mut credit.row, credit_balance, amount)?;
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
+        close_accounts(schema, row, &mut debit.row, &mut credit.row);
         let now = self.clock.now;
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
@@ -379,6 +394,14 @@ impl Executor {
         if flag(&row[t.post_pending])
             || flag(&row[t.void_pending])
             || int(&row[t.timeout]).unwrap_or(0) != 0
+            || [
+                t.balancing_debit,
+                t.balancing_credit,
+                t.closing_debit,
+                t.closing_credit,
+            ]
+            .into_iter()
+            .any(|c| flag_at(row, c))
         {
             return Err(whole());
         }
@@ -415,7 +438,9 @@ impl Executor {
                 continue;
             }
             let mut account = self.account(schema, id, account_id, name)?;
-            if int(&account.row[schema.account.ledger]) != Some(m.ledger) {
+            if int(&account.row[schema.account.ledger]) != Some(m.ledger)
+                || flag_at(&account.row, schema.account.closed)
+            {
                 return Err(whole());
             }
             let mut sides = [(m.debit, None), (m.credit, None)];
@@ -615,6 +640,13 @@ pub(crate) fn movement(
             "timeout_reserved_for_pending_transfer",
         ));
     }
+    if !pending && (flag_at(row, t.closing_debit) || flag_at(row, t.closing_credit)) {
+        return Err(check(
+            id,
+            "closing_debit and closing_credit are only for pending transfers (voiding it reopens the account)".into(),
+            "closing_transfer_must_be_pending",
+        ));
+    }
     let amount = match int(&row[t.amount]) {
         None => {
             return Err(rule(
@@ -636,6 +668,67 @@ pub(crate) fn movement(
         ledger,
         timeout,
     })
+}
+
+/// A transfer to or from a closed account fails (the one movement a closed account takes
+/// is the release of a pending transfer: its void or expiry).
+pub(crate) fn refuse_closed(
+    schema: &LedgerSchema,
+    id: i64,
+    debit: &Row,
+    credit: &Row,
+) -> SqlResult<()> {
+    let a = &schema.account;
+    for (row, side) in [(debit, "debit"), (credit, "credit")] {
+        if flag_at(row, a.closed) {
+            let account = int(&row[a.id]).unwrap_or(0);
+            return Err(check(
+                id,
+                format!("{side} account {account} is closed"),
+                &format!("{side}_account_already_closed"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a transfer moves: its amount, or with `balancing_debit` at most what leaves the
+/// debit account's debits (pending and posted) within its posted credits, with
+/// `balancing_credit` at most what leaves the credit account's credits within its posted
+/// debits — possibly 0. TigerBeetle's rule, whatever the accounts' limit flags.
+fn balanced_amount(
+    schema: &LedgerSchema,
+    row: &Row,
+    amount: i64,
+    debit: &Row,
+    credit: &Row,
+) -> i64 {
+    let (t, a) = (&schema.transfer, &schema.account);
+    let value = |row: &Row, c: usize| int(&row[c]).unwrap_or(0) as i128;
+    let mut amount = amount as i128;
+    if flag_at(row, t.balancing_debit) {
+        let held = value(debit, a.debits_pending) + value(debit, a.debits_posted);
+        amount = amount.min((value(debit, a.credits_posted) - held).max(0));
+    }
+    if flag_at(row, t.balancing_credit) {
+        let held = value(credit, a.credits_pending) + value(credit, a.credits_posted);
+        amount = amount.min((value(credit, a.debits_posted) - held).max(0));
+    }
+    // At most the amount given, which is an i64.
+    amount as i64
+}
+
+/// A closing transfer (always pending) closes its debit account, its credit account or
+/// both, until it is voided or expires.
+fn close_accounts(schema: &LedgerSchema, transfer: &Row, debit: &mut Row, credit: &mut Row) {
+    let (t, a) = (&schema.transfer, &schema.account);
+    let Some(closed) = a.closed else { return };
+    for (flag_column, account) in [(t.closing_debit, debit), (t.closing_credit, credit)] {
+        if flag_at(transfer, flag_column) {
+            assert!(!flag(&account[closed]), "a closed account was closed again");
+            account[closed] = Value::Bool(true);
+        }
+    }
 }
 
 /// TigerBeetle's overflow rules, in its order: a pending amount must fit the pending

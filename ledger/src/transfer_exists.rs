@@ -10,7 +10,7 @@ use plan::LedgerSchema;
 use sql::Value;
 
 use crate::row::Row;
-use crate::transfer::{flag, int, shown};
+use crate::transfer::{flag, flag_at, int, shown};
 
 /// The first field where a resent event differs from the stored one.
 pub(crate) struct Difference {
@@ -38,6 +38,8 @@ pub(crate) fn unset(v: &Value) -> bool {
 
 struct Compare<'a> {
     columns: &'a [plan::ColumnDef],
+    /// The `user_data` column (TigerBeetle's `user_data_128`).
+    user_data: usize,
     given: &'a Row,
     stored: &'a Row,
 }
@@ -72,6 +74,48 @@ impl Compare<'_> {
         self.exact(column, name, result)
     }
 
+    /// The first flag of `flags` (each None where the table predates it) that differs.
+    fn flags(&self, flags: &[(Option<usize>, &'static str)]) -> Option<Difference> {
+        flags.iter().find_map(|&(column, name)| {
+            let column = column?;
+            (flag(&self.given[column]) != flag(&self.stored[column]))
+                .then(|| self.differs(column, name, "exists_with_different_flags"))
+        })
+    }
+
+    /// `user_data` (TigerBeetle's `user_data_128`), then `wider` — the 64- and 32-bit user
+    /// data, each None where the table predates it — in TigerBeetle's order. A post or
+    /// void (`pending` its pending transfer) that left one out took the pending
+    /// transfer's.
+    fn user_data(&self, wider: &[Option<usize>; 2], pending: Option<&Row>) -> Option<Difference> {
+        let columns = [
+            (
+                Some(self.user_data),
+                "user_data",
+                "exists_with_different_user_data_128",
+            ),
+            (
+                wider[0],
+                "user_data_64",
+                "exists_with_different_user_data_64",
+            ),
+            (
+                wider[1],
+                "user_data_32",
+                "exists_with_different_user_data_32",
+            ),
+        ];
+        columns.into_iter().find_map(|(column, name, result)| {
+            let column = column?;
+            match pending {
+                Some(p) => {
+                    self.given_or(column, unset(&self.given[column]), &p[column], name, result)
+                }
+                None => self.exact(column, name, result),
+            }
+        })
+    }
+
     /// The field compared as given, or, left out, against what the pending transfer gave.
     fn given_or(
         &self,
@@ -100,18 +144,22 @@ pub(crate) fn transfer_difference(
     let t = &schema.transfer;
     let c = Compare {
         columns: &schema.transfers.columns,
+        user_data: t.user_data,
         given,
         stored,
     };
     // The flags change what the other fields mean, so they come first.
-    for (column, name) in [
-        (t.pending, "pending"),
-        (t.post_pending, "post_pending"),
-        (t.void_pending, "void_pending"),
-    ] {
-        if flag(&given[column]) != flag(&stored[column]) {
-            return Some(c.differs(column, name, "exists_with_different_flags"));
-        }
+    let flags = [
+        (Some(t.pending), "pending"),
+        (Some(t.post_pending), "post_pending"),
+        (Some(t.void_pending), "void_pending"),
+        (t.balancing_debit, "balancing_debit"),
+        (t.balancing_credit, "balancing_credit"),
+        (t.closing_debit, "closing_debit"),
+        (t.closing_credit, "closing_credit"),
+    ];
+    if let Some(d) = c.flags(&flags) {
+        return Some(d);
     }
     let (given_pending, stored_pending) = (&given[t.pending_id], &stored[t.pending_id]);
     let both_unset = unset(given_pending) && unset(stored_pending);
@@ -141,16 +189,25 @@ pub(crate) fn transfer_difference(
                     "exists_with_different_credit_account_id",
                 )
             })
-            .or_else(|| c.exact(t.amount, "amount", "exists_with_different_amount"))
-            .or_else(|| {
-                c.exact(
-                    t.user_data,
-                    "user_data",
-                    "exists_with_different_user_data_128",
-                )
-            })
+            .or_else(|| moved_difference(schema, &c))
+            .or_else(|| c.user_data(&[t.user_data_64, t.user_data_32], None))
             .or_else(|| c.exact(t.ledger, "ledger", "exists_with_different_ledger"))
             .or_else(|| c.exact(t.code, "code", "exists_with_different_code")),
+    }
+}
+
+/// The amount of a transfer that moves funds: as given, but a balancing transfer's amount
+/// is the most it may move, so a resend matches when it names at least what was moved.
+fn moved_difference(schema: &LedgerSchema, c: &Compare<'_>) -> Option<Difference> {
+    let t = &schema.transfer;
+    let balancing = flag_at(c.given, t.balancing_debit) || flag_at(c.given, t.balancing_credit);
+    if !balancing {
+        return c.exact(t.amount, "amount", "exists_with_different_amount");
+    }
+    let (given, stored) = (int(&c.given[t.amount]), int(&c.stored[t.amount]));
+    match (given, stored) {
+        (Some(g), Some(s)) if g >= s => None,
+        _ => Some(c.differs(t.amount, "amount", "exists_with_different_amount")),
     }
 }
 
@@ -187,15 +244,7 @@ fn resolution_difference(schema: &LedgerSchema, c: &Compare<'_>, p: &Row) -> Opt
             "exists_with_different_amount",
         )
     })
-    .or_else(|| {
-        c.given_or(
-            t.user_data,
-            unset(&given[t.user_data]),
-            &p[t.user_data],
-            "user_data",
-            "exists_with_different_user_data_128",
-        )
-    })
+    .or_else(|| c.user_data(&[t.user_data_64, t.user_data_32], Some(p)))
     .or_else(|| c.when_given(t.ledger, "ledger", "exists_with_different_ledger"))
     .or_else(|| c.when_given(t.code, "code", "exists_with_different_code"))
 }
@@ -210,29 +259,24 @@ pub(crate) fn account_difference(
     let a = &schema.account;
     let c = Compare {
         columns: &schema.accounts.columns,
+        user_data: a.user_data,
         given,
         stored,
     };
-    for (column, name) in [
+    let flags = [
         (
-            a.debits_must_not_exceed_credits,
+            Some(a.debits_must_not_exceed_credits),
             "debits_must_not_exceed_credits",
         ),
         (
-            a.credits_must_not_exceed_debits,
+            Some(a.credits_must_not_exceed_debits),
             "credits_must_not_exceed_debits",
         ),
-        (a.history, "history"),
-    ] {
-        if flag(&given[column]) != flag(&stored[column]) {
-            return Some(c.differs(column, name, "exists_with_different_flags"));
-        }
-    }
-    c.exact(
-        a.user_data,
-        "user_data",
-        "exists_with_different_user_data_128",
-    )
-    .or_else(|| c.exact(a.ledger, "ledger", "exists_with_different_ledger"))
-    .or_else(|| c.exact(a.code, "code", "exists_with_different_code"))
+        (Some(a.history), "history"),
+        (a.closed, "closed"),
+    ];
+    c.flags(&flags)
+        .or_else(|| c.user_data(&[a.user_data_64, a.user_data_32], None))
+        .or_else(|| c.exact(a.ledger, "ledger", "exists_with_different_ledger"))
+        .or_else(|| c.exact(a.code, "code", "exists_with_different_code"))
 }

@@ -9,7 +9,9 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
-use crate::transfer::{add, check, flag, int, negative_amount, rule, same, shown, text};
+use crate::transfer::{
+    add, check, flag, flag_at, int, negative_amount, refuse_closed, rule, same, shown, text,
+};
 use crate::transfer_exists::unset;
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
@@ -50,8 +52,13 @@ fn fill_from_pending(
             ));
         }
     }
-    if unset(&row[t.user_data]) {
-        row[t.user_data] = original[t.user_data].clone();
+    for column in [Some(t.user_data), t.user_data_64, t.user_data_32]
+        .into_iter()
+        .flatten()
+    {
+        if unset(&row[column]) {
+            row[column] = original[column].clone();
+        }
     }
     Ok(())
 }
@@ -90,6 +97,31 @@ fn resolved_amount(
         ));
     }
     Ok(amount)
+}
+
+/// How a pending transfer is resolved.
+#[derive(Clone, Copy)]
+enum Resolution {
+    /// Posted, moving this much of it.
+    Post(i64),
+    Void,
+    Expire,
+}
+
+/// A closing transfer voided or expired: the accounts it closed are open again (they were
+/// closed while it was pending, since nothing else opens a closed account).
+fn reopen(schema: &LedgerSchema, pending: &Row, debit: &mut Row, credit: &mut Row) {
+    let (t, a) = (&schema.transfer, &schema.account);
+    let Some(closed) = a.closed else { return };
+    for (closing, account) in [(t.closing_debit, debit), (t.closing_credit, credit)] {
+        if flag_at(pending, closing) {
+            assert!(
+                flag(&account[closed]),
+                "a pending closing transfer's account is open"
+            );
+            account[closed] = Value::Bool(false);
+        }
+    }
 }
 
 impl Executor {
@@ -131,10 +163,19 @@ impl Executor {
     ) -> SqlResult<()> {
         let t = &schema.transfer;
         let post = flag(&row[t.post_pending]);
-        if (post && flag(&row[t.void_pending])) || flag(&row[t.pending]) {
+        let other_flags = [
+            t.balancing_debit,
+            t.balancing_credit,
+            t.closing_debit,
+            t.closing_credit,
+        ];
+        if (post && flag(&row[t.void_pending]))
+            || flag(&row[t.pending])
+            || other_flags.into_iter().any(|c| flag_at(row, c))
+        {
             return Err(check(
                 id,
-                "pending, post_pending and void_pending exclude each other".into(),
+                "post_pending and void_pending exclude each other and every other flag".into(),
                 "flags_are_mutually_exclusive",
             ));
         }
@@ -186,9 +227,13 @@ impl Executor {
         row[t.timeout] = Value::Int(0);
         let (state_old, mut state) = self.unresolved_state(schema, id, pending_id, &pending_key)?;
         let p = &schema.pending_col;
-        let posted = if post { amount } else { 0 };
+        let resolution = if post {
+            Resolution::Post(amount)
+        } else {
+            Resolution::Void
+        };
         let now = self.clock.now;
-        self.release(schema, id, &original, posted, now, version)?;
+        self.release(schema, id, &original, resolution, now, version)?;
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {
             Value::TimestampTz(at) => Some(*at),
@@ -232,15 +277,16 @@ impl Executor {
         }
     }
 
-    /// Takes a pending transfer's amount out of both accounts' pending balances and adds
-    /// `posted` of it to their posted balances. `cause` is the transfer (or, on expiry, the
-    /// pending transfer itself) the history records.
-    pub(crate) fn release(
+    /// Takes a pending transfer's amount out of both accounts' pending balances and, for a
+    /// post, adds what it posts to their posted balances; a post needs both accounts open,
+    /// a void or an expiry reopens the accounts a closing transfer closed. `cause` is the
+    /// transfer (or, on expiry, the pending transfer itself) the history records.
+    fn release(
         &mut self,
         schema: &LedgerSchema,
         cause: i64,
         original: &Row,
-        posted: i64,
+        resolution: Resolution,
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
@@ -251,6 +297,16 @@ impl Executor {
         let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
         let mut debit = self.account(schema, cause, debit_id, "debit")?;
         let mut credit = self.account(schema, cause, credit_id, "credit")?;
+        let posted = match resolution {
+            Resolution::Post(amount) => {
+                refuse_closed(schema, cause, &debit.row, &credit.row)?;
+                amount
+            }
+            Resolution::Void | Resolution::Expire => {
+                reopen(schema, original, &mut debit.row, &mut credit.row);
+                0
+            }
+        };
         add(cause, debit_id, &mut debit.row, a.debits_pending, -reserved)?;
         add(
             cause,
@@ -342,7 +398,7 @@ impl Executor {
             if text(&state[p.status]) != PENDING {
                 continue;
             }
-            self.release(&schema, id, &original, 0, at, version)?;
+            self.release(&schema, id, &original, Resolution::Expire, at, version)?;
             self.close_pending(&schema, &pending_key, state_old, state, EXPIRED, version)?;
         }
     }

@@ -102,6 +102,37 @@ impl LedgerRole {
         }
     }
 
+    /// The fields migrations added after the tables were created, with their types: the
+    /// engine reads them where a table has them.
+    fn added_fields(self) -> &'static [(&'static str, DataType)] {
+        use DataType::*;
+        match self {
+            LedgerRole::Accounts => &[
+                ("closed", Bool),
+                ("user_data_64", Int8),
+                ("user_data_32", Int4),
+            ],
+            LedgerRole::Transfers => &[
+                ("balancing_debit", Bool),
+                ("balancing_credit", Bool),
+                ("closing_debit", Bool),
+                ("closing_credit", Bool),
+                ("user_data_64", Int8),
+                ("user_data_32", Int4),
+            ],
+            _ => &[],
+        }
+    }
+
+    /// The type of the added field `name` (of either table: the names share types).
+    fn added_field(name: &str) -> Option<DataType> {
+        [LedgerRole::Accounts, LedgerRole::Transfers]
+            .iter()
+            .flat_map(|role| role.added_fields())
+            .find(|(n, _)| *n == name)
+            .map(|(_, ty)| *ty)
+    }
+
     /// The primary key a table in this role must have.
     fn required_key(self) -> &'static [&'static str] {
         match self {
@@ -238,7 +269,10 @@ fn generated(table: &TableDef, column: &str) -> SqlError {
     )
 }
 
-/// An UPDATE of `columns` of `table`: only an account's `user_data` may change.
+/// An account's application data, the columns an UPDATE may change.
+const USER_DATA: &[&str] = &["user_data", "user_data_64", "user_data_32"];
+
+/// An UPDATE of `columns` of `table`: only an account's user data may change.
 pub fn check_update(table: &TableDef, columns: &[usize]) -> SqlResult<()> {
     let Some(role) = table.ledger else {
         return Ok(());
@@ -251,14 +285,52 @@ pub fn check_update(table: &TableDef, columns: &[usize]) -> SqlResult<()> {
         if role.engine_columns().contains(&name.as_str()) {
             return Err(generated(table, name));
         }
-        if name != "user_data" {
+        if !USER_DATA.contains(&name.as_str()) {
             return Err(SqlError::new(
                 ErrorKind::InsufficientPrivilege,
                 format!(
-                    "cannot change column \"{name}\" of \"{}\": only user_data of an account may be updated",
+                    "cannot change column \"{name}\" of \"{}\": only user_data, user_data_64 and user_data_32 of an account may be updated",
                     table.name
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// ALTER TABLE of a ledger table: only new columns of accounts and transfers (an
+/// application's own, or a migration's new ledger fields); anything else would change a
+/// column the engine relies on.
+pub fn check_ledger_alter(table: &TableDef, role: LedgerRole, adds_only: bool) -> SqlResult<()> {
+    if adds_only && role.client_inserts() {
+        return Ok(());
+    }
+    Err(SqlError::feature_not_supported(format!(
+        "ALTER TABLE on the ledger's table \"{}\" other than ADD COLUMN{}",
+        table.name,
+        if role.client_inserts() {
+            ""
+        } else {
+            " (and not that: its rows are written by the ledger)"
+        }
+    )))
+}
+
+/// A ledger table as ALTER TABLE leaves it: a column named after one of the ledger's added
+/// fields must have that field's type, or the engine could not read it.
+pub fn check_ledger_fields(table: &TableDef, role: LedgerRole) -> SqlResult<()> {
+    for (name, ty) in role.added_fields() {
+        if let Some(c) = table.column_index(name) {
+            if table.columns[c].ty != *ty {
+                return Err(SqlError::new(
+                    ErrorKind::InvalidParameterValue,
+                    format!(
+                        "column \"{name}\" of a {} table must be of type {}: it is a ledger field",
+                        role.name(),
+                        ty.pg_name()
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -308,6 +380,11 @@ pub struct AccountColumns {
     pub history: usize,
     pub user_data: usize,
     pub created_at: usize,
+    /// Migration 0005's fields, None in a catalog from before it (a log replayed across
+    /// the upgrade): TigerBeetle's `closed` flag and the 64- and 32-bit user data.
+    pub closed: Option<usize>,
+    pub user_data_64: Option<usize>,
+    pub user_data_32: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -325,6 +402,14 @@ pub struct TransferColumns {
     pub timeout: usize,
     pub user_data: usize,
     pub created_at: usize,
+    /// Migration 0005's fields (None before it): TigerBeetle's balancing and closing flags
+    /// and the 64- and 32-bit user data.
+    pub balancing_debit: Option<usize>,
+    pub balancing_credit: Option<usize>,
+    pub closing_debit: Option<usize>,
+    pub closing_credit: Option<usize>,
+    pub user_data_64: Option<usize>,
+    pub user_data_32: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -353,6 +438,15 @@ fn column(table: &TableDef, name: &str) -> SqlResult<usize> {
             table.name
         ))
     })
+}
+
+/// A ledger field a later migration added: where it is, if the table has it with the
+/// type the engine reads (`check_ledger_fields` refuses one added with another type).
+fn optional(table: &TableDef, name: &str) -> Option<usize> {
+    let ty = LedgerRole::added_field(name)?;
+    table
+        .column_index(name)
+        .filter(|&c| table.columns[c].ty == ty)
 }
 
 impl LedgerSchema {
@@ -384,6 +478,9 @@ impl LedgerSchema {
                 history: column(a, "history")?,
                 user_data: column(a, "user_data")?,
                 created_at: column(a, "created_at")?,
+                closed: optional(a, "closed"),
+                user_data_64: optional(a, "user_data_64"),
+                user_data_32: optional(a, "user_data_32"),
             },
             transfer: TransferColumns {
                 id: column(t, "id")?,
@@ -399,6 +496,12 @@ impl LedgerSchema {
                 timeout: column(t, "timeout")?,
                 user_data: column(t, "user_data")?,
                 created_at: column(t, "created_at")?,
+                balancing_debit: optional(t, "balancing_debit"),
+                balancing_credit: optional(t, "balancing_credit"),
+                closing_debit: optional(t, "closing_debit"),
+                closing_credit: optional(t, "closing_credit"),
+                user_data_64: optional(t, "user_data_64"),
+                user_data_32: optional(t, "user_data_32"),
             },
             pending_col: PendingColumns {
                 id: column(p, "id")?,
@@ -444,6 +547,9 @@ pub const ACCOUNT_ARGUMENTS: &[&str] = &[
     "credits_must_not_exceed_debits",
     "history",
     "user_data",
+    "closed",
+    "user_data_64",
+    "user_data_32",
 ];
 
 /// The arguments of `CALL transfer(...)` in positional order; any may also be named
@@ -461,4 +567,10 @@ pub const TRANSFER_ARGUMENTS: &[&str] = &[
     "void_pending",
     "timeout",
     "user_data",
+    "balancing_debit",
+    "balancing_credit",
+    "closing_debit",
+    "closing_credit",
+    "user_data_64",
+    "user_data_32",
 ];

@@ -317,6 +317,12 @@ impl Binder<'_> {
         for (name, slot) in names.iter().zip(slots) {
             let Some(expr) = slot else { continue };
             let column = table.column_index(name);
+            if column.is_none() && *name != "linked" {
+                return Err(SqlError::internal(format!(
+                    "the {} table has no column {name}",
+                    table.name
+                )));
+            }
             let element = column.map_or(DataType::Bool, |c| table.columns[c].ty);
             let ty = element.array_of().ok_or_else(|| {
                 SqlError::internal(format!("no array type for {}.{name}", table.name))

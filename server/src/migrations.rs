@@ -31,6 +31,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "transfer_failures",
         include_str!("../../migrations/0004_transfer_failures.sql"),
     ),
+    (
+        5,
+        "tigerbeetle_fields",
+        include_str!("../../migrations/0005_tigerbeetle_fields.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the

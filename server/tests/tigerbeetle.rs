@@ -10,14 +10,18 @@
 //!
 //! ```text
 //! accounts                      a create_accounts batch, one event per line, until `end`
-//!   id=1 ledger=1 code=1 [dmc] [cmd] [history] [user_data=N] [linked]  => result
+//!   id=1 ledger=1 code=1 [dmc] [cmd] [history] [closed] [user_data=N] [user_data_64=N]
+//!        [user_data_32=N] [linked]  => result
 //! transfers                     a create_transfers batch
 //!   id=1 dr=1 cr=2 amount=10 ledger=1 code=1 [pending] [post] [void] [pending_id=N]
-//!        [timeout=N] [user_data=N] [linked]  => result
+//!        [timeout=N] [bdr] [bcr] [cdr] [ccr] [user_data=N] [user_data_64=N]
+//!        [user_data_32=N] [linked]  => result
 //! end
-//! account 1 0 15 0 0            its debits_pending, debits_posted, credits_pending, credits_posted
+//! account 1 0 15 0 0 [closed]   its debits_pending, debits_posted, credits_pending,
+//!                               credits_posted, and whether it is closed
 //! no account 3
-//! transfer 5 amount=13          exists, with that amount
+//! transfer 5 amount=13          exists, with that amount (or user_data, user_data_64,
+//!                               user_data_32)
 //! no transfer 4
 //! pending 2 expired             the status pending_transfers shows
 //! sleep 1100                    milliseconds (timeouts run on the ledger clock, real time)
@@ -57,7 +61,10 @@ const ACCOUNT_FIELDS: &[(&str, &str, &str)] = &[
     ("dmc", "debits_must_not_exceed_credits", "boolean"),
     ("cmd", "credits_must_not_exceed_debits", "boolean"),
     ("history", "history", "boolean"),
+    ("closed", "closed", "boolean"),
     ("user_data", "user_data", "bigint"),
+    ("user_data_64", "user_data_64", "bigint"),
+    ("user_data_32", "user_data_32", "int"),
     ("linked", "linked", "boolean"),
 ];
 
@@ -73,7 +80,13 @@ const TRANSFER_FIELDS: &[(&str, &str, &str)] = &[
     ("post", "post_pending", "boolean"),
     ("void", "void_pending", "boolean"),
     ("timeout", "timeout", "int"),
+    ("bdr", "balancing_debit", "boolean"),
+    ("bcr", "balancing_credit", "boolean"),
+    ("cdr", "closing_debit", "boolean"),
+    ("ccr", "closing_credit", "boolean"),
     ("user_data", "user_data", "bigint"),
+    ("user_data_64", "user_data_64", "bigint"),
+    ("user_data_32", "user_data_32", "int"),
     ("linked", "linked", "boolean"),
 ];
 
@@ -89,6 +102,9 @@ fn number(text: &str) -> Option<i64> {
         None => text.parse().ok(),
     }
 }
+
+/// The columns `transfer N column=value` may check.
+const TRANSFER_CHECKS: &[&str] = &["amount", "user_data", "user_data_64", "user_data_32"];
 
 /// Fields holding ids, moved into the file's range.
 const ID_FIELDS: &[&str] = &["id", "dr", "cr", "pending_id"];
@@ -216,8 +232,13 @@ impl Replay<'_> {
                     return self.fail(line, "bad account id".into());
                 };
                 let expected: Vec<i64> = (2..6).filter_map(field).collect();
+                let closed = match words.get(6) {
+                    None => false,
+                    Some(&"closed") => true,
+                    Some(other) => return self.fail(line, format!("cannot read: {other}")),
+                };
                 let sql = format!(
-                    "SELECT debits_pending, debits_posted, credits_pending, credits_posted FROM accounts WHERE id = {}",
+                    "SELECT debits_pending, debits_posted, credits_pending, credits_posted, closed FROM accounts WHERE id = {}",
                     self.id(id)
                 );
                 match self.client.query_opt(sql.as_str(), &[]).await {
@@ -227,6 +248,13 @@ impl Replay<'_> {
                             self.fail(
                                 line,
                                 format!("account {id}: {got:?}, expected {expected:?}"),
+                            );
+                        }
+                        let got_closed: bool = row.get(4);
+                        if got_closed != closed {
+                            self.fail(
+                                line,
+                                format!("account {id}: closed is {got_closed}, expected {closed}"),
                             );
                         }
                     }
@@ -247,19 +275,25 @@ impl Replay<'_> {
                     self.fail(line, format!("{table} {id} exists"));
                 }
             }
-            ["transfer", id, amount] => {
+            ["transfer", id, check] => {
                 let id: i64 = id.parse().unwrap_or(0);
-                let expected = amount
-                    .strip_prefix("amount=")
-                    .and_then(number)
-                    .unwrap_or(-1);
-                let sql = format!("SELECT amount FROM transfers WHERE id = {}", self.id(id));
+                let Some((column, expected)) = check
+                    .split_once('=')
+                    .filter(|(c, _)| TRANSFER_CHECKS.contains(c))
+                    .and_then(|(c, v)| Some((c, number(v)?)))
+                else {
+                    return self.fail(line, format!("cannot read: {check}"));
+                };
+                let sql = format!(
+                    "SELECT {column}::bigint FROM transfers WHERE id = {}",
+                    self.id(id)
+                );
                 match self.client.query_opt(sql.as_str(), &[]).await.unwrap() {
                     Some(row) if row.get::<_, i64>(0) == expected => {}
                     Some(row) => self.fail(
                         line,
                         format!(
-                            "transfer {id}: amount {}, expected {expected}",
+                            "transfer {id}: {column} {}, expected {expected}",
                             row.get::<_, i64>(0)
                         ),
                     ),
