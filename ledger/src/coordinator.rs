@@ -18,10 +18,10 @@ use crate::command::{decode_command, encode_result, Command, CommandResult};
 use crate::error::{is_storage_failure, kv_error};
 use crate::executor::{
     CommandApplied, EntryPayload, Executor, ExecutorHandle, ExecutorOptions, ExecutorStats,
-    ReplicationMeta, Reply, Request, StatementContext, LEDGER_EXPIRY_TABLE, META_APPLIED,
-    META_AUTHORIZATION, META_CATALOG, META_ENUMS, META_FOREIGN_KEYS, META_INDEX_DERIVATIONS,
-    META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_TABLE_VERSIONS, META_UNIQUE_CONSTRAINTS,
-    META_VIEWS,
+    ReplicationMeta, Reply, Request, StatementContext, StoredClock, LEDGER_EXPIRY_TABLE,
+    META_APPLIED, META_AUTHORIZATION, META_CATALOG, META_ENUMS, META_FOREIGN_KEYS,
+    META_INDEX_DERIVATIONS, META_LEDGER_CLOCK, META_MEMBERSHIP, META_TABLE, META_TABLE_VERSIONS,
+    META_UNIQUE_CONSTRAINTS, META_VIEWS,
 };
 use crate::install;
 use crate::partition::{
@@ -243,13 +243,9 @@ impl Coordinator {
             None => first.create_table(LEDGER_EXPIRY_TABLE).map_err(kv_error)?,
         };
         let ledger_clock = match first.get(meta, META_LEDGER_CLOCK).map_err(kv_error)? {
-            Some(bytes) => i64::from_le_bytes(
-                bytes
-                    .as_slice()
-                    .try_into()
-                    .map_err(|_| SqlError::internal("stored ledger clock is unreadable"))?,
-            ),
-            None => 0,
+            Some(bytes) => StoredClock::decode(&bytes)
+                .ok_or_else(|| SqlError::internal("stored ledger clock is unreadable"))?,
+            None => StoredClock::default(),
         };
         let replication = ReplicationMeta {
             applied_log_id: first.get(meta, META_APPLIED).map_err(kv_error)?,
@@ -521,7 +517,11 @@ impl Coordinator {
     fn begin_checkpoint(&mut self) {
         let snapshot = self.replication.clone();
         let meta = self.executor.meta;
-        let clock = self.executor.clock.now.to_le_bytes();
+        let clock = StoredClock {
+            now: self.executor.clock.now,
+            timestamps_reserved_to: self.executor.clock.timestamps.reserved_to,
+        }
+        .encode();
         let applied = self.applied;
         let versions = encode_table_versions(&self.executor.shards);
         let Some(first) = self.executor.shards[0].as_mut().map(|s| &mut s.engine) else {
@@ -844,13 +844,16 @@ impl Coordinator {
             if self.executor.expiry_due(command.now_micros()) {
                 self.take_back(&mut dispatch, Reach::all(partitions));
             }
-            if let Err(e) = self.executor.prepare_command(command.now_micros(), version) {
+            if let Err(e) = self.executor.prepare_command(&command, version) {
                 dispatch.results.set(slot, &Err(e));
                 continue;
             }
             let reach = self.reach(&command);
+            // A command whose events cannot be counted beforehand applies alone: its
+            // timestamps are reserved as it takes them (`event_timestamps`).
             let thread = reach
                 .single()
+                .filter(|_| command.event_bound().is_some())
                 .filter(|&p| !dispatch.taken_back[p])
                 .and_then(|p| Some((p, self.workers[p].as_ref()?)));
             match thread {
@@ -869,6 +872,7 @@ impl Coordinator {
                         command: Box::new(command),
                         catalog: self.executor.catalog.clone(),
                         clock: self.executor.clock.now,
+                        timestamps: self.executor.clock.timestamps.current,
                         version,
                         reports: dispatch.reports.0.clone(),
                     });
@@ -882,6 +886,7 @@ impl Coordinator {
                             share: SplitShare {
                                 plan,
                                 clock: self.executor.clock.now,
+                                timestamps: self.executor.clock.timestamps.current,
                             },
                         };
                         let run = self.split_run(first, commands, version);
@@ -924,18 +929,21 @@ impl Coordinator {
             let Some(plan) = self.split_plan(&command) else {
                 break;
             };
-            if self
-                .executor
-                .prepare_command(command.now_micros(), version)
-                .is_err()
-            {
+            // Prepared (its clock moved, its timestamps reserved) only once it is sure to
+            // join the run: a command left for the loop is prepared there.
+            if self.executor.prepare_command(&command, version).is_err() {
                 break;
             }
             let clock = self.executor.clock.now;
+            let timestamps = self.executor.clock.timestamps.current;
             run.push(SplitStatement {
                 slot,
                 command,
-                share: SplitShare { plan, clock },
+                share: SplitShare {
+                    plan,
+                    clock,
+                    timestamps,
+                },
             });
         }
         run
@@ -1062,7 +1070,15 @@ impl Coordinator {
             }
         }
         let statement = run.swap_remove(at);
+        // As if the run had stopped before the statements after it: they are prepared
+        // again, and reserve the timestamps they would have without the split.
         self.executor.clock.now = statement.share.clock;
+        self.executor.clock.timestamps.current = statement.share.timestamps;
+        self.executor.clock.timestamps.reserved_to = statement
+            .share
+            .timestamps
+            .end
+            .unwrap_or(statement.share.timestamps.next);
         self.routing.on_coordinator += 1;
         let result = self.executor.run_command(statement.command, version);
         dispatch.results.set(statement.slot, &result);

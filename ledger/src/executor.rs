@@ -335,10 +335,49 @@ pub(crate) struct Buffers {
     pub(crate) spare_rows: Vec<Vec<u8>>,
 }
 
+/// The ledger clock as a checkpoint records it: the clock, and where the reserved event
+/// timestamps end (`event_timestamps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StoredClock {
+    pub now: i64,
+    pub timestamps_reserved_to: i64,
+}
+
+impl StoredClock {
+    pub(crate) fn encode(&self) -> [u8; 16] {
+        let mut bytes = [0; 16];
+        bytes[..8].copy_from_slice(&self.now.to_le_bytes());
+        bytes[8..].copy_from_slice(&self.timestamps_reserved_to.to_le_bytes());
+        bytes
+    }
+
+    /// The stored form; one of 8 bytes is from before event timestamps (they start at the
+    /// clock then).
+    pub(crate) fn decode(bytes: &[u8]) -> Option<StoredClock> {
+        let word = |b: &[u8]| b.try_into().ok().map(i64::from_le_bytes);
+        match bytes.len() {
+            8 => {
+                let now = word(bytes)?;
+                Some(StoredClock {
+                    now,
+                    timestamps_reserved_to: now.saturating_mul(1_000),
+                })
+            }
+            16 => Some(StoredClock {
+                now: word(&bytes[..8])?,
+                timestamps_reserved_to: word(&bytes[8..])?,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The ledger clock (see `transfer`): the latest `now()` of the commands applied, which
 /// `created_at` and the expiry of pending transfers follow.
 pub(crate) struct LedgerClock {
     pub(crate) now: i64,
+    /// The timestamps of the accounts and transfers commands create (`event_timestamps`).
+    pub(crate) timestamps: crate::event_timestamps::EventTimestamps,
     /// Pending transfers with a timeout, by the time they expire.
     pub(crate) expiry: kv::Table,
     /// No pending transfer expires before this (None: none has a timeout).
@@ -376,7 +415,7 @@ impl Executor {
         published: Arc<RwLock<Arc<Catalog>>>,
         meta: kv::Table,
         expiry: kv::Table,
-        ledger_clock: i64,
+        ledger_clock: StoredClock,
     ) -> Executor {
         Executor {
             shards,
@@ -388,7 +427,10 @@ impl Executor {
             failed: None,
             buffers: Buffers::default(),
             clock: LedgerClock {
-                now: ledger_clock,
+                now: ledger_clock.now,
+                timestamps: crate::event_timestamps::EventTimestamps::restored(
+                    ledger_clock.timestamps_reserved_to,
+                ),
                 expiry,
                 // Unknown after a start: the first sweep looks.
                 next_expiry: Some(i64::MIN),
@@ -517,13 +559,14 @@ impl Executor {
 
     /// Moves the ledger clock to a command's `now()` and voids the pending transfers that
     /// expired by then: what happens before every command, in log order.
-    pub(crate) fn prepare_command(
-        &mut self,
-        now_micros: Option<i64>,
-        version: u64,
-    ) -> SqlResult<()> {
+    pub(crate) fn prepare_command(&mut self, command: &Command, version: u64) -> SqlResult<()> {
         self.check_running()?;
         self.assert_no_undo("a command's preparation");
+        let now_micros = command.now_micros();
+        self.clock.timestamps.reserve(
+            now_micros.map_or(self.clock.now, |now| self.clock.now.max(now)),
+            command.event_bound(),
+        );
         if let Some(now) = now_micros {
             self.advance_clock(now);
             if let Err(e) = self.expire_pending(version) {
@@ -549,7 +592,7 @@ impl Executor {
     }
 
     pub(crate) fn apply_command(&mut self, command: Command, version: u64) -> CommandResult {
-        self.prepare_command(command.now_micros(), version)?;
+        self.prepare_command(&command, version)?;
         self.run_command(command, version)
     }
 

@@ -32,7 +32,7 @@
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
 //! `query.rs`,
-//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
+//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
 //! check behind `hotledger check`).
@@ -47,6 +47,7 @@ mod coordinator;
 mod ddl;
 mod double_entry;
 mod error;
+mod event_timestamps;
 mod executor;
 mod foreign_keys;
 mod install;

@@ -68,6 +68,8 @@ pub(crate) fn splittable(command: &Command) -> Option<&Arc<WritePlan>> {
 pub(crate) struct SplitShare {
     pub plan: Arc<WritePlan>,
     pub clock: i64,
+    /// The statement's event timestamps: each row takes the next, on every partition.
+    pub timestamps: crate::event_timestamps::Reservation,
 }
 
 /// What a partition's shares of a run came to: the outcome of each statement it applied
@@ -112,6 +114,7 @@ impl Executor {
         for share in shares {
             applied.marks.push(self.undo_len());
             self.clock.now = share.clock;
+            self.clock.timestamps.current = share.timestamps;
             let result = self.apply_share(&share.plan, part, version);
             let failed = result.is_err();
             applied.results.push(result);

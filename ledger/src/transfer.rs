@@ -201,6 +201,9 @@ impl Executor {
             row[c] = Value::Int(0);
         }
         row[a.created_at] = Value::TimestampTz(self.clock.now);
+        if let Some(c) = a.timestamp {
+            row[c] = Value::Int(self.clock.timestamps.take());
+        }
         Ok(Some(row))
     }
 
@@ -224,6 +227,10 @@ impl Executor {
         )?;
         let key = encode_key(&[Value::Int(id)])?;
         let mut row = given;
+        // Its own timestamp, taken once it is created.
+        if let Some(c) = t.timestamp {
+            row[c] = Value::Int(self.clock.timestamps.peek());
+        }
         let (post, void) = (flag(&row[t.post_pending]), flag(&row[t.void_pending]));
         let balancing = flag_at(&row, t.balancing_debit) || flag_at(&row, t.balancing_credit);
         // A transfer that moves funds is stored as given, so it is written here in the same
@@ -288,7 +295,10 @@ impl Executor {
                 self.transfers.burned.push((id, result));
             }
         }
-        applied.map(|()| Some(row))
+        applied.map(|()| {
+            self.clock.timestamps.take();
+            Some(row)
+        })
     }
 
     /// The pending transfer a stored post or void resolved, for comparing a resend of it.
@@ -390,6 +400,13 @@ impl Executor {
         let t = &schema.transfer;
         let whole = || SqlError::internal("this transfer applies only whole");
         let id = int(&row[t.id]).filter(|id| *id > 0).ok_or_else(whole)?;
+        // Every partition takes a timestamp for every row, so each row's is the one it gets
+        // when the statement applies whole (where every row creates a transfer, or it would
+        // not have split).
+        let timestamp = self.clock.timestamps.take();
+        if let Some(c) = t.timestamp {
+            row[c] = Value::Int(timestamp);
+        }
         let pending = flag(&row[t.pending]);
         if flag(&row[t.post_pending])
             || flag(&row[t.void_pending])

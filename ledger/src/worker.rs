@@ -25,6 +25,8 @@ pub(crate) enum Work {
         command: Box<Command>,
         catalog: Arc<Catalog>,
         clock: i64,
+        /// The command's event timestamps, reserved in log order by the coordinator.
+        timestamps: crate::event_timestamps::Reservation,
         version: u64,
         reports: Sender<Report>,
     },
@@ -94,10 +96,12 @@ impl Worker {
                             command,
                             catalog,
                             clock,
+                            timestamps,
                             version,
                             reports,
                         } => {
                             executor.lent(partition, shard, catalog, clock);
+                            executor.clock.timestamps.current = timestamps;
                             let result = executor.run_command(*command, version);
                             let _ = reports.send(Report::Done { slot, result });
                         }

@@ -111,6 +111,7 @@ impl LedgerRole {
                 ("closed", Bool),
                 ("user_data_64", Int8),
                 ("user_data_32", Int4),
+                ("timestamp", Int8),
             ],
             LedgerRole::Transfers => &[
                 ("balancing_debit", Bool),
@@ -119,6 +120,7 @@ impl LedgerRole {
                 ("closing_credit", Bool),
                 ("user_data_64", Int8),
                 ("user_data_32", Int4),
+                ("timestamp", Int8),
             ],
             _ => &[],
         }
@@ -150,8 +152,9 @@ impl LedgerRole {
                 "credits_pending",
                 "credits_posted",
                 "created_at",
+                "timestamp",
             ],
-            LedgerRole::Transfers => &["created_at"],
+            LedgerRole::Transfers => &["created_at", "timestamp"],
             _ => &[],
         }
     }
@@ -257,6 +260,8 @@ pub fn check_insert(table: &TableDef, columns: &[usize], do_update: bool) -> Sql
 fn generated(table: &TableDef, column: &str) -> SqlError {
     let why = if column == "created_at" {
         "it is the time the ledger applied the row"
+    } else if column == "timestamp" {
+        "the ledger gives every account and transfer its own"
     } else {
         "balances are maintained by the ledger and change only through transfers"
     };
@@ -385,6 +390,9 @@ pub struct AccountColumns {
     pub closed: Option<usize>,
     pub user_data_64: Option<usize>,
     pub user_data_32: Option<usize>,
+    /// Migration 0006's (None before it): the account's own timestamp, unique and
+    /// increasing (nanoseconds; TigerBeetle's `timestamp`).
+    pub timestamp: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -410,6 +418,8 @@ pub struct TransferColumns {
     pub closing_credit: Option<usize>,
     pub user_data_64: Option<usize>,
     pub user_data_32: Option<usize>,
+    /// Migration 0006's (None before it): the transfer's own timestamp.
+    pub timestamp: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -481,6 +491,7 @@ impl LedgerSchema {
                 closed: optional(a, "closed"),
                 user_data_64: optional(a, "user_data_64"),
                 user_data_32: optional(a, "user_data_32"),
+                timestamp: optional(a, "timestamp"),
             },
             transfer: TransferColumns {
                 id: column(t, "id")?,
@@ -502,6 +513,7 @@ impl LedgerSchema {
                 closing_credit: optional(t, "closing_credit"),
                 user_data_64: optional(t, "user_data_64"),
                 user_data_32: optional(t, "user_data_32"),
+                timestamp: optional(t, "timestamp"),
             },
             pending_col: PendingColumns {
                 id: column(p, "id")?,

@@ -36,6 +36,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "tigerbeetle_fields",
         include_str!("../../migrations/0005_tigerbeetle_fields.sql"),
     ),
+    (
+        6,
+        "event_timestamps",
+        include_str!("../../migrations/0006_event_timestamps.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the

@@ -560,6 +560,10 @@ async fn table_dump(client: &Client) -> Vec<String> {
         "SELECT id, debit_account_id, credit_account_id, amount, pending, pending_id, post_pending, void_pending FROM transfers ORDER BY id",
         "SELECT id, status, resolved_by FROM pending_transfers ORDER BY id",
         "SELECT account_id, transfer_id, debits_pending, debits_posted, credits_pending, credits_posted FROM account_balances ORDER BY account_id, created_at, transfer_id",
+        // The order the ledger created them in, which their timestamps give (the values
+        // themselves follow each server's clock).
+        "SELECT id FROM accounts ORDER BY timestamp, id",
+        "SELECT id FROM transfers ORDER BY timestamp, id",
     ] {
         for row in client.query(sql, &[]).await.expect(sql) {
             dump.push(format!("{row:?}"));
@@ -922,4 +926,115 @@ async fn concurrent_split_statements_apply_exactly() {
     assert_eq!(stored, ids, "exactly the acknowledged transfers");
     let stats = routing_stats(&admin).await;
     assert_eq!(stats["commands_split"], ids.len() as u64 / 100, "{stats:?}");
+}
+
+/// Every account and transfer has a timestamp of its own, however it was created: one per
+/// statement, many per statement (split across the partitions or not), batches, COPY,
+/// transactions and concurrent sessions on different partitions. Within a statement they
+/// follow its rows; all of them follow the ledger clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_account_and_transfer_has_its_own_timestamp() {
+    let server = TestServer::start_with(&["--partitions", "4"]);
+    let client = connect(&server).await;
+    let accounts: Vec<String> = (1..=40).map(|id| format!("({id}, 700, 1)")).collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO accounts (id, ledger, code) VALUES {}",
+            accounts.join(", ")
+        ))
+        .await
+        .unwrap();
+    // A multi-row insert large enough to split across the partitions.
+    let rows: Vec<String> = (1..=300)
+        .map(|id| format!("({id}, {}, {}, 1, 700, 1)", id % 40 + 1, (id + 7) % 40 + 1))
+        .collect();
+    client
+        .simple_query(&format!(
+            "INSERT INTO transfers (id, debit_account_id, credit_account_id, amount, ledger, code) VALUES {}",
+            rows.join(", ")
+        ))
+        .await
+        .unwrap();
+    client
+        .simple_query(
+            "CALL create_transfers(id => ARRAY[401, 402, 403], debit_account_id => ARRAY[1, 2, 3], \
+             credit_account_id => ARRAY[4, 5, 6], amount => ARRAY[1, 1, 1], ledger => ARRAY[700, 700, 700], \
+             code => ARRAY[1, 1, 1])",
+        )
+        .await
+        .unwrap();
+    client
+        .simple_query("BEGIN; CALL transfer(501, 1, 2, 1, 700, 1); CALL transfer(502, 2, 3, 1, 700, 1); COMMIT")
+        .await
+        .unwrap();
+    let mut sessions = Vec::new();
+    for s in 0..6i64 {
+        let client = connect(&server).await;
+        sessions.push(tokio::spawn(async move {
+            for n in 0..30i64 {
+                let id = 1000 + s * 100 + n;
+                let (debit, credit) = (s * 6 + 1, s * 6 + 2);
+                client
+                    .execute(
+                        "CALL transfer($1, $2, $3, 1, 700, 1)",
+                        &[&id, &debit, &credit],
+                    )
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for s in sessions {
+        s.await.unwrap();
+    }
+    let row = client
+        .query_one(
+            "SELECT count(*), count(DISTINCT timestamp), min(timestamp) FROM \
+             (SELECT timestamp FROM accounts UNION ALL SELECT timestamp FROM transfers) t",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (all, distinct, least): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!(all, 40 + 300 + 3 + 2 + 180);
+    assert_eq!(distinct, all, "two events share a timestamp");
+    assert!(
+        least > 1_700_000_000_000_000_000,
+        "nanoseconds since the epoch: {least}"
+    );
+    // A statement's rows in order; the clock (microseconds) never ahead of a timestamp.
+    let ordered: Vec<i64> = client
+        .query(
+            "SELECT id FROM transfers WHERE id <= 300 ORDER BY timestamp",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ordered, (1..=300).collect::<Vec<i64>>());
+    let behind: i64 = client
+        .query_one(
+            "SELECT count(*) FROM transfers \
+             WHERE timestamp < (extract(epoch from created_at) * 1000000)::bigint * 1000",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(behind, 0, "a timestamp before its created_at");
+    let out_of_order: i64 = client
+        .query_one(
+            "SELECT count(*) FROM transfers a, transfers b \
+             WHERE a.timestamp < b.timestamp AND a.created_at > b.created_at",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(out_of_order, 0, "timestamps against the ledger clock");
+    let stats = routing_stats(&client).await;
+    assert!(stats["commands_split"] >= 1, "{stats:?}");
+    assert!(stats["commands_on_partition_threads"] > 0, "{stats:?}");
 }
