@@ -520,6 +520,7 @@ impl Coordinator {
         let clock = StoredClock {
             now: self.executor.clock.now,
             timestamps_reserved_to: self.executor.clock.timestamps.reserved_to,
+            latest_timestamps: self.executor.clock.timestamps.latest,
         }
         .encode();
         let applied = self.applied;
@@ -866,6 +867,8 @@ impl Coordinator {
                         self.executor.shards[p].take().map(Box::new)
                     };
                     self.routing.on_partition_threads += 1;
+                    let kinds = command.event_kinds(&self.executor.catalog);
+                    self.executor.clock.timestamps.lent(kinds);
                     worker.send(Work::Run {
                         shard,
                         slot,

@@ -341,34 +341,48 @@ pub(crate) struct Buffers {
 pub(crate) struct StoredClock {
     pub now: i64,
     pub timestamps_reserved_to: i64,
+    /// `EventTimestamps::latest`.
+    pub latest_timestamps: [i64; 2],
 }
 
 impl StoredClock {
-    pub(crate) fn encode(&self) -> [u8; 16] {
-        let mut bytes = [0; 16];
-        bytes[..8].copy_from_slice(&self.now.to_le_bytes());
-        bytes[8..].copy_from_slice(&self.timestamps_reserved_to.to_le_bytes());
+    pub(crate) fn encode(&self) -> [u8; 32] {
+        let mut bytes = [0; 32];
+        let words = [
+            self.now,
+            self.timestamps_reserved_to,
+            self.latest_timestamps[0],
+            self.latest_timestamps[1],
+        ];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
         bytes
     }
 
-    /// The stored form; one of 8 bytes is from before event timestamps (they start at the
-    /// clock then).
+    /// The stored form. Earlier versions stored 8 bytes (the clock: event timestamps start
+    /// at it) or 16 (and where the reserved timestamps end): every event's is below that.
     pub(crate) fn decode(bytes: &[u8]) -> Option<StoredClock> {
-        let word = |b: &[u8]| b.try_into().ok().map(i64::from_le_bytes);
-        match bytes.len() {
-            8 => {
-                let now = word(bytes)?;
-                Some(StoredClock {
-                    now,
-                    timestamps_reserved_to: now.saturating_mul(1_000),
-                })
-            }
-            16 => Some(StoredClock {
-                now: word(&bytes[..8])?,
-                timestamps_reserved_to: word(&bytes[8..])?,
-            }),
-            _ => None,
+        if !bytes.len().is_multiple_of(8) {
+            return None;
         }
+        let words: Vec<i64> = bytes
+            .chunks_exact(8)
+            .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        let (now, reserved_to, latest) = match words[..] {
+            [now] => (now, now.saturating_mul(1_000), None),
+            [now, reserved_to] => (now, reserved_to, None),
+            [now, reserved_to, accounts, transfers] => {
+                (now, reserved_to, Some([accounts, transfers]))
+            }
+            _ => return None,
+        };
+        Some(StoredClock {
+            now,
+            timestamps_reserved_to: reserved_to,
+            latest_timestamps: latest.unwrap_or([reserved_to; 2]),
+        })
     }
 }
 
@@ -398,6 +412,9 @@ pub(crate) struct TransferState {
     /// Transfer ids that failed for a reason that can change, with the result: burned
     /// (`transfer_failures`) once what the failure rolls back is rolled back.
     pub(crate) burned: Vec<(i64, &'static str)>,
+    /// Whether the command's first account and first transfer were imported (each kind's
+    /// first decides for the rest: `imported`); None until one is seen.
+    pub(crate) first_imported: [Option<bool>; 2],
 }
 
 /// What a statement running outside log order may know of sequences: the session's
@@ -430,6 +447,7 @@ impl Executor {
                 now: ledger_clock.now,
                 timestamps: crate::event_timestamps::EventTimestamps::restored(
                     ledger_clock.timestamps_reserved_to,
+                    ledger_clock.latest_timestamps,
                 ),
                 expiry,
                 // Unknown after a start: the first sweep looks.
@@ -606,6 +624,7 @@ impl Executor {
             self.transfers.burned.is_empty(),
             "burned transfer ids left over from an earlier command"
         );
+        self.transfers.first_imported = [None; 2];
         // Without sequences (the hot paths) nothing can call one: no bookkeeping.
         let sequences = !self.catalog.sequences.is_empty();
         if sequences {
@@ -1272,6 +1291,26 @@ pub(crate) fn indexed_row_key(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_clock_reads_every_earlier_form() {
+        let clock = StoredClock {
+            now: 7,
+            timestamps_reserved_to: 7_003,
+            latest_timestamps: [7_001, 7_002],
+        };
+        assert_eq!(StoredClock::decode(&clock.encode()), Some(clock));
+        // Before event timestamps: they start at the clock.
+        let old = StoredClock::decode(&7i64.to_le_bytes()).unwrap();
+        assert_eq!((old.timestamps_reserved_to, old.latest_timestamps), (7_000, [7_000; 2]));
+        // Before the latest of each kind: no event is past where the ranges end.
+        let mut two = 7i64.to_le_bytes().to_vec();
+        two.extend_from_slice(&7_003i64.to_le_bytes());
+        let two = StoredClock::decode(&two).unwrap();
+        assert_eq!(two.latest_timestamps, [7_003; 2]);
+        assert_eq!(StoredClock::decode(&[0; 12]), None);
+        assert_eq!(StoredClock::decode(&[0; 24]), None);
+    }
 
     #[test]
     fn index_entries_find_their_row_key_stored_either_way() {

@@ -8,7 +8,9 @@
 //! the log position they cover.
 //!
 //! The ledger's semantics (accounts, transfers, two-phase transfers and their expiry,
-//! limits, idempotency, history) are applied here too, in `transfer`.
+//! limits, idempotency, balancing and closing transfers, burned ids, imported events,
+//! history) are applied here too, in `transfer`; every account and transfer gets its own
+//! timestamp, reserved per command in log order (`event_timestamps`).
 //!
 //! It must not know about Raft or sockets: log entries arrive as positions and opaque bytes,
 //! and every reply is a callback. It runs plans (`plan`); it does not bind SQL (the one
@@ -19,7 +21,8 @@
 //! Invariants, asserted: log entries apply once each in increasing index
 //! (`Coordinator::apply_entry`); every command starts with an empty undo log
 //! (`Executor::run_command`); a partition's thread holds its partition, and only it, when it
-//! applies (`Executor::lent`); an internal error stops the executor applying rather than
+//! applies (`Executor::lent`); no command creates more events than the timestamps it
+//! reserved (`EventTimestamps::take`); an internal error stops the executor applying rather than
 //! being answered and passed over (a replica that went on would diverge); debits equal
 //! credits over all accounts after each entry in debug builds (`double_entry`).
 //!
@@ -32,7 +35,7 @@
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
 //! `query.rs`,
-//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
+//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
 //! check behind `hotledger check`).
@@ -50,6 +53,7 @@ mod error;
 mod event_timestamps;
 mod executor;
 mod foreign_keys;
+mod imported;
 mod install;
 mod integrity;
 mod ledger_batch;

@@ -15,7 +15,9 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
 use crate::burned_ids::transient_result;
+use crate::event_timestamps::NANOS_PER_MICRO;
 use crate::executor::Executor;
+use crate::imported::EventKind;
 use crate::row::{encode_key, Row};
 use crate::transfer_exists::{account_difference, transfer_difference};
 
@@ -150,6 +152,18 @@ impl Executor {
         Ok(schema)
     }
 
+    /// An account's or transfer's creation time (microseconds) and timestamp: the ledger
+    /// clock and the command's next timestamp (taken), or an imported event's own.
+    fn event_time(&mut self, imported: Option<i64>) -> SqlResult<(i64, i64)> {
+        Ok(match imported {
+            Some(ts) => {
+                self.record_imported(EventKind::Account, ts)?;
+                (ts.div_euclid(NANOS_PER_MICRO), ts)
+            }
+            None => (self.clock.now, self.clock.timestamps.take(0)),
+        })
+    }
+
     /// Moves the ledger clock to a command's `now()` if that is later.
     pub(crate) fn advance_clock(&mut self, now_micros: i64) {
         self.clock.now = self.clock.now.max(now_micros);
@@ -168,6 +182,13 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let a = &schema.account;
+        let imported = self.imported_timestamp(
+            EventKind::Account,
+            &row,
+            a.imported,
+            a.timestamp,
+            &row[a.id],
+        )?;
         let id = event_id("account", &row[a.id], "an account needs an id")?;
         let updates = on_conflict.and_then(OnConflict::update).is_some();
         if !updates {
@@ -192,6 +213,9 @@ impl Executor {
             }
         }
         account_fields(&schema, id, &row)?;
+        if let Some(at) = imported {
+            self.check_imported_account(&schema, id, at)?;
+        }
         for c in [
             a.debits_pending,
             a.debits_posted,
@@ -200,9 +224,10 @@ impl Executor {
         ] {
             row[c] = Value::Int(0);
         }
-        row[a.created_at] = Value::TimestampTz(self.clock.now);
+        let (created_at, timestamp) = self.event_time(imported)?;
+        row[a.created_at] = Value::TimestampTz(created_at);
         if let Some(c) = a.timestamp {
-            row[c] = Value::Int(self.clock.timestamps.take());
+            row[c] = Value::Int(timestamp);
         }
         Ok(Some(row))
     }
@@ -220,6 +245,13 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let t = &schema.transfer;
+        let imported = self.imported_timestamp(
+            EventKind::Transfer,
+            &given,
+            t.imported,
+            t.timestamp,
+            &given[t.id],
+        )?;
         let id = event_id(
             "transfer",
             &given[t.id],
@@ -227,20 +259,23 @@ impl Executor {
         )?;
         let key = encode_key(&[Value::Int(id)])?;
         let mut row = given;
-        // Its own timestamp, taken once it is created.
+        // Its own timestamp (taken from the command's once it is created) or the one an
+        // imported transfer gives, and its creation time.
+        let at = imported.map_or(self.clock.now, |ts| ts.div_euclid(NANOS_PER_MICRO));
         if let Some(c) = t.timestamp {
-            row[c] = Value::Int(self.clock.timestamps.peek());
+            row[c] = Value::Int(imported.unwrap_or(self.clock.timestamps.peek()));
         }
         let (post, void) = (flag(&row[t.post_pending]), flag(&row[t.void_pending]));
         let balancing = flag_at(&row, t.balancing_debit) || flag_at(&row, t.balancing_credit);
         // A transfer that moves funds is stored as given, so it is written here in the same
         // descent that finds whether its id exists (a failure below rolls it back); post and
         // void fill fields from the pending transfer first, and a balancing transfer's
-        // amount is known only once its accounts are read.
+        // amount is known only once its accounts are read, and an imported one's timestamp
+        // is checked against the stored transfers' first.
         let timeout_given = row[t.timeout].clone();
-        let written_early = !post && !void && !balancing && {
+        let written_early = !post && !void && !balancing && imported.is_none() && {
             row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
-            row[t.created_at] = Value::TimestampTz(self.clock.now);
+            row[t.created_at] = Value::TimestampTz(at);
             let written = self.insert_new_row(table, &key, &row, version)?;
             if written {
                 // Counted as its row is written: a failure below takes both back.
@@ -277,12 +312,12 @@ impl Executor {
         if let Some(result) = self.burned_result(&schema, &key)? {
             return Err(Executor::id_already_failed(id, &result));
         }
-        row[t.created_at] = Value::TimestampTz(self.clock.now);
+        row[t.created_at] = Value::TimestampTz(at);
         let pending = flag(&row[t.pending]);
         let applied = if post || void {
-            self.post_or_void(&schema, id, &mut row, version)
+            self.post_or_void(&schema, id, &mut row, imported, version)
         } else {
-            self.move_funds(&schema, id, &mut row, pending, version)
+            self.move_funds(&schema, id, &mut row, pending, imported, version)
         };
         let applied = match applied {
             Ok(()) if !written_early => self
@@ -295,10 +330,14 @@ impl Executor {
                 self.transfers.burned.push((id, result));
             }
         }
-        applied.map(|()| {
-            self.clock.timestamps.take();
-            Some(row)
-        })
+        applied?;
+        match imported {
+            None => {
+                self.clock.timestamps.take(1);
+            }
+            Some(at) => self.record_imported(EventKind::Transfer, at)?,
+        }
+        Ok(Some(row))
     }
 
     /// The pending transfer a stored post or void resolved, for comparing a resend of it.
@@ -323,6 +362,7 @@ impl Executor {
         id: i64,
         row: &mut Row,
         pending: bool,
+        imported: Option<i64>,
         version: u64,
     ) -> SqlResult<()> {
         let Movement {
@@ -354,6 +394,10 @@ impl Executor {
                 "transfer_must_have_the_same_ledger_as_accounts",
             ));
         }
+        if let Some(at) = imported {
+            let accounts = Some((&debit.row, &credit.row));
+            self.check_imported_transfer(schema, id, at, accounts, timeout)?;
+        }
         refuse_closed(schema, id, &debit.row, &credit.row)?;
         let amount = balanced_amount(schema, row, amount, &debit.row, &credit.row);
         row[schema.transfer.amount] = Value::Int(amount);
@@ -370,7 +414,7 @@ impl Executor {
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
-        let now = self.clock.now;
+        let now = imported.map_or(self.clock.now, |ts| ts.div_euclid(NANOS_PER_MICRO));
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
         if pending {
@@ -403,7 +447,11 @@ impl Executor {
         // Every partition takes a timestamp for every row, so each row's is the one it gets
         // when the statement applies whole (where every row creates a transfer, or it would
         // not have split).
-        let timestamp = self.clock.timestamps.take();
+        if t.timestamp.is_some_and(|c| int(&row[c]).unwrap_or(0) != 0) {
+            // A timestamp given without `imported`: its error comes from the whole path.
+            return Err(whole());
+        }
+        let timestamp = self.clock.timestamps.take(1);
         if let Some(c) = t.timestamp {
             row[c] = Value::Int(timestamp);
         }
@@ -419,6 +467,7 @@ impl Executor {
             ]
             .into_iter()
             .any(|c| flag_at(row, c))
+            || flag_at(row, t.imported)
         {
             return Err(whole());
         }

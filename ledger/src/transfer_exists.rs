@@ -157,6 +157,7 @@ pub(crate) fn transfer_difference(
         (t.balancing_credit, "balancing_credit"),
         (t.closing_debit, "closing_debit"),
         (t.closing_credit, "closing_credit"),
+        (t.imported, "imported"),
     ];
     if let Some(d) = c.flags(&flags) {
         return Some(d);
@@ -274,6 +275,7 @@ pub(crate) fn account_difference(
         ),
         (Some(a.history), "history"),
         (a.closed, "closed"),
+        (a.imported, "imported"),
     ];
     c.flags(&flags)
         .or_else(|| c.user_data(&[a.user_data_64, a.user_data_32], None))

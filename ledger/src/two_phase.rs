@@ -159,6 +159,7 @@ impl Executor {
         schema: &LedgerSchema,
         id: i64,
         row: &mut Row,
+        imported: Option<i64>,
         version: u64,
     ) -> SqlResult<()> {
         let t = &schema.transfer;
@@ -226,13 +227,18 @@ impl Executor {
         row[t.amount] = Value::Int(amount);
         row[t.timeout] = Value::Int(0);
         let (state_old, mut state) = self.unresolved_state(schema, id, pending_id, &pending_key)?;
+        if let Some(at) = imported {
+            self.check_imported_transfer(schema, id, at, None, 0)?;
+        }
         let p = &schema.pending_col;
         let resolution = if post {
             Resolution::Post(amount)
         } else {
             Resolution::Void
         };
-        let now = self.clock.now;
+        let now = imported.map_or(self.clock.now, |ts| {
+            ts.div_euclid(crate::event_timestamps::NANOS_PER_MICRO)
+        });
         self.release(schema, id, &original, resolution, now, version)?;
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {

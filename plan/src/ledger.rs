@@ -112,6 +112,7 @@ impl LedgerRole {
                 ("user_data_64", Int8),
                 ("user_data_32", Int4),
                 ("timestamp", Int8),
+                ("imported", Bool),
             ],
             LedgerRole::Transfers => &[
                 ("balancing_debit", Bool),
@@ -121,6 +122,7 @@ impl LedgerRole {
                 ("user_data_64", Int8),
                 ("user_data_32", Int4),
                 ("timestamp", Int8),
+                ("imported", Bool),
             ],
             _ => &[],
         }
@@ -152,9 +154,8 @@ impl LedgerRole {
                 "credits_pending",
                 "credits_posted",
                 "created_at",
-                "timestamp",
             ],
-            LedgerRole::Transfers => &["created_at", "timestamp"],
+            LedgerRole::Transfers => &["created_at"],
             _ => &[],
         }
     }
@@ -260,8 +261,6 @@ pub fn check_insert(table: &TableDef, columns: &[usize], do_update: bool) -> Sql
 fn generated(table: &TableDef, column: &str) -> SqlError {
     let why = if column == "created_at" {
         "it is the time the ledger applied the row"
-    } else if column == "timestamp" {
-        "the ledger gives every account and transfer its own"
     } else {
         "balances are maintained by the ledger and change only through transfers"
     };
@@ -393,6 +392,9 @@ pub struct AccountColumns {
     /// Migration 0006's (None before it): the account's own timestamp, unique and
     /// increasing (nanoseconds; TigerBeetle's `timestamp`).
     pub timestamp: Option<usize>,
+    /// Migration 0007's (None before it): an imported account, whose timestamp its
+    /// creator gave.
+    pub imported: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -420,6 +422,8 @@ pub struct TransferColumns {
     pub user_data_32: Option<usize>,
     /// Migration 0006's (None before it): the transfer's own timestamp.
     pub timestamp: Option<usize>,
+    /// Migration 0007's (None before it): see `AccountColumns::imported`.
+    pub imported: Option<usize>,
 }
 
 #[derive(Clone, Debug)]
@@ -492,6 +496,7 @@ impl LedgerSchema {
                 user_data_64: optional(a, "user_data_64"),
                 user_data_32: optional(a, "user_data_32"),
                 timestamp: optional(a, "timestamp"),
+                imported: optional(a, "imported"),
             },
             transfer: TransferColumns {
                 id: column(t, "id")?,
@@ -514,6 +519,7 @@ impl LedgerSchema {
                 user_data_64: optional(t, "user_data_64"),
                 user_data_32: optional(t, "user_data_32"),
                 timestamp: optional(t, "timestamp"),
+                imported: optional(t, "imported"),
             },
             pending_col: PendingColumns {
                 id: column(p, "id")?,
@@ -562,6 +568,8 @@ pub const ACCOUNT_ARGUMENTS: &[&str] = &[
     "closed",
     "user_data_64",
     "user_data_32",
+    "imported",
+    "timestamp",
 ];
 
 /// The arguments of `CALL transfer(...)` in positional order; any may also be named
@@ -585,4 +593,6 @@ pub const TRANSFER_ARGUMENTS: &[&str] = &[
     "closing_credit",
     "user_data_64",
     "user_data_32",
+    "imported",
+    "timestamp",
 ];

@@ -41,6 +41,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "event_timestamps",
         include_str!("../../migrations/0006_event_timestamps.sql"),
     ),
+    (
+        7,
+        "imported_events",
+        include_str!("../../migrations/0007_imported_events.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the

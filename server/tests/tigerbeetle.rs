@@ -11,11 +11,11 @@
 //! ```text
 //! accounts                      a create_accounts batch, one event per line, until `end`
 //!   id=1 ledger=1 code=1 [dmc] [cmd] [history] [closed] [user_data=N] [user_data_64=N]
-//!        [user_data_32=N] [linked]  => result
+//!        [user_data_32=N] [imported] [timestamp=N] [linked]  => result
 //! transfers                     a create_transfers batch
 //!   id=1 dr=1 cr=2 amount=10 ledger=1 code=1 [pending] [post] [void] [pending_id=N]
 //!        [timeout=N] [bdr] [bcr] [cdr] [ccr] [user_data=N] [user_data_64=N]
-//!        [user_data_32=N] [linked]  => result
+//!        [user_data_32=N] [imported] [timestamp=N] [linked]  => result
 //! end
 //! account 1 0 15 0 0 [closed]   its debits_pending, debits_posted, credits_pending,
 //!                               credits_posted, and whether it is closed
@@ -25,6 +25,7 @@
 //! no transfer 4
 //! pending 2 expired             the status pending_transfers shows
 //! sleep 1100                    milliseconds (timeouts run on the ledger clock, real time)
+//! fresh server                  the rest of the file on a server of its own, from empty
 //! ```
 //!
 //! A field left out is 0 (false for a flag), as TigerBeetle's clients send it. A number may
@@ -65,6 +66,8 @@ const ACCOUNT_FIELDS: &[(&str, &str, &str)] = &[
     ("user_data", "user_data", "bigint"),
     ("user_data_64", "user_data_64", "bigint"),
     ("user_data_32", "user_data_32", "int"),
+    ("imported", "imported", "boolean"),
+    ("timestamp", "timestamp", "bigint"),
     ("linked", "linked", "boolean"),
 ];
 
@@ -87,6 +90,8 @@ const TRANSFER_FIELDS: &[(&str, &str, &str)] = &[
     ("user_data", "user_data", "bigint"),
     ("user_data_64", "user_data_64", "bigint"),
     ("user_data_32", "user_data_32", "int"),
+    ("imported", "imported", "boolean"),
+    ("timestamp", "timestamp", "bigint"),
     ("linked", "linked", "boolean"),
 ];
 
@@ -104,19 +109,27 @@ fn number(text: &str) -> Option<i64> {
 }
 
 /// The columns `transfer N column=value` may check.
-const TRANSFER_CHECKS: &[&str] = &["amount", "user_data", "user_data_64", "user_data_32"];
+const TRANSFER_CHECKS: &[&str] = &[
+    "amount",
+    "user_data",
+    "user_data_64",
+    "user_data_32",
+    "timestamp",
+];
 
 /// Fields holding ids, moved into the file's range.
 const ID_FIELDS: &[&str] = &["id", "dr", "cr", "pending_id"];
 
-struct Replay<'a> {
-    client: &'a Client,
+struct Replay {
+    client: Client,
+    /// A server of the file's own, after `fresh server`.
+    own_server: Option<TestServer>,
     file: String,
     base: i64,
     failures: Vec<String>,
 }
 
-impl Replay<'_> {
+impl Replay {
     fn id(&self, id: i64) -> i64 {
         if id > 0 {
             id + self.base
@@ -316,6 +329,11 @@ impl Replay<'_> {
                     self.fail(line, format!("pending {id}: {got:?}, expected {status}"));
                 }
             }
+            ["fresh", "server"] => {
+                let server = TestServer::start();
+                self.client = server.client().await;
+                self.own_server = Some(server);
+            }
             ["sleep", ms] => {
                 let ms: u64 = ms.parse().unwrap_or(0);
                 tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
@@ -363,7 +381,6 @@ impl Replay<'_> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tigerbeetle_state_machine_tests_replay() {
     let server = TestServer::start();
-    let client = server.client().await;
     let dir = common::repo_root().join("server/tests/tigerbeetle");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("the cases directory")
@@ -376,7 +393,8 @@ async fn tigerbeetle_state_machine_tests_replay() {
     for (n, path) in files.iter().enumerate() {
         let text = std::fs::read_to_string(path).expect("read a case file");
         let mut replay = Replay {
-            client: &client,
+            client: server.client().await,
+            own_server: None,
             file: path.file_name().unwrap().to_string_lossy().into_owned(),
             base: (n as i64 + 1) * ID_RANGE,
             failures: Vec::new(),
