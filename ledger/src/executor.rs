@@ -1302,7 +1302,10 @@ mod tests {
         assert_eq!(StoredClock::decode(&clock.encode()), Some(clock));
         // Before event timestamps: they start at the clock.
         let old = StoredClock::decode(&7i64.to_le_bytes()).unwrap();
-        assert_eq!((old.timestamps_reserved_to, old.latest_timestamps), (7_000, [7_000; 2]));
+        assert_eq!(
+            (old.timestamps_reserved_to, old.latest_timestamps),
+            (7_000, [7_000; 2])
+        );
         // Before the latest of each kind: no event is past where the ranges end.
         let mut two = 7i64.to_le_bytes().to_vec();
         two.extend_from_slice(&7_003i64.to_le_bytes());
