@@ -140,11 +140,14 @@ impl Command {
             Command::Write { plan, .. } | Command::WriteWithSequences { plan, .. } => {
                 write_rows(plan)
             }
-            Command::Commit { ops, .. } | Command::CommitWithSchema { ops, .. } => Some(
+            Command::Commit { ops, .. } => Some(
                 ops.iter()
                     .filter(|op| matches!(op, WriteOp::Insert { .. }))
                     .count() as u64,
             ),
+            // Its writes are also staged between its schema changes; it applies on the
+            // coordinator holding every partition anyway.
+            Command::CommitWithSchema { .. } => None,
             Command::LedgerBatch { rows, .. } | Command::Copy { rows, .. } => {
                 Some(rows.len() as u64)
             }

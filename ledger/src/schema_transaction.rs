@@ -98,9 +98,14 @@ impl Executor {
         // kind a transaction's own rows have until it commits (they cannot be changed by key
         // until then, as their ids are the commit's).
         let rowid_next = std::mem::replace(&mut self.rowid_next, 1 << 63);
+        // Outside log order: the events the steps create take timestamps that go with them
+        // (from a range of their own), and the command being applied keeps its own.
+        let timestamps = self.clock.timestamps;
+        self.clock.timestamps.current.end = None;
         let result = self
             .apply_schema_changes(schema.clone(), now_micros, 0)
             .and_then(|()| run(self));
+        self.clock.timestamps = timestamps;
         self.rowid_next = rowid_next;
         self.rollback_to(0);
         if let Err(e) = self.take_back_schema_transaction() {

@@ -272,42 +272,13 @@ impl Executor {
         // void fill fields from the pending transfer first, and a balancing transfer's
         // amount is known only once its accounts are read, and an imported one's timestamp
         // is checked against the stored transfers' first.
-        let timeout_given = row[t.timeout].clone();
-        let written_early = !post && !void && !balancing && imported.is_none() && {
-            row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
-            row[t.created_at] = Value::TimestampTz(at);
-            let written = self.insert_new_row(table, &key, &row, version)?;
-            if written {
-                // Counted as its row is written: a failure below takes both back.
-                self.activity.created();
-            }
-            row[t.timeout] = timeout_given;
-            written
-        };
-        if !written_early {
-            let storage = self.storage_of(table)?;
-            if let Some((_, _, existing)) = self.get_row(storage, &key)? {
-                let resolved = self.resolved_pending(&schema, &existing)?;
-                let Some(d) = transfer_difference(&schema, &row, &existing, resolved.as_ref())
-                else {
-                    return Ok(None);
-                };
-                if matches!(
-                    on_conflict.map(OnConflict::action),
-                    Some(OnConflict::DoNothing)
-                ) {
-                    return Ok(None);
-                }
-                return Err(rule(
-                    ErrorKind::UniqueViolation,
-                    id,
-                    format!(
-                        "a transfer with this id already exists with a different {} ({}, not {})",
-                        d.column, d.stored, d.given
-                    ),
-                    d.result,
-                ));
-            }
+        let written_early = !post
+            && !void
+            && !balancing
+            && imported.is_none()
+            && self.write_transfer_early(&schema, table, &key, &mut row, at, version)?;
+        if !written_early && self.transfer_resent(&schema, table, &key, &row, on_conflict)? {
+            return Ok(None);
         }
         if let Some(result) = self.burned_result(&schema, &key)? {
             return Err(Executor::id_already_failed(id, &result));
@@ -338,6 +309,67 @@ impl Executor {
             Some(at) => self.record_imported(EventKind::Transfer, at)?,
         }
         Ok(Some(row))
+    }
+
+    /// Writes a transfer that moves funds as given (its timeout 0 where left out, its
+    /// creation time `at`) if its id is new, in the descent that finds out: false when the
+    /// id exists.
+    fn write_transfer_early(
+        &mut self,
+        schema: &LedgerSchema,
+        table: &TableDef,
+        key: &[u8],
+        row: &mut Row,
+        at: i64,
+        version: u64,
+    ) -> SqlResult<bool> {
+        let t = &schema.transfer;
+        let timeout_given = row[t.timeout].clone();
+        row[t.timeout] = Value::Int(int(&timeout_given).unwrap_or(0));
+        row[t.created_at] = Value::TimestampTz(at);
+        let written = self.insert_new_row(table, key, row, version)?;
+        if written {
+            // Counted as its row is written: a failure below takes both back.
+            self.activity.created();
+        }
+        row[t.timeout] = timeout_given;
+        Ok(written)
+    }
+
+    /// Whether transfer `row` was sent before: true when one with its id is stored with
+    /// the same fields (or ON CONFLICT DO NOTHING skips it), false when none is stored, an
+    /// error naming the first field that differs otherwise.
+    fn transfer_resent(
+        &mut self,
+        schema: &LedgerSchema,
+        table: &TableDef,
+        key: &[u8],
+        row: &Row,
+        on_conflict: Option<&OnConflict>,
+    ) -> SqlResult<bool> {
+        let storage = self.storage_of(table)?;
+        let Some((_, _, existing)) = self.get_row(storage, key)? else {
+            return Ok(false);
+        };
+        let resolved = self.resolved_pending(schema, &existing)?;
+        let Some(d) = transfer_difference(schema, row, &existing, resolved.as_ref()) else {
+            return Ok(true);
+        };
+        if matches!(
+            on_conflict.map(OnConflict::action),
+            Some(OnConflict::DoNothing)
+        ) {
+            return Ok(true);
+        }
+        Err(rule(
+            ErrorKind::UniqueViolation,
+            int(&row[schema.transfer.id]).unwrap_or(0),
+            format!(
+                "a transfer with this id already exists with a different {} ({}, not {})",
+                d.column, d.stored, d.given
+            ),
+            d.result,
+        ))
     }
 
     /// The pending transfer a stored post or void resolved, for comparing a resend of it.

@@ -63,6 +63,56 @@ fn fill_from_pending(
     Ok(())
 }
 
+/// A post's or void's own fields, checked in TigerBeetle's order: its flags (post or void,
+/// no other), the pending transfer it names (not itself) and no timeout. Whether it posts,
+/// and the pending transfer's id.
+fn resolution_fields(schema: &LedgerSchema, id: i64, row: &Row) -> SqlResult<(bool, i64)> {
+    let t = &schema.transfer;
+    let post = flag(&row[t.post_pending]);
+    let other_flags = [
+        t.balancing_debit,
+        t.balancing_credit,
+        t.closing_debit,
+        t.closing_credit,
+    ];
+    if (post && flag(&row[t.void_pending]))
+        || flag(&row[t.pending])
+        || other_flags.into_iter().any(|c| flag_at(row, c))
+    {
+        return Err(check(
+            id,
+            "post_pending and void_pending exclude each other and every other flag".into(),
+            "flags_are_mutually_exclusive",
+        ));
+    }
+    let pending_id = match int(&row[t.pending_id]) {
+        None | Some(0) => {
+            return Err(rule(
+                ErrorKind::NotNullViolation,
+                id,
+                "pending_id is required to post or void a pending transfer".into(),
+                "pending_id_must_not_be_zero",
+            ))
+        }
+        Some(p) if p == id => {
+            return Err(check(
+                id,
+                "pending_id must name another transfer".into(),
+                "pending_id_must_be_different",
+            ))
+        }
+        Some(p) => p,
+    };
+    if int(&row[t.timeout]).unwrap_or(0) != 0 {
+        return Err(check(
+            id,
+            "timeout is only for pending transfers".into(),
+            "timeout_reserved_for_pending_transfer",
+        ));
+    }
+    Ok((post, pending_id))
+}
+
 /// The amount a post or void moves out of the pending balances into the posted ones: a
 /// void the whole reserved amount (given as 0, NULL or that amount), a post what it names
 /// up to that amount (NULL: all of it).
@@ -163,48 +213,7 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let t = &schema.transfer;
-        let post = flag(&row[t.post_pending]);
-        let other_flags = [
-            t.balancing_debit,
-            t.balancing_credit,
-            t.closing_debit,
-            t.closing_credit,
-        ];
-        if (post && flag(&row[t.void_pending]))
-            || flag(&row[t.pending])
-            || other_flags.into_iter().any(|c| flag_at(row, c))
-        {
-            return Err(check(
-                id,
-                "post_pending and void_pending exclude each other and every other flag".into(),
-                "flags_are_mutually_exclusive",
-            ));
-        }
-        let pending_id = match int(&row[t.pending_id]) {
-            None | Some(0) => {
-                return Err(rule(
-                    ErrorKind::NotNullViolation,
-                    id,
-                    "pending_id is required to post or void a pending transfer".into(),
-                    "pending_id_must_not_be_zero",
-                ))
-            }
-            Some(p) if p == id => {
-                return Err(check(
-                    id,
-                    "pending_id must name another transfer".into(),
-                    "pending_id_must_be_different",
-                ))
-            }
-            Some(p) => p,
-        };
-        if int(&row[t.timeout]).unwrap_or(0) != 0 {
-            return Err(check(
-                id,
-                "timeout is only for pending transfers".into(),
-                "timeout_reserved_for_pending_transfer",
-            ));
-        }
+        let (post, pending_id) = resolution_fields(schema, id, row)?;
         let transfers = self.storage_of(&schema.transfers)?;
         let pending_key = encode_key(&[Value::Int(pending_id)])?;
         let Some((_, _, original)) = self.get_row(transfers, &pending_key)? else {

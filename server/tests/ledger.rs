@@ -967,6 +967,14 @@ async fn every_account_and_transfer_has_its_own_timestamp() {
         .simple_query("BEGIN; CALL transfer(501, 1, 2, 1, 700, 1); CALL transfer(502, 2, 3, 1, 700, 1); COMMIT")
         .await
         .unwrap();
+    // A transaction that changes the schema between its writes.
+    client
+        .simple_query(
+            "BEGIN; CALL transfer(503, 1, 2, 1, 700, 1); CREATE TABLE notes (id int primary key); \
+             CALL transfer(504, 2, 3, 1, 700, 1); INSERT INTO accounts (id, ledger, code) VALUES (41, 700, 1); COMMIT",
+        )
+        .await
+        .unwrap();
     let mut sessions = Vec::new();
     for s in 0..6i64 {
         let client = connect(&server).await;
@@ -996,7 +1004,7 @@ async fn every_account_and_transfer_has_its_own_timestamp() {
         .await
         .unwrap();
     let (all, distinct, least): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-    assert_eq!(all, 40 + 300 + 3 + 2 + 180);
+    assert_eq!(all, 40 + 300 + 3 + 2 + 3 + 180);
     assert_eq!(distinct, all, "two events share a timestamp");
     assert!(
         least > 1_700_000_000_000_000_000,
