@@ -850,11 +850,12 @@ impl Coordinator {
                 continue;
             }
             let reach = self.reach(&command);
-            // A command whose events cannot be counted beforehand applies alone: its
-            // timestamps are reserved as it takes them (`event_timestamps`).
+            // A command whose events cannot be counted beforehand (its reservation has no
+            // end) applies alone: it takes timestamps as it goes (`event_timestamps`).
+            let bounded = self.executor.clock.timestamps.current.end.is_some();
             let thread = reach
                 .single()
-                .filter(|_| command.event_bound().is_some())
+                .filter(|_| bounded)
                 .filter(|&p| !dispatch.taken_back[p])
                 .and_then(|p| Some((p, self.workers[p].as_ref()?)));
             match thread {

@@ -57,8 +57,7 @@ impl EventTimestamps {
     }
 
     /// Reserves the range of the command about to apply at ledger clock `now_micros`, for
-    /// at most `bound` events (None: as many as it creates), of the kinds `kinds` says it
-    /// may create (accounts, transfers).
+    /// at most `bound` events (None: as many as it creates).
     pub(crate) fn reserve(&mut self, now_micros: i64, bound: Option<u64>) {
         let start = now_micros
             .saturating_mul(NANOS_PER_MICRO)

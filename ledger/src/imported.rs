@@ -25,12 +25,12 @@
 //! microsecond.
 
 use plan::{LedgerSchema, TableDef};
-use sql::{ErrorKind, SqlError, SqlResult, Value};
+use sql::{ErrorKind, SqlError, SqlResult};
 
 use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::Row;
-use crate::transfer::{flag_at, int};
+use crate::transfer::{broken, flag_at, int};
 
 /// Which kind of event: accounts and transfers each decide their command's import mode.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,13 @@ impl EventKind {
         }
     }
 
+    fn article(self) -> &'static str {
+        match self {
+            EventKind::Account => "an",
+            EventKind::Transfer => "a",
+        }
+    }
+
     fn noun(self) -> &'static str {
         match self {
             EventKind::Account => "account",
@@ -58,11 +65,7 @@ impl EventKind {
 
 /// An imported event's rule broken, with TigerBeetle's result.
 fn imported_rule(kind: EventKind, id: i64, message: String, result: &str) -> SqlError {
-    SqlError::new(
-        ErrorKind::CheckViolation,
-        format!("{} {id}: {message}", kind.noun()),
-    )
-    .with_detail(format!("result: {result}"))
+    broken(kind.noun(), ErrorKind::CheckViolation, id, message, result)
 }
 
 fn regressed(kind: EventKind, id: i64, timestamp: i64, what: &str) -> SqlError {
@@ -79,16 +82,24 @@ impl Executor {
     /// else the timestamp it gives.
     pub(crate) fn imported_timestamp(
         &mut self,
+        schema: &LedgerSchema,
         kind: EventKind,
         row: &Row,
-        imported: Option<usize>,
-        timestamp: Option<usize>,
-        id: &Value,
     ) -> SqlResult<Option<i64>> {
+        let (id, imported, timestamp) = match kind {
+            EventKind::Account => {
+                let a = &schema.account;
+                (a.id, a.imported, a.timestamp)
+            }
+            EventKind::Transfer => {
+                let t = &schema.transfer;
+                (t.id, t.imported, t.timestamp)
+            }
+        };
         let Some(timestamp_column) = timestamp else {
             return Ok(None);
         };
-        let id = int(id).unwrap_or(0);
+        let id = int(&row[id]).unwrap_or(0);
         let is_imported = flag_at(row, imported);
         let first = &mut self.transfers.first_imported[kind as usize];
         let batch_imported = *first.get_or_insert(is_imported);
@@ -145,19 +156,38 @@ impl Executor {
         id: i64,
         timestamp: i64,
     ) -> SqlResult<()> {
-        let kind = EventKind::Account;
+        self.check_not_regressed(schema, EventKind::Account, id, timestamp)
+    }
+
+    /// TigerBeetle's `imported_event_timestamp_must_not_regress`: an imported event of
+    /// `kind` later than every event of its kind, and equal to none of the other kind.
+    fn check_not_regressed(
+        &mut self,
+        schema: &LedgerSchema,
+        kind: EventKind,
+        id: i64,
+        timestamp: i64,
+    ) -> SqlResult<()> {
+        let (own, other, other_table, other_column) = match kind {
+            EventKind::Account => (
+                "the latest account's",
+                EventKind::Transfer,
+                schema.transfers.clone(),
+                schema.transfer.timestamp,
+            ),
+            EventKind::Transfer => (
+                "the latest transfer's",
+                EventKind::Account,
+                schema.accounts.clone(),
+                schema.account.timestamp,
+            ),
+        };
         if timestamp <= self.latest_timestamp(kind)? {
-            return Err(regressed(kind, id, timestamp, "the latest account's"));
+            return Err(regressed(kind, id, timestamp, own));
         }
-        let transfers = schema.transfers.clone();
-        let column = schema.transfer.timestamp;
-        if self.timestamp_taken(EventKind::Transfer, &transfers, column, timestamp)? {
-            return Err(regressed(
-                kind,
-                id,
-                timestamp,
-                "a transfer's, which it equals",
-            ));
+        if self.timestamp_taken(other, &other_table, other_column, timestamp)? {
+            let equal = format!("{} {}'s, which it equals", other.article(), other.noun());
+            return Err(regressed(kind, id, timestamp, &equal));
         }
         Ok(())
     }
@@ -173,19 +203,7 @@ impl Executor {
         timeout: i64,
     ) -> SqlResult<()> {
         let kind = EventKind::Transfer;
-        if timestamp <= self.latest_timestamp(kind)? {
-            return Err(regressed(kind, id, timestamp, "the latest transfer's"));
-        }
-        let accounts_table = schema.accounts.clone();
-        let column = schema.account.timestamp;
-        if self.timestamp_taken(EventKind::Account, &accounts_table, column, timestamp)? {
-            return Err(regressed(
-                kind,
-                id,
-                timestamp,
-                "an account's, which it equals",
-            ));
-        }
+        self.check_not_regressed(schema, kind, id, timestamp)?;
         let Some((debit, credit)) = accounts else {
             return Ok(());
         };

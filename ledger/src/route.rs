@@ -13,11 +13,7 @@ use crate::apply::build_row;
 use crate::command::{Command, ReadCheck, WriteOp};
 use crate::partition::{is_partitioned, partition_of_id, partition_of_row};
 use crate::row::Row;
-
-/// Whether `row` is an imported event (`imported` the column, where the table has it).
-fn imported(row: &[Value], imported: Option<usize>) -> bool {
-    imported.is_some_and(|c| matches!(row.get(c), Some(Value::Bool(true))))
-}
+use crate::transfer::flag_at;
 
 /// A set of partitions as bits (at most 64 partitions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -282,8 +278,8 @@ impl Router<'_> {
         match table.ledger {
             None => Reach::one(0),
             // An imported event looks up the stored timestamps of every partition.
-            Some(LedgerRole::Accounts) if imported(row, schema.account.imported) => self.all(),
-            Some(LedgerRole::Transfers) if imported(row, schema.transfer.imported) => self.all(),
+            Some(LedgerRole::Accounts) if flag_at(row, schema.account.imported) => self.all(),
+            Some(LedgerRole::Transfers) if flag_at(row, schema.transfer.imported) => self.all(),
             Some(LedgerRole::Accounts) => match row.get(schema.account.id) {
                 Some(id @ Value::Int(_)) => self.id(id),
                 _ => self.all(),

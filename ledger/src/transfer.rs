@@ -28,7 +28,13 @@ pub(crate) fn rule(kind: ErrorKind, id: i64, message: String, result: &str) -> S
 }
 
 /// A rule of the `noun` (transfer or account) `id` broken, with TigerBeetle's result.
-fn broken(noun: &str, kind: ErrorKind, id: i64, message: String, result: &str) -> SqlError {
+pub(crate) fn broken(
+    noun: &str,
+    kind: ErrorKind,
+    id: i64,
+    message: String,
+    result: &str,
+) -> SqlError {
     SqlError::new(kind, format!("{noun} {id}: {message}")).with_detail(format!("result: {result}"))
 }
 
@@ -110,8 +116,23 @@ pub(crate) fn flag(v: &Value) -> bool {
 }
 
 /// A flag in a column a later migration added: false where the table predates it.
-pub(crate) fn flag_at(row: &Row, column: Option<usize>) -> bool {
-    column.is_some_and(|c| flag(&row[c]))
+pub(crate) fn flag_at(row: &[Value], column: Option<usize>) -> bool {
+    column.is_some_and(|c| row.get(c).is_some_and(flag))
+}
+
+/// Whether a transfer has one of the flags only a transfer that moves funds may have
+/// (balancing or closing): a post or void with one is refused, a split statement's row
+/// with one applies whole.
+pub(crate) fn balancing_or_closing(schema: &LedgerSchema, row: &Row) -> bool {
+    let t = &schema.transfer;
+    [
+        t.balancing_debit,
+        t.balancing_credit,
+        t.closing_debit,
+        t.closing_credit,
+    ]
+    .into_iter()
+    .any(|c| flag_at(row, c))
 }
 
 pub(crate) fn same(a: &Value, b: &Value) -> bool {
@@ -152,16 +173,19 @@ impl Executor {
         Ok(schema)
     }
 
-    /// An account's or transfer's creation time (microseconds) and timestamp: the ledger
-    /// clock and the command's next timestamp (taken), or an imported event's own.
-    fn event_time(&mut self, imported: Option<i64>) -> SqlResult<(i64, i64)> {
-        Ok(match imported {
-            Some(ts) => {
-                self.record_imported(EventKind::Account, ts)?;
-                (ts.div_euclid(NANOS_PER_MICRO), ts)
-            }
-            None => (self.clock.now, self.clock.timestamps.take(0)),
-        })
+    /// An account's or transfer's creation time (microseconds): the ledger clock, or an
+    /// imported event's timestamp's microsecond.
+    pub(crate) fn created_at(&self, imported: Option<i64>) -> i64 {
+        imported.map_or(self.clock.now, |ts| ts.div_euclid(NANOS_PER_MICRO))
+    }
+
+    /// A new account's timestamp: the command's next (taken), or an imported account's
+    /// own (recorded as the latest imported one).
+    fn account_timestamp(&mut self, imported: Option<i64>) -> SqlResult<i64> {
+        match imported {
+            Some(ts) => self.record_imported(EventKind::Account, ts).map(|()| ts),
+            None => Ok(self.clock.timestamps.take(0)),
+        }
     }
 
     /// Moves the ledger clock to a command's `now()` if that is later.
@@ -182,13 +206,7 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let a = &schema.account;
-        let imported = self.imported_timestamp(
-            EventKind::Account,
-            &row,
-            a.imported,
-            a.timestamp,
-            &row[a.id],
-        )?;
+        let imported = self.imported_timestamp(&schema, EventKind::Account, &row)?;
         let id = event_id("account", &row[a.id], "an account needs an id")?;
         let updates = on_conflict.and_then(OnConflict::update).is_some();
         if !updates {
@@ -224,8 +242,8 @@ impl Executor {
         ] {
             row[c] = Value::Int(0);
         }
-        let (created_at, timestamp) = self.event_time(imported)?;
-        row[a.created_at] = Value::TimestampTz(created_at);
+        row[a.created_at] = Value::TimestampTz(self.created_at(imported));
+        let timestamp = self.account_timestamp(imported)?;
         if let Some(c) = a.timestamp {
             row[c] = Value::Int(timestamp);
         }
@@ -245,13 +263,7 @@ impl Executor {
     ) -> SqlResult<Option<Row>> {
         let schema = self.ledger_schema()?;
         let t = &schema.transfer;
-        let imported = self.imported_timestamp(
-            EventKind::Transfer,
-            &given,
-            t.imported,
-            t.timestamp,
-            &given[t.id],
-        )?;
+        let imported = self.imported_timestamp(&schema, EventKind::Transfer, &given)?;
         let id = event_id(
             "transfer",
             &given[t.id],
@@ -261,7 +273,7 @@ impl Executor {
         let mut row = given;
         // Its own timestamp (taken from the command's once it is created) or the one an
         // imported transfer gives, and its creation time.
-        let at = imported.map_or(self.clock.now, |ts| ts.div_euclid(NANOS_PER_MICRO));
+        let at = self.created_at(imported);
         if let Some(c) = t.timestamp {
             row[c] = Value::Int(imported.unwrap_or(self.clock.timestamps.peek()));
         }
@@ -446,7 +458,7 @@ impl Executor {
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
-        let now = imported.map_or(self.clock.now, |ts| ts.div_euclid(NANOS_PER_MICRO));
+        let now = self.created_at(imported);
         self.save_account(schema, debit, id, now, version)?;
         self.save_account(schema, credit, id, now, version)?;
         if pending {
@@ -491,14 +503,7 @@ impl Executor {
         if flag(&row[t.post_pending])
             || flag(&row[t.void_pending])
             || int(&row[t.timeout]).unwrap_or(0) != 0
-            || [
-                t.balancing_debit,
-                t.balancing_credit,
-                t.closing_debit,
-                t.closing_credit,
-            ]
-            .into_iter()
-            .any(|c| flag_at(row, c))
+            || balancing_or_closing(schema, row)
             || flag_at(row, t.imported)
         {
             return Err(whole());

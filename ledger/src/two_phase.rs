@@ -10,7 +10,8 @@ use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
 use crate::transfer::{
-    add, check, flag, flag_at, int, negative_amount, refuse_closed, rule, same, shown, text,
+    add, balancing_or_closing, check, flag, flag_at, int, negative_amount, refuse_closed, rule,
+    same, shown, text,
 };
 use crate::transfer_exists::unset;
 
@@ -69,15 +70,9 @@ fn fill_from_pending(
 fn resolution_fields(schema: &LedgerSchema, id: i64, row: &Row) -> SqlResult<(bool, i64)> {
     let t = &schema.transfer;
     let post = flag(&row[t.post_pending]);
-    let other_flags = [
-        t.balancing_debit,
-        t.balancing_credit,
-        t.closing_debit,
-        t.closing_credit,
-    ];
     if (post && flag(&row[t.void_pending]))
         || flag(&row[t.pending])
-        || other_flags.into_iter().any(|c| flag_at(row, c))
+        || balancing_or_closing(schema, row)
     {
         return Err(check(
             id,
@@ -245,9 +240,7 @@ impl Executor {
         } else {
             Resolution::Void
         };
-        let now = imported.map_or(self.clock.now, |ts| {
-            ts.div_euclid(crate::event_timestamps::NANOS_PER_MICRO)
-        });
+        let now = self.created_at(imported);
         self.release(schema, id, &original, resolution, now, version)?;
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {
