@@ -34,7 +34,7 @@
 //! Reading order: `executor.rs` (the `Executor`, `run_command`), `coordinator.rs` (the
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
-//! `query.rs`,
+//! `query.rs`, `index_scan.rs`,
 //! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
@@ -54,6 +54,7 @@ mod event_timestamps;
 mod executor;
 mod foreign_keys;
 mod imported;
+mod index_scan;
 mod install;
 mod integrity;
 mod ledger_batch;

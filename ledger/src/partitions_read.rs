@@ -109,19 +109,39 @@ impl Partitions<'_> {
         &self,
         index: usize,
         handle: kv::Table,
-        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        bounds: (Bound<&[u8]>, Bound<&[u8]>),
         each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<()>,
+    ) -> SqlResult<()> {
+        self.walk(
+            index,
+            handle,
+            bounds,
+            Direction::Forward,
+            &mut |key, value| each(key, value).map(|()| true),
+        )
+    }
+
+    /// Hands `each` the entries of `handle` in partition `index` between the bounds, in
+    /// `direction`, until it answers false. `each` runs while the partitions are borrowed:
+    /// it may not read tables.
+    pub fn walk(
+        &self,
+        index: usize,
+        handle: kv::Table,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        direction: Direction,
+        each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<bool>,
     ) -> SqlResult<()> {
         match self {
             Partitions::Live(shards) => {
                 let mut shards = shards.borrow_mut();
                 let shard = held(&mut shards, index)?;
-                let range = shard.engine.range(handle, lower, upper, Direction::Forward);
+                let range = shard.engine.range(handle, lower, upper, direction);
                 hand_over(range.map_err(kv_error)?, each)
             }
             Partitions::Snapshot { shards, .. } => {
                 let snapshot = &snapshot_at(shards, index)?.snapshot;
-                let range = snapshot.range(handle, lower, upper, Direction::Forward);
+                let range = snapshot.range(handle, lower, upper, direction);
                 hand_over(range.map_err(kv_error)?, each)
             }
         }
@@ -140,14 +160,16 @@ impl Partitions<'_> {
     }
 }
 
-/// Hands `each` every entry of a kv range.
+/// Hands `each` the entries of a kv range until it answers false.
 fn hand_over(
     range: impl Iterator<Item = kv::KvResult<(Vec<u8>, Vec<u8>)>>,
-    each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<()>,
+    each: &mut dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<bool>,
 ) -> SqlResult<()> {
     for item in range {
         let (key, value) = item.map_err(kv_error)?;
-        each(key, value)?;
+        if !each(key, value)? {
+            break;
+        }
     }
     Ok(())
 }

@@ -68,7 +68,7 @@ const MAX_RECURSIVE_ROWS: usize = 1_000_000;
 
 /// Rows a scan found before filtering, by key: (version, values), or None where the
 /// transaction deleted the row.
-type Candidates = Vec<(Vec<u8>, Option<(u64, Row)>)>;
+pub(crate) type Candidates = Vec<(Vec<u8>, Option<(u64, Row)>)>;
 
 /// A row a scan selected: its storage key, stored version and values.
 pub struct ScannedRow {
@@ -239,7 +239,7 @@ fn time_series(first: Value, last: Value, step: Value) -> SqlResult<Vec<Row>> {
 }
 
 /// The smallest byte string greater than every string starting with `prefix`.
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
     while let Some(last) = s.pop() {
         if last < 0xFF {
@@ -266,19 +266,19 @@ impl<'a> Reader<'a> {
     /// What the loops that may run long call once per row: the statement stops when its
     /// interrupt is raised or it holds too much memory.
     #[inline]
-    fn tick(&self) -> SqlResult<()> {
+    pub(crate) fn tick(&self) -> SqlResult<()> {
         self.interrupt.check()?;
         self.memory.check()
     }
 
-    fn partitions(&self) -> SqlResult<&Partitions<'a>> {
+    pub(crate) fn partitions(&self) -> SqlResult<&Partitions<'a>> {
         self.partitions
             .as_ref()
             .ok_or_else(|| SqlError::internal("a user table read outside the executor"))
     }
 
     /// The partitions that may hold rows of `table`: all for the ledger's tables, else 0.
-    fn shards_of(&self, table: &TableDef) -> SqlResult<std::ops::Range<usize>> {
+    pub(crate) fn shards_of(&self, table: &TableDef) -> SqlResult<std::ops::Range<usize>> {
         let count = self.partitions()?.count();
         Ok(if is_partitioned(table) {
             0..count
@@ -395,53 +395,10 @@ impl<'a> Reader<'a> {
                 };
                 (lower, upper)
             }
-            Access::Index { index, key, .. } => {
-                let def = table
-                    .indexes
-                    .get(*index)
-                    .ok_or_else(|| SqlError::internal("index position out of range"))?;
-                // The key's types: the key expressions' of an expression index, the
-                // columns' otherwise.
-                let key_exprs = def.key_exprs(&self.catalog.index_derivations);
-                let mut values = Vec::with_capacity(key.len());
-                for (n, e) in key.iter().enumerate() {
-                    let v = e.eval(outer, env)?;
-                    if v.is_null() {
-                        return Ok(Vec::new());
-                    }
-                    let ty = match key_exprs {
-                        Some(keys) => keys[n].expr.ty(),
-                        None => table.columns[def.columns[n]].ty,
-                    };
-                    values.push(v.cast(ty)?);
-                }
-                let prefix = encode_key(&values)?;
-                let upper = match successor(&prefix) {
-                    Some(s) => Bound::Excluded(s),
-                    None => Bound::Unbounded,
-                };
-                // An index's entries live in the partition of their row.
-                let indexes = self.shards_of(table)?;
-                let several = indexes.len() > 1;
-                let partitions = self.partitions()?;
-                for index in indexes {
-                    let index_storage = partitions.handle(index, def.id)?;
-                    let storage = partitions.handle(index, table.id)?;
-                    let mut row_keys: Vec<Vec<u8>> = Vec::new();
-                    let bounds = (Bound::Included(prefix.as_slice()), as_ref_bound(&upper));
-                    partitions.for_each(index, index_storage, bounds, &mut |entry, value| {
-                        row_keys.push(crate::executor::indexed_row_key(def, entry, value)?);
-                        Ok(())
-                    })?;
-                    for row_key in row_keys {
-                        self.tick()?;
-                        if let Some(bytes) = partitions.get(index, storage, &row_key)? {
-                            raw.push((row_key, Some(decode_row(&bytes)?)));
-                        }
-                    }
-                }
-                if several {
-                    raw.sort_by(|a, b| a.0.cmp(&b.0));
+            Access::Index { .. } | Access::IndexRange { .. } => {
+                match self.index_candidates(table, access, filter, outer, env)? {
+                    Some(rows) => raw = rows,
+                    None => return Ok(Vec::new()),
                 }
                 prefetched = true;
                 (Bound::Unbounded, Bound::Unbounded)

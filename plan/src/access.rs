@@ -8,6 +8,7 @@ use std::sync::Arc;
 use crate::catalog::{IndexDerivation, TableDef};
 use crate::expr::{BinaryOp, Expr};
 use crate::plan::Access;
+use sql::DataType;
 
 /// Splits a predicate into its AND-ed parts.
 pub fn conjuncts(e: Expr, out: &mut Vec<Expr>) {
@@ -99,9 +100,12 @@ pub fn choose_access(
             return Access::Point(key);
         }
     }
+    let first = table.primary_key.first().copied();
+    let key_range = first.and_then(|c| bounds_on(&comparisons, c, table.columns[c].ty));
     // The index whose leading columns (or key expressions) the filter fixes the most of (a
-    // unique index fixed completely first). A partial index only when the filter holds its
-    // predicate: otherwise it lacks rows the filter may accept.
+    // unique index fixed completely first), then one that bounds the column after them. A
+    // partial index only when the filter holds its predicate: otherwise it lacks rows the
+    // filter may accept.
     let best_index = table
         .indexes
         .iter()
@@ -120,7 +124,8 @@ pub fn choose_access(
             } else {
                 None
             };
-            let key: Vec<Expr> = match derivation.filter(|d| !d.keys.is_empty()) {
+            let keyed = derivation.filter(|d| !d.keys.is_empty());
+            let key: Vec<Expr> = match keyed {
                 Some(d) => d
                     .keys
                     .iter()
@@ -128,23 +133,47 @@ pub fn choose_access(
                     .collect(),
                 None => index.columns.iter().map_while(|c| equal(*c)).collect(),
             };
+            let range = match keyed {
+                Some(_) => None,
+                None => index
+                    .columns
+                    .get(key.len())
+                    .and_then(|&c| bounds_on(&comparisons, c, table.columns[c].ty)),
+            };
             let complete = key.len() == index.key_len(derivations);
-            (!key.is_empty()).then_some((i, key, complete && index.unique))
+            (!key.is_empty() || range.is_some()).then_some((
+                i,
+                key,
+                complete && index.unique,
+                range,
+            ))
         })
-        .max_by_key(|(_, key, unique)| (*unique, key.len()));
-    if let Some((index, key, unique)) = &best_index {
-        if *unique || table.primary_key.is_empty() || equal(table.primary_key[0]).is_none() {
-            return Access::Index {
-                index: *index,
-                name: table.indexes[*index].name.clone(),
-                key: key.clone(),
+        .max_by_key(|(_, key, unique, range)| (*unique, key.len(), range.is_some()));
+    let pk_fixed = first.is_some_and(|c| equal(c).is_some());
+    if let Some((index, key, unique, range)) = best_index {
+        let usable = if key.is_empty() {
+            !pk_fixed && key_range.is_none()
+        } else {
+            unique || !pk_fixed
+        };
+        if usable {
+            let name = table.indexes[index].name.clone();
+            return match range {
+                None => Access::Index { index, name, key },
+                Some((lower, upper)) => Access::IndexRange {
+                    index,
+                    name,
+                    key,
+                    lower,
+                    upper,
+                    first: None,
+                },
             };
         }
     }
-    if table.primary_key.is_empty() {
+    let Some(first) = first else {
         return Access::Full;
-    }
-    let first = table.primary_key[0];
+    };
     if table.primary_key.len() > 1 {
         if let Some(e) = equal(first) {
             return Access::Range {
@@ -153,10 +182,27 @@ pub fn choose_access(
             };
         }
     }
+    match key_range {
+        Some((lower, upper)) => Access::Range { lower, upper },
+        None => Access::Full,
+    }
+}
+
+/// A bound: an expression known before the scan and whether it is included.
+type Bound = Option<(Expr, bool)>;
+
+/// The bounds the comparisons put on `column` (of type `ty`), if any: only comparisons
+/// with values of its own type (or a narrower integer), which its key encodes exactly —
+/// `c > 1.5` must not become `c > 2`.
+fn bounds_on(
+    comparisons: &[(usize, BinaryOp, Expr)],
+    column: usize,
+    ty: DataType,
+) -> Option<(Bound, Bound)> {
     let mut lower = None;
     let mut upper = None;
-    for (c, op, e) in &comparisons {
-        if *c != first {
+    for (c, op, e) in comparisons {
+        if *c != column || !encodes_exactly(ty, e.ty()) {
             continue;
         }
         match op {
@@ -167,10 +213,21 @@ pub fn choose_access(
             _ => {}
         }
     }
-    if lower.is_some() || upper.is_some() {
-        Access::Range { lower, upper }
-    } else {
-        Access::Full
+    (lower.is_some() || upper.is_some()).then_some((lower, upper))
+}
+
+/// Whether a value of type `value` cast to a key column of type `column` keeps its order
+/// against the column's values exactly.
+fn encodes_exactly(column: DataType, value: DataType) -> bool {
+    let integer_width = |t: DataType| match t {
+        DataType::Int2 => Some(2),
+        DataType::Int4 => Some(4),
+        DataType::Int8 => Some(8),
+        _ => None,
+    };
+    match (integer_width(column), integer_width(value)) {
+        (Some(c), Some(v)) => v <= c,
+        _ => column == value,
     }
 }
 

@@ -37,6 +37,28 @@ pub enum Access {
         key: Vec<Expr>,
     },
     Full,
+    /// Equality on the leading `key.len()` columns of the table's `index`-th index and
+    /// bounds (expression, inclusive) on the column after them; NULL entries of that column
+    /// are outside any bound. With `first`, the index is read in its order only as far as
+    /// the first rows a LIMIT above keeps (the sort above still orders them). A variant of
+    /// its own, after the others, so plans in log entries written before it still decode.
+    IndexRange {
+        index: usize,
+        name: String,
+        key: Vec<Expr>,
+        lower: Option<(Expr, bool)>,
+        upper: Option<(Expr, bool)>,
+        first: Option<Box<FirstRows>>,
+    },
+}
+
+/// How far an ordered index read goes: `limit` + `offset` rows that pass the scan's filter,
+/// in the index's order or (`descending`) against it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FirstRows {
+    pub descending: bool,
+    pub limit: Expr,
+    pub offset: Option<Expr>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -874,6 +896,13 @@ fn describe_access(access: &Access, table: &str) -> String {
         Access::Point(_) => format!("Point Get on {table} using primary key"),
         Access::Range { .. } => format!("Range Scan on {table} using primary key"),
         Access::Index { name, .. } => format!("Index Scan on {table} using {name}"),
+        Access::IndexRange { name, first, .. } => match first {
+            None => format!("Index Scan on {table} using {name}"),
+            Some(f) if f.descending => {
+                format!("Index Scan Backward on {table} using {name} to the limit")
+            }
+            Some(_) => format!("Index Scan on {table} using {name} to the limit"),
+        },
         Access::Full => format!("Full Scan on {table}"),
     }
 }
@@ -1124,6 +1153,21 @@ impl Access {
                 out.extend(upper.iter().map(|(e, _)| e));
             }
             Access::Index { key, .. } => out.extend(key),
+            Access::IndexRange {
+                key,
+                lower,
+                upper,
+                first,
+                ..
+            } => {
+                out.extend(key);
+                out.extend(lower.iter().map(|(e, _)| e));
+                out.extend(upper.iter().map(|(e, _)| e));
+                if let Some(f) = first {
+                    out.push(&f.limit);
+                    out.extend(&f.offset);
+                }
+            }
             Access::Full => {}
         }
     }

@@ -270,6 +270,12 @@ impl Binder<'_> {
                 Some(e) => Some(self.expr(e, &scope, Some(DataType::Int8))?),
                 None => None,
             };
+            crate::first_rows::limit_scan(
+                &mut plan.rel,
+                limit.as_ref(),
+                offset.as_ref(),
+                outer.columns.len(),
+            );
             plan.rel = Rel::Limit {
                 input: Box::new(plan.rel),
                 limit,

@@ -51,6 +51,8 @@ enum Joins {
 }
 
 /// A FROM list's relation: inner joins taken apart, or anything else as it was.
+// Built a few times per statement while joins are planned, never in bulk.
+#[allow(clippy::large_enum_variant)]
 enum Chain {
     Inner(Leaves),
     Other(Rel),

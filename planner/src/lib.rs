@@ -16,7 +16,7 @@
 //! Reading order: `bind.rs` (the `Binder` and the statement dispatch), `scope.rs`,
 //! `bind_expr.rs` (expressions; operators in `bind_operator.rs`, function calls and
 //! aggregates in `bind_function.rs`), `bind_query.rs` (SELECT: WITH, grouping, ORDER BY) with
-//! `bind_from.rs` (FROM, joins ordered by `joins.rs`), `bind_write.rs` (INSERT/UPDATE/DELETE), `bind_ddl.rs` and
+//! `bind_from.rs` (FROM, joins ordered by `joins.rs`), `bind_write.rs` (INSERT/UPDATE/DELETE), `first_rows.rs` (a LIMIT read from an index's order), `bind_ddl.rs` and
 //! `alter_table.rs` (DDL), then the smaller binders (`bind_json`, `bind_array`,
 //! `bind_window`, `bind_call`, `bind_sequence`, `bind_enum`, `bind_view`,
 //! `bind_set_operation`, `bind_session_functions`), the role statements and privilege checks
@@ -45,6 +45,7 @@ mod bind_view;
 mod bind_window;
 mod bind_write;
 mod common_type;
+mod first_rows;
 mod grouping_sets;
 mod joins;
 mod null_folding;

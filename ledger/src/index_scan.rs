@@ -1,0 +1,289 @@
+//! Reading a table through a secondary index: the entries under a key prefix, optionally
+//! bounded on the column after it (`Access::IndexRange`), each looked up in its row's
+//! partition. With `FirstRows` the index is walked in its order (or against it) in growing
+//! batches and each partition stops once it has the rows a LIMIT keeps that pass the filter;
+//! the sort above merges the partitions' rows (planner's `first_rows.rs`).
+
+use std::ops::Bound;
+
+use kv::Direction;
+use plan::{Access, EvalEnv, Expr, FirstRows, IndexDef, TableDef};
+use sql::{SqlError, SqlResult, Value};
+
+use crate::query::{joined, successor, Candidates, Reader};
+use crate::row::{decode_row, encode_key, Row};
+
+/// The first batch of entries an ordered walk takes; each next one is twice as large.
+const FIRST_BATCH: usize = 16;
+
+/// Owned bounds on index entry keys.
+type EntryBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// How far a walk goes: every entry, or the first `rows` passing the filter, read in
+/// `direction`.
+#[derive(Clone, Copy)]
+struct Stop {
+    rows: usize,
+    direction: Direction,
+}
+
+impl Reader<'_> {
+    /// The rows an index access path finds, with their keys (unfiltered unless the walk
+    /// stops at a row count: then only rows passing `filter`); None for an access path
+    /// that selects nothing (a NULL key or bound).
+    pub(crate) fn index_candidates(
+        &self,
+        table: &TableDef,
+        access: &Access,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Option<Candidates>> {
+        let (index, key, range, first) = match access {
+            Access::Index { index, key, .. } => (*index, key, None, None),
+            Access::IndexRange {
+                index,
+                key,
+                lower,
+                upper,
+                first,
+                ..
+            } => (*index, key, Some((lower, upper)), first.as_deref()),
+            _ => return Err(SqlError::internal("not an index access path")),
+        };
+        let def = table
+            .indexes
+            .get(index)
+            .ok_or_else(|| SqlError::internal("index position out of range"))?;
+        let Some(prefix) = self.index_prefix(table, def, key, outer, env)? else {
+            return Ok(None);
+        };
+        let bounds = match range {
+            None => Some(under_prefix(prefix)),
+            // An ordered read of the whole prefix, NULLs included.
+            Some((None, None)) => Some(under_prefix(prefix)),
+            Some((lower, upper)) => {
+                let ty = table.columns[def.columns[key.len()]].ty;
+                let value = |b: &Option<(Expr, bool)>| -> SqlResult<Option<(Value, bool)>> {
+                    b.as_ref()
+                        .map(|(e, inclusive)| Ok((e.eval(outer, env)?.cast(ty)?, *inclusive)))
+                        .transpose()
+                };
+                bounded(&prefix, value(lower)?, value(upper)?)?
+            }
+        };
+        let Some(bounds) = bounds else {
+            return Ok(None);
+        };
+        // A transaction's own rows of the table are merged in after the walk, which must
+        // then not stop early: one of them may come first.
+        let own_rows = self.overlay.is_some_and(|o| {
+            o.range((table.id, Vec::new())..)
+                .next()
+                .is_some_and(|((t, _), _)| *t == table.id)
+        });
+        let stop = match first {
+            Some(first) if !own_rows => self.stop(first, outer, env)?,
+            _ => None,
+        };
+        self.walk_index(table, def, bounds, stop, filter, outer, env)
+            .map(Some)
+    }
+
+    /// The encoded values of the index key prefix; None when one is NULL.
+    fn index_prefix(
+        &self,
+        table: &TableDef,
+        def: &IndexDef,
+        key: &[Expr],
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Option<Vec<u8>>> {
+        // The key's types: the key expressions' of an expression index, the columns'
+        // otherwise.
+        let key_exprs = def.key_exprs(&self.catalog.index_derivations);
+        let mut values = Vec::with_capacity(key.len());
+        for (n, e) in key.iter().enumerate() {
+            let v = e.eval(outer, env)?;
+            if v.is_null() {
+                return Ok(None);
+            }
+            let ty = match key_exprs {
+                Some(keys) => keys[n].expr.ty(),
+                None => table.columns[def.columns[n]].ty,
+            };
+            values.push(v.cast(ty)?);
+        }
+        encode_key(&values).map(Some)
+    }
+
+    /// How many rows an ordered walk needs: LIMIT plus OFFSET (None for `LIMIT NULL`, which
+    /// limits nothing; a negative count is the LIMIT's to refuse, so it reads nothing).
+    fn stop(
+        &self,
+        first: &FirstRows,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Option<Stop>> {
+        let count = |e: &Expr| -> SqlResult<Option<i64>> {
+            Ok(match e.eval(outer, env)? {
+                Value::Int(n) => Some(n),
+                _ => None,
+            })
+        };
+        let Some(limit) = count(&first.limit)? else {
+            return Ok(None);
+        };
+        let offset = match &first.offset {
+            Some(e) => count(e)?.unwrap_or(0),
+            None => 0,
+        };
+        let rows = limit.max(0).saturating_add(offset.max(0));
+        Ok(Some(Stop {
+            rows: usize::try_from(rows).unwrap_or(usize::MAX),
+            direction: if first.descending {
+                Direction::Backward
+            } else {
+                Direction::Forward
+            },
+        }))
+    }
+
+    /// Walks the index entries between `bounds` in every partition of the table and reads
+    /// their rows; with `stop`, each partition's walk ends at that many rows passing
+    /// `filter`.
+    #[allow(clippy::too_many_arguments)]
+    fn walk_index(
+        &self,
+        table: &TableDef,
+        def: &IndexDef,
+        bounds: EntryBounds,
+        stop: Option<Stop>,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Candidates> {
+        let partitions = self.partitions()?;
+        let shards = self.shards_of(table)?;
+        let several = shards.len() > 1;
+        let mut raw: Candidates = Vec::new();
+        for part in shards {
+            let index_storage = partitions.handle(part, def.id)?;
+            let storage = partitions.handle(part, table.id)?;
+            let direction = stop.map_or(Direction::Forward, |s| s.direction);
+            let mut remaining = bounds.clone();
+            let mut found = 0;
+            let mut batch = FIRST_BATCH;
+            loop {
+                let want = if stop.is_some() { batch } else { usize::MAX };
+                let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+                partitions.walk(
+                    part,
+                    index_storage,
+                    (as_ref(&remaining.0), as_ref(&remaining.1)),
+                    direction,
+                    &mut |entry, value| {
+                        entries.push((entry, value));
+                        Ok(entries.len() < want)
+                    },
+                )?;
+                let exhausted = entries.len() < want;
+                let last = entries.last().map(|(entry, _)| entry.clone());
+                for (entry, value) in entries {
+                    self.tick()?;
+                    let row_key = crate::executor::indexed_row_key(def, entry, value)?;
+                    let Some(bytes) = partitions.get(part, storage, &row_key)? else {
+                        continue;
+                    };
+                    let row = decode_row(&bytes)?;
+                    if let Some(stop) = stop {
+                        if found == stop.rows || !passes(filter, outer, &row.1, env)? {
+                            continue;
+                        }
+                        found += 1;
+                    }
+                    raw.push((row_key, Some(row)));
+                }
+                let Some(stop) = stop else { break };
+                let Some(last) = last else { break };
+                if exhausted || found >= stop.rows {
+                    break;
+                }
+                match stop.direction {
+                    Direction::Forward => remaining.0 = Bound::Excluded(last),
+                    Direction::Backward => remaining.1 = Bound::Excluded(last),
+                }
+                batch = batch.saturating_mul(2);
+            }
+        }
+        if several || stop.is_some_and(|s| matches!(s.direction, Direction::Backward)) {
+            raw.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(raw)
+    }
+}
+
+/// Whether a row passes the scan's filter.
+fn passes(filter: Option<&Expr>, outer: &[Value], row: &Row, env: &EvalEnv<'_>) -> SqlResult<bool> {
+    match filter {
+        None => Ok(true),
+        Some(f) => Ok(f.eval(&joined(outer, row), env)?.is_true()),
+    }
+}
+
+/// Every entry whose key starts with `prefix`.
+fn under_prefix(prefix: Vec<u8>) -> EntryBounds {
+    let upper = match successor(&prefix) {
+        Some(s) => Bound::Excluded(s),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix), upper)
+}
+
+/// The entries under `prefix` whose next column lies between the bounds (value,
+/// inclusive); NULL entries of that column lie outside any bound, and a NULL bound selects
+/// nothing (None).
+fn bounded(
+    prefix: &[u8],
+    lower: Option<(Value, bool)>,
+    upper: Option<(Value, bool)>,
+) -> SqlResult<Option<EntryBounds>> {
+    if [&lower, &upper]
+        .iter()
+        .any(|b| b.as_ref().is_some_and(|(v, _)| v.is_null()))
+    {
+        return Ok(None);
+    }
+    let with = |v: &Value| -> SqlResult<Vec<u8>> {
+        let mut key = prefix.to_vec();
+        key.extend(encode_key(std::slice::from_ref(v))?);
+        Ok(key)
+    };
+    // Past every entry equal to `v`; None when nothing sorts after it.
+    let after = |v: &Value| -> SqlResult<Option<Vec<u8>>> { Ok(successor(&with(v)?)) };
+    let start = match &lower {
+        Some((v, true)) => Some(with(v)?),
+        Some((v, false)) => after(v)?,
+        None => after(&Value::Null)?,
+    };
+    let Some(start) = start else {
+        return Ok(None);
+    };
+    let end = match &upper {
+        Some((v, true)) => after(v)?,
+        Some((v, false)) => Some(with(v)?),
+        None => successor(prefix),
+    };
+    Ok(Some((
+        Bound::Included(start),
+        end.map_or(Bound::Unbounded, Bound::Excluded),
+    )))
+}
+
+fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
