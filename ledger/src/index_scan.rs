@@ -10,8 +10,8 @@ use kv::Direction;
 use plan::{Access, EvalEnv, Expr, FirstRows, IndexDef, TableDef};
 use sql::{SqlError, SqlResult, Value};
 
-use crate::query::{joined, successor, Candidates, Reader};
-use crate::row::{decode_row, encode_key, Row};
+use crate::query::{as_ref_bound, passes, successor, Candidates, Reader};
+use crate::row::{decode_row, encode_key};
 
 /// The first batch of entries an ordered walk takes; each next one is twice as large.
 const FIRST_BATCH: usize = 16;
@@ -59,9 +59,8 @@ impl Reader<'_> {
             return Ok(None);
         };
         let bounds = match range {
-            None => Some(under_prefix(prefix)),
-            // An ordered read of the whole prefix, NULLs included.
-            Some((None, None)) => Some(under_prefix(prefix)),
+            // An ordered read of the whole prefix, NULLs included, when nothing bounds it.
+            None | Some((None, None)) => Some(under_prefix(prefix)),
             Some((lower, upper)) => {
                 let ty = table.columns[def.columns[key.len()]].ty;
                 let value = |b: &Option<(Expr, bool)>| -> SqlResult<Option<(Value, bool)>> {
@@ -167,10 +166,10 @@ impl Reader<'_> {
         let shards = self.shards_of(table)?;
         let several = shards.len() > 1;
         let mut raw: Candidates = Vec::new();
+        let direction = stop.map_or(Direction::Forward, |s| s.direction);
         for part in shards {
             let index_storage = partitions.handle(part, def.id)?;
             let storage = partitions.handle(part, table.id)?;
-            let direction = stop.map_or(Direction::Forward, |s| s.direction);
             let mut remaining = bounds.clone();
             let mut found = 0;
             let mut batch = FIRST_BATCH;
@@ -180,7 +179,7 @@ impl Reader<'_> {
                 partitions.walk(
                     part,
                     index_storage,
-                    (as_ref(&remaining.0), as_ref(&remaining.1)),
+                    (as_ref_bound(&remaining.0), as_ref_bound(&remaining.1)),
                     direction,
                     &mut |entry, value| {
                         entries.push((entry, value));
@@ -209,25 +208,17 @@ impl Reader<'_> {
                 if exhausted || found >= stop.rows {
                     break;
                 }
-                match stop.direction {
+                match direction {
                     Direction::Forward => remaining.0 = Bound::Excluded(last),
                     Direction::Backward => remaining.1 = Bound::Excluded(last),
                 }
                 batch = batch.saturating_mul(2);
             }
         }
-        if several || stop.is_some_and(|s| matches!(s.direction, Direction::Backward)) {
+        if several || matches!(direction, Direction::Backward) {
             raw.sort_by(|a, b| a.0.cmp(&b.0));
         }
         Ok(raw)
-    }
-}
-
-/// Whether a row passes the scan's filter.
-fn passes(filter: Option<&Expr>, outer: &[Value], row: &Row, env: &EvalEnv<'_>) -> SqlResult<bool> {
-    match filter {
-        None => Ok(true),
-        Some(f) => Ok(f.eval(&joined(outer, row), env)?.is_true()),
     }
 }
 
@@ -278,12 +269,4 @@ fn bounded(
         Bound::Included(start),
         end.map_or(Bound::Unbounded, Bound::Excluded),
     )))
-}
-
-fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }

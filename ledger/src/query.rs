@@ -181,6 +181,19 @@ impl Ord for RowKey {
     }
 }
 
+/// Whether a row passes a scan's filter (none passes every row).
+pub(crate) fn passes(
+    filter: Option<&Expr>,
+    outer: &[Value],
+    row: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<bool> {
+    match filter {
+        None => Ok(true),
+        Some(f) => Ok(f.eval(&joined(outer, row), env)?.is_true()),
+    }
+}
+
 pub(crate) fn joined<'r>(outer: &[Value], row: &'r [Value]) -> Cow<'r, [Value]> {
     if outer.is_empty() {
         Cow::Borrowed(row)
@@ -452,10 +465,8 @@ impl<'a> Reader<'a> {
             let Some((version, row)) = stored else {
                 continue;
             };
-            if let Some(f) = filter {
-                if !f.eval(&joined(outer, &row), env)?.is_true() {
-                    continue;
-                }
+            if !passes(filter, outer, &row, env)? {
+                continue;
             }
             out.push(ScannedRow { key, version, row });
         }
@@ -566,10 +577,8 @@ impl<'a> Reader<'a> {
                 let mut out = Vec::new();
                 for row in system.rows(self.catalog) {
                     self.tick()?;
-                    if let Some(f) = filter {
-                        if !f.eval(&joined(outer, &row), env)?.is_true() {
-                            continue;
-                        }
+                    if !passes(filter.as_ref(), outer, &row, env)? {
+                        continue;
                     }
                     out.push(row);
                 }
@@ -988,10 +997,8 @@ impl Reader<'_> {
             &Bound::Unbounded,
             &Bound::Unbounded,
             &mut |_, (_, row)| {
-                if let Some(f) = filter {
-                    if !f.eval(&joined(outer, &row), env)?.is_true() {
-                        return Ok(());
-                    }
+                if !passes(filter.as_ref(), outer, &row, env)? {
+                    return Ok(());
                 }
                 each(row)
             },
@@ -1048,7 +1055,7 @@ fn within(key: &[u8], lower: &Bound<Vec<u8>>, upper: &Bound<Vec<u8>>) -> bool {
     above && below
 }
 
-fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+pub(crate) fn as_ref_bound(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
         Bound::Included(k) => Bound::Included(k.as_slice()),
         Bound::Excluded(k) => Bound::Excluded(k.as_slice()),

@@ -95,20 +95,14 @@ fn ordered_access(
             let index = table
                 .indexes
                 .iter()
-                .position(|i| !i.is_derived() && gives_order(table, i, 0, false, sorted))?;
+                .position(|i| read_direction(table, i, 0, false, sorted).is_some())?;
             (index, Vec::new(), None, None)
         }
         Access::Point(_) | Access::Range { .. } | Access::IndexRange { .. } => return None,
     };
     let def = &table.indexes[index];
     let bounded = lower.is_some() || upper.is_some();
-    if def.is_derived() || !gives_order(table, def, key.len(), bounded, sorted) {
-        return None;
-    }
-    let descending = sorted
-        .iter()
-        .find(|(c, _)| !def.columns[..key.len()].contains(c))
-        .is_some_and(|(_, k)| k.descending);
+    let descending = read_direction(table, def, key.len(), bounded, sorted)?;
     Some(Access::IndexRange {
         index,
         name: def.name.clone(),
@@ -123,26 +117,28 @@ fn ordered_access(
     })
 }
 
-/// Whether reading `index` with its first `fixed` columns fixed gives the sort's order:
-/// the sort's columns (past the fixed ones, which order nothing) are the index's next
-/// ones, all in one direction, each of a type whose key orders as the sort compares, with
-/// NULLs impossible, bounded out (`bounded`: the first column past the fixed ones has a
-/// range) or placed where the index read puts them.
-fn gives_order(
+/// Whether reading `index` with its first `fixed` columns fixed gives the sort's order,
+/// and if so whether backward (`Some(true)`): the index is not derived and the sort's
+/// columns (past the fixed ones, which order nothing) are its next ones, all in one
+/// direction, each of a type whose key orders as the sort compares, with NULLs
+/// impossible, bounded out (`bounded`: the first column past the fixed ones has a range)
+/// or placed where the index read puts them.
+fn read_direction(
     table: &TableDef,
     index: &IndexDef,
     fixed: usize,
     bounded: bool,
     sorted: &[(usize, &SortKey)],
-) -> bool {
+) -> Option<bool> {
+    if index.is_derived() {
+        return None;
+    }
     let free: Vec<&(usize, &SortKey)> = sorted
         .iter()
         .filter(|(c, _)| !index.columns[..fixed].contains(c))
         .collect();
-    let Some((_, lead)) = free.first() else {
-        return false;
-    };
-    free.len() <= index.columns.len() - fixed
+    let (_, lead) = free.first()?;
+    let gives = free.len() <= index.columns.len() - fixed
         && free.iter().enumerate().all(|(n, (column, key))| {
             let def = &table.columns[*column];
             // Reading forward, NULL entries come first; reading backward, last.
@@ -151,7 +147,8 @@ fn gives_order(
                 && key.descending == lead.descending
                 && key_orders_as_compared(def.ty)
                 && (!def.nullable || (n == 0 && bounded) || nulls_placed)
-        })
+        });
+    gives.then_some(lead.descending)
 }
 
 /// Types whose key encoding sorts as their values compare (text compares by its bytes, as
