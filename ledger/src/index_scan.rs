@@ -1,14 +1,15 @@
 //! Reading a table through a secondary index: the entries under a key prefix, optionally
 //! bounded on the column after it (`Access::IndexRange`), each looked up in its row's
-//! partition. With `FirstRows` the index is walked in its order (or against it) in growing
-//! batches and each partition stops once it has the rows a LIMIT keeps that pass the filter;
-//! the sort above merges the partitions' rows (planner's `first_rows.rs`).
+//! partition; and through a range of its primary key the same way (`Access::KeyRange`).
+//! With `FirstRows` the index or the table is walked in its order (or against it) in
+//! growing batches and each partition stops once it has the rows a LIMIT keeps that pass
+//! the filter; the sort above merges the partitions' rows (planner's `first_rows.rs`).
 
 use std::ops::Bound;
 
 use kv::Direction;
 use plan::{Access, EvalEnv, Expr, FirstRows, IndexDef, TableDef};
-use sql::{SqlError, SqlResult, Value};
+use sql::{DataType, SqlError, SqlResult, Value};
 
 use crate::query::{as_ref_bound, passes, successor, Candidates, Reader};
 use crate::row::{decode_row, encode_key};
@@ -58,31 +59,13 @@ impl Reader<'_> {
         let Some(prefix) = self.index_prefix(table, def, key, outer, env)? else {
             return Ok(None);
         };
-        let bounds = match range {
-            // An ordered read of the whole prefix, NULLs included, when nothing bounds it.
-            None | Some((None, None)) => Some(under_prefix(prefix)),
-            Some((lower, upper)) => {
-                let ty = table.columns[def.columns[key.len()]].ty;
-                let value = |b: &Option<(Expr, bool)>| -> SqlResult<Option<(Value, bool)>> {
-                    b.as_ref()
-                        .map(|(e, inclusive)| Ok((e.eval(outer, env)?.cast(ty)?, *inclusive)))
-                        .transpose()
-                };
-                bounded(&prefix, value(lower)?, value(upper)?)?
-            }
-        };
-        let Some(bounds) = bounds else {
+        let (lower, upper) = range.unwrap_or((&None, &None));
+        let next = def.columns.get(key.len()).map(|&c| table.columns[c].ty);
+        let Some(bounds) = range_bounds(prefix, lower, upper, next, outer, env)? else {
             return Ok(None);
         };
-        // A transaction's own rows of the table are merged in after the walk, which must
-        // then not stop early: one of them may come first.
-        let own_rows = self.overlay.is_some_and(|o| {
-            o.range((table.id, Vec::new())..)
-                .next()
-                .is_some_and(|((t, _), _)| *t == table.id)
-        });
         let stop = match first {
-            Some(first) if !own_rows => self.stop(first, outer, env)?,
+            Some(first) if !self.has_own_rows(table) => self.stop(first, outer, env)?,
             _ => None,
         };
         self.walk_index(table, def, bounds, stop, filter, outer, env)
@@ -163,63 +146,217 @@ impl Reader<'_> {
         env: &EvalEnv<'_>,
     ) -> SqlResult<Candidates> {
         let partitions = self.partitions()?;
-        let shards = self.shards_of(table)?;
-        let several = shards.len() > 1;
         let mut raw: Candidates = Vec::new();
-        let direction = stop.map_or(Direction::Forward, |s| s.direction);
-        for part in shards {
+        for part in self.shards_of(table)? {
             let index_storage = partitions.handle(part, def.id)?;
             let storage = partitions.handle(part, table.id)?;
-            let mut remaining = bounds.clone();
-            let mut found = 0;
-            let mut batch = FIRST_BATCH;
-            loop {
-                let want = if stop.is_some() { batch } else { usize::MAX };
-                let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-                partitions.walk(
-                    part,
-                    index_storage,
-                    (as_ref_bound(&remaining.0), as_ref_bound(&remaining.1)),
-                    direction,
-                    &mut |entry, value| {
-                        entries.push((entry, value));
-                        Ok(entries.len() < want)
-                    },
-                )?;
-                let exhausted = entries.len() < want;
-                let last = entries.last().map(|(entry, _)| entry.clone());
-                for (entry, value) in entries {
-                    self.tick()?;
-                    let row_key = crate::executor::indexed_row_key(def, entry, value)?;
-                    let Some(bytes) = partitions.get(part, storage, &row_key)? else {
-                        continue;
-                    };
-                    let row = decode_row(&bytes)?;
-                    if let Some(stop) = stop {
-                        if found == stop.rows || !passes(filter, outer, &row.1, env)? {
-                            continue;
-                        }
-                        found += 1;
-                    }
-                    raw.push((row_key, Some(row)));
-                }
-                let Some(stop) = stop else { break };
-                let Some(last) = last else { break };
-                if exhausted || found >= stop.rows {
-                    break;
-                }
-                match direction {
-                    Direction::Forward => remaining.0 = Bound::Excluded(last),
-                    Direction::Backward => remaining.1 = Bound::Excluded(last),
-                }
-                batch = batch.saturating_mul(2);
-            }
+            let mut row_of = |entry: Vec<u8>, value: Vec<u8>| {
+                let row_key = crate::executor::indexed_row_key(def, entry, value)?;
+                Ok(partitions
+                    .get(part, storage, &row_key)?
+                    .map(|bytes| (row_key, bytes)))
+            };
+            let walk = Walk {
+                part,
+                storage: index_storage,
+                stop,
+                filter,
+                outer,
+            };
+            self.walk_partition(&walk, bounds.clone(), env, &mut raw, &mut row_of)?;
         }
-        if several || matches!(direction, Direction::Backward) {
-            raw.sort_by(|a, b| a.0.cmp(&b.0));
-        }
+        self.order_walked(table, stop, &mut raw)?;
         Ok(raw)
     }
+
+    /// The rows of a primary key range access (`Access::KeyRange`): the storage key bounds
+    /// to scan, or with `FirstRows` the first rows in key order passing `filter`, read
+    /// already.
+    pub(crate) fn key_range(
+        &self,
+        table: &TableDef,
+        access: &Access,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<KeyRead> {
+        let Access::KeyRange {
+            key,
+            lower,
+            upper,
+            first,
+        } = access
+        else {
+            return Err(SqlError::internal("not a primary key range access path"));
+        };
+        let primary = &table.primary_key;
+        let mut values = Vec::with_capacity(key.len());
+        for (n, e) in key.iter().enumerate() {
+            let v = e.eval(outer, env)?;
+            if v.is_null() {
+                return Ok(KeyRead::Nothing);
+            }
+            values.push(v.cast(table.columns[primary[n]].ty)?);
+        }
+        let prefix = encode_key(&values)?;
+        let next = primary.get(key.len()).map(|&c| table.columns[c].ty);
+        let Some(bounds) = range_bounds(prefix, lower, upper, next, outer, env)? else {
+            return Ok(KeyRead::Nothing);
+        };
+        let stop = match first {
+            Some(first) if !self.has_own_rows(table) => self.stop(first, outer, env)?,
+            _ => None,
+        };
+        let Some(stop) = stop else {
+            return Ok(KeyRead::Bounds(bounds));
+        };
+        let partitions = self.partitions()?;
+        let mut raw: Candidates = Vec::new();
+        for part in self.shards_of(table)? {
+            let walk = Walk {
+                part,
+                storage: partitions.table(part, table)?,
+                stop: Some(stop),
+                filter,
+                outer,
+            };
+            let mut row_of = |key: Vec<u8>, bytes: Vec<u8>| Ok(Some((key, bytes)));
+            self.walk_partition(&walk, bounds.clone(), env, &mut raw, &mut row_of)?;
+        }
+        self.order_walked(table, Some(stop), &mut raw)?;
+        Ok(KeyRead::Walked(raw))
+    }
+
+    /// Whether the transaction has rows of its own in `table`: they are merged in after a
+    /// walk, which must then not stop early, as one of them may come first.
+    fn has_own_rows(&self, table: &TableDef) -> bool {
+        self.overlay.is_some_and(|o| {
+            o.range((table.id, Vec::new())..)
+                .next()
+                .is_some_and(|((t, _), _)| *t == table.id)
+        })
+    }
+
+    /// Walks one partition's entries of `walk.storage` between `bounds` in growing batches,
+    /// adding the row each entry names (`row_of`: its key and stored bytes, None if gone)
+    /// to `raw`; with a stop, only rows passing the filter, and only that many.
+    fn walk_partition(
+        &self,
+        walk: &Walk<'_>,
+        mut remaining: EntryBounds,
+        env: &EvalEnv<'_>,
+        raw: &mut Candidates,
+        row_of: &mut RowOf<'_>,
+    ) -> SqlResult<()> {
+        let partitions = self.partitions()?;
+        let direction = walk.stop.map_or(Direction::Forward, |s| s.direction);
+        let mut found = 0;
+        let mut batch = FIRST_BATCH;
+        loop {
+            let want = if walk.stop.is_some() {
+                batch
+            } else {
+                usize::MAX
+            };
+            let mut entries: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            partitions.walk(
+                walk.part,
+                walk.storage,
+                (as_ref_bound(&remaining.0), as_ref_bound(&remaining.1)),
+                direction,
+                &mut |entry, value| {
+                    entries.push((entry, value));
+                    Ok(entries.len() < want)
+                },
+            )?;
+            let exhausted = entries.len() < want;
+            let last = entries.last().map(|(entry, _)| entry.clone());
+            for (entry, value) in entries {
+                self.tick()?;
+                let Some((row_key, bytes)) = row_of(entry, value)? else {
+                    continue;
+                };
+                let row = decode_row(&bytes)?;
+                if let Some(stop) = walk.stop {
+                    if found == stop.rows || !passes(walk.filter, walk.outer, &row.1, env)? {
+                        continue;
+                    }
+                    found += 1;
+                }
+                raw.push((row_key, Some(row)));
+            }
+            let Some(stop) = walk.stop else { break };
+            let Some(last) = last else { break };
+            if exhausted || found >= stop.rows {
+                break;
+            }
+            match direction {
+                Direction::Forward => remaining.0 = Bound::Excluded(last),
+                Direction::Backward => remaining.1 = Bound::Excluded(last),
+            }
+            batch = batch.saturating_mul(2);
+        }
+        Ok(())
+    }
+
+    /// Puts walked rows in row key order, the scan's contract: each partition's come in
+    /// the walk's order.
+    fn order_walked(
+        &self,
+        table: &TableDef,
+        stop: Option<Stop>,
+        raw: &mut Candidates,
+    ) -> SqlResult<()> {
+        let backward = stop.is_some_and(|s| matches!(s.direction, Direction::Backward));
+        if self.shards_of(table)?.len() > 1 || backward {
+            raw.sort_by(|a, b| a.0.cmp(&b.0));
+        }
+        Ok(())
+    }
+}
+
+/// What a primary key range access reads.
+pub(crate) enum KeyRead {
+    /// Nothing: a NULL key or bound.
+    Nothing,
+    /// The rows between these storage key bounds, scanned as any range is.
+    Bounds(EntryBounds),
+    /// The first rows in key order that pass the filter, read already.
+    Walked(Candidates),
+}
+
+/// The row a walked entry names: its key and stored bytes, None if it is gone.
+type RowOf<'a> = dyn FnMut(Vec<u8>, Vec<u8>) -> SqlResult<Option<(Vec<u8>, Vec<u8>)>> + 'a;
+
+/// One partition's ordered walk: which storage, how far, and the filter rows must pass.
+struct Walk<'a> {
+    part: usize,
+    storage: kv::Table,
+    stop: Option<Stop>,
+    filter: Option<&'a Expr>,
+    outer: &'a [Value],
+}
+
+/// The entries under `prefix` whose next column (of type `next`) lies between the bounds;
+/// every entry under it, NULLs included, when nothing bounds it. None: nothing qualifies.
+fn range_bounds(
+    prefix: Vec<u8>,
+    lower: &Option<(Expr, bool)>,
+    upper: &Option<(Expr, bool)>,
+    next: Option<DataType>,
+    outer: &[Value],
+    env: &EvalEnv<'_>,
+) -> SqlResult<Option<EntryBounds>> {
+    let (None, None) = (lower, upper) else {
+        let ty = next.ok_or_else(|| SqlError::internal("a bound past the key's last column"))?;
+        let value = |b: &Option<(Expr, bool)>| -> SqlResult<Option<(Value, bool)>> {
+            b.as_ref()
+                .map(|(e, inclusive)| Ok((e.eval(outer, env)?.cast(ty)?, *inclusive)))
+                .transpose()
+        };
+        return bounded(&prefix, value(lower)?, value(upper)?);
+    };
+    Ok(Some(under_prefix(prefix)))
 }
 
 /// Every entry whose key starts with `prefix`.

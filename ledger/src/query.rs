@@ -18,6 +18,7 @@ use sql::{SqlError, SqlResult, Value};
 use crate::accumulator::Accumulator;
 use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
+use crate::index_scan::KeyRead;
 use crate::partition::{is_partitioned, partition_of_row};
 use crate::partitions_read::Partitions;
 use crate::row::{cast_key, decode_row, encode_key, row_version, Row};
@@ -416,6 +417,15 @@ impl<'a> Reader<'a> {
                 prefetched = true;
                 (Bound::Unbounded, Bound::Unbounded)
             }
+            Access::KeyRange { .. } => match self.key_range(table, access, filter, outer, env)? {
+                KeyRead::Nothing => return Ok(Vec::new()),
+                KeyRead::Bounds(bounds) => bounds,
+                KeyRead::Walked(rows) => {
+                    raw = rows;
+                    prefetched = true;
+                    (Bound::Unbounded, Bound::Unbounded)
+                }
+            },
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
         };
         self.record_table_read(table)?;

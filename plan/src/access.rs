@@ -171,16 +171,20 @@ pub fn choose_access(
             };
         }
     }
-    let Some(first) = first else {
-        return Access::Full;
-    };
-    if table.primary_key.len() > 1 {
-        if let Some(e) = equal(first) {
-            return Access::Range {
-                lower: Some((e.clone(), true)),
-                upper: Some((e, true)),
-            };
-        }
+    // The leading primary key columns fixed, and bounds on the one after them.
+    let key: Vec<Expr> = table.primary_key.iter().map_while(|c| equal(*c)).collect();
+    if !key.is_empty() {
+        let range = table
+            .primary_key
+            .get(key.len())
+            .and_then(|&c| bounds_on(&comparisons, c, table.columns[c].ty));
+        let (lower, upper) = range.unwrap_or((None, None));
+        return Access::KeyRange {
+            key,
+            lower,
+            upper,
+            first: None,
+        };
     }
     match key_range {
         Some((lower, upper)) => Access::Range { lower, upper },

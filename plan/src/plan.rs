@@ -50,6 +50,16 @@ pub enum Access {
         upper: Option<(Expr, bool)>,
         first: Option<Box<FirstRows>>,
     },
+    /// Equality on the leading `key.len()` primary key columns (fewer than all of them) and
+    /// bounds on the column after them; with `first`, read in key order (or against it) only
+    /// as far as a LIMIT above keeps. After the others, so older plans still decode (they
+    /// have only `Range` on the first column).
+    KeyRange {
+        key: Vec<Expr>,
+        lower: Option<(Expr, bool)>,
+        upper: Option<(Expr, bool)>,
+        first: Option<Box<FirstRows>>,
+    },
 }
 
 /// How far an ordered index read goes: `limit` + `offset` rows that pass the scan's filter,
@@ -904,6 +914,16 @@ fn describe_access(access: &Access, table: &str) -> String {
             Some(_) => format!("Index Scan on {table} using {name} to the limit"),
         },
         Access::Full => format!("Full Scan on {table}"),
+        Access::KeyRange { first, .. } => {
+            let scan = format!("Range Scan on {table} using primary key");
+            match first {
+                None => scan,
+                Some(f) if f.descending => {
+                    format!("Range Scan Backward on {table} using primary key to the limit")
+                }
+                Some(_) => format!("{scan} to the limit"),
+            }
+        }
     }
 }
 
@@ -1159,6 +1179,12 @@ impl Access {
                 upper,
                 first,
                 ..
+            }
+            | Access::KeyRange {
+                key,
+                lower,
+                upper,
+                first,
             } => {
                 out.extend(key);
                 out.extend(lower.iter().map(|(e, _)| e));

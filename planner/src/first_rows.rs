@@ -10,11 +10,13 @@
 //! direction, of types whose stored key orders as the sort compares, and NULLs (first in
 //! an index) either impossible or placed by the sort where the index has them.
 
-use plan::{Access, Expr, FirstRows, IndexDef, Rel, SortKey, TableDef, TableSource};
+use plan::{Access, Expr, FirstRows, Rel, SortKey, TableDef, TableSource};
 use sql::DataType;
 
-/// Marks the scan under `input` (the rel a LIMIT applies to) to read only its first rows,
-/// when the shape `[Project] Sort (Project (Scan))` allows it; anything else is left as it
+/// Marks the scans under `input` (the rel a LIMIT applies to) to read only their first
+/// rows, when the shape `[Project] Sort (source)` allows it, where a source is a scan, a
+/// projection of columns of a source, or a `UNION ALL` of sources (each branch's first
+/// LIMIT + OFFSET rows in the sort's order hold the union's); anything else is left as it
 /// is. `outer` is the length of the outer row the query's expressions see first.
 pub(crate) fn limit_scan(
     input: &mut Rel,
@@ -32,48 +34,77 @@ pub(crate) fn limit_scan(
     let Rel::Sort { input, keys } = sort else {
         return;
     };
-    let Rel::Project { input, exprs } = input.as_mut() else {
-        return;
-    };
-    let Rel::Scan {
-        source: TableSource::User(table),
-        access,
-        ..
-    } = input.as_mut()
-    else {
-        return;
-    };
-    // The scanned columns the sort keys name, through the projection.
+    // The columns of the sort's input that the keys order by.
     let Some(sorted) = keys
         .iter()
-        .map(|k| sorted_column(k, exprs, outer))
+        .map(|k| match k.expr {
+            Expr::Column(at, _) => Some((at.checked_sub(outer)?, k)),
+            _ => None,
+        })
         .collect::<Option<Vec<_>>>()
     else {
         return;
     };
-    if let Some(ordered) = ordered_access(table, access, &sorted, limit, offset) {
-        *access = ordered;
+    let first = First {
+        limit,
+        offset,
+        outer,
+    };
+    first.order_source(input, &sorted);
+}
+
+/// How far the reads under one LIMIT go.
+struct First<'a> {
+    limit: &'a Expr,
+    offset: Option<&'a Expr>,
+    outer: usize,
+}
+
+impl First<'_> {
+    /// Reads the scans of `rel` in the order of `sorted` (columns of `rel`'s output) as far
+    /// as the limit, where an index gives that order.
+    fn order_source(&self, rel: &mut Rel, sorted: &[(usize, &SortKey)]) {
+        match rel {
+            Rel::Project { input, exprs } => {
+                // The input's columns the sorted ones are, through the projection.
+                let Some(inner) = sorted
+                    .iter()
+                    .map(|&(at, key)| match exprs.get(at)? {
+                        Expr::Column(column, _) => Some((column.checked_sub(self.outer)?, key)),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+                else {
+                    return;
+                };
+                self.order_source(input, &inner);
+            }
+            Rel::Union {
+                left,
+                right,
+                all: true,
+            } => {
+                self.order_source(left, sorted);
+                self.order_source(right, sorted);
+            }
+            Rel::Scan {
+                source: TableSource::User(table),
+                access,
+                ..
+            } => {
+                if let Some(ordered) =
+                    ordered_access(table, access, sorted, self.limit, self.offset)
+                {
+                    *access = ordered;
+                }
+            }
+            _ => {}
+        }
     }
 }
 
-/// The scanned column a sort key orders by, with the key: `Column(outer + j)` of the
-/// projection whose j-th expression is `Column(outer + c)`.
-fn sorted_column<'k>(
-    key: &'k SortKey,
-    exprs: &[Expr],
-    outer: usize,
-) -> Option<(usize, &'k SortKey)> {
-    let Expr::Column(at, _) = key.expr else {
-        return None;
-    };
-    let Expr::Column(column, _) = exprs.get(at.checked_sub(outer)?)? else {
-        return None;
-    };
-    Some((column.checked_sub(outer)?, key))
-}
-
-/// The access path that reads `table` in the order of `sorted` as far as the limit, if an
-/// index gives that order.
+/// The access path that reads `table` in the order of `sorted` as far as the limit, if its
+/// primary key or an index gives that order.
 fn ordered_access(
     table: &TableDef,
     access: &Access,
@@ -81,7 +112,32 @@ fn ordered_access(
     limit: &Expr,
     offset: Option<&Expr>,
 ) -> Option<Access> {
+    let first = |descending: bool| {
+        Some(Box::new(FirstRows {
+            descending,
+            limit: limit.clone(),
+            offset: offset.cloned(),
+        }))
+    };
+    let primary = &table.primary_key;
+    let by_key = |key: &Vec<Expr>, lower: &Bound, upper: &Bound| {
+        let bounded = lower.is_some() || upper.is_some();
+        let descending = read_direction(table, primary, key.len(), bounded, sorted)?;
+        Some(Access::KeyRange {
+            key: key.clone(),
+            lower: lower.clone(),
+            upper: upper.clone(),
+            first: first(descending),
+        })
+    };
     let (index, key, lower, upper) = match access {
+        Access::Range { lower, upper } => return by_key(&Vec::new(), lower, upper),
+        Access::KeyRange {
+            key,
+            lower,
+            upper,
+            first: None,
+        } => return by_key(key, lower, upper),
         Access::Index { index, key, .. } => (*index, key.clone(), None, None),
         Access::IndexRange {
             index,
@@ -92,58 +148,59 @@ fn ordered_access(
             ..
         } => (*index, key.clone(), lower.clone(), upper.clone()),
         Access::Full => {
-            let index = table
-                .indexes
-                .iter()
-                .position(|i| read_direction(table, i, 0, false, sorted).is_some())?;
+            if let Some(by_key) = by_key(&Vec::new(), &None, &None) {
+                return Some(by_key);
+            }
+            let index = table.indexes.iter().position(|i| {
+                !i.is_derived() && read_direction(table, &i.columns, 0, false, sorted).is_some()
+            })?;
             (index, Vec::new(), None, None)
         }
-        Access::Point(_) | Access::Range { .. } | Access::IndexRange { .. } => return None,
+        Access::Point(_) | Access::IndexRange { .. } | Access::KeyRange { .. } => return None,
     };
     let def = &table.indexes[index];
+    if def.is_derived() {
+        return None;
+    }
     let bounded = lower.is_some() || upper.is_some();
-    let descending = read_direction(table, def, key.len(), bounded, sorted)?;
+    let descending = read_direction(table, &def.columns, key.len(), bounded, sorted)?;
     Some(Access::IndexRange {
         index,
         name: def.name.clone(),
         key,
         lower,
         upper,
-        first: Some(Box::new(FirstRows {
-            descending,
-            limit: limit.clone(),
-            offset: offset.cloned(),
-        })),
+        first: first(descending),
     })
 }
 
-/// Whether reading `index` with its first `fixed` columns fixed gives the sort's order,
-/// and if so whether backward (`Some(true)`): the index is not derived and the sort's
-/// columns (past the fixed ones, which order nothing) are its next ones, all in one
-/// direction, each of a type whose key orders as the sort compares, with NULLs
-/// impossible, bounded out (`bounded`: the first column past the fixed ones has a range)
-/// or placed where the index read puts them.
+/// A bound of an access path: an expression known before the scan, and whether included.
+type Bound = Option<(Expr, bool)>;
+
+/// Whether reading a key of `columns` (an index's, or the primary key) with its first
+/// `fixed` columns fixed gives the sort's order, and if so whether backward
+/// (`Some(true)`): the sort's columns (past the fixed ones, which order nothing) are the
+/// key's next ones, all in one direction, each of a type whose key orders as the sort
+/// compares, with NULLs impossible, bounded out (`bounded`: the first column past the fixed
+/// ones has a range) or placed where the read puts them.
 fn read_direction(
     table: &TableDef,
-    index: &IndexDef,
+    columns: &[usize],
     fixed: usize,
     bounded: bool,
     sorted: &[(usize, &SortKey)],
 ) -> Option<bool> {
-    if index.is_derived() {
-        return None;
-    }
     let free: Vec<&(usize, &SortKey)> = sorted
         .iter()
-        .filter(|(c, _)| !index.columns[..fixed].contains(c))
+        .filter(|(c, _)| !columns[..fixed].contains(c))
         .collect();
     let (_, lead) = free.first()?;
-    let gives = free.len() <= index.columns.len() - fixed
+    let gives = free.len() <= columns.len() - fixed
         && free.iter().enumerate().all(|(n, (column, key))| {
             let def = &table.columns[*column];
             // Reading forward, NULL entries come first; reading backward, last.
             let nulls_placed = key.nulls_first != key.descending;
-            index.columns[fixed + n] == *column
+            columns[fixed + n] == *column
                 && key.descending == lead.descending
                 && key_orders_as_compared(def.ty)
                 && (!def.nullable || (n == 0 && bounded) || nulls_placed)

@@ -46,6 +46,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "imported_events",
         include_str!("../../migrations/0007_imported_events.sql"),
     ),
+    (
+        8,
+        "history_by_timestamp",
+        include_str!("../../migrations/0008_history_by_timestamp.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the
