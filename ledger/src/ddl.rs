@@ -670,6 +670,14 @@ impl Executor {
         if unique {
             refuse_on_ledger_table(&old, "a unique index")?;
         }
+        if old.ledger.is_some_and(|role| role.is_merged()) {
+            // Each stored part of a row holds only some of its fields: an index of the
+            // parts would not be an index of the rows.
+            return Err(SqlError::feature_not_supported(format!(
+                "an index on the ledger table \"{}\" (its rows are stored in parts)",
+                old.name
+            )));
+        }
         let mut def = (*old).clone();
         let id = catalog.next_table_id + 1;
         catalog.next_table_id += 1;

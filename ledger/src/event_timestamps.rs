@@ -10,7 +10,9 @@
 //! range's timestamps in the order they are created; what it leaves unused is a gap, never
 //! given out again. A command whose events cannot be counted beforehand (an INSERT ...
 //! SELECT, a procedure) applies on the coordinator alone, and its range ends where its last
-//! event took. Every replica reserves the same ranges at the same log positions, so every
+//! event took. Expiries, which apply on the coordinator before the command that finds them
+//! due, are events too (change events): they take a range of their own, without an end,
+//! before the command's. Every replica reserves the same ranges at the same log positions, so every
 //! replica gives every event the same timestamp; where the last range ended is part of the
 //! checkpointed state.
 

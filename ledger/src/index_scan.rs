@@ -11,6 +11,7 @@ use kv::Direction;
 use plan::{Access, EvalEnv, Expr, FirstRows, IndexDef, TableDef};
 use sql::{DataType, SqlError, SqlResult, Value};
 
+use crate::change_events::{decided_on_a_part, is_merged};
 use crate::query::{as_ref_bound, passes, successor, Candidates, Reader};
 use crate::row::{decode_row, encode_key};
 
@@ -203,8 +204,14 @@ impl Reader<'_> {
         let Some(bounds) = range_bounds(prefix, lower, upper, next, outer, env)? else {
             return Ok(KeyRead::Nothing);
         };
+        // A table stored in parts is walked part by part: the filter must be one a part
+        // decides alone (`change_events`).
+        let parts_decide =
+            !is_merged(table) || filter.is_none_or(|f| decided_on_a_part(table, f, outer.len()));
         let stop = match first {
-            Some(first) if !self.has_own_rows(table) => self.stop(first, outer, env)?,
+            Some(first) if parts_decide && !self.has_own_rows(table) => {
+                self.stop(first, outer, env)?
+            }
             _ => None,
         };
         let Some(stop) = stop else {

@@ -9,7 +9,7 @@
 //!
 //! The ledger's semantics (accounts, transfers, two-phase transfers and their expiry,
 //! limits, idempotency, balancing and closing transfers, burned ids, imported events,
-//! history) are applied here too, in `transfer`; every account and transfer gets its own
+//! history, change events) are applied here too, in `transfer`; every account and transfer gets its own
 //! timestamp, reserved per command in log order (`event_timestamps`).
 //!
 //! It must not know about Raft or sockets: log entries arrive as positions and opaque bytes,
@@ -35,7 +35,7 @@
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
 //! `query.rs`, `index_scan.rs`,
-//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
+//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `change_events.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
 //! check behind `hotledger check`).
@@ -44,6 +44,7 @@ mod account_set;
 mod accumulator;
 mod apply;
 mod burned_ids;
+mod change_events;
 mod cluster_settings;
 mod command;
 mod coordinator;

@@ -16,6 +16,7 @@ use plan::{
 use sql::{SqlError, SqlResult, Value};
 
 use crate::accumulator::Accumulator;
+use crate::change_events::{is_merged, merge_parts};
 use crate::command::{Overlay, ReadCheck};
 use crate::error::kv_error;
 use crate::index_scan::KeyRead;
@@ -355,6 +356,12 @@ impl<'a> Reader<'a> {
                     return Ok(Vec::new());
                 };
                 let key = encode_key(&key_values)?;
+                if is_merged(table) {
+                    // Its parts may be in any partition: a range of the one key.
+                    let end = successor(&key).map_or(Bound::Unbounded, Bound::Excluded);
+                    let bounds = (Bound::Included(key), end);
+                    return self.scan_bounds(table, bounds, raw, false, filter, outer, env);
+                }
                 let overlaid = self.overlay.and_then(|o| o.get(&(table.id, key.clone())));
                 match overlaid {
                     Some(row) => raw.push((key, row.clone().map(|r| (0, r)))),
@@ -428,6 +435,23 @@ impl<'a> Reader<'a> {
             },
             Access::Full => (Bound::Unbounded, Bound::Unbounded),
         };
+        self.scan_bounds(table, (lower, upper), raw, prefetched, filter, outer, env)
+    }
+
+    /// The rest of `scan_stored`: the rows between the bounds (unless `prefetched` holds
+    /// them already in `raw`), a merged table's parts put together, the transaction's own
+    /// rows merged in, the filter applied.
+    #[allow(clippy::too_many_arguments)]
+    fn scan_bounds(
+        &self,
+        table: &TableDef,
+        (lower, upper): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        mut raw: Candidates,
+        prefetched: bool,
+        filter: Option<&Expr>,
+        outer: &[Value],
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Vec<ScannedRow>> {
         self.record_table_read(table)?;
         if !prefetched {
             self.each_stored(table, &lower, &upper, &mut |key, row| {
@@ -438,6 +462,9 @@ impl<'a> Reader<'a> {
             if self.shards_of(table)?.len() > 1 {
                 raw.sort_by(|a, b| a.0.cmp(&b.0));
             }
+        }
+        if is_merged(table) {
+            merge_parts(&mut raw);
         }
         if let Some(overlay) = self.overlay {
             let start = (
@@ -998,7 +1025,8 @@ impl Reader<'_> {
             return Ok(false);
         };
         let partitions = self.shards_of(table)?;
-        if partitions.len() > 1 && !order_free {
+        // A table stored in parts streams whole rows only once its parts are together.
+        if (partitions.len() > 1 && !order_free) || is_merged(table) {
             return Ok(false);
         }
         self.record_table_read(table)?;

@@ -288,7 +288,8 @@ impl Router<'_> {
             Some(
                 LedgerRole::PendingTransfers
                 | LedgerRole::AccountBalances
-                | LedgerRole::TransferFailures,
+                | LedgerRole::TransferFailures
+                | LedgerRole::ChangeEvents,
             ) => self.all(),
         }
     }

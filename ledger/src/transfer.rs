@@ -15,6 +15,7 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
 use crate::burned_ids::transient_result;
+use crate::change_events::{Change, ChangeKind};
 use crate::event_timestamps::NANOS_PER_MICRO;
 use crate::executor::Executor;
 use crate::imported::EventKind;
@@ -459,8 +460,22 @@ impl Executor {
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
         let now = self.created_at(imported);
-        self.save_account(schema, debit, id, now, version)?;
-        self.save_account(schema, credit, id, now, version)?;
+        let change = Change {
+            timestamp: event_timestamp(schema, row),
+            kind: if pending {
+                ChangeKind::Pending
+            } else {
+                ChangeKind::SinglePhase
+            },
+            transfer_id: id,
+            amount,
+            pending_id: 0,
+            ledger,
+            debit_account_id: debit_id,
+            credit_account_id: credit_id,
+        };
+        self.save_account(schema, debit, Some(&change), now, version)?;
+        self.save_account(schema, credit, Some(&change), now, version)?;
         if pending {
             self.record_pending(schema, id, row, version)?;
         }
@@ -527,6 +542,20 @@ impl Executor {
             self.activity.created();
         }
         let (debit_balance, credit_balance) = balances(schema, pending);
+        let change = Change {
+            timestamp,
+            kind: if pending {
+                ChangeKind::Pending
+            } else {
+                ChangeKind::SinglePhase
+            },
+            transfer_id: id,
+            amount: m.amount,
+            pending_id: 0,
+            ledger: m.ledger,
+            debit_account_id: m.debit,
+            credit_account_id: m.credit,
+        };
         for (account_id, here, balance, side, name) in [
             (m.debit, debit_here, debit_balance, Side::Debits, "debit"),
             (
@@ -551,7 +580,7 @@ impl Executor {
             check_overflow(schema, id, pending, m.amount, sides)?;
             add(id, account_id, &mut account.row, balance, m.amount)?;
             check_limits(schema, id, account_id, &account.row, side)?;
-            self.save_account(schema, account, id, now, version)?;
+            self.save_account(schema, account, Some(&change), now, version)?;
         }
         if pending && row_here {
             self.record_pending(schema, id, row, version)?;
@@ -590,15 +619,20 @@ impl Executor {
     }
 
     /// Writes an account back (see `account_set` for when a statement's working set keeps
-    /// it instead) and, for accounts with `history`, records its balances.
+    /// it instead), records its side of the change event `change`, and, for accounts with
+    /// `history`, records its balances.
     pub(crate) fn save_account(
         &mut self,
         schema: &LedgerSchema,
         mut account: Account,
-        transfer: i64,
+        change: Option<&Change>,
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
+        let transfer = change.map_or(0, |c| c.transfer_id);
+        if let Some(change) = change {
+            self.record_change_side(schema, change, account.id, &account.row, version)?;
+        }
         let a = &schema.account;
         let balance = |column: usize| int(&account.row[column]).unwrap_or(0);
         self.activity.account(
@@ -662,6 +696,16 @@ impl Executor {
         ])?;
         self.put_row(&schema.balances, &key, None, &entry, version)
     }
+}
+
+/// A transfer's own timestamp, which its change event is keyed by (0 in a catalog from
+/// before migration 0006, which has no change events either).
+pub(crate) fn event_timestamp(schema: &LedgerSchema, row: &Row) -> i64 {
+    schema
+        .transfer
+        .timestamp
+        .and_then(|c| int(&row[c]))
+        .unwrap_or(0)
 }
 
 /// What a transfer that moves funds moves: its checked fields.

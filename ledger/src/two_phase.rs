@@ -6,12 +6,13 @@
 use plan::LedgerSchema;
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
+use crate::change_events::{Change, ChangeKind};
 use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
 use crate::transfer::{
-    add, balancing_or_closing, check, flag, flag_at, int, negative_amount, refuse_closed, rule,
-    same, shown, text,
+    add, balancing_or_closing, check, event_timestamp, flag, flag_at, int, negative_amount,
+    refuse_closed, rule, same, shown, text,
 };
 use crate::transfer_exists::unset;
 
@@ -241,7 +242,8 @@ impl Executor {
             Resolution::Void
         };
         let now = self.created_at(imported);
-        self.release(schema, id, &original, resolution, now, version)?;
+        let event = (event_timestamp(schema, row), amount);
+        self.release(schema, id, &original, resolution, event, now, version)?;
         state[p.resolved_by] = Value::Int(id);
         let expires_at = match &state[p.expires_at] {
             Value::TimestampTz(at) => Some(*at),
@@ -288,13 +290,16 @@ impl Executor {
     /// Takes a pending transfer's amount out of both accounts' pending balances and, for a
     /// post, adds what it posts to their posted balances; a post needs both accounts open,
     /// a void or an expiry reopens the accounts a closing transfer closed. `cause` is the
-    /// transfer (or, on expiry, the pending transfer itself) the history records.
+    /// transfer (or, on expiry, the pending transfer itself) the history records; `event`
+    /// the change event's timestamp and the amount it records.
+    #[allow(clippy::too_many_arguments)]
     fn release(
         &mut self,
         schema: &LedgerSchema,
         cause: i64,
         original: &Row,
         resolution: Resolution,
+        (timestamp, amount): (i64, i64),
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
@@ -303,6 +308,22 @@ impl Executor {
         let reserved = int(&original[t.amount]).unwrap_or(0);
         let debit_id = int(&original[t.debit_account_id]).unwrap_or(0);
         let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
+        let pending_id = int(&original[t.id]).unwrap_or(0);
+        let (kind, pending_id) = match resolution {
+            Resolution::Post(_) => (ChangeKind::Posted, pending_id),
+            Resolution::Void => (ChangeKind::Voided, pending_id),
+            Resolution::Expire => (ChangeKind::Expired, 0),
+        };
+        let change = Change {
+            timestamp,
+            kind,
+            transfer_id: cause,
+            amount,
+            pending_id,
+            ledger: int(&original[t.ledger]).unwrap_or(0),
+            debit_account_id: debit_id,
+            credit_account_id: credit_id,
+        };
         let mut debit = self.account(schema, cause, debit_id, "debit")?;
         let mut credit = self.account(schema, cause, credit_id, "credit")?;
         let posted = match resolution {
@@ -327,8 +348,8 @@ impl Executor {
             add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
             add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
         }
-        self.save_account(schema, debit, cause, now, version)?;
-        self.save_account(schema, credit, cause, now, version)
+        self.save_account(schema, debit, Some(&change), now, version)?;
+        self.save_account(schema, credit, Some(&change), now, version)
     }
 
     fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
@@ -406,7 +427,18 @@ impl Executor {
             if text(&state[p.status]) != PENDING {
                 continue;
             }
-            self.release(&schema, id, &original, Resolution::Expire, at, version)?;
+            // An expiry is an event of its own: a change event with its own timestamp.
+            let reserved = int(&original[schema.transfer.amount]).unwrap_or(0);
+            let event = (self.clock.timestamps.take(1), reserved);
+            self.release(
+                &schema,
+                id,
+                &original,
+                Resolution::Expire,
+                event,
+                at,
+                version,
+            )?;
             self.close_pending(&schema, &pending_key, state_old, state, EXPIRED, version)?;
         }
     }

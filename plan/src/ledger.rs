@@ -23,15 +23,20 @@ pub enum LedgerRole {
     /// The ids of transfers that failed for a reason that can change (TigerBeetle's burned
     /// ids: `id_already_failed`).
     TransferFailures,
+    /// Every change of balances with both accounts' balances after it (TigerBeetle's
+    /// change events). Each account's side of a row lives in that account's partition; a
+    /// read puts a row's sides together (`is_merged`).
+    ChangeEvents,
 }
 
 impl LedgerRole {
-    const ALL: [LedgerRole; 5] = [
+    const ALL: [LedgerRole; 6] = [
         LedgerRole::Accounts,
         LedgerRole::Transfers,
         LedgerRole::PendingTransfers,
         LedgerRole::AccountBalances,
         LedgerRole::TransferFailures,
+        LedgerRole::ChangeEvents,
     ];
 
     pub fn parse(text: &str) -> Option<LedgerRole> {
@@ -45,7 +50,14 @@ impl LedgerRole {
             LedgerRole::PendingTransfers => "pending_transfers",
             LedgerRole::AccountBalances => "account_balances",
             LedgerRole::TransferFailures => "transfer_failures",
+            LedgerRole::ChangeEvents => "change_events",
         }
+    }
+
+    /// Whether a row of this role may be stored in parts, each in a different partition
+    /// under the same key, which a read combines (a change event's two accounts' sides).
+    pub fn is_merged(self) -> bool {
+        self == LedgerRole::ChangeEvents
     }
 
     /// The columns a table in this role must have, and their types.
@@ -99,6 +111,24 @@ impl LedgerRole {
                 ("credits_pending", Int8),
                 ("credits_posted", Int8),
             ],
+            LedgerRole::ChangeEvents => &[
+                ("timestamp", Int8),
+                ("type", Text),
+                ("transfer_id", Int8),
+                ("transfer_amount", Int8),
+                ("transfer_pending_id", Int8),
+                ("ledger", Int4),
+                ("debit_account_id", Int8),
+                ("debit_account_debits_pending", Int8),
+                ("debit_account_debits_posted", Int8),
+                ("debit_account_credits_pending", Int8),
+                ("debit_account_credits_posted", Int8),
+                ("credit_account_id", Int8),
+                ("credit_account_debits_pending", Int8),
+                ("credit_account_debits_posted", Int8),
+                ("credit_account_credits_pending", Int8),
+                ("credit_account_credits_posted", Int8),
+            ],
         }
     }
 
@@ -141,6 +171,7 @@ impl LedgerRole {
     fn required_key(self) -> &'static [&'static str] {
         match self {
             LedgerRole::AccountBalances => &["account_id", "created_at", "transfer_id"],
+            LedgerRole::ChangeEvents => &["timestamp"],
             _ => &["id"],
         }
     }
@@ -223,7 +254,8 @@ fn immutable(table: &TableDef, role: LedgerRole) -> SqlError {
         LedgerRole::Transfers => "transfers are immutable",
         LedgerRole::PendingTransfers
         | LedgerRole::AccountBalances
-        | LedgerRole::TransferFailures => "its rows are maintained by the ledger",
+        | LedgerRole::TransferFailures
+        | LedgerRole::ChangeEvents => "its rows are maintained by the ledger",
     };
     SqlError::new(
         ErrorKind::InsufficientPrivilege,
@@ -361,6 +393,56 @@ pub struct LedgerSchema {
     pub balance: BalanceColumns,
     /// The burned transfer ids, once migration 0004 has made their table.
     pub failures: Option<(Arc<TableDef>, FailureColumns)>,
+    /// The change events, once migration 0009 has made their table.
+    pub changes: Option<(Arc<TableDef>, ChangeColumns)>,
+}
+
+/// Where a change event's fields are.
+#[derive(Clone, Debug)]
+pub struct ChangeColumns {
+    pub timestamp: usize,
+    pub kind: usize,
+    pub transfer_id: usize,
+    pub transfer_amount: usize,
+    pub transfer_pending_id: usize,
+    pub ledger: usize,
+    pub debit: SideColumns,
+    pub credit: SideColumns,
+}
+
+/// One account's side of a change event: the account and its balances after it.
+#[derive(Clone, Debug)]
+pub struct SideColumns {
+    pub account_id: usize,
+    pub debits_pending: usize,
+    pub debits_posted: usize,
+    pub credits_pending: usize,
+    pub credits_posted: usize,
+}
+
+impl ChangeColumns {
+    fn resolve(table: &TableDef) -> SqlResult<ChangeColumns> {
+        let side = |prefix: &str| -> SqlResult<SideColumns> {
+            let at = |name: &str| column(table, &format!("{prefix}_account_{name}"));
+            Ok(SideColumns {
+                account_id: at("id")?,
+                debits_pending: at("debits_pending")?,
+                debits_posted: at("debits_posted")?,
+                credits_pending: at("credits_pending")?,
+                credits_posted: at("credits_posted")?,
+            })
+        };
+        Ok(ChangeColumns {
+            timestamp: column(table, "timestamp")?,
+            kind: column(table, "type")?,
+            transfer_id: column(table, "transfer_id")?,
+            transfer_amount: column(table, "transfer_amount")?,
+            transfer_pending_id: column(table, "transfer_pending_id")?,
+            ledger: column(table, "ledger")?,
+            debit: side("debit")?,
+            credit: side("credit")?,
+        })
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -549,6 +631,10 @@ impl LedgerSchema {
                         failed_at: column(f, "failed_at")?,
                     },
                 )),
+                None => None,
+            },
+            changes: match catalog.ledger_table(LedgerRole::ChangeEvents) {
+                Some(c) => Some((c.clone(), ChangeColumns::resolve(c)?)),
                 None => None,
             },
         }))

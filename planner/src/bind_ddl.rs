@@ -802,7 +802,7 @@ fn ledger_role_option(options: &ast::CreateTableOptions) -> SqlResult<Option<Led
         return LedgerRole::parse(&text).map(Some).ok_or_else(|| {
             SqlError::new(
                 ErrorKind::InvalidParameterValue,
-                format!("unknown ledger_role \"{text}\"; expected accounts, transfers, pending_transfers or account_balances"),
+                format!("unknown ledger_role \"{text}\"; expected accounts, transfers, pending_transfers, account_balances, transfer_failures or change_events"),
             )
         });
     }

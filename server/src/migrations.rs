@@ -51,6 +51,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "history_by_timestamp",
         include_str!("../../migrations/0008_history_by_timestamp.sql"),
     ),
+    (
+        9,
+        "change_events",
+        include_str!("../../migrations/0009_change_events.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the
