@@ -61,6 +61,34 @@ pub(crate) struct Change {
     pub credit_account_id: i64,
 }
 
+impl Change {
+    /// The change a transfer makes that moves `amount` from `debit` to `credit`, pending or
+    /// posted at once.
+    pub(crate) fn moved(
+        transfer_id: i64,
+        timestamp: i64,
+        pending: bool,
+        amount: i64,
+        ledger: i64,
+        (debit, credit): (i64, i64),
+    ) -> Change {
+        Change {
+            timestamp,
+            kind: if pending {
+                ChangeKind::Pending
+            } else {
+                ChangeKind::SinglePhase
+            },
+            transfer_id,
+            amount,
+            pending_id: 0,
+            ledger,
+            debit_account_id: debit,
+            credit_account_id: credit,
+        }
+    }
+}
+
 impl Executor {
     /// Records the side of `change` that account `id` (its row after the change: `row`)
     /// takes, in the account's partition, completing the other side's part when that
@@ -84,7 +112,7 @@ impl Executor {
         );
         let key = encode_key(&[Value::Int(change.timestamp)])?;
         let partition = crate::partition::partition_of_id(id, self.shards.len());
-        let stored = self.get_raw_in(table, partition, &key)?;
+        let stored = self.get_raw_in(table.id, partition, &key)?;
         let mut part = match &stored {
             Some(bytes) => decode_row(bytes)?.1,
             None => shared_fields(table, columns, change),

@@ -670,7 +670,7 @@ impl Executor {
         if unique {
             refuse_on_ledger_table(&old, "a unique index")?;
         }
-        if old.ledger.is_some_and(|role| role.is_merged()) {
+        if crate::change_events::is_merged(&old) {
             // Each stored part of a row holds only some of its fields: an index of the
             // parts would not be an index of the rows.
             return Err(SqlError::feature_not_supported(format!(

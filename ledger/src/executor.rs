@@ -581,12 +581,8 @@ impl Executor {
         self.check_running()?;
         self.assert_no_undo("a command's preparation");
         let now_micros = command.now_micros();
-        let clock = now_micros.map_or(self.clock.now, |now| self.clock.now.max(now));
         if let Some(now) = now_micros {
             self.advance_clock(now);
-            // Each expiry is a change event with a timestamp of its own, taken before the
-            // command's range: as many as expire (this runs on the coordinator alone).
-            self.clock.timestamps.reserve(clock, None);
             if let Err(e) = self.expire_pending(version) {
                 if is_storage_failure(&e) {
                     self.fail(e.clone());
@@ -596,7 +592,10 @@ impl Executor {
             }
             self.undo.clear();
         }
-        self.clock.timestamps.reserve(clock, command.event_bound());
+        // After the expiries, which take timestamps before the command's range.
+        self.clock
+            .timestamps
+            .reserve(self.clock.now, command.event_bound());
         Ok(())
     }
 
@@ -920,21 +919,17 @@ impl Executor {
     /// A stored row's bytes.
     pub(crate) fn get_raw(&mut self, store: Store, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let index = self.shard_of(store, key);
-        self.get_raw_at(store.id, index, key)
+        self.get_raw_in(store.id, index, key)
     }
 
-    /// The bytes of the part of a row of `table` stored in partition `index`: a table whose
-    /// rows are stored in parts (`change_events`) is not placed by key.
+    /// The bytes of the row with key `key` of table `id` in partition `index`, wherever its
+    /// key places it (a table stored in parts, `change_events`, is not placed by key).
     pub(crate) fn get_raw_in(
         &mut self,
-        table: &TableDef,
+        id: u32,
         index: usize,
         key: &[u8],
     ) -> SqlResult<Option<Vec<u8>>> {
-        self.get_raw_at(table.id, index, key)
-    }
-
-    fn get_raw_at(&mut self, id: u32, index: usize, key: &[u8]) -> SqlResult<Option<Vec<u8>>> {
         let mut out = self.buffers.spare_rows.pop().unwrap_or_default();
         let shard = self.shard(index)?;
         let handle = shard.handle(id)?;

@@ -236,7 +236,7 @@ impl Reader<'_> {
 
     /// Whether the transaction has rows of its own in `table`: they are merged in after a
     /// walk, which must then not stop early, as one of them may come first.
-    fn has_own_rows(&self, table: &TableDef) -> bool {
+    pub(crate) fn has_own_rows(&self, table: &TableDef) -> bool {
         self.overlay.is_some_and(|o| {
             o.range((table.id, Vec::new())..)
                 .next()

@@ -1009,12 +1009,7 @@ impl Reader<'_> {
         else {
             return Ok(false);
         };
-        let overlaid = self.overlay.is_some_and(|o| {
-            o.range((planned.id, Vec::new())..)
-                .next()
-                .is_some_and(|((t, _), _)| *t == planned.id)
-        });
-        if overlaid || filter.as_ref().is_some_and(Expr::has_subquery) {
+        if self.has_own_rows(planned) || filter.as_ref().is_some_and(Expr::has_subquery) {
             return Ok(false);
         }
         let Some(table) = self

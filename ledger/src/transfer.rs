@@ -15,7 +15,7 @@ use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
 use crate::burned_ids::transient_result;
-use crate::change_events::{Change, ChangeKind};
+use crate::change_events::Change;
 use crate::event_timestamps::NANOS_PER_MICRO;
 use crate::executor::Executor;
 use crate::imported::EventKind;
@@ -460,22 +460,11 @@ impl Executor {
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
         let now = self.created_at(imported);
-        let change = Change {
-            timestamp: event_timestamp(schema, row),
-            kind: if pending {
-                ChangeKind::Pending
-            } else {
-                ChangeKind::SinglePhase
-            },
-            transfer_id: id,
-            amount,
-            pending_id: 0,
-            ledger,
-            debit_account_id: debit_id,
-            credit_account_id: credit_id,
-        };
-        self.save_account(schema, debit, Some(&change), now, version)?;
-        self.save_account(schema, credit, Some(&change), now, version)?;
+        let timestamp = event_timestamp(schema, row);
+        let accounts = (debit_id, credit_id);
+        let change = Change::moved(id, timestamp, pending, amount, ledger, accounts);
+        self.save_account(schema, debit, &change, now, version)?;
+        self.save_account(schema, credit, &change, now, version)?;
         if pending {
             self.record_pending(schema, id, row, version)?;
         }
@@ -542,20 +531,8 @@ impl Executor {
             self.activity.created();
         }
         let (debit_balance, credit_balance) = balances(schema, pending);
-        let change = Change {
-            timestamp,
-            kind: if pending {
-                ChangeKind::Pending
-            } else {
-                ChangeKind::SinglePhase
-            },
-            transfer_id: id,
-            amount: m.amount,
-            pending_id: 0,
-            ledger: m.ledger,
-            debit_account_id: m.debit,
-            credit_account_id: m.credit,
-        };
+        let accounts = (m.debit, m.credit);
+        let change = Change::moved(id, timestamp, pending, m.amount, m.ledger, accounts);
         for (account_id, here, balance, side, name) in [
             (m.debit, debit_here, debit_balance, Side::Debits, "debit"),
             (
@@ -580,7 +557,7 @@ impl Executor {
             check_overflow(schema, id, pending, m.amount, sides)?;
             add(id, account_id, &mut account.row, balance, m.amount)?;
             check_limits(schema, id, account_id, &account.row, side)?;
-            self.save_account(schema, account, Some(&change), now, version)?;
+            self.save_account(schema, account, &change, now, version)?;
         }
         if pending && row_here {
             self.record_pending(schema, id, row, version)?;
@@ -625,14 +602,12 @@ impl Executor {
         &mut self,
         schema: &LedgerSchema,
         mut account: Account,
-        change: Option<&Change>,
+        change: &Change,
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
-        let transfer = change.map_or(0, |c| c.transfer_id);
-        if let Some(change) = change {
-            self.record_change_side(schema, change, account.id, &account.row, version)?;
-        }
+        let transfer = change.transfer_id;
+        self.record_change_side(schema, change, account.id, &account.row, version)?;
         let a = &schema.account;
         let balance = |column: usize| int(&account.row[column]).unwrap_or(0);
         self.activity.account(

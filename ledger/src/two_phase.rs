@@ -348,8 +348,8 @@ impl Executor {
             add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
             add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
         }
-        self.save_account(schema, debit, Some(&change), now, version)?;
-        self.save_account(schema, credit, Some(&change), now, version)
+        self.save_account(schema, debit, &change, now, version)?;
+        self.save_account(schema, credit, &change, now, version)
     }
 
     fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
@@ -401,6 +401,9 @@ impl Executor {
         if self.clock.next_expiry.is_none_or(|at| at > now) {
             return Ok(());
         }
+        // Each expiry is a change event with a timestamp of its own, taken before the range
+        // of the command that found it due: as many as expire (on the coordinator alone).
+        self.clock.timestamps.reserve(now, None);
         loop {
             let Some((key, at, id)) = self.first_expiry()? else {
                 self.clock.next_expiry = None;
