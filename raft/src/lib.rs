@@ -16,11 +16,13 @@
 //! batch goes), `log_store.rs` (openraft's log storage on `kv::LogStore`),
 //! `state_machine.rs` (entries to the executor), `network.rs` (peers over TCP),
 //! `read_barrier.rs` (strong reads), `status.rs` (`hotledger.cluster`), `early_reply.rs`,
-//! `types.rs`; `log_conformance.rs` runs openraft's storage suite.
+//! `types.rs`, `byte_strings.rs` (byte strings on the wire, written whole); `log_conformance.rs`
+//! runs openraft's storage suite.
 
 // openraft's trait signatures return its `StorageError` by value; helpers follow suit.
 #![allow(clippy::result_large_err)]
 
+mod byte_strings;
 mod early_reply;
 #[cfg(test)]
 mod log_conformance;

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
+use crate::byte_strings;
 use crate::membership::{change_here, MembershipChange, MembershipError};
 use crate::peer_link::{encode_frame, read_frame, write_frames, PeerLinks};
 use crate::proposer::{ProposeError, Proposer};
@@ -34,9 +35,9 @@ pub(crate) const MAX_PAYLOAD_ENTRIES: u64 = 64;
 pub(crate) enum PeerRequest {
     Append(AppendEntriesRequest<TypeConfig>),
     Vote(VoteRequest<NodeId>),
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Snapshot(#[serde(with = "byte_strings::snapshot_chunk")] InstallSnapshotRequest<TypeConfig>),
     /// Commands a follower's sessions proposed, for the leader's proposer.
-    Propose(Vec<Vec<u8>>),
+    Propose(#[serde(with = "byte_strings")] Vec<Vec<u8>>),
     /// A follower's strong read: the leader confirms it still leads and says up to which
     /// index the follower must apply before it reads.
     ReadBarrier,

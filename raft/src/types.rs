@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::byte_strings;
+
 /// A log entry's application payload: the commands proposed together, each encoded by the
 /// layer above (group commit puts many in one entry). The second field is the proposer's
 /// token for answering each command as it is applied (`early_reply`); it lives only in
@@ -13,82 +15,31 @@ pub struct Batch(pub Vec<Vec<u8>>, pub u64);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BatchResults(pub Vec<Vec<u8>>);
 
-// Both serialize as a sequence of byte strings, each written and read whole: serde's own
-// `Vec<u8>` goes a byte at a time (a 40 KB command was 40,000 calls). In bincode the bytes
-// are the same either way: a length, then the bytes.
+// Both serialize as a sequence of byte strings, each written and read whole
+// (`byte_strings`).
 
 impl Serialize for Batch {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_byte_strings(&self.0, serializer)
+        byte_strings::serialize(&self.0, serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for Batch {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Batch, D::Error> {
-        Ok(Batch(deserialize_byte_strings(deserializer)?, 0))
+        Ok(Batch(byte_strings::deserialize(deserializer)?, 0))
     }
 }
 
 impl Serialize for BatchResults {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serialize_byte_strings(&self.0, serializer)
+        byte_strings::serialize(&self.0, serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for BatchResults {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<BatchResults, D::Error> {
-        Ok(BatchResults(deserialize_byte_strings(deserializer)?))
+        Ok(BatchResults(byte_strings::deserialize(deserializer)?))
     }
-}
-
-fn serialize_byte_strings<S: Serializer>(
-    strings: &[Vec<u8>],
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    struct Bytes<'a>(&'a [u8]);
-    impl Serialize for Bytes<'_> {
-        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            serializer.serialize_bytes(self.0)
-        }
-    }
-    serializer.collect_seq(strings.iter().map(|s| Bytes(s)))
-}
-
-fn deserialize_byte_strings<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Vec<Vec<u8>>, D::Error> {
-    struct ByteString(Vec<u8>);
-    struct Visitor;
-    impl<'de> serde::de::Visitor<'de> for Visitor {
-        type Value = ByteString;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a byte string")
-        }
-        fn visit_bytes<E: serde::de::Error>(self, bytes: &[u8]) -> Result<ByteString, E> {
-            Ok(ByteString(bytes.to_vec()))
-        }
-        fn visit_byte_buf<E: serde::de::Error>(self, bytes: Vec<u8>) -> Result<ByteString, E> {
-            Ok(ByteString(bytes))
-        }
-        // Formats without byte strings write a sequence of numbers.
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<ByteString, A::Error> {
-            let mut bytes = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 20));
-            while let Some(b) = seq.next_element()? {
-                bytes.push(b);
-            }
-            Ok(ByteString(bytes))
-        }
-    }
-    impl<'de> Deserialize<'de> for ByteString {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ByteString, D::Error> {
-            deserializer.deserialize_byte_buf(Visitor)
-        }
-    }
-    let strings: Vec<ByteString> = Vec::deserialize(deserializer)?;
-    Ok(strings.into_iter().map(|s| s.0).collect())
 }
 
 openraft::declare_raft_types!(
