@@ -9,14 +9,15 @@
 //! its account's partition, under the event's key: the shared fields and its own account's
 //! balances, the other side's balances NULL. Where both accounts share a partition the
 //! second side completes the first's part, so a partition holds at most one part of a row
-//! and every row has one or two parts. The whole path writes the same parts, side by side,
-//! as a split one does. A read puts the parts of each key together (`merge_parts`) before
+//! and every row has one or two parts. The whole path, which has both accounts in hand,
+//! writes the same parts a split one does, but at once: one row where the two accounts
+//! share a partition (one insert, no read of a part first), a part in each where not. A read puts the parts of each key together (`merge_parts`) before
 //! anything looks at the row, so every reader sees whole rows; an index of parts would not
 //! be an index of rows, so none may be created (`ddl`).
 //!
 //! Must not: compute anything about the transfer — the callers pass what the rules decided.
 
-use plan::{ChangeColumns, Expr, LedgerSchema, TableDef};
+use plan::{ChangeColumns, Expr, LedgerSchema, SideColumns, TableDef};
 use sql::{SqlResult, Value};
 
 use crate::executor::Executor;
@@ -90,6 +91,44 @@ impl Change {
 }
 
 impl Executor {
+    /// Records `change` with both accounts' rows after it (`debit` and `credit`, by their
+    /// ids): one whole row where they share a partition, each side's part where not.
+    pub(crate) fn record_change(
+        &mut self,
+        schema: &LedgerSchema,
+        change: &Change,
+        debit: &Row,
+        credit: &Row,
+        version: u64,
+    ) -> SqlResult<()> {
+        let Some((table, columns)) = &schema.changes else {
+            return Ok(());
+        };
+        let partitions = self.shards.len();
+        let partition = crate::partition::partition_of_id(change.debit_account_id, partitions);
+        if partition != crate::partition::partition_of_id(change.credit_account_id, partitions) {
+            self.record_change_side(schema, change, change.debit_account_id, debit, version)?;
+            return self.record_change_side(
+                schema,
+                change,
+                change.credit_account_id,
+                credit,
+                version,
+            );
+        }
+        let mut event = shared_fields(table, columns, change);
+        take_balances(schema, &columns.debit, debit, &mut event);
+        take_balances(schema, &columns.credit, credit, &mut event);
+        let key = encode_key(&[Value::Int(change.timestamp)])?;
+        let inserted = self.insert_new_row_in(table, partition, &key, &event, version)?;
+        assert!(
+            inserted,
+            "change event {} recorded twice (event timestamps are unique)",
+            change.timestamp
+        );
+        Ok(())
+    }
+
     /// Records the side of `change` that account `id` (its row after the change: `row`)
     /// takes, in the account's partition, completing the other side's part when that
     /// partition holds it. Nothing before migration 0009 made the table.
@@ -127,16 +166,21 @@ impl Executor {
             "change event {} records account {id}'s side twice",
             change.timestamp
         );
-        let a = &schema.account;
-        for (to, from) in [
-            (side.debits_pending, a.debits_pending),
-            (side.debits_posted, a.debits_posted),
-            (side.credits_pending, a.credits_pending),
-            (side.credits_posted, a.credits_posted),
-        ] {
-            part[to] = row[from].clone();
-        }
+        take_balances(schema, side, row, &mut part);
         self.put_row_in(table, partition, &key, stored, &part, version)
+    }
+}
+
+/// Copies an account's balances from its `row` into `side`'s columns of an event.
+fn take_balances(schema: &LedgerSchema, side: &SideColumns, row: &Row, event: &mut Row) {
+    let a = &schema.account;
+    for (to, from) in [
+        (side.debits_pending, a.debits_pending),
+        (side.debits_posted, a.debits_posted),
+        (side.credits_pending, a.credits_pending),
+        (side.credits_posted, a.credits_posted),
+    ] {
+        event[to] = row[from].clone();
     }
 }
 

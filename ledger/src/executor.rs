@@ -1006,6 +1006,24 @@ impl Executor {
         Ok(())
     }
 
+    /// Writes a whole row of a table stored in parts (`put_row_in`) whose key must be new,
+    /// in partition `index`: false, with nothing written, when that partition has the key.
+    pub(crate) fn insert_new_row_in(
+        &mut self,
+        table: &TableDef,
+        index: usize,
+        key: &[u8],
+        row: &[Value],
+        version: u64,
+    ) -> SqlResult<bool> {
+        assert!(
+            table.indexes.is_empty(),
+            "table \"{}\" is stored in parts and has an index",
+            table.name
+        );
+        self.store_row(table, index, key, RowWrite::InsertOnly, row, version)
+    }
+
     /// Writes a row whose key must be new, in one descent of its table's tree: false, with
     /// nothing written, when a row with that key exists.
     pub(crate) fn insert_new_row(

@@ -463,8 +463,7 @@ impl Executor {
         let timestamp = event_timestamp(schema, row);
         let accounts = (debit_id, credit_id);
         let change = Change::moved(id, timestamp, pending, amount, ledger, accounts);
-        self.save_account(schema, debit, &change, now, version)?;
-        self.save_account(schema, credit, &change, now, version)?;
+        self.save_accounts(schema, (debit, credit), &change, now, version)?;
         if pending {
             self.record_pending(schema, id, row, version)?;
         }
@@ -601,13 +600,40 @@ impl Executor {
     pub(crate) fn save_account(
         &mut self,
         schema: &LedgerSchema,
-        mut account: Account,
+        account: Account,
         change: &Change,
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
-        let transfer = change.transfer_id;
         self.record_change_side(schema, change, account.id, &account.row, version)?;
+        self.write_account(schema, account, change.transfer_id, now, version)
+    }
+
+    /// Saves both accounts of `change` (`debit`, then `credit`) and records the change
+    /// once, with both in hand.
+    pub(crate) fn save_accounts(
+        &mut self,
+        schema: &LedgerSchema,
+        (debit, credit): (Account, Account),
+        change: &Change,
+        now: i64,
+        version: u64,
+    ) -> SqlResult<()> {
+        self.record_change(schema, change, &debit.row, &credit.row, version)?;
+        self.write_account(schema, debit, change.transfer_id, now, version)?;
+        self.write_account(schema, credit, change.transfer_id, now, version)
+    }
+
+    /// Writes an account's row back (or to its working set) and its balance history entry,
+    /// for `transfer`.
+    fn write_account(
+        &mut self,
+        schema: &LedgerSchema,
+        mut account: Account,
+        transfer: i64,
+        now: i64,
+        version: u64,
+    ) -> SqlResult<()> {
         let a = &schema.account;
         let balance = |column: usize| int(&account.row[column]).unwrap_or(0);
         self.activity.account(

@@ -348,8 +348,7 @@ impl Executor {
             add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
             add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
         }
-        self.save_account(schema, debit, &change, now, version)?;
-        self.save_account(schema, credit, &change, now, version)
+        self.save_accounts(schema, (debit, credit), &change, now, version)
     }
 
     fn schedule_expiry(&mut self, at: i64, id: i64) -> SqlResult<()> {
