@@ -498,7 +498,7 @@ fn number_function(func: Func, values: Vec<Value>, ty: DataType) -> SqlResult<Va
         Func::Abs => match arg(0) {
             Value::Int(i) => Value::Int(i.checked_abs().ok_or_else(int_overflow)?),
             Value::Float(f) => Value::Float(f.abs()),
-            Value::Numeric(n) => Value::Numeric(if n.mantissa() < 0 { n.neg() } else { n }),
+            Value::Numeric(n) => Value::Numeric(n.abs()),
             v => return Err(SqlError::mismatch(format!("abs of {}", v.natural_type()))),
         },
         Func::Round | Func::Trunc => {
@@ -527,11 +527,8 @@ fn number_function(func: Func, values: Vec<Value>, ty: DataType) -> SqlResult<Va
                     if func == Func::Round {
                         Value::Numeric(n.rescale(d)?)
                     } else {
-                        let cut = Numeric::new(
-                            n.mantissa() / 10i128.pow(n.scale().saturating_sub(d)),
-                            n.scale().min(d),
-                        )?;
-                        Value::Numeric(cut)
+                        // PostgreSQL's scale: exactly `d` digits after the point.
+                        Value::Numeric(n.trunc_to(d).rescale(d)?)
                     }
                 }
                 v => return Err(SqlError::mismatch(format!("round of {}", v.natural_type()))),
@@ -545,11 +542,7 @@ fn number_function(func: Func, values: Vec<Value>, ty: DataType) -> SqlResult<Va
                 f.ceil()
             }),
             Value::Numeric(n) => {
-                let t = n
-                    .rescale(0)
-                    .ok()
-                    .and_then(|_| Numeric::new(n.mantissa() / 10i128.pow(n.scale()), 0).ok())
-                    .unwrap_or(n);
+                let t = n.trunc();
                 let adjust = if func == Func::Floor && n < t {
                     -1
                 } else if func == Func::Ceil && n > t {

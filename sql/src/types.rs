@@ -346,9 +346,10 @@ impl DataType {
                         ),
                     ));
                 }
-                if precision > 38 {
+                // 39 digits: values up to 2^128 - 1 (`Numeric`).
+                if precision > 39 {
                     return Err(SqlError::feature_not_supported(
-                        "NUMERIC precision above 38",
+                        "NUMERIC precision above 39",
                     ));
                 }
                 DataType::Numeric {

@@ -15,6 +15,7 @@
 use crate::value_tag::{
     put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
     JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID, VARINT,
+    WIDE_NUMERIC,
 };
 use crate::{Interval, Jsonb, Numeric, Value};
 
@@ -127,11 +128,19 @@ pub fn put_value<L: Layout>(out: &mut Vec<u8>, value: &Value) {
             out.push(FLOAT);
             out.extend_from_slice(&f.to_le_bytes());
         }
-        Value::Numeric(n) => {
-            out.push(NUMERIC);
-            out.extend_from_slice(&n.mantissa().to_le_bytes());
-            L::put_scale(out, n.scale());
-        }
+        Value::Numeric(n) => match n.mantissa() {
+            Some(mantissa) => {
+                out.push(NUMERIC);
+                out.extend_from_slice(&mantissa.to_le_bytes());
+                L::put_scale(out, n.scale());
+            }
+            None => {
+                out.push(WIDE_NUMERIC);
+                out.push(n.is_negative() as u8);
+                out.extend_from_slice(&n.magnitude().to_le_bytes());
+                L::put_scale(out, n.scale());
+            }
+        },
         Value::Text(s) => put_bytes::<L>(out, TEXT, s.as_bytes()),
         Value::Bytes(b) => put_bytes::<L>(out, BYTES, b),
         Value::Jsonb(j) => put_bytes::<L>(out, JSONB, j.to_text().as_bytes()),
@@ -273,6 +282,13 @@ pub fn read_value<L: Layout>(
             let scale = L::scale(c)?;
             Value::Numeric(Numeric::new(mantissa, scale).map_err(|e| e.message)?)
         }
+        WIDE_NUMERIC => {
+            let negative = c.byte()? != 0;
+            let magnitude = u128::from_le_bytes(c.array()?);
+            let scale = L::scale(c)?;
+            let n = Numeric::from_parts(negative, magnitude, scale).map_err(|e| e.message)?;
+            Value::Numeric(n)
+        }
         TEXT => {
             let len = L::length(c)?;
             Value::Text(text(c, len)?.to_owned())
@@ -390,6 +406,24 @@ pub(crate) mod tests {
         070300ff070801098080afa2dbffad060affffffff0f0b0381000601610c1b06ffffffffffffffff\
         ff010f8080bbdd83050e070707070707070707070707070707070d0f7b2261223a205b312c20322e\
         355d7d";
+
+    /// Numerics past an i128 mantissa, under their own tag, in both layouts.
+    #[test]
+    fn wide_numerics_round_trip() {
+        let row = vec![
+            Value::Numeric(Numeric::from_u128(u128::MAX)),
+            Value::Numeric(Numeric::from_parts(true, u128::MAX - 1, 30).unwrap()),
+            Value::Numeric(Numeric::from_parts(false, 1 << 127, 0).unwrap()),
+        ];
+        for bytes in [encoded::<Stored>(&row), encoded::<Packed>(&row)] {
+            assert_eq!(bytes[0], WIDE_NUMERIC);
+        }
+        let stored = decoded::<Stored>(&encoded::<Stored>(&row), row.len()).unwrap();
+        let packed = decoded::<Packed>(&encoded::<Packed>(&row), row.len()).unwrap();
+        for back in [stored, packed] {
+            assert_eq!(format!("{back:?}"), format!("{row:?}"));
+        }
+    }
 
     #[test]
     fn each_layout_writes_the_bytes_it_always_wrote() {

@@ -26,6 +26,9 @@ pub const UUID: u8 = 14;
 pub const TIME: u8 = 15;
 /// An integer as a zigzag varint, in stored rows (packed rows write INT so).
 pub const VARINT: u8 = 16;
+/// A numeric whose magnitude does not fit an i128 mantissa (past 2^127 − 1): its sign
+/// byte, its 128-bit magnitude, then its scale as NUMERIC's.
+pub const WIDE_NUMERIC: u8 = 17;
 /// Tags from here up are the integers 0..=127, in both forms: `Value::Int(tag - SMALL_INT)`.
 pub const SMALL_INT: u8 = 128;
 
