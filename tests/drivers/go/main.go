@@ -7,10 +7,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 func check(ok bool, format string, args ...any) {
@@ -154,5 +156,16 @@ func main() {
 	check(fmt.Sprint(states) == "[paid new]", "enum order: %v", states)
 	_, err = conn.Exec(ctx, "insert into go_orders values ($1, $2)", 3, "lost")
 	check(sqlstate(err) == "22P02", "a label the type lacks: %v", err)
+
+	// NUMERIC up to 2^128 - 1 (TigerBeetle's largest amount): pgx sends and reads it in
+	// binary form, as a big integer and an exponent.
+	top, _ := new(big.Int).SetString("340282366920938463463374607431768211455", 10)
+	_, err = conn.Exec(ctx, "create table go_amounts (id int primary key, amount numeric(39,0) not null)")
+	must(err, "create a numeric(39,0) table")
+	_, err = conn.Exec(ctx, "insert into go_amounts values ($1, $2)", 1, pgtype.Numeric{Int: top, Valid: true})
+	must(err, "insert 2^128 - 1 as a binary parameter")
+	var amount pgtype.Numeric
+	must(conn.QueryRow(ctx, "select amount from go_amounts where id = $1", 1).Scan(&amount), "read 2^128 - 1")
+	check(amount.Valid && amount.Exp == 0 && amount.Int.Cmp(top) == 0, "2^128 - 1 in binary: %v e%d", amount.Int, amount.Exp)
 	fmt.Println("pgx: ok")
 }

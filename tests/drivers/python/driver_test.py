@@ -181,6 +181,18 @@ with psycopg.connect(conninfo, autocommit=True) as conn:
     got = conn.execute("select id from py_series where ws @> %s", ([1.5],)).fetchall()
     check(got == [(1,)], f"float8[] containment: {got}")
 
+    # NUMERIC up to 2^128 - 1 (TigerBeetle's largest amount) and fractions, text and binary.
+    conn.execute("create table py_amounts (id int primary key, amount numeric(39,0) not null, fee numeric(20,9))")
+    top, fee = D(2**128 - 1), D("-99999999999.999999999")
+    conn.execute("insert into py_amounts values (%s, %s, %s)", (1, top, D("0.000000001")))
+    with conn.cursor(binary=True) as cur:
+        cur.execute("insert into py_amounts values (%s, %s, %s)", (2, D(2**127), fee))
+        got = cur.execute("select amount, fee from py_amounts order by id").fetchall()
+    want = [(top, D("0.000000001")), (D(2**127), fee)]
+    check(got == want, f"numerics in binary: {got}")
+    got = conn.execute("select amount from py_amounts where amount > %s", (D(2**127),)).fetchall()
+    check(got == [(top,)], f"numeric comparison in text: {got}")
+
     # time: datetime.time in text and binary form, as a key, with interval arithmetic.
     conn.execute("create table py_opening (opens time primary key, closes time not null)")
     conn.execute("insert into py_opening values (%s, %s)", (datetime.time(9, 0), datetime.time(17, 30)))
