@@ -11,9 +11,10 @@
 //! second side completes the first's part, so a partition holds at most one part of a row
 //! and every row has one or two parts. The whole path, which has both accounts in hand,
 //! writes the same parts a split one does, but at once: one row where the two accounts
-//! share a partition (one insert, no read of a part first), a part in each where not. A read puts the parts of each key together (`merge_parts`) before
-//! anything looks at the row, so every reader sees whole rows; an index of parts would not
-//! be an index of rows, so none may be created (`ddl`).
+//! share a partition (one insert, no read of a part first), a part in each where not. A
+//! read puts the parts of each key together (`merge_parts`) before anything looks at the
+//! row, so every reader sees whole rows; an index of parts would not be an index of rows,
+//! so none may be created (`ddl`).
 //!
 //! Must not: compute anything about the transfer — the callers pass what the rules decided.
 

@@ -108,7 +108,9 @@ impl Numeric {
             return None;
         }
         let div = pow10(self.scale);
-        self.magnitude.is_multiple_of(div).then_some(self.magnitude / div)
+        self.magnitude
+            .is_multiple_of(div)
+            .then_some(self.magnitude / div)
     }
 
     pub fn abs(&self) -> Numeric {
