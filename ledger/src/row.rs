@@ -91,6 +91,13 @@ pub fn encode_key_into<'a>(
     out: &mut Vec<u8>,
 ) -> SqlResult<()> {
     for v in values {
+        if let Value::Numeric(n) = v {
+            // Order-preserving bytes of their own, equal for equal values (`key_bytes`).
+            let mut bytes = Vec::with_capacity(24);
+            n.key_bytes(&mut bytes);
+            keycode::encode_part(out, &KeyPart::Bytes(&bytes));
+            continue;
+        }
         let Some(part) = key_part(v) else {
             return Err(SqlError::feature_not_supported(
                 "this type in a primary key",

@@ -157,9 +157,7 @@ impl Binder<'_> {
         }
         for &k in &primary_key {
             columns[k].nullable = false;
-            if matches!(columns[k].ty, DataType::Numeric { .. } | DataType::Float4)
-                || !indexable(columns[k].ty)
-            {
+            if matches!(columns[k].ty, DataType::Float4) || !indexable(columns[k].ty) {
                 return Err(SqlError::feature_not_supported(format!(
                     "a primary key column of type {}",
                     columns[k].ty.pg_name()

@@ -543,6 +543,36 @@ impl Numeric {
     }
 }
 
+impl Numeric {
+    /// Appends bytes that sort as the values do and are equal for equal values (1.5 and
+    /// 1.50 alike): what a key of a NUMERIC column holds. A sign byte; then, for a nonzero
+    /// value, the position of its leading digit and its significant digits (trailing zeros
+    /// left off), both inverted for a negative value, which also ends with a byte above
+    /// every inverted digit so that a longer negative (more digits, smaller) sorts first.
+    pub fn key_bytes(&self, out: &mut Vec<u8>) {
+        if self.magnitude == 0 {
+            out.push(1);
+            return;
+        }
+        let trimmed = self.trim_to(0).unwrap_or(*self);
+        let (magnitude, scale) = (trimmed.magnitude, trimmed.scale);
+        let digits = magnitude.to_string();
+        // The leading digit's power of ten plus one: from -29 (scale 30) to 39.
+        let position = digits.len() as i32 - scale as i32;
+        let exponent = (position + 64) as u8;
+        if self.negative {
+            out.push(0);
+            out.push(!exponent);
+            out.extend(digits.bytes().map(|d| 0x39 - d + 1));
+            out.push(0xFF);
+        } else {
+            out.push(2);
+            out.push(exponent);
+            out.extend(digits.bytes().map(|d| d - b'0' + 1));
+        }
+    }
+}
+
 impl Serialize for Numeric {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (magnitude, scale, negative) = (self.magnitude, self.scale, self.negative);
@@ -746,6 +776,45 @@ mod tests {
         let mut out = Vec::new();
         n(max).to_pg_binary(&mut out);
         assert_eq!(Numeric::from_pg_binary(&out).unwrap().to_string(), max);
+    }
+
+    #[test]
+    fn key_bytes_sort_as_the_values_and_equal_values_match() {
+        let values = [
+            "-340282366920938463463374607431768211455",
+            "-1000",
+            "-12.5",
+            "-1.23",
+            "-1.2",
+            "-1",
+            "-0.000000000000000000000000000001",
+            "0",
+            "0.000000000000000000000000000001",
+            "0.5",
+            "1",
+            "1.2",
+            "1.23",
+            "9.99",
+            "10",
+            "100.01",
+            "340282366920938463463374607431768211455",
+        ];
+        let key = |s: &str| {
+            let mut out = Vec::new();
+            n(s).key_bytes(&mut out);
+            out
+        };
+        for pair in values.windows(2) {
+            assert!(
+                key(pair[0]) < key(pair[1]),
+                "{} before {}",
+                pair[0],
+                pair[1]
+            );
+        }
+        assert_eq!(key("1.50"), key("1.5"));
+        assert_eq!(key("-0.0"), key("0"));
+        assert_eq!(key("100"), key("100.000"));
     }
 
     #[test]
