@@ -142,12 +142,20 @@ async function refreshTables() {
 
 let timer = null;
 
+// Whether a refresh is still running. A tick while one is skips instead of queueing: the
+// panels share the role's session with the editor, so refreshes slower than the interval
+// (a loaded node) would otherwise pile up ahead of the user's own statement without bound.
+let refreshing = false;
+
 async function tick() {
+  if (refreshing) return;
+  refreshing = true;
   try {
     await refreshCluster();
     await refreshCharts();
     await refreshTables();
   } catch (_) { /* logged out, or the node is restarting: the next tick tries again */ }
+  finally { refreshing = false; }
 }
 
 function showLogin() {
