@@ -47,9 +47,6 @@ impl Numeric {
         negative: false,
     };
 
-    /// The largest magnitude, 2^128 − 1.
-    pub const MAX_MAGNITUDE: u128 = u128::MAX;
-
     /// `mantissa / 10^scale`.
     pub fn new(mantissa: i128, scale: u32) -> SqlResult<Numeric> {
         Numeric::from_parts(mantissa < 0, mantissa.unsigned_abs(), scale)
@@ -122,12 +119,8 @@ impl Numeric {
 
     /// The digits with their sign (`-123.45` is -12345), when they fit an i128.
     pub fn mantissa(&self) -> Option<i128> {
-        Numeric::signed_magnitude(self.negative, self.magnitude)
-    }
-
-    /// The signed digits, when they fit an i128.
-    fn signed_magnitude(negative: bool, magnitude: u128) -> Option<i128> {
-        if negative {
+        let magnitude = self.magnitude;
+        if self.negative {
             0i128.checked_sub_unsigned(magnitude)
         } else {
             i128::try_from(magnitude).ok()
@@ -222,14 +215,12 @@ impl Numeric {
 
     /// The integer part, truncated toward zero, if it fits an i64.
     pub fn trunc_i64(&self) -> Option<i64> {
-        let whole = Numeric::signed_magnitude(self.negative, self.magnitude / pow10(self.scale))?;
-        i64::try_from(whole).ok()
+        i64::try_from(self.trunc().mantissa()?).ok()
     }
 
     /// Rounds half away from zero to an i64, as PostgreSQL's numeric-to-integer casts do.
     pub fn round_i64(&self) -> Option<i64> {
-        let whole = self.rescale(0).ok()?;
-        i64::try_from(Numeric::signed_magnitude(whole.negative, whole.magnitude)?).ok()
+        i64::try_from(self.rescale(0).ok()?.mantissa()?).ok()
     }
 
     /// Rounds (half away from zero) or extends to exactly `scale` digits after the point.
@@ -576,7 +567,7 @@ impl Numeric {
 impl Serialize for Numeric {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (magnitude, scale, negative) = (self.magnitude, self.scale, self.negative);
-        match Numeric::signed_magnitude(negative, magnitude) {
+        match self.mantissa() {
             Some(mantissa) => (mantissa, scale).serialize(serializer),
             None => {
                 let sign = if negative { WIDE_NEGATIVE } else { 0 };
