@@ -10,11 +10,11 @@
 //! balances, the other side's balances NULL. Where both accounts share a partition the
 //! second side completes the first's part, so a partition holds at most one part of a row
 //! and every row has one or two parts. The whole path, which has both accounts in hand,
-//! writes the same parts a split one does, but at once: one row where the two accounts
-//! share a partition (one insert, no read of a part first), a part in each where not. A
-//! read puts the parts of each key together (`merge_parts`) before anything looks at the
-//! row, so every reader sees whole rows; an index of parts would not be an index of rows,
-//! so none may be created (`ddl`).
+//! writes the same parts a split one does, but at once and without reading first: one row
+//! where the two accounts share a partition, a part in each where not. A read puts the
+//! parts of each key together (`merge_parts`) before anything looks at the row, so every
+//! reader sees whole rows; an index of parts would not be an index of rows, so none may be
+//! created (`ddl`).
 //!
 //! Must not: compute anything about the transfer — the callers pass what the rules decided.
 
@@ -93,7 +93,9 @@ impl Change {
 
 impl Executor {
     /// Records `change` with both accounts' rows after it (`debit` and `credit`, by their
-    /// ids): one whole row where they share a partition, each side's part where not.
+    /// ids): one whole row where they share a partition, each side's part where not. Either
+    /// way the key is new in each partition written (event timestamps are unique), so
+    /// nothing is read first.
     pub(crate) fn record_change(
         &mut self,
         schema: &LedgerSchema,
@@ -106,22 +108,30 @@ impl Executor {
             return Ok(());
         };
         let partitions = self.shards.len();
-        let partition = crate::partition::partition_of_id(change.debit_account_id, partitions);
-        if partition != crate::partition::partition_of_id(change.credit_account_id, partitions) {
-            self.record_change_side(schema, change, change.debit_account_id, debit, version)?;
-            return self.record_change_side(
-                schema,
-                change,
-                change.credit_account_id,
-                credit,
-                version,
-            );
-        }
+        let debit_at = crate::partition::partition_of_id(change.debit_account_id, partitions);
+        let credit_at = crate::partition::partition_of_id(change.credit_account_id, partitions);
+        let key = encode_key(&[Value::Int(change.timestamp)])?;
         let mut event = shared_fields(table, columns, change);
         take_balances(schema, &columns.debit, debit, &mut event);
+        if debit_at != credit_at {
+            self.insert_change(table, debit_at, &key, &event, change, version)?;
+            event = shared_fields(table, columns, change);
+        }
         take_balances(schema, &columns.credit, credit, &mut event);
-        let key = encode_key(&[Value::Int(change.timestamp)])?;
-        let inserted = self.insert_new_row_in(table, partition, &key, &event, version)?;
+        self.insert_change(table, credit_at, &key, &event, change, version)
+    }
+
+    /// Inserts a change event's row or part under a key that must be new in `partition`.
+    fn insert_change(
+        &mut self,
+        table: &TableDef,
+        partition: usize,
+        key: &[u8],
+        event: &Row,
+        change: &Change,
+        version: u64,
+    ) -> SqlResult<()> {
+        let inserted = self.insert_new_row_in(table, partition, key, event, version)?;
         assert!(
             inserted,
             "change event {} recorded twice (event timestamps are unique)",
