@@ -21,6 +21,7 @@
 use plan::{ChangeColumns, Expr, LedgerSchema, SideColumns, TableDef};
 use sql::{SqlResult, Value};
 
+use crate::amount;
 use crate::executor::Executor;
 use crate::query::Candidates;
 use crate::row::{decode_row, encode_key, Row};
@@ -55,7 +56,7 @@ pub(crate) struct Change {
     /// The transfer that made it; for an expiry, the pending transfer.
     pub transfer_id: i64,
     /// What it moved: a post's posted amount, a void's or an expiry's released amount.
-    pub amount: i64,
+    pub amount: u128,
     /// The pending transfer a post or void resolved; 0 otherwise.
     pub pending_id: i64,
     pub ledger: i64,
@@ -70,7 +71,7 @@ impl Change {
         transfer_id: i64,
         timestamp: i64,
         pending: bool,
-        amount: i64,
+        amount: u128,
         ledger: i64,
         (debit, credit): (i64, i64),
     ) -> Change {
@@ -111,13 +112,13 @@ impl Executor {
         let debit_at = crate::partition::partition_of_id(change.debit_account_id, partitions);
         let credit_at = crate::partition::partition_of_id(change.credit_account_id, partitions);
         let key = encode_key(&[Value::Int(change.timestamp)])?;
-        let mut event = shared_fields(table, columns, change);
-        take_balances(schema, &columns.debit, debit, &mut event);
+        let mut event = shared_fields(table, columns, change)?;
+        take_balances(schema, table, &columns.debit, debit, &mut event)?;
         if debit_at != credit_at {
             self.insert_change(table, debit_at, &key, &event, change, version)?;
-            event = shared_fields(table, columns, change);
+            event = shared_fields(table, columns, change)?;
         }
-        take_balances(schema, &columns.credit, credit, &mut event);
+        take_balances(schema, table, &columns.credit, credit, &mut event)?;
         self.insert_change(table, credit_at, &key, &event, change, version)
     }
 
@@ -165,7 +166,7 @@ impl Executor {
         let stored = self.get_raw_in(table.id, partition, &key)?;
         let mut part = match &stored {
             Some(bytes) => decode_row(bytes)?.1,
-            None => shared_fields(table, columns, change),
+            None => shared_fields(table, columns, change)?,
         };
         let side = if debit {
             &columns.debit
@@ -177,13 +178,20 @@ impl Executor {
             "change event {} records account {id}'s side twice",
             change.timestamp
         );
-        take_balances(schema, side, row, &mut part);
+        take_balances(schema, table, side, row, &mut part)?;
         self.put_row_in(table, partition, &key, stored, &part, version)
     }
 }
 
-/// Copies an account's balances from its `row` into `side`'s columns of an event.
-fn take_balances(schema: &LedgerSchema, side: &SideColumns, row: &Row, event: &mut Row) {
+/// Copies an account's balances from its `row` into `side`'s columns of an event of
+/// `table`.
+fn take_balances(
+    schema: &LedgerSchema,
+    table: &TableDef,
+    side: &SideColumns,
+    row: &Row,
+    event: &mut Row,
+) -> SqlResult<()> {
     let a = &schema.account;
     for (to, from) in [
         (side.debits_pending, a.debits_pending),
@@ -191,22 +199,24 @@ fn take_balances(schema: &LedgerSchema, side: &SideColumns, row: &Row, event: &m
         (side.credits_pending, a.credits_pending),
         (side.credits_posted, a.credits_posted),
     ] {
-        event[to] = row[from].clone();
+        let (from_ty, to_ty) = (schema.accounts.columns[from].ty, table.columns[to].ty);
+        event[to] = amount::copied(&row[from], from_ty, to_ty)?;
     }
+    Ok(())
 }
 
 /// A part of a change event's row with the fields both sides share, balances NULL.
-fn shared_fields(table: &TableDef, c: &ChangeColumns, change: &Change) -> Row {
+fn shared_fields(table: &TableDef, c: &ChangeColumns, change: &Change) -> SqlResult<Row> {
     let mut part = vec![Value::Null; table.columns.len()];
     part[c.timestamp] = Value::Int(change.timestamp);
     part[c.kind] = Value::Text(change.kind.name().into());
     part[c.transfer_id] = Value::Int(change.transfer_id);
-    part[c.transfer_amount] = Value::Int(change.amount);
+    part[c.transfer_amount] = amount::cell(change.amount, table.columns[c.transfer_amount].ty)?;
     part[c.transfer_pending_id] = Value::Int(change.pending_id);
     part[c.ledger] = Value::Int(change.ledger);
     part[c.debit.account_id] = Value::Int(change.debit_account_id);
     part[c.credit.account_id] = Value::Int(change.credit_account_id);
-    part
+    Ok(part)
 }
 
 /// Whether `table`'s rows are stored in parts that a read puts together.

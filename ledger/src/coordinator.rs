@@ -1225,6 +1225,8 @@ fn load_part<T: serde::de::DeserializeOwned>(
 }
 
 #[cfg(test)]
+mod amounts_upgrade;
+#[cfg(test)]
 mod integrity_tests;
 
 #[cfg(test)]

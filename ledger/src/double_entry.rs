@@ -10,27 +10,49 @@ use sql::Value;
 
 use crate::executor::Executor;
 
+/// A sum of balances, each up to 2^128 − 1, over any number of accounts: the low 128 bits
+/// and how often they carried over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AmountTotal {
+    low: u128,
+    carries: u64,
+}
+
+impl AmountTotal {
+    fn add(&mut self, n: u128) {
+        let (low, carried) = self.low.overflowing_add(n);
+        self.low = low;
+        self.carries += u64::from(carried);
+    }
+}
+
+impl std::fmt::Display for AmountTotal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.carries {
+            0 => write!(f, "{}", self.low),
+            carries => write!(f, "{carries} * 2^128 + {}", self.low),
+        }
+    }
+}
+
 /// Debits and credits, pending and posted, added up over accounts.
 #[derive(Default)]
 pub(crate) struct Totals {
-    pub debits_posted: i128,
-    pub credits_posted: i128,
-    pub debits_pending: i128,
-    pub credits_pending: i128,
+    pub debits_posted: AmountTotal,
+    pub credits_posted: AmountTotal,
+    pub debits_pending: AmountTotal,
+    pub credits_pending: AmountTotal,
     pub accounts: u64,
 }
 
 impl Totals {
     /// Adds one account's row.
     pub(crate) fn add(&mut self, row: &[Value], a: &AccountColumns) {
-        let amount = |column: usize| match row[column] {
-            Value::Int(n) => i128::from(n),
-            _ => 0,
-        };
-        self.debits_posted += amount(a.debits_posted);
-        self.credits_posted += amount(a.credits_posted);
-        self.debits_pending += amount(a.debits_pending);
-        self.credits_pending += amount(a.credits_pending);
+        let amount = |column: usize| crate::amount::stored(&row[column]);
+        self.debits_posted.add(amount(a.debits_posted));
+        self.credits_posted.add(amount(a.credits_posted));
+        self.debits_pending.add(amount(a.debits_pending));
+        self.credits_pending.add(amount(a.credits_pending));
         self.accounts += 1;
     }
 

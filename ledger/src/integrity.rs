@@ -15,7 +15,7 @@ use kv::Direction;
 use plan::TableDef;
 use sql::{SqlError, SqlResult};
 
-use crate::double_entry::Totals;
+use crate::double_entry::{AmountTotal, Totals};
 use crate::executor::{row_entry_into, Executor};
 use crate::partition::Shard;
 use crate::row::decode_row;
@@ -31,9 +31,9 @@ pub struct IntegrityReport {
     pub index_entries: u64,
     pub accounts: u64,
     /// Posted debits (= posted credits) over all accounts.
-    pub posted: i128,
+    pub posted: AmountTotal,
     /// Pending debits (= pending credits).
-    pub pending: i128,
+    pub pending: AmountTotal,
 }
 
 impl fmt::Display for IntegrityReport {

@@ -35,13 +35,14 @@
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
 //! `query.rs`, `index_scan.rs`,
-//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `two_phase.rs` / `change_events.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
+//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `amount.rs` / `two_phase.rs` / `change_events.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
 //! check behind `hotledger check`).
 
 mod account_set;
 mod accumulator;
+mod amount;
 mod apply;
 mod burned_ids;
 mod change_events;
@@ -88,6 +89,7 @@ pub use command::{
     CommandResult, Outcome, Overlay, QueryResult, ReadCheck, Staged, WriteOp, COMMAND_BYTES_MAX,
 };
 pub use coordinator::spawn;
+pub use double_entry::AmountTotal;
 pub use executor::{
     CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
     Reply, Request, StatementContext, StatementValues,

@@ -115,11 +115,14 @@ pub fn prebuild_literal_insert(
     // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
     let number = |id, ty| plan::integer_literal_number(rows, id, ty);
-    let Some(shape) = row_shape(p, table, &env) else {
+    // Packed by shape where every column given is an integer one; row by row where one is
+    // a NUMERIC that integer literals fill (a ledger amount).
+    let integer_columns = types.iter().all(|&ty| plan::integer_range(ty).is_some());
+    let shape = integer_columns.then(|| row_shape(p, table, &env)).flatten();
+    let Some(shape) = shape else {
         let rows_values = (0..rows.len()).map(|i| {
             rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
-                number(id, ty)
-                    .map(Value::Int)
+                plan::integer_literal_value(rows, id, ty)
                     .ok_or_else(|| SqlError::internal("not an integer literal"))
             })
         });
@@ -513,7 +516,16 @@ mod tests {
              at TIMESTAMPTZ DEFAULT now(), x TEXT DEFAULT 'x')",
         )
         .unwrap();
-        let catalog_of = |text: &str| if text.contains(" n ") { &n } else { &t };
+        let m = catalog_with_table(
+            &Catalog::default(),
+            "CREATE TABLE m (id BIGINT PRIMARY KEY, amount NUMERIC(39,0), fee NUMERIC(20,2))",
+        )
+        .unwrap();
+        let catalog_of = |text: &str| match text {
+            t if t.contains(" n ") => &n,
+            t if t.contains(" m ") => &m,
+            _ => &t,
+        };
         let now = 1_790_000_000_000_000;
         for text in [
             "INSERT INTO t (i, b) VALUES (1, 2), (-3, -9223372036854775808), (007, 4)",
@@ -522,6 +534,8 @@ mod tests {
             "INSERT INTO n (c, b) VALUES (1, 2), (3, 4)",
             // NOT NULL is the executor's to check, for both.
             "INSERT INTO n (a, c) VALUES (1, 2), (3, 4)",
+            // A ledger amount's NUMERIC(39,0) takes integer literals as they are.
+            "INSERT INTO m (id, amount) VALUES (1, 2), (3, -9223372036854775808), (5, 0)",
         ] {
             let catalog = catalog_of(text);
             let whole = write(catalog, text);
@@ -546,6 +560,9 @@ mod tests {
             "INSERT INTO n (a, b) VALUES (1, 2), (-32769, 3)",
             "INSERT INTO n (a, b) VALUES (1, 2), (3)",
             "INSERT INTO t (i, b) VALUES (1, 2), ($1, 3)",
+            // A scale to fill, or a number past a bigint: bound as a whole.
+            "INSERT INTO m (id, fee) VALUES (1, 2), (3, 4)",
+            "INSERT INTO m (id, amount) VALUES (1, 2), (3, 9223372036854775808)",
         ] {
             let catalog = catalog_of(text);
             let (head, rows) = head_and_rows(catalog, text);

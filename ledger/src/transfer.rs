@@ -14,6 +14,7 @@ use plan::{LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
+use crate::amount::{self, Given};
 use crate::burned_ids::transient_result;
 use crate::change_events::Change;
 use crate::event_timestamps::NANOS_PER_MICRO;
@@ -241,7 +242,7 @@ impl Executor {
             a.credits_pending,
             a.credits_posted,
         ] {
-            row[c] = Value::Int(0);
+            row[c] = amount::cell(0, table.columns[c].ty)?;
         }
         row[a.created_at] = Value::TimestampTz(self.created_at(imported));
         let timestamp = self.account_timestamp(imported)?;
@@ -417,6 +418,7 @@ impl Executor {
             ledger,
             timeout,
         } = movement(schema, id, row, pending)?;
+        let given_amount = amount;
         row[schema.transfer.timeout] = Value::Int(timeout);
         let mut debit = self.account(schema, id, debit_id, "debit")?;
         let mut credit = self.account(schema, id, credit_id, "credit")?;
@@ -445,7 +447,10 @@ impl Executor {
         }
         refuse_closed(schema, id, &debit.row, &credit.row)?;
         let amount = balanced_amount(schema, row, amount, &debit.row, &credit.row);
-        row[schema.transfer.amount] = Value::Int(amount);
+        if amount != given_amount {
+            let ty = schema.transfers.columns[schema.transfer.amount].ty;
+            row[schema.transfer.amount] = amount::cell(amount, ty)?;
+        }
         check_overflow(
             schema,
             id,
@@ -454,8 +459,15 @@ impl Executor {
             [(debit_id, Some(&debit.row)), (credit_id, Some(&credit.row))],
         )?;
         let (debit_balance, credit_balance) = balances(schema, pending);
-        add(id, debit_id, &mut debit.row, debit_balance, amount)?;
-        add(id, credit_id, &mut credit.row, credit_balance, amount)?;
+        add(schema, id, debit_id, &mut debit.row, debit_balance, amount)?;
+        add(
+            schema,
+            id,
+            credit_id,
+            &mut credit.row,
+            credit_balance,
+            amount,
+        )?;
         check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
         check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
@@ -554,7 +566,7 @@ impl Executor {
             let mut sides = [(m.debit, None), (m.credit, None)];
             sides[matches!(side, Side::Credits) as usize].1 = Some(&account.row);
             check_overflow(schema, id, pending, m.amount, sides)?;
-            add(id, account_id, &mut account.row, balance, m.amount)?;
+            add(schema, id, account_id, &mut account.row, balance, m.amount)?;
             check_limits(schema, id, account_id, &account.row, side)?;
             self.save_account(schema, account, &change, now, version)?;
         }
@@ -635,7 +647,7 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let a = &schema.account;
-        let balance = |column: usize| int(&account.row[column]).unwrap_or(0);
+        let balance = |column: usize| amount::stored(&account.row[column]);
         self.activity.account(
             self.activity_thread,
             account.id,
@@ -646,7 +658,7 @@ impl Executor {
                 credits_posted: balance(a.credits_posted),
             },
         );
-        let history = flag(&account.row[a.history]).then(|| {
+        let history = flag(&account.row[a.history]).then(|| -> SqlResult<Row> {
             let b = &schema.balance;
             let mut entry = vec![Value::Null; schema.balances.columns.len()];
             entry[b.account_id] = Value::Int(account.id);
@@ -658,10 +670,15 @@ impl Executor {
                 (b.credits_pending, a.credits_pending),
                 (b.credits_posted, a.credits_posted),
             ] {
-                entry[to] = account.row[from].clone();
+                let (from_ty, to_ty) = (
+                    schema.accounts.columns[from].ty,
+                    schema.balances.columns[to].ty,
+                );
+                entry[to] = amount::copied(&account.row[from], from_ty, to_ty)?;
             }
-            entry
+            Ok(entry)
         });
+        let history = history.transpose()?;
         // Read from storage: written back at once, while its leaf is warm. From the
         // statement's working set: kept there until the statement ends.
         match account.old.take() {
@@ -713,16 +730,19 @@ pub(crate) fn event_timestamp(schema: &LedgerSchema, row: &Row) -> i64 {
 pub(crate) struct Movement {
     pub debit: i64,
     pub credit: i64,
-    pub amount: i64,
+    pub amount: u128,
     pub ledger: i64,
     pub timeout: i64,
 }
 
 /// An amount below zero, which TigerBeetle's unsigned amounts cannot express.
-pub(crate) fn negative_amount(id: i64, amount: i64) -> SqlError {
+pub(crate) fn negative_amount(id: i64, amount: &Value) -> SqlError {
     check(
         id,
-        format!("amount must not be negative, not {amount}"),
+        format!(
+            "amount must not be negative, not {}",
+            amount.to_pg_text(amount.natural_type()).unwrap_or_default()
+        ),
         "amount_must_not_be_negative",
     )
 }
@@ -795,8 +815,8 @@ pub(crate) fn movement(
             "closing_transfer_must_be_pending",
         ));
     }
-    let amount = match int(&row[t.amount]) {
-        None => {
+    let amount = match amount::given(&row[t.amount])? {
+        Given::Missing => {
             return Err(rule(
                 ErrorKind::NotNullViolation,
                 id,
@@ -804,8 +824,8 @@ pub(crate) fn movement(
                 "amount_must_not_be_null",
             ))
         }
-        Some(a) if a < 0 => return Err(negative_amount(id, a)),
-        Some(a) => a,
+        Given::Negative => return Err(negative_amount(id, &row[t.amount])),
+        Given::Amount(a) => a,
     };
     let ledger = required(id, row, t.ledger, "ledger")?;
     required(id, row, t.code, "code")?;
@@ -847,23 +867,24 @@ pub(crate) fn refuse_closed(
 fn balanced_amount(
     schema: &LedgerSchema,
     row: &Row,
-    amount: i64,
+    amount: u128,
     debit: &Row,
     credit: &Row,
-) -> i64 {
+) -> u128 {
     let (t, a) = (&schema.transfer, &schema.account);
-    let value = |row: &Row, c: usize| int(&row[c]).unwrap_or(0) as i128;
-    let mut amount = amount as i128;
+    let value = |row: &Row, c: usize| amount::stored(&row[c]);
+    let mut amount = amount;
+    // Pending plus posted fits (TigerBeetle's overflows_debits / overflows_credits); where
+    // it would not, nothing is left under the limit either.
     if flag_at(row, t.balancing_debit) {
-        let held = value(debit, a.debits_pending) + value(debit, a.debits_posted);
-        amount = amount.min((value(debit, a.credits_posted) - held).max(0));
+        let held = value(debit, a.debits_pending).saturating_add(value(debit, a.debits_posted));
+        amount = amount.min(value(debit, a.credits_posted).saturating_sub(held));
     }
     if flag_at(row, t.balancing_credit) {
-        let held = value(credit, a.credits_pending) + value(credit, a.credits_posted);
-        amount = amount.min((value(credit, a.debits_posted) - held).max(0));
+        let held = value(credit, a.credits_pending).saturating_add(value(credit, a.credits_posted));
+        amount = amount.min(value(credit, a.debits_posted).saturating_sub(held));
     }
-    // At most the amount given, which is an i64.
-    amount as i64
+    amount
 }
 
 /// A closing transfer (always pending) closes its debit account, its credit account or
@@ -887,27 +908,21 @@ pub(crate) fn check_overflow(
     schema: &LedgerSchema,
     id: i64,
     pending: bool,
-    amount: i64,
+    amount: u128,
     accounts: [(i64, Option<&Row>); 2],
 ) -> SqlResult<()> {
     let a = &schema.account;
     let [(debit_id, debit), (credit_id, credit)] = accounts;
     let fits = |row: Option<&Row>, account: i64, columns: [Option<usize>; 2], result: &str| {
         let Some(row) = row else { return Ok(()) };
-        let held: i128 = columns
+        let after = columns
             .iter()
             .flatten()
-            .map(|&c| int(&row[c]).unwrap_or(0) as i128)
-            .sum();
-        if held + amount as i128 <= i64::MAX as i128 {
+            .try_fold(amount, |sum, &c| sum.checked_add(amount::stored(&row[c])));
+        if after.is_some_and(|after| after <= schema.amount_max) {
             return Ok(());
         }
-        Err(rule(
-            ErrorKind::NumericOutOfRange,
-            id,
-            format!("a balance of account {account} would overflow bigint"),
-            result,
-        ))
+        Err(overflow(id, account, schema.amount_max, result))
     };
     if pending {
         fits(
@@ -953,24 +968,54 @@ fn balances(schema: &LedgerSchema, pending: bool) -> (usize, usize) {
     }
 }
 
-/// Adds `delta` to one balance of an account, refusing to overflow.
+/// A balance of `account` that would pass `max`, TigerBeetle's `result`.
+fn overflow(transfer: i64, account: i64, max: u128, result: &str) -> SqlError {
+    rule(
+        ErrorKind::NumericOutOfRange,
+        transfer,
+        format!("a balance of account {account} would overflow (at most {max})"),
+        result,
+    )
+}
+
+/// Adds `delta` to one balance of an account, refusing to pass the ledger's maximum.
 pub(crate) fn add(
+    schema: &LedgerSchema,
     transfer: i64,
     account: i64,
     row: &mut Row,
     column: usize,
-    delta: i64,
+    delta: u128,
 ) -> SqlResult<()> {
-    let current = int(&row[column]).unwrap_or(0);
-    let next = current.checked_add(delta).ok_or_else(|| {
-        rule(
-            ErrorKind::NumericOutOfRange,
-            transfer,
-            format!("a balance of account {account} would overflow bigint"),
-            "overflows_balance",
-        )
-    })?;
-    row[column] = Value::Int(next);
+    let current = amount::stored(&row[column]);
+    let next = current
+        .checked_add(delta)
+        .filter(|next| *next <= schema.amount_max)
+        .ok_or_else(|| overflow(transfer, account, schema.amount_max, "overflows_balance"))?;
+    set_balance(schema, row, column, next)
+}
+
+/// Takes `delta` from one balance of an account: a pending amount released. The engine
+/// put it there, so it is there; a balance that would go below zero is an impossible
+/// state.
+pub(crate) fn subtract(
+    schema: &LedgerSchema,
+    row: &mut Row,
+    column: usize,
+    delta: u128,
+) -> SqlResult<()> {
+    let current = amount::stored(&row[column]);
+    let next = current.checked_sub(delta);
+    assert!(
+        next.is_some(),
+        "releasing {delta} from a balance of {current} would go below zero"
+    );
+    set_balance(schema, row, column, next.unwrap_or(0))
+}
+
+/// Writes balance `column` of an account row in the column's type.
+fn set_balance(schema: &LedgerSchema, row: &mut Row, column: usize, n: u128) -> SqlResult<()> {
+    row[column] = amount::cell(n, schema.accounts.columns[column].ty)?;
     Ok(())
 }
 
@@ -984,10 +1029,10 @@ fn check_limits(
     side: Side,
 ) -> SqlResult<()> {
     let a = &schema.account;
-    let value = |c: usize| int(&row[c]).unwrap_or(0) as i128;
+    let value = |c: usize| amount::stored(&row[c]);
     match side {
         Side::Debits if flag(&row[a.debits_must_not_exceed_credits]) => {
-            let debits = value(a.debits_pending) + value(a.debits_posted);
+            let debits = value(a.debits_pending).saturating_add(value(a.debits_posted));
             let credits = value(a.credits_posted);
             if debits > credits {
                 return Err(check(
@@ -998,7 +1043,7 @@ fn check_limits(
             }
         }
         Side::Credits if flag(&row[a.credits_must_not_exceed_debits]) => {
-            let credits = value(a.credits_pending) + value(a.credits_posted);
+            let credits = value(a.credits_pending).saturating_add(value(a.credits_posted));
             let debits = value(a.debits_posted);
             if credits > debits {
                 return Err(check(

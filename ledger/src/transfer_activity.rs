@@ -23,10 +23,10 @@ const BUCKETS: usize = 31;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Balances {
-    pub debits_pending: i64,
-    pub debits_posted: i64,
-    pub credits_pending: i64,
-    pub credits_posted: i64,
+    pub debits_pending: u128,
+    pub debits_posted: u128,
+    pub credits_pending: u128,
+    pub credits_posted: u128,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -207,7 +207,7 @@ mod tests {
 
     fn balances(n: i64) -> Balances {
         Balances {
-            credits_posted: n,
+            credits_posted: n as u128,
             ..Balances::default()
         }
     }

@@ -9,6 +9,7 @@
 use plan::LedgerSchema;
 use sql::Value;
 
+use crate::amount::{self, Given};
 use crate::row::Row;
 use crate::transfer::{flag, flag_at, int, shown};
 
@@ -33,7 +34,12 @@ fn same(a: &Value, b: &Value) -> bool {
 
 /// Left out of a post or void: NULL, or TigerBeetle's 0.
 pub(crate) fn unset(v: &Value) -> bool {
-    v.is_null() || int(v) == Some(0)
+    match v {
+        Value::Null => true,
+        Value::Int(i) => *i == 0,
+        Value::Numeric(n) => n.is_zero(),
+        _ => false,
+    }
 }
 
 struct Compare<'a> {
@@ -205,9 +211,9 @@ fn moved_difference(schema: &LedgerSchema, c: &Compare<'_>) -> Option<Difference
     if !balancing {
         return c.exact(t.amount, "amount", "exists_with_different_amount");
     }
-    let (given, stored) = (int(&c.given[t.amount]), int(&c.stored[t.amount]));
-    match (given, stored) {
-        (Some(g), Some(s)) if g >= s => None,
+    let stored = amount::stored(&c.stored[t.amount]);
+    match amount::given(&c.given[t.amount]) {
+        Ok(Given::Amount(given)) if given >= stored => None,
         _ => Some(c.differs(t.amount, "amount", "exists_with_different_amount")),
     }
 }
@@ -217,12 +223,15 @@ fn moved_difference(schema: &LedgerSchema, c: &Compare<'_>) -> Option<Difference
 fn resolution_difference(schema: &LedgerSchema, c: &Compare<'_>, p: &Row) -> Option<Difference> {
     let t = &schema.transfer;
     let given = c.given;
-    // A void's amount left out is the whole pending amount; a post's is when NULL (0 posts
-    // nothing).
+    // A void's amount left out is the whole pending amount; a post's is when NULL or
+    // TigerBeetle's AMOUNT_MAX (0 posts nothing).
     let amount_left_out = if flag(&given[t.void_pending]) {
         unset(&given[t.amount])
     } else {
-        given[t.amount].is_null()
+        matches!(
+            amount::given(&given[t.amount]),
+            Ok(Given::Missing | Given::Amount(u128::MAX))
+        )
     };
     c.when_given(
         t.debit_account_id,

@@ -6,13 +6,14 @@
 use plan::LedgerSchema;
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
+use crate::amount::{self, Given};
 use crate::change_events::{Change, ChangeKind};
 use crate::error::kv_error;
 use crate::executor::Executor;
 use crate::row::{encode_key, Row};
 use crate::transfer::{
     add, balancing_or_closing, check, event_timestamp, flag, flag_at, int, negative_amount,
-    refuse_closed, rule, same, shown, text,
+    refuse_closed, rule, same, shown, subtract, text,
 };
 use crate::transfer_exists::unset;
 
@@ -111,22 +112,22 @@ fn resolution_fields(schema: &LedgerSchema, id: i64, row: &Row) -> SqlResult<(bo
 
 /// The amount a post or void moves out of the pending balances into the posted ones: a
 /// void the whole reserved amount (given as 0, NULL or that amount), a post what it names
-/// up to that amount (NULL: all of it).
+/// up to that amount (NULL or TigerBeetle's AMOUNT_MAX, 2^128 − 1: all of it).
 fn resolved_amount(
     schema: &LedgerSchema,
     id: i64,
     row: &Row,
     original: &Row,
     post: bool,
-) -> SqlResult<i64> {
+) -> SqlResult<u128> {
     let t = &schema.transfer;
-    let reserved = int(&original[t.amount]).unwrap_or(0);
-    let given = int(&row[t.amount]);
-    let amount = match given {
-        None => reserved,
-        Some(0) if !post => reserved,
-        Some(a) if a < 0 => return Err(negative_amount(id, a)),
-        Some(a) => a,
+    let reserved = amount::stored(&original[t.amount]);
+    let amount = match amount::given(&row[t.amount])? {
+        Given::Missing => reserved,
+        Given::Amount(0) if !post => reserved,
+        Given::Amount(u128::MAX) if post => reserved,
+        Given::Negative => return Err(negative_amount(id, &row[t.amount])),
+        Given::Amount(a) => a,
     };
     if amount > reserved {
         return Err(check(
@@ -149,7 +150,7 @@ fn resolved_amount(
 #[derive(Clone, Copy)]
 enum Resolution {
     /// Posted, moving this much of it.
-    Post(i64),
+    Post(u128),
     Void,
     Expire,
 }
@@ -229,7 +230,7 @@ impl Executor {
         }
         fill_from_pending(schema, id, row, &original)?;
         let amount = resolved_amount(schema, id, row, &original, post)?;
-        row[t.amount] = Value::Int(amount);
+        row[t.amount] = amount::cell(amount, schema.transfers.columns[t.amount].ty)?;
         row[t.timeout] = Value::Int(0);
         let (state_old, mut state) = self.unresolved_state(schema, id, pending_id, &pending_key)?;
         if let Some(at) = imported {
@@ -299,13 +300,13 @@ impl Executor {
         cause: i64,
         original: &Row,
         resolution: Resolution,
-        (timestamp, amount): (i64, i64),
+        (timestamp, amount): (i64, u128),
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
         let t = &schema.transfer;
         let a = &schema.account;
-        let reserved = int(&original[t.amount]).unwrap_or(0);
+        let reserved = amount::stored(&original[t.amount]);
         let debit_id = int(&original[t.debit_account_id]).unwrap_or(0);
         let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
         let pending_id = int(&original[t.id]).unwrap_or(0);
@@ -336,17 +337,27 @@ impl Executor {
                 0
             }
         };
-        add(cause, debit_id, &mut debit.row, a.debits_pending, -reserved)?;
-        add(
-            cause,
-            credit_id,
-            &mut credit.row,
-            a.credits_pending,
-            -reserved,
-        )?;
+        subtract(schema, &mut debit.row, a.debits_pending, reserved)?;
+        subtract(schema, &mut credit.row, a.credits_pending, reserved)?;
         if posted > 0 {
-            add(cause, debit_id, &mut debit.row, a.debits_posted, posted)?;
-            add(cause, credit_id, &mut credit.row, a.credits_posted, posted)?;
+            // The pending transfer's overflow checks leave room for it (TigerBeetle's
+            // overflows_*_posted).
+            add(
+                schema,
+                cause,
+                debit_id,
+                &mut debit.row,
+                a.debits_posted,
+                posted,
+            )?;
+            add(
+                schema,
+                cause,
+                credit_id,
+                &mut credit.row,
+                a.credits_posted,
+                posted,
+            )?;
         }
         self.save_accounts(schema, (debit, credit), &change, now, version)
     }
@@ -430,7 +441,7 @@ impl Executor {
                 continue;
             }
             // An expiry is an event of its own: a change event with its own timestamp.
-            let reserved = int(&original[schema.transfer.amount]).unwrap_or(0);
+            let reserved = amount::stored(&original[schema.transfer.amount]);
             let event = (self.clock.timestamps.take(1), reserved);
             self.release(
                 &schema,

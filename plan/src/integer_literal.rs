@@ -2,7 +2,7 @@
 //! expression: the fast path of multi-row INSERT ... VALUES, which the binder types and the
 //! session's prebuild packs.
 
-use sql::{DataType, NodeId, RowValue, ValueRows};
+use sql::{DataType, NodeId, Numeric, RowValue, Value, ValueRows};
 
 /// The number `integer_literal`'s expression holds (as a `Value::Int`): what the row
 /// reader's value `id` gives a column of type `ty` when it is an integer literal in the
@@ -18,6 +18,26 @@ pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Opt
         _ => return None,
     };
     range.contains(&value).then_some(value)
+}
+
+/// What an integer literal gives a column of type `ty`, as `integer_literal_number` reads
+/// it: its number for an integer column; for a NUMERIC column of scale 0 that holds every
+/// bigint (a ledger amount, `NUMERIC(39,0)`), the same number as a numeric — what binding
+/// the literal and assigning it to the column gives. None for anything else.
+pub fn integer_literal_value(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Value> {
+    if integer_range(ty).is_some() {
+        return integer_literal_number(rows, id, ty).map(Value::Int);
+    }
+    if !holds_every_bigint(ty) {
+        return None;
+    }
+    let n = integer_literal_number(rows, id, DataType::Int8)?;
+    Some(Value::Numeric(Numeric::from_i64(n)))
+}
+
+/// Whether `ty` is a NUMERIC of scale 0 with room for 19 digits (or no limit).
+fn holds_every_bigint(ty: DataType) -> bool {
+    matches!(ty, DataType::Numeric { precision, scale: 0 } if precision.is_none_or(|p| p >= 19))
 }
 
 /// The values of an integer type; None for other types.

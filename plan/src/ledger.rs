@@ -10,6 +10,35 @@ use sql::{DataType, ErrorKind, SqlError, SqlResult};
 
 use crate::catalog::{Catalog, TableDef};
 
+/// The type of TigerBeetle's 128-bit amounts and balances: NUMERIC(39,0) holds every value
+/// from 0 to 2^128 − 1 (`Numeric`).
+pub const AMOUNT: DataType = DataType::Numeric {
+    precision: Some(39),
+    scale: 0,
+};
+
+/// Whether a column of type `ty` may hold a ledger amount or balance: NUMERIC(39,0), or
+/// BIGINT — the type before migration 0010 widened them, which a log replayed across the
+/// upgrade applies to, and which a table may still be declared with (amounts up to
+/// 2^63 − 1).
+pub fn amount_type(ty: DataType) -> bool {
+    ty == AMOUNT || ty == DataType::Int8
+}
+
+/// The largest amount a column of amount type `ty` holds.
+pub fn amount_max(ty: DataType) -> u128 {
+    if ty == DataType::Int8 {
+        i64::MAX as u128
+    } else {
+        u128::MAX
+    }
+}
+
+/// Whether a column of type `actual` is what a ledger column of type `required` needs.
+fn fits_type(required: DataType, actual: DataType) -> bool {
+    actual == required || (required == AMOUNT && amount_type(actual))
+}
+
 /// The part a table plays in the ledger. Set once, by the migration that creates the table
 /// (`CREATE TABLE ... WITH (ledger_role = 'accounts')`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,10 +97,10 @@ impl LedgerRole {
                 ("id", Int8),
                 ("ledger", Int4),
                 ("code", Int4),
-                ("debits_pending", Int8),
-                ("debits_posted", Int8),
-                ("credits_pending", Int8),
-                ("credits_posted", Int8),
+                ("debits_pending", AMOUNT),
+                ("debits_posted", AMOUNT),
+                ("credits_pending", AMOUNT),
+                ("credits_posted", AMOUNT),
                 ("debits_must_not_exceed_credits", Bool),
                 ("credits_must_not_exceed_debits", Bool),
                 ("history", Bool),
@@ -82,7 +111,7 @@ impl LedgerRole {
                 ("id", Int8),
                 ("debit_account_id", Int8),
                 ("credit_account_id", Int8),
-                ("amount", Int8),
+                ("amount", AMOUNT),
                 ("ledger", Int4),
                 ("code", Int4),
                 ("pending", Bool),
@@ -106,28 +135,28 @@ impl LedgerRole {
                 ("account_id", Int8),
                 ("created_at", TimestampTz),
                 ("transfer_id", Int8),
-                ("debits_pending", Int8),
-                ("debits_posted", Int8),
-                ("credits_pending", Int8),
-                ("credits_posted", Int8),
+                ("debits_pending", AMOUNT),
+                ("debits_posted", AMOUNT),
+                ("credits_pending", AMOUNT),
+                ("credits_posted", AMOUNT),
             ],
             LedgerRole::ChangeEvents => &[
                 ("timestamp", Int8),
                 ("type", Text),
                 ("transfer_id", Int8),
-                ("transfer_amount", Int8),
+                ("transfer_amount", AMOUNT),
                 ("transfer_pending_id", Int8),
                 ("ledger", Int4),
                 ("debit_account_id", Int8),
-                ("debit_account_debits_pending", Int8),
-                ("debit_account_debits_posted", Int8),
-                ("debit_account_credits_pending", Int8),
-                ("debit_account_credits_posted", Int8),
+                ("debit_account_debits_pending", AMOUNT),
+                ("debit_account_debits_posted", AMOUNT),
+                ("debit_account_credits_pending", AMOUNT),
+                ("debit_account_credits_posted", AMOUNT),
                 ("credit_account_id", Int8),
-                ("credit_account_debits_pending", Int8),
-                ("credit_account_debits_posted", Int8),
-                ("credit_account_credits_pending", Int8),
-                ("credit_account_credits_posted", Int8),
+                ("credit_account_debits_pending", AMOUNT),
+                ("credit_account_debits_posted", AMOUNT),
+                ("credit_account_credits_pending", AMOUNT),
+                ("credit_account_credits_posted", AMOUNT),
             ],
         }
     }
@@ -219,15 +248,8 @@ pub fn validate_table(catalog: &Catalog, role: LedgerRole, table: &TableDef) -> 
                 ),
             ));
         };
-        if table.columns[i].ty != *ty {
-            return Err(SqlError::new(
-                ErrorKind::InvalidParameterValue,
-                format!(
-                    "column \"{name}\" of a {} table must be of type {}",
-                    role.name(),
-                    ty.pg_name()
-                ),
-            ));
+        if !fits_type(*ty, table.columns[i].ty) {
+            return Err(wrong_type(role, name, *ty));
         }
     }
     let key: Vec<&str> = table
@@ -246,6 +268,18 @@ pub fn validate_table(catalog: &Catalog, role: LedgerRole, table: &TableDef) -> 
         ));
     }
     Ok(())
+}
+
+fn wrong_type(role: LedgerRole, name: &str, ty: DataType) -> SqlError {
+    let also = if ty == AMOUNT { " (or bigint)" } else { "" };
+    SqlError::new(
+        ErrorKind::InvalidParameterValue,
+        format!(
+            "column \"{name}\" of a {} table must be of type {}{also}",
+            role.name(),
+            ty.pg_name()
+        ),
+    )
 }
 
 fn immutable(table: &TableDef, role: LedgerRole) -> SqlError {
@@ -337,19 +371,42 @@ pub fn check_update(table: &TableDef, columns: &[usize]) -> SqlResult<()> {
 /// ALTER TABLE of a ledger table: only new columns of accounts and transfers (an
 /// application's own, or a migration's new ledger fields); anything else would change a
 /// column the engine relies on.
-pub fn check_ledger_alter(table: &TableDef, role: LedgerRole, adds_only: bool) -> SqlResult<()> {
-    if adds_only && role.client_inserts() {
-        return Ok(());
+pub fn check_ledger_alter(table: &TableDef, role: LedgerRole, alter: LedgerAlter) -> SqlResult<()> {
+    match alter {
+        LedgerAlter::AddsColumns if role.client_inserts() => return Ok(()),
+        LedgerAlter::WidensAmounts => return Ok(()),
+        _ => {}
     }
     Err(SqlError::feature_not_supported(format!(
         "ALTER TABLE on the ledger's table \"{}\" other than ADD COLUMN{}",
         table.name,
         if role.client_inserts() {
-            ""
+            " or ALTER COLUMN ... TYPE numeric(39,0) of an amount"
         } else {
-            " (and not that: its rows are written by the ledger)"
+            " (and not that: its rows are written by the ledger) or ALTER COLUMN ... TYPE numeric(39,0) of an amount"
         }
     )))
+}
+
+/// What an ALTER TABLE of a ledger table does, as far as the ledger cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LedgerAlter {
+    /// Only ADD COLUMN: the engine finds its columns by name, and a row stays in its
+    /// partition.
+    AddsColumns,
+    /// Only ALTER COLUMN ... TYPE numeric(39,0) of amount or balance columns (migration
+    /// 0010): every value stays the same number, every row where it is.
+    WidensAmounts,
+    Other,
+}
+
+impl LedgerRole {
+    /// Whether `name` is one of this role's amount or balance columns (type `AMOUNT`).
+    pub fn amount_field(self, name: &str) -> bool {
+        self.required_columns()
+            .iter()
+            .any(|(n, ty)| *n == name && *ty == AMOUNT)
+    }
 }
 
 /// A ledger table as ALTER TABLE leaves it: a column named after one of the ledger's added
@@ -366,6 +423,13 @@ pub fn check_ledger_fields(table: &TableDef, role: LedgerRole) -> SqlResult<()> 
                         ty.pg_name()
                     ),
                 ));
+            }
+        }
+    }
+    for (name, ty) in role.required_columns() {
+        if let Some(c) = table.column_index(name) {
+            if !fits_type(*ty, table.columns[c].ty) {
+                return Err(wrong_type(role, name, *ty));
             }
         }
     }
@@ -395,6 +459,9 @@ pub struct LedgerSchema {
     pub failures: Option<(Arc<TableDef>, FailureColumns)>,
     /// The change events, once migration 0009 has made their table.
     pub changes: Option<(Arc<TableDef>, ChangeColumns)>,
+    /// The largest balance an account holds: 2^128 − 1, or 2^63 − 1 while a balance column
+    /// is BIGINT (before migration 0010) — TigerBeetle's overflow rules apply at it.
+    pub amount_max: u128,
 }
 
 /// Where a change event's fields are.
@@ -560,7 +627,20 @@ impl LedgerSchema {
         let t = transfers.as_ref();
         let p = pending.as_ref();
         let b = balances.as_ref();
+        let amount_max = [
+            "debits_pending",
+            "debits_posted",
+            "credits_pending",
+            "credits_posted",
+        ]
+        .iter()
+        .map(|name| Ok(amount_max(a.columns[column(a, name)?].ty)))
+        .collect::<SqlResult<Vec<u128>>>()?
+        .into_iter()
+        .min()
+        .unwrap_or(u128::MAX);
         Ok(Some(LedgerSchema {
+            amount_max,
             account: AccountColumns {
                 id: column(a, "id")?,
                 ledger: column(a, "ledger")?,

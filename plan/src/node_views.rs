@@ -78,10 +78,10 @@ pub struct HotAccountRow {
     /// Transfers counted (an estimate, at most `error` too high).
     pub transfers: i64,
     pub error: i64,
-    pub debits_pending: i64,
-    pub debits_posted: i64,
-    pub credits_pending: i64,
-    pub credits_posted: i64,
+    pub debits_pending: u128,
+    pub debits_posted: u128,
+    pub credits_pending: u128,
+    pub credits_posted: u128,
 }
 
 /// The node's views, as one session gathered them for one statement.
@@ -97,6 +97,10 @@ pub struct NodeViews {
 
 fn int(v: i64) -> Value {
     Value::Int(v)
+}
+
+fn amount(v: u128) -> Value {
+    Value::Numeric(sql::Numeric::from_u128(v))
 }
 
 pub(crate) fn metrics_rows(catalog: &Catalog) -> Vec<Vec<Value>> {
@@ -179,10 +183,10 @@ pub(crate) fn hot_account_rows(catalog: &Catalog) -> Vec<Vec<Value>> {
                 int(h.account_id),
                 int(h.transfers),
                 int(h.error),
-                int(h.debits_pending),
-                int(h.debits_posted),
-                int(h.credits_pending),
-                int(h.credits_posted),
+                amount(h.debits_pending),
+                amount(h.debits_posted),
+                amount(h.credits_pending),
+                amount(h.credits_posted),
             ]
         })
         .collect()

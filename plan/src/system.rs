@@ -716,10 +716,10 @@ impl SystemTable {
                 ("account_id", DataType::Int8),
                 ("transfers", DataType::Int8),
                 ("error", DataType::Int8),
-                ("debits_pending", DataType::Int8),
-                ("debits_posted", DataType::Int8),
-                ("credits_pending", DataType::Int8),
-                ("credits_posted", DataType::Int8),
+                ("debits_pending", crate::ledger::AMOUNT),
+                ("debits_posted", crate::ledger::AMOUNT),
+                ("credits_pending", crate::ledger::AMOUNT),
+                ("credits_posted", crate::ledger::AMOUNT),
             ],
             HotledgerSessions => {
                 let mut columns = vec![("node_id", DataType::Int8)];

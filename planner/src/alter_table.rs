@@ -123,8 +123,8 @@ fn drop_constraint(change: &mut TableChange, name: &str, if_exists: bool) -> Sql
     ))
 }
 
-/// ADD COLUMN: the one change the ledger's accounts and transfers tables take (the engine
-/// finds its columns by name, and a row stays in its partition).
+/// ADD COLUMN: a change the ledger's accounts and transfers tables take (the engine finds
+/// its columns by name, and a row stays in its partition).
 fn adds_column(operation: &ast::AlterTableOperation) -> bool {
     matches!(operation, ast::AlterTableOperation::AddColumn { .. })
 }
@@ -136,6 +136,38 @@ fn uses_column(expr: &Expr, column: usize) -> bool {
 }
 
 impl Binder<'_> {
+    /// What `operations` do to a table in the ledger's `role` (see `plan::LedgerAlter`).
+    fn ledger_alter(
+        &mut self,
+        role: plan::LedgerRole,
+        operations: &[ast::AlterTableOperation],
+    ) -> plan::LedgerAlter {
+        if operations.iter().all(adds_column) {
+            return plan::LedgerAlter::AddsColumns;
+        }
+        let widens = |binder: &mut Self, operation: &ast::AlterTableOperation| {
+            let ast::AlterTableOperation::AlterColumn {
+                column_name,
+                op:
+                    ast::AlterColumnOperation::SetDataType {
+                        data_type,
+                        using: None,
+                        ..
+                    },
+            } = operation
+            else {
+                return false;
+            };
+            role.amount_field(&ident(column_name))
+                && binder.resolve_type(data_type).ok() == Some(plan::AMOUNT)
+        };
+        if operations.iter().all(|operation| widens(self, operation)) {
+            plan::LedgerAlter::WidensAmounts
+        } else {
+            plan::LedgerAlter::Other
+        }
+    }
+
     /// ALTER TABLE with anything but ADD PRIMARY KEY (see `alter_table`).
     pub(crate) fn alter_table_columns(
         &mut self,
@@ -143,7 +175,7 @@ impl Binder<'_> {
         operations: &[ast::AlterTableOperation],
     ) -> SqlResult<Plan> {
         if let Some(role) = table.ledger {
-            plan::check_ledger_alter(table, role, operations.iter().all(adds_column))?;
+            plan::check_ledger_alter(table, role, self.ledger_alter(role, operations))?;
         }
         if let Some(plan) = self.alter_foreign_keys(table, operations)? {
             return Ok(plan);
@@ -604,6 +636,10 @@ impl Binder<'_> {
         crate::bind_ddl::storable_column_type(ty)?;
         let name = change.def.columns[i].name.clone();
         let old_ty = change.def.columns[i].ty;
+        // The type it has: nothing to convert (as in PostgreSQL, no rewrite).
+        if ty == old_ty && using.is_none() && matches!(change.sources[i], ColumnSource::Old(_)) {
+            return Ok(());
+        }
         let in_key = change.def.primary_key.contains(&i)
             || change.def.indexes.iter().any(|x| x.columns.contains(&i));
         // Between integer types, or between text and varchar of any length, a value that

@@ -652,12 +652,13 @@ fn conflict_arbiter(
     Ok(arbiter)
 }
 
-/// An integer literal (`42`, `-7`) for an integer column, bound at once to what binding
-/// it as an expression, assigning it to the column and folding would give: the bulk-load
-/// form's commonest value without an expression tree built and evaluated for it. None for
-/// anything else, or a value outside the column's range (binding reports those).
+/// An integer literal (`42`, `-7`) for an integer column or a NUMERIC one that holds every
+/// bigint (a ledger amount), bound at once to what binding it as an expression, assigning
+/// it to the column and folding would give: the bulk-load form's commonest value without an
+/// expression tree built and evaluated for it. None for anything else, or a value outside
+/// the column's range (binding reports those).
 fn integer_literal(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Expr> {
-    integer_literal_number(rows, id, ty).map(|n| Expr::Literal(Value::Int(n), ty))
+    integer_literal_value(rows, id, ty).map(|v| Expr::Literal(v, ty))
 }
 
 #[cfg(test)]

@@ -56,6 +56,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "change_events",
         include_str!("../../migrations/0009_change_events.sql"),
     ),
+    (
+        10,
+        "amounts_128",
+        include_str!("../../migrations/0010_amounts_128.sql"),
+    ),
 ];
 
 /// Applies the migrations not yet recorded. In a cluster every node starts with this: the

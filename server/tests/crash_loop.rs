@@ -71,7 +71,7 @@ async fn verify(server: &TestServer, sent: &Sent) {
     let mut expected: BTreeMap<i64, [i64; 4]> = BTreeMap::new();
     for r in c
         .query(
-            "select debit_account_id, credit_account_id, amount, pending from transfers",
+            "select debit_account_id, credit_account_id, amount::bigint, pending from transfers",
             &[],
         )
         .await
@@ -85,7 +85,7 @@ async fn verify(server: &TestServer, sent: &Sent) {
     }
     for r in c
         .query(
-            "select id, debits_pending, debits_posted, credits_pending, credits_posted from accounts",
+            "select id, debits_pending::bigint, debits_posted::bigint, credits_pending::bigint, credits_posted::bigint from accounts",
             &[],
         )
         .await

@@ -94,11 +94,11 @@ async fn run_client(server_url: String, n: usize, seen: Arc<Mutex<Acknowledged>>
         .expect("connect");
     tokio::spawn(connection);
     let call = client
-        .prepare("CALL transfer($1, $2, $3, $4, 1, 1)")
+        .prepare("CALL transfer($1, $2, $3, $4::bigint, 1, 1)")
         .await
         .expect("prepare transfer");
     let pending = client
-        .prepare("CALL transfer($1, $2, $3, $4, 1, 1, pending => true)")
+        .prepare("CALL transfer($1, $2, $3, $4::bigint, 1, 1, pending => true)")
         .await
         .expect("prepare pending");
     let resolve = client
@@ -307,7 +307,7 @@ async fn create_transfers_takes_binary_arrays() {
         .expect("accounts");
     let batch = client
         .prepare(
-            "CALL create_transfers(id => $1, debit_account_id => $2, credit_account_id => $3, amount => $4, ledger => $5, code => $6, linked => $7)",
+            "CALL create_transfers(id => $1, debit_account_id => $2, credit_account_id => $3, amount => $4::bigint[], ledger => $5, code => $6, linked => $7)",
         )
         .await
         .expect("prepare");
@@ -771,7 +771,10 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
         .expect("count");
     assert_eq!(row.get::<_, i64>(0), STATEMENTS * ROWS);
     let hot = client
-        .query_one("SELECT credits_posted FROM accounts WHERE id = 1", &[])
+        .query_one(
+            "SELECT credits_posted::bigint FROM accounts WHERE id = 1",
+            &[],
+        )
         .await
         .expect("hot account");
     assert_eq!(hot.get::<_, i64>(0), STATEMENTS * ROWS);
@@ -781,7 +784,7 @@ async fn a_pool_outrun_by_dirty_pages_slows_applying_instead_of_growing() {
 async fn net_balances(client: &Client) -> Vec<i64> {
     client
         .query(
-            "SELECT credits_posted - debits_posted FROM accounts ORDER BY id",
+            "SELECT (credits_posted - debits_posted)::bigint FROM accounts ORDER BY id",
             &[],
         )
         .await

@@ -29,8 +29,9 @@
 //! ```
 //!
 //! A field left out is 0 (false for a flag), as TigerBeetle's clients send it. A number may
-//! be written `max` (2^63-1, the largest bigint) or `max-N`; `null` is SQL's NULL, which is
-//! how hotledger spells a post's "all of it" (TigerBeetle's AMOUNT_MAX). Each file's ids are
+//! be written `max` (the largest value of its column: 2^128-1 for amounts and balances, as
+//! in TigerBeetle, 2^63-1 for a bigint) or `max-N`; `null` is SQL's
+//! NULL, which hotledger takes as a post's "all of it" beside TigerBeetle's AMOUNT_MAX. Each file's ids are
 //! moved into a range of their own (0 and negative ids stay as written), so the files share
 //! one server.
 
@@ -50,7 +51,7 @@ enum Batch {
 
 /// One event of a batch: its fields (name, value; NULL as None) and the expected result.
 struct Event {
-    fields: Vec<(String, Option<i64>)>,
+    fields: Vec<(String, Option<i128>)>,
     expected: String,
     line: usize,
 }
@@ -75,7 +76,7 @@ const TRANSFER_FIELDS: &[(&str, &str, &str)] = &[
     ("id", "id", "bigint"),
     ("dr", "debit_account_id", "bigint"),
     ("cr", "credit_account_id", "bigint"),
-    ("amount", "amount", "bigint"),
+    ("amount", "amount", "numeric"),
     ("ledger", "ledger", "int"),
     ("code", "code", "int"),
     ("pending", "pending", "boolean"),
@@ -95,17 +96,33 @@ const TRANSFER_FIELDS: &[(&str, &str, &str)] = &[
     ("linked", "linked", "boolean"),
 ];
 
-/// A number as the files write it: decimal, `max` (2^63-1) or `max-N`.
-fn number(text: &str) -> Option<i64> {
+/// A number as the files write it: decimal, `max` or `max-N` (see `decimal`).
+fn number(text: &str) -> Option<i128> {
     match text.strip_prefix("max") {
-        Some("") => Some(i64::MAX),
+        Some("") => Some(MAX),
         Some(rest) => rest
             .strip_prefix('-')?
-            .parse::<i64>()
+            .parse::<i128>()
             .ok()
-            .map(|n| i64::MAX - n),
-        None => text.parse().ok(),
+            .filter(|n| *n >= 0)
+            .map(|n| MAX - n),
+        None => text.parse::<i128>().ok().filter(|n| *n < MAX - (1 << 100)),
     }
+}
+
+/// `max` as `number` holds it: `MAX - n` stands for `max-n` (a file's plain numbers stay
+/// far below, so the two never meet).
+const MAX: i128 = i128::MAX;
+
+/// A number `number` read, as SQL text for a column of 128-bit amounts (`wide`) or a
+/// bigint one: `max` is 2^128-1 or 2^63-1.
+fn decimal(n: i128, wide: bool) -> String {
+    if n <= MAX - (1 << 100) {
+        return n.to_string();
+    }
+    let below = (MAX - n) as u128;
+    let max = if wide { u128::MAX } else { i64::MAX as u128 };
+    (max - below).to_string()
 }
 
 /// The columns `transfer N column=value` may check.
@@ -154,7 +171,7 @@ impl Replay {
                     let v =
                         number(v).ok_or_else(|| format!("line {line}: bad number in {token}"))?;
                     let v = if ID_FIELDS.contains(&name) {
-                        self.id(v)
+                        i128::from(self.id(v as i64))
                     } else {
                         v
                     };
@@ -194,7 +211,7 @@ impl Replay {
                         match (value, *ty) {
                             (Some(None), _) => "NULL".into(),
                             (Some(Some(v)), "boolean") => (v != 0).to_string(),
-                            (Some(Some(v)), _) => v.to_string(),
+                            (Some(Some(v)), ty) => decimal(v, ty == "numeric"),
                             (None, "boolean") => "false".into(),
                             (None, _) => "0".into(),
                         }
@@ -244,19 +261,20 @@ impl Replay {
                 let Ok(id) = id.parse::<i64>() else {
                     return self.fail(line, "bad account id".into());
                 };
-                let expected: Vec<i64> = (2..6).filter_map(field).collect();
+                let expected: Vec<String> =
+                    (2..6).filter_map(field).map(|n| decimal(n, true)).collect();
                 let closed = match words.get(6) {
                     None => false,
                     Some(&"closed") => true,
                     Some(other) => return self.fail(line, format!("cannot read: {other}")),
                 };
                 let sql = format!(
-                    "SELECT debits_pending, debits_posted, credits_pending, credits_posted, closed FROM accounts WHERE id = {}",
+                    "SELECT debits_pending::text, debits_posted::text, credits_pending::text, credits_posted::text, closed FROM accounts WHERE id = {}",
                     self.id(id)
                 );
                 match self.client.query_opt(sql.as_str(), &[]).await {
                     Ok(Some(row)) => {
-                        let got: Vec<i64> = (0..4).map(|i| row.get(i)).collect();
+                        let got: Vec<String> = (0..4).map(|i| row.get(i)).collect();
                         if got != expected {
                             self.fail(
                                 line,
@@ -293,21 +311,21 @@ impl Replay {
                 let Some((column, expected)) = check
                     .split_once('=')
                     .filter(|(c, _)| TRANSFER_CHECKS.contains(c))
-                    .and_then(|(c, v)| Some((c, number(v)?)))
+                    .and_then(|(c, v)| Some((c, decimal(number(v)?, c == "amount"))))
                 else {
                     return self.fail(line, format!("cannot read: {check}"));
                 };
                 let sql = format!(
-                    "SELECT {column}::bigint FROM transfers WHERE id = {}",
+                    "SELECT {column}::text FROM transfers WHERE id = {}",
                     self.id(id)
                 );
                 match self.client.query_opt(sql.as_str(), &[]).await.unwrap() {
-                    Some(row) if row.get::<_, i64>(0) == expected => {}
+                    Some(row) if row.get::<_, String>(0) == expected => {}
                     Some(row) => self.fail(
                         line,
                         format!(
                             "transfer {id}: {column} {}, expected {expected}",
-                            row.get::<_, i64>(0)
+                            row.get::<_, String>(0)
                         ),
                     ),
                     None => self.fail(line, format!("transfer {id} does not exist")),

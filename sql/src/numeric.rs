@@ -104,6 +104,9 @@ impl Numeric {
         if self.negative {
             return None;
         }
+        if self.scale == 0 {
+            return Some(self.magnitude);
+        }
         let div = pow10(self.scale);
         self.magnitude
             .is_multiple_of(div)

@@ -14,8 +14,8 @@
 
 use crate::value_tag::{
     put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
-    JSONB, NULL, NUMERIC, SMALL_INT, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID, VARINT,
-    WIDE_NUMERIC,
+    JSONB, NULL, NUMERIC, SMALL_INT, SMALL_NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
+    VARINT, WIDE_NUMERIC,
 };
 use crate::{Interval, Jsonb, Numeric, Value};
 
@@ -129,6 +129,11 @@ pub fn put_value<L: Layout>(out: &mut Vec<u8>, value: &Value) {
             out.extend_from_slice(&f.to_le_bytes());
         }
         Value::Numeric(n) => match n.mantissa() {
+            Some(mantissa) if i64::try_from(mantissa).is_ok() => {
+                out.push(SMALL_NUMERIC);
+                put_varint(out, zigzag(mantissa as i64));
+                L::put_scale(out, n.scale());
+            }
             Some(mantissa) => {
                 out.push(NUMERIC);
                 out.extend_from_slice(&mantissa.to_le_bytes());
@@ -282,6 +287,11 @@ pub fn read_value<L: Layout>(
             let scale = L::scale(c)?;
             Value::Numeric(Numeric::new(mantissa, scale).map_err(|e| e.message)?)
         }
+        SMALL_NUMERIC => {
+            let mantissa = unzigzag(c.varint()?);
+            let scale = L::scale(c)?;
+            Value::Numeric(Numeric::new(mantissa.into(), scale).map_err(|e| e.message)?)
+        }
         WIDE_NUMERIC => {
             let negative = c.byte()? != 0;
             let magnitude = u128::from_le_bytes(c.array()?);
@@ -423,6 +433,34 @@ pub(crate) mod tests {
         for back in [stored, packed] {
             assert_eq!(format!("{back:?}"), format!("{row:?}"));
         }
+    }
+
+    /// Numerics whose mantissa fits an i64 take a varint; the 18-byte NUMERIC form builds
+    /// before wrote for them still reads.
+    #[test]
+    fn small_numerics_take_a_few_bytes_and_old_ones_still_read() {
+        let row = vec![
+            Value::Numeric(Numeric::from_u128(5)),
+            Value::Numeric(Numeric::new(-12_345, 2).unwrap()),
+            Value::Numeric(Numeric::from_i64(i64::MAX)),
+            Value::Numeric(Numeric::from_i64(i64::MIN)),
+        ];
+        for bytes in [encoded::<Stored>(&row), encoded::<Packed>(&row)] {
+            assert_eq!(bytes[0], SMALL_NUMERIC);
+            assert_eq!(&bytes[..3], &[SMALL_NUMERIC, 10, 0]);
+            assert_eq!(bytes.len(), 3 + 5 + 12 + 12, "{}", hex(&bytes));
+        }
+        for back in [
+            decoded::<Stored>(&encoded::<Stored>(&row), row.len()).unwrap(),
+            decoded::<Packed>(&encoded::<Packed>(&row), row.len()).unwrap(),
+        ] {
+            assert_eq!(format!("{back:?}"), format!("{row:?}"));
+        }
+        let mut old = vec![NUMERIC];
+        old.extend_from_slice(&5i128.to_le_bytes());
+        old.push(0);
+        let back = decoded::<Stored>(&old, 1).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{:?}", &row[..1]));
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub const VARINT: u8 = 16;
 /// A numeric whose magnitude does not fit an i128 mantissa (past 2^127 − 1): its sign
 /// byte, its 128-bit magnitude, then its scale as NUMERIC's.
 pub const WIDE_NUMERIC: u8 = 17;
+/// A numeric whose mantissa fits an i64 (every ledger amount below 2^63): the mantissa as a
+/// zigzag varint, then its scale as NUMERIC's — 3 bytes for a small whole number, where
+/// NUMERIC takes 18.
+pub const SMALL_NUMERIC: u8 = 18;
 /// Tags from here up are the integers 0..=127, in both forms: `Value::Int(tag - SMALL_INT)`.
 pub const SMALL_INT: u8 = 128;
 
