@@ -1005,12 +1005,10 @@ pub(crate) fn subtract(
     delta: u128,
 ) -> SqlResult<()> {
     let current = amount::stored(&row[column]);
-    let next = current.checked_sub(delta);
-    assert!(
-        next.is_some(),
-        "releasing {delta} from a balance of {current} would go below zero"
-    );
-    set_balance(schema, row, column, next.unwrap_or(0))
+    let next = current.checked_sub(delta).unwrap_or_else(|| {
+        panic!("releasing {delta} from a balance of {current} would go below zero")
+    });
+    set_balance(schema, row, column, next)
 }
 
 /// Writes balance `column` of an account row in the column's type.

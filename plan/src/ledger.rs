@@ -634,11 +634,9 @@ impl LedgerSchema {
             "credits_posted",
         ]
         .iter()
-        .map(|name| Ok(amount_max(a.columns[column(a, name)?].ty)))
-        .collect::<SqlResult<Vec<u128>>>()?
-        .into_iter()
-        .min()
-        .unwrap_or(u128::MAX);
+        .try_fold(u128::MAX, |max, name| {
+            Ok::<_, SqlError>(max.min(amount_max(a.columns[column(a, name)?].ty)))
+        })?;
         Ok(Some(LedgerSchema {
             amount_max,
             account: AccountColumns {

@@ -138,14 +138,14 @@ fn uses_column(expr: &Expr, column: usize) -> bool {
 impl Binder<'_> {
     /// What `operations` do to a table in the ledger's `role` (see `plan::LedgerAlter`).
     fn ledger_alter(
-        &mut self,
+        &self,
         role: plan::LedgerRole,
         operations: &[ast::AlterTableOperation],
     ) -> plan::LedgerAlter {
         if operations.iter().all(adds_column) {
             return plan::LedgerAlter::AddsColumns;
         }
-        let widens = |binder: &mut Self, operation: &ast::AlterTableOperation| {
+        let widens = |operation: &ast::AlterTableOperation| {
             let ast::AlterTableOperation::AlterColumn {
                 column_name,
                 op:
@@ -159,9 +159,9 @@ impl Binder<'_> {
                 return false;
             };
             role.amount_field(&ident(column_name))
-                && binder.resolve_type(data_type).ok() == Some(plan::AMOUNT)
+                && self.resolve_type(data_type).ok() == Some(plan::AMOUNT)
         };
-        if operations.iter().all(|operation| widens(self, operation)) {
+        if operations.iter().all(widens) {
             plan::LedgerAlter::WidensAmounts
         } else {
             plan::LedgerAlter::Other
