@@ -9,21 +9,34 @@
 //! one statement (or chain) that opened it; an error discards the set (the statement's undo
 //! removes what it wrote).
 
-use plan::{LedgerRole, TableDef};
+use plan::{LedgerRole, LedgerSchema, TableDef};
 use rustc_hash::FxHashMap;
 use sql::{SqlError, SqlResult};
 
+use crate::amount::Balances;
 use crate::executor::Executor;
 use crate::row::{discard, Row};
 
 /// An account row as a transfer reads it: its storage key, its stored bytes (for undo) when
 /// it was just read from storage — None when it comes from the working set, whose first
-/// write of it is what storage holds — and its values.
+/// write of it is what storage holds — its values and its balances. The transfer code
+/// computes with `balances`, read from the row once when the account is read from
+/// storage; the row's balance columns are brought up to them (`write_balances_to_row`) only when
+/// the row is written, so a hot account changed by many transfers of a statement is
+/// converted to and from its columns' type once.
 pub(crate) struct Account {
     pub id: i64,
     pub key: Vec<u8>,
     pub old: Option<Vec<u8>>,
     pub row: Row,
+    pub balances: Balances,
+}
+
+impl Account {
+    /// Brings the row's balance columns up to `balances`, before the row is stored.
+    pub fn write_balances_to_row(&mut self, schema: &LedgerSchema) -> SqlResult<()> {
+        self.balances.write_into(schema, &mut self.row)
+    }
 }
 
 /// The accounts a statement has touched, in the order it first touched them (the order they
@@ -86,7 +99,7 @@ impl AccountSet {
     /// for each 1,000-row statement had the kernel zeroing new pages for it.
     fn drain_dirty(&mut self) -> SqlResult<Vec<Account>> {
         self.by_id.clear();
-        let mut dirty = Vec::new();
+        let mut dirty = Vec::with_capacity(self.slots.len());
         let mut missing = false;
         for slot in self.slots.drain(..) {
             match slot.account {
@@ -143,13 +156,14 @@ impl Executor {
         }
         let schema = self.ledger_schema()?;
         let store = self.storage_of(&schema.accounts)?;
-        for account in accounts {
+        for mut account in accounts {
             let Some(stored) = self.get_raw(store, &account.key)? else {
                 return Err(SqlError::internal(format!(
                     "account {} vanished while a statement changed it",
                     account.id
                 )));
             };
+            account.write_balances_to_row(&schema)?;
             self.put_row(
                 &schema.accounts,
                 &account.key,

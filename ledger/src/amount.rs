@@ -5,7 +5,8 @@
 //! Every balance the engine wrote is a whole number from 0 to its column's maximum; one
 //! that is not is an impossible state, and reading it stops the executor.
 
-use sql::{DataType, ErrorKind, Numeric, SqlError, SqlResult, Value};
+use plan::{AccountColumns, LedgerSchema};
+use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 /// A balance or amount the engine stored. NULL (a column added without a value) is 0.
 pub(crate) fn stored(value: &Value) -> u128 {
@@ -56,34 +57,125 @@ pub(crate) fn given(value: &Value) -> SqlResult<Given> {
     }
 }
 
-/// `n` as a value of a column of amount type `ty`: 22003 where a BIGINT column cannot hold
-/// it.
-pub(crate) fn cell(n: u128, ty: DataType) -> SqlResult<Value> {
-    if ty == DataType::Int8 {
-        return i64::try_from(n)
-            .map(Value::Int)
-            .map_err(|_| {
-                SqlError::new(
-                    ErrorKind::NumericOutOfRange,
-                    format!("{n} is out of range for a bigint amount column (run migration 0010 to widen it)"),
-                )
-            });
+/// Writes `n` into `slot`, a cell of a column of amount type `ty`: 22003 where a BIGINT
+/// column cannot hold it. In place and without building a `Value` to return: a transfer
+/// writes a dozen of these, and returning each as a `SqlResult<Value>` cost more than the
+/// rest of the conversion.
+#[inline]
+pub(crate) fn set_cell(slot: &mut Value, n: u128, ty: DataType) -> SqlResult<()> {
+    if ty != DataType::Int8 {
+        slot.set_whole_numeric(n);
+        return Ok(());
     }
-    Ok(Value::Numeric(Numeric::from_u128(n)))
+    match i64::try_from(n) {
+        Ok(v) => {
+            slot.set_int(v);
+            Ok(())
+        }
+        Err(_) => Err(too_big_for_bigint(n)),
+    }
 }
 
-/// A balance stored in a column of type `from`, as a value of a column of type `to`.
-pub(crate) fn copied(value: &Value, from: DataType, to: DataType) -> SqlResult<Value> {
-    if from == to {
-        Ok(value.clone())
-    } else {
-        cell(stored(value), to)
+#[cold]
+#[inline(never)]
+fn too_big_for_bigint(n: u128) -> SqlError {
+    SqlError::new(
+        ErrorKind::NumericOutOfRange,
+        format!("{n} is out of range for a bigint amount column (run migration 0010 to widen it)"),
+    )
+}
+
+/// `n` as a value of a column of amount type `ty` (`set_cell`).
+pub(crate) fn cell(n: u128, ty: DataType) -> SqlResult<Value> {
+    let mut value = Value::Null;
+    set_cell(&mut value, n, ty)?;
+    Ok(value)
+}
+
+/// An account's four balances, as the engine computes with them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Balances {
+    pub debits_pending: u128,
+    pub debits_posted: u128,
+    pub credits_pending: u128,
+    pub credits_posted: u128,
+}
+
+/// One of an account's balances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Balance {
+    DebitsPending,
+    DebitsPosted,
+    CreditsPending,
+    CreditsPosted,
+}
+
+impl Balance {
+    pub const ALL: [Balance; 4] = [
+        Balance::DebitsPending,
+        Balance::DebitsPosted,
+        Balance::CreditsPending,
+        Balance::CreditsPosted,
+    ];
+
+    /// Its column in the accounts table.
+    pub fn column(self, a: &AccountColumns) -> usize {
+        match self {
+            Balance::DebitsPending => a.debits_pending,
+            Balance::DebitsPosted => a.debits_posted,
+            Balance::CreditsPending => a.credits_pending,
+            Balance::CreditsPosted => a.credits_posted,
+        }
+    }
+}
+
+impl Balances {
+    /// The balances stored in an account's `row`.
+    pub(crate) fn of(a: &AccountColumns, row: &[Value]) -> Balances {
+        Balances {
+            debits_pending: stored(&row[a.debits_pending]),
+            debits_posted: stored(&row[a.debits_posted]),
+            credits_pending: stored(&row[a.credits_pending]),
+            credits_posted: stored(&row[a.credits_posted]),
+        }
+    }
+
+    pub(crate) fn get(&self, b: Balance) -> u128 {
+        match b {
+            Balance::DebitsPending => self.debits_pending,
+            Balance::DebitsPosted => self.debits_posted,
+            Balance::CreditsPending => self.credits_pending,
+            Balance::CreditsPosted => self.credits_posted,
+        }
+    }
+
+    pub(crate) fn get_mut(&mut self, b: Balance) -> &mut u128 {
+        match b {
+            Balance::DebitsPending => &mut self.debits_pending,
+            Balance::DebitsPosted => &mut self.debits_posted,
+            Balance::CreditsPending => &mut self.credits_pending,
+            Balance::CreditsPosted => &mut self.credits_posted,
+        }
+    }
+
+    /// Writes the balances into an account's `row`, each in its column's type.
+    pub(crate) fn write_into(&self, schema: &LedgerSchema, row: &mut [Value]) -> SqlResult<()> {
+        for b in Balance::ALL {
+            let column = b.column(&schema.account);
+            set_cell(
+                &mut row[column],
+                self.get(b),
+                schema.accounts.columns[column].ty,
+            )?;
+        }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sql::Numeric;
 
     #[test]
     fn widest_amount_round_trips_through_both_column_types() {

@@ -21,7 +21,7 @@
 use plan::{ChangeColumns, Expr, LedgerSchema, SideColumns, TableDef};
 use sql::{SqlResult, Value};
 
-use crate::amount;
+use crate::amount::{self, Balances};
 use crate::executor::Executor;
 use crate::query::Candidates;
 use crate::row::{decode_row, encode_key, Row};
@@ -93,16 +93,16 @@ impl Change {
 }
 
 impl Executor {
-    /// Records `change` with both accounts' rows after it (`debit` and `credit`, by their
-    /// ids): one whole row where they share a partition, each side's part where not. Either
+    /// Records `change` with both accounts' balances after it (`debit` and `credit`, by
+    /// their ids): one whole row where they share a partition, each side's part where not. Either
     /// way the key is new in each partition written (event timestamps are unique), so
     /// nothing is read first.
     pub(crate) fn record_change(
         &mut self,
         schema: &LedgerSchema,
         change: &Change,
-        debit: &Row,
-        credit: &Row,
+        debit: &Balances,
+        credit: &Balances,
         version: u64,
     ) -> SqlResult<()> {
         let Some((table, columns)) = &schema.changes else {
@@ -113,12 +113,12 @@ impl Executor {
         let credit_at = crate::partition::partition_of_id(change.credit_account_id, partitions);
         let key = encode_key(&[Value::Int(change.timestamp)])?;
         let mut event = shared_fields(table, columns, change)?;
-        take_balances(schema, table, &columns.debit, debit, &mut event)?;
+        take_balances(table, &columns.debit, debit, &mut event)?;
         if debit_at != credit_at {
             self.insert_change(table, debit_at, &key, &event, change, version)?;
             event = shared_fields(table, columns, change)?;
         }
-        take_balances(schema, table, &columns.credit, credit, &mut event)?;
+        take_balances(table, &columns.credit, credit, &mut event)?;
         self.insert_change(table, credit_at, &key, &event, change, version)
     }
 
@@ -141,7 +141,7 @@ impl Executor {
         Ok(())
     }
 
-    /// Records the side of `change` that account `id` (its row after the change: `row`)
+    /// Records the side of `change` that account `id` (its balances after the change: `balances`)
     /// takes, in the account's partition, completing the other side's part when that
     /// partition holds it. Nothing before migration 0009 made the table.
     pub(crate) fn record_change_side(
@@ -149,7 +149,7 @@ impl Executor {
         schema: &LedgerSchema,
         change: &Change,
         id: i64,
-        row: &Row,
+        balances: &Balances,
         version: u64,
     ) -> SqlResult<()> {
         let Some((table, columns)) = &schema.changes else {
@@ -178,29 +178,25 @@ impl Executor {
             "change event {} records account {id}'s side twice",
             change.timestamp
         );
-        take_balances(schema, table, side, row, &mut part)?;
+        take_balances(table, side, balances, &mut part)?;
         self.put_row_in(table, partition, &key, stored, &part, version)
     }
 }
 
-/// Copies an account's balances from its `row` into `side`'s columns of an event of
-/// `table`.
+/// Writes an account's balances into `side`'s columns of an event of `table`.
 fn take_balances(
-    schema: &LedgerSchema,
     table: &TableDef,
     side: &SideColumns,
-    row: &Row,
+    balances: &Balances,
     event: &mut Row,
 ) -> SqlResult<()> {
-    let a = &schema.account;
     for (to, from) in [
-        (side.debits_pending, a.debits_pending),
-        (side.debits_posted, a.debits_posted),
-        (side.credits_pending, a.credits_pending),
-        (side.credits_posted, a.credits_posted),
+        (side.debits_pending, balances.debits_pending),
+        (side.debits_posted, balances.debits_posted),
+        (side.credits_pending, balances.credits_pending),
+        (side.credits_posted, balances.credits_posted),
     ] {
-        let (from_ty, to_ty) = (schema.accounts.columns[from].ty, table.columns[to].ty);
-        event[to] = amount::copied(&row[from], from_ty, to_ty)?;
+        amount::set_cell(&mut event[to], from, table.columns[to].ty)?;
     }
     Ok(())
 }

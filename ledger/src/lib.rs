@@ -83,6 +83,7 @@ mod undo;
 mod window;
 mod worker;
 
+pub use amount::Balances;
 pub use cluster_settings::ClusterSettings;
 pub use command::{
     command_too_large, decode_command, decode_result, encode_command, encode_result, Command,
@@ -103,4 +104,4 @@ pub use read_view::{query_on_view, ReadView};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};
 pub use state_snapshot::{read_snapshot_header, SnapshotHeader, StateSnapshot};
-pub use transfer_activity::{Balances, HotAccount, TransferActivity};
+pub use transfer_activity::{HotAccount, TransferActivity};

@@ -114,12 +114,17 @@ pub fn prebuild_literal_insert(
     }
     // (Random draws are not allowed here: a default that draws fails to evaluate.)
     let env = EvalEnv::without_subqueries(&[], now_micros);
-    let number = |id, ty| plan::integer_literal_number(rows, id, ty);
-    // Packed by shape where every column given is an integer one; row by row where one is
-    // a NUMERIC that integer literals fill (a ledger amount).
-    let integer_columns = types.iter().all(|&ty| plan::integer_range(ty).is_some());
-    let shape = integer_columns.then(|| row_shape(p, table, &env)).flatten();
-    let Some(shape) = shape else {
+    // Every column given is an integer one or a NUMERIC that integer literals fill (a
+    // ledger amount): the numbers, each checked against its column's range, are packed
+    // as the values binding them gives.
+    let (ranges, numeric): (Vec<_>, Vec<bool>) = types
+        .iter()
+        .map(|&ty| plan::literal_integers(ty))
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .unzip();
+    let Some(shape) = row_shape(p, table, &env) else {
+        // A default that differs from row to row: each row built whole.
         let rows_values = (0..rows.len()).map(|i| {
             rows.row(i).iter().zip(&types).map(|(&id, &ty)| {
                 plan::integer_literal_value(rows, id, ty)
@@ -128,32 +133,30 @@ pub fn prebuild_literal_insert(
         });
         return build_and_pack(p, table, rows_values, &env).ok();
     };
-    // The numbers are their columns' values already (in range for the column's type).
+    let number = |id, ty, numeric| {
+        let read_as = if numeric { DataType::Int8 } else { ty };
+        plan::integer_literal_number(rows, id, read_as)
+    };
     let mut packer = Packer::default();
-    // When every value is an integer literal, the row reader read their numbers with them:
-    // only the columns' ranges are left to check.
-    let ranges = types
-        .iter()
-        .map(|&ty| plan::integer_range(ty))
-        .collect::<Option<Vec<_>>>()
-        .filter(|_| rows.all_integers());
     let mut built = Vec::with_capacity(types.len());
     for i in 0..rows.len() {
-        let given = match &ranges {
-            Some(ranges) => {
+        // When every value is an integer literal, the row reader read their numbers with
+        // them: only the columns' ranges are left to check.
+        let given = match rows.all_integers() {
+            true => {
                 let given = rows.integer_row(i)?;
-                let in_range = given.iter().zip(ranges).all(|(n, r)| r.contains(n));
+                let in_range = given.iter().zip(&ranges).all(|(n, r)| r.contains(n));
                 in_range.then_some(given)?
             }
-            None => {
+            false => {
                 built.clear();
-                for (&id, &ty) in rows.row(i).iter().zip(&types) {
-                    built.push(number(id, ty)?);
+                for ((&id, &ty), &numeric) in rows.row(i).iter().zip(&types).zip(&numeric) {
+                    built.push(number(id, ty, numeric)?);
                 }
                 &built
             }
         };
-        packer.push_shaped_ints(&shape, given);
+        packer.push_shaped_ints(&shape, given, &numeric);
         if i == 0 {
             packer.reserve_rows(rows.len() - 1);
         }

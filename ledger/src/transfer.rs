@@ -14,7 +14,7 @@ use plan::{LedgerSchema, OnConflict, TableDef};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::account_set::Account;
-use crate::amount::{self, Given};
+use crate::amount::{self, Balance, Balances, Given};
 use crate::burned_ids::transient_result;
 use crate::change_events::Change;
 use crate::event_timestamps::NANOS_PER_MICRO;
@@ -446,30 +446,26 @@ impl Executor {
             self.check_imported_transfer(schema, id, at, accounts, timeout)?;
         }
         refuse_closed(schema, id, &debit.row, &credit.row)?;
-        let amount = balanced_amount(schema, row, amount, &debit.row, &credit.row);
+        let amount = balanced_amount(schema, row, amount, &debit.balances, &credit.balances);
         if amount != given_amount {
             let ty = schema.transfers.columns[schema.transfer.amount].ty;
-            row[schema.transfer.amount] = amount::cell(amount, ty)?;
+            amount::set_cell(&mut row[schema.transfer.amount], amount, ty)?;
         }
         check_overflow(
             schema,
             id,
             pending,
             amount,
-            [(debit_id, Some(&debit.row)), (credit_id, Some(&credit.row))],
+            [
+                (debit_id, Some(&debit.balances)),
+                (credit_id, Some(&credit.balances)),
+            ],
         )?;
-        let (debit_balance, credit_balance) = balances(schema, pending);
-        add(schema, id, debit_id, &mut debit.row, debit_balance, amount)?;
-        add(
-            schema,
-            id,
-            credit_id,
-            &mut credit.row,
-            credit_balance,
-            amount,
-        )?;
-        check_limits(schema, id, debit_id, &debit.row, Side::Debits)?;
-        check_limits(schema, id, credit_id, &credit.row, Side::Credits)?;
+        let (debit_balance, credit_balance) = balances(pending);
+        add(schema, id, &mut debit, debit_balance, amount)?;
+        add(schema, id, &mut credit, credit_balance, amount)?;
+        check_limits(schema, id, &debit, Side::Debits)?;
+        check_limits(schema, id, &credit, Side::Credits)?;
         close_accounts(schema, row, &mut debit.row, &mut credit.row);
         let now = self.created_at(imported);
         let timestamp = event_timestamp(schema, row);
@@ -541,7 +537,7 @@ impl Executor {
             }
             self.activity.created();
         }
-        let (debit_balance, credit_balance) = balances(schema, pending);
+        let (debit_balance, credit_balance) = balances(pending);
         let accounts = (m.debit, m.credit);
         let change = Change::moved(id, timestamp, pending, m.amount, m.ledger, accounts);
         for (account_id, here, balance, side, name) in [
@@ -564,10 +560,10 @@ impl Executor {
                 return Err(whole());
             }
             let mut sides = [(m.debit, None), (m.credit, None)];
-            sides[matches!(side, Side::Credits) as usize].1 = Some(&account.row);
+            sides[matches!(side, Side::Credits) as usize].1 = Some(&account.balances);
             check_overflow(schema, id, pending, m.amount, sides)?;
-            add(schema, id, account_id, &mut account.row, balance, m.amount)?;
-            check_limits(schema, id, account_id, &account.row, side)?;
+            add(schema, id, &mut account, balance, m.amount)?;
+            check_limits(schema, id, &account, side)?;
             self.save_account(schema, account, &change, now, version)?;
         }
         if pending && row_here {
@@ -595,6 +591,7 @@ impl Executor {
                 id,
                 key,
                 old: Some(old),
+                balances: Balances::of(&schema.account, &row),
                 row,
             }),
             None => Err(rule(
@@ -617,7 +614,9 @@ impl Executor {
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
-        self.record_change_side(schema, change, account.id, &account.row, version)?;
+        self.record_change_side(schema, change, account.id, &account.balances, version)?;
+        self.activity
+            .accounts(self.activity_thread, &[(account.id, account.balances)]);
         self.write_account(schema, account, change.transfer_id, now, version)
     }
 
@@ -631,7 +630,9 @@ impl Executor {
         now: i64,
         version: u64,
     ) -> SqlResult<()> {
-        self.record_change(schema, change, &debit.row, &credit.row, version)?;
+        self.record_change(schema, change, &debit.balances, &credit.balances, version)?;
+        let accounts = [(debit.id, debit.balances), (credit.id, credit.balances)];
+        self.activity.accounts(self.activity_thread, &accounts);
         self.write_account(schema, debit, change.transfer_id, now, version)?;
         self.write_account(schema, credit, change.transfer_id, now, version)
     }
@@ -647,17 +648,6 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let a = &schema.account;
-        let balance = |column: usize| amount::stored(&account.row[column]);
-        self.activity.account(
-            self.activity_thread,
-            account.id,
-            crate::transfer_activity::Balances {
-                debits_pending: balance(a.debits_pending),
-                debits_posted: balance(a.debits_posted),
-                credits_pending: balance(a.credits_pending),
-                credits_posted: balance(a.credits_posted),
-            },
-        );
         let history = flag(&account.row[a.history]).then(|| -> SqlResult<Row> {
             let b = &schema.balance;
             let mut entry = vec![Value::Null; schema.balances.columns.len()];
@@ -665,16 +655,13 @@ impl Executor {
             entry[b.created_at] = Value::TimestampTz(now);
             entry[b.transfer_id] = Value::Int(transfer);
             for (to, from) in [
-                (b.debits_pending, a.debits_pending),
-                (b.debits_posted, a.debits_posted),
-                (b.credits_pending, a.credits_pending),
-                (b.credits_posted, a.credits_posted),
+                (b.debits_pending, Balance::DebitsPending),
+                (b.debits_posted, Balance::DebitsPosted),
+                (b.credits_pending, Balance::CreditsPending),
+                (b.credits_posted, Balance::CreditsPosted),
             ] {
-                let (from_ty, to_ty) = (
-                    schema.accounts.columns[from].ty,
-                    schema.balances.columns[to].ty,
-                );
-                entry[to] = amount::copied(&account.row[from], from_ty, to_ty)?;
+                let ty = schema.balances.columns[to].ty;
+                amount::set_cell(&mut entry[to], account.balances.get(from), ty)?;
             }
             Ok(entry)
         });
@@ -683,6 +670,7 @@ impl Executor {
         // statement's working set: kept there until the statement ends.
         match account.old.take() {
             Some(old) => {
+                account.write_balances_to_row(schema)?;
                 self.put_row(
                     &schema.accounts,
                     &account.key,
@@ -868,21 +856,20 @@ fn balanced_amount(
     schema: &LedgerSchema,
     row: &Row,
     amount: u128,
-    debit: &Row,
-    credit: &Row,
+    debit: &Balances,
+    credit: &Balances,
 ) -> u128 {
-    let (t, a) = (&schema.transfer, &schema.account);
-    let value = |row: &Row, c: usize| amount::stored(&row[c]);
+    let t = &schema.transfer;
     let mut amount = amount;
     // Pending plus posted fits (TigerBeetle's overflows_debits / overflows_credits); where
     // it would not, nothing is left under the limit either.
     if flag_at(row, t.balancing_debit) {
-        let held = value(debit, a.debits_pending).saturating_add(value(debit, a.debits_posted));
-        amount = amount.min(value(debit, a.credits_posted).saturating_sub(held));
+        let held = debit.debits_pending.saturating_add(debit.debits_posted);
+        amount = amount.min(debit.credits_posted.saturating_sub(held));
     }
     if flag_at(row, t.balancing_credit) {
-        let held = value(credit, a.credits_pending).saturating_add(value(credit, a.credits_posted));
-        amount = amount.min(value(credit, a.debits_posted).saturating_sub(held));
+        let held = credit.credits_pending.saturating_add(credit.credits_posted);
+        amount = amount.min(credit.debits_posted.saturating_sub(held));
     }
     amount
 }
@@ -909,16 +896,17 @@ pub(crate) fn check_overflow(
     id: i64,
     pending: bool,
     amount: u128,
-    accounts: [(i64, Option<&Row>); 2],
+    accounts: [(i64, Option<&Balances>); 2],
 ) -> SqlResult<()> {
-    let a = &schema.account;
+    use Balance::*;
     let [(debit_id, debit), (credit_id, credit)] = accounts;
-    let fits = |row: Option<&Row>, account: i64, columns: [Option<usize>; 2], result: &str| {
-        let Some(row) = row else { return Ok(()) };
-        let after = columns
+    let fits = |balances: Option<&Balances>, account: i64, held: &[Balance], result: &str| {
+        let Some(balances) = balances else {
+            return Ok(());
+        };
+        let after = held
             .iter()
-            .flatten()
-            .try_fold(amount, |sum, &c| sum.checked_add(amount::stored(&row[c])));
+            .try_fold(amount, |sum, &b| sum.checked_add(balances.get(b)));
         if after.is_some_and(|after| after <= schema.amount_max) {
             return Ok(());
         }
@@ -928,43 +916,36 @@ pub(crate) fn check_overflow(
         fits(
             debit,
             debit_id,
-            [Some(a.debits_pending), None],
+            &[DebitsPending],
             "overflows_debits_pending",
         )?;
         fits(
             credit,
             credit_id,
-            [Some(a.credits_pending), None],
+            &[CreditsPending],
             "overflows_credits_pending",
         )?;
     }
-    fits(
-        debit,
-        debit_id,
-        [Some(a.debits_posted), None],
-        "overflows_debits_posted",
-    )?;
+    fits(debit, debit_id, &[DebitsPosted], "overflows_debits_posted")?;
     fits(
         credit,
         credit_id,
-        [Some(a.credits_posted), None],
+        &[CreditsPosted],
         "overflows_credits_posted",
     )?;
-    let debits = [Some(a.debits_pending), Some(a.debits_posted)];
-    fits(debit, debit_id, debits, "overflows_debits")?;
-    let credits = [Some(a.credits_pending), Some(a.credits_posted)];
-    fits(credit, credit_id, credits, "overflows_credits")?;
+    let debits = [DebitsPending, DebitsPosted];
+    fits(debit, debit_id, &debits, "overflows_debits")?;
+    let credits = [CreditsPending, CreditsPosted];
+    fits(credit, credit_id, &credits, "overflows_credits")?;
     Ok(())
 }
 
-/// The account columns a transfer adds its amount to: debits and credits, pending or
-/// posted.
-fn balances(schema: &LedgerSchema, pending: bool) -> (usize, usize) {
-    let a = &schema.account;
+/// The balances a transfer adds its amount to: debits and credits, pending or posted.
+fn balances(pending: bool) -> (Balance, Balance) {
     if pending {
-        (a.debits_pending, a.credits_pending)
+        (Balance::DebitsPending, Balance::CreditsPending)
     } else {
-        (a.debits_posted, a.credits_posted)
+        (Balance::DebitsPosted, Balance::CreditsPosted)
     }
 }
 
@@ -982,39 +963,27 @@ fn overflow(transfer: i64, account: i64, max: u128, result: &str) -> SqlError {
 pub(crate) fn add(
     schema: &LedgerSchema,
     transfer: i64,
-    account: i64,
-    row: &mut Row,
-    column: usize,
+    account: &mut Account,
+    balance: Balance,
     delta: u128,
 ) -> SqlResult<()> {
-    let current = amount::stored(&row[column]);
-    let next = current
+    let id = account.id;
+    let current = account.balances.get_mut(balance);
+    *current = current
         .checked_add(delta)
         .filter(|next| *next <= schema.amount_max)
-        .ok_or_else(|| overflow(transfer, account, schema.amount_max, "overflows_balance"))?;
-    set_balance(schema, row, column, next)
+        .ok_or_else(|| overflow(transfer, id, schema.amount_max, "overflows_balance"))?;
+    Ok(())
 }
 
 /// Takes `delta` from one balance of an account: a pending amount released. The engine
 /// put it there, so it is there; a balance that would go below zero is an impossible
 /// state.
-pub(crate) fn subtract(
-    schema: &LedgerSchema,
-    row: &mut Row,
-    column: usize,
-    delta: u128,
-) -> SqlResult<()> {
-    let current = amount::stored(&row[column]);
-    let next = current.checked_sub(delta).unwrap_or_else(|| {
+pub(crate) fn subtract(account: &mut Account, balance: Balance, delta: u128) {
+    let current = account.balances.get_mut(balance);
+    *current = current.checked_sub(delta).unwrap_or_else(|| {
         panic!("releasing {delta} from a balance of {current} would go below zero")
     });
-    set_balance(schema, row, column, next)
-}
-
-/// Writes balance `column` of an account row in the column's type.
-fn set_balance(schema: &LedgerSchema, row: &mut Row, column: usize, n: u128) -> SqlResult<()> {
-    row[column] = amount::cell(n, schema.accounts.columns[column].ty)?;
-    Ok(())
 }
 
 /// An account's own limit: debits (pending and posted) must not exceed posted credits,
@@ -1022,31 +991,30 @@ fn set_balance(schema: &LedgerSchema, row: &mut Row, column: usize, n: u128) -> 
 fn check_limits(
     schema: &LedgerSchema,
     transfer: i64,
-    account: i64,
-    row: &Row,
+    account: &Account,
     side: Side,
 ) -> SqlResult<()> {
     let a = &schema.account;
-    let value = |c: usize| amount::stored(&row[c]);
+    let (row, b, id) = (&account.row, &account.balances, account.id);
     match side {
         Side::Debits if flag(&row[a.debits_must_not_exceed_credits]) => {
-            let debits = value(a.debits_pending).saturating_add(value(a.debits_posted));
-            let credits = value(a.credits_posted);
+            let debits = b.debits_pending.saturating_add(b.debits_posted);
+            let credits = b.credits_posted;
             if debits > credits {
                 return Err(check(
                     transfer,
-                    format!("account {account} would have debits {debits} exceeding its credits {credits} (debits_must_not_exceed_credits)"),
+                    format!("account {id} would have debits {debits} exceeding its credits {credits} (debits_must_not_exceed_credits)"),
                     "exceeds_credits",
                 ));
             }
         }
         Side::Credits if flag(&row[a.credits_must_not_exceed_debits]) => {
-            let credits = value(a.credits_pending).saturating_add(value(a.credits_posted));
-            let debits = value(a.debits_posted);
+            let credits = b.credits_pending.saturating_add(b.credits_posted);
+            let debits = b.debits_posted;
             if credits > debits {
                 return Err(check(
                     transfer,
-                    format!("account {account} would have credits {credits} exceeding its debits {debits} (credits_must_not_exceed_debits)"),
+                    format!("account {id} would have credits {credits} exceeding its debits {debits} (credits_must_not_exceed_debits)"),
                     "exceeds_debits",
                 ));
             }

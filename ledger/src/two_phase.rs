@@ -6,7 +6,7 @@
 use plan::LedgerSchema;
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
-use crate::amount::{self, Given};
+use crate::amount::{self, Balance, Given};
 use crate::change_events::{Change, ChangeKind};
 use crate::error::kv_error;
 use crate::executor::Executor;
@@ -305,7 +305,6 @@ impl Executor {
         version: u64,
     ) -> SqlResult<()> {
         let t = &schema.transfer;
-        let a = &schema.account;
         let reserved = amount::stored(&original[t.amount]);
         let debit_id = int(&original[t.debit_account_id]).unwrap_or(0);
         let credit_id = int(&original[t.credit_account_id]).unwrap_or(0);
@@ -337,27 +336,13 @@ impl Executor {
                 0
             }
         };
-        subtract(schema, &mut debit.row, a.debits_pending, reserved)?;
-        subtract(schema, &mut credit.row, a.credits_pending, reserved)?;
+        subtract(&mut debit, Balance::DebitsPending, reserved);
+        subtract(&mut credit, Balance::CreditsPending, reserved);
         if posted > 0 {
             // The pending transfer's overflow checks leave room for it (TigerBeetle's
             // overflows_*_posted).
-            add(
-                schema,
-                cause,
-                debit_id,
-                &mut debit.row,
-                a.debits_posted,
-                posted,
-            )?;
-            add(
-                schema,
-                cause,
-                credit_id,
-                &mut credit.row,
-                a.credits_posted,
-                posted,
-            )?;
+            add(schema, cause, &mut debit, Balance::DebitsPosted, posted)?;
+            add(schema, cause, &mut credit, Balance::CreditsPosted, posted)?;
         }
         self.save_accounts(schema, (debit, credit), &change, now, version)
     }

@@ -25,14 +25,23 @@ pub fn integer_literal_number(rows: &ValueRows, id: NodeId, ty: DataType) -> Opt
 /// bigint (a ledger amount, `NUMERIC(39,0)`), the same number as a numeric — what binding
 /// the literal and assigning it to the column gives. None for anything else.
 pub fn integer_literal_value(rows: &ValueRows, id: NodeId, ty: DataType) -> Option<Value> {
-    if integer_range(ty).is_some() {
-        return integer_literal_number(rows, id, ty).map(Value::Int);
+    let (_, numeric) = literal_integers(ty)?;
+    let n = integer_literal_number(rows, id, if numeric { DataType::Int8 } else { ty })?;
+    Some(if numeric {
+        Value::Numeric(Numeric::from_i64(n))
+    } else {
+        Value::Int(n)
+    })
+}
+
+/// The integers a literal can give a column of type `ty` as they are, and whether the
+/// column takes them as numerics (`integer_literal_value`); None for a column whose values
+/// integer literals are not.
+pub fn literal_integers(ty: DataType) -> Option<(std::ops::RangeInclusive<i64>, bool)> {
+    match integer_range(ty) {
+        Some(range) => Some((range, false)),
+        None => holds_every_bigint(ty).then_some((i64::MIN..=i64::MAX, true)),
     }
-    if !holds_every_bigint(ty) {
-        return None;
-    }
-    let n = integer_literal_number(rows, id, DataType::Int8)?;
-    Some(Value::Numeric(Numeric::from_i64(n)))
 }
 
 /// Whether `ty` is a NUMERIC of scale 0 with room for 19 digits (or no limit).

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::value_codec::{put_int, put_value, read_slots, Cursor, Layout, Packed};
 use crate::value_tag::put_varint;
-use crate::Value;
+use crate::{Numeric, Value};
 
 /// Rows of values in the packed form, read a row at a time ([`PackedRows::rows`]): the
 /// executor decodes each row just before it stores it, while its few hundred bytes are in
@@ -104,9 +104,13 @@ impl Packer {
     }
 
     /// `push_shaped` for rows whose given values are all integers: the bytes it writes for
-    /// them as `Value::Int`s, without the values made.
-    pub fn push_shaped_ints(&mut self, shape: &RowShape, given: &[i64]) {
-        self.push_shaped_with(shape, |out, i| put_int::<Packed>(out, given[i]));
+    /// them as `Value::Int`s — or, at the places `numeric` marks, as whole
+    /// `Value::Numeric`s — without the values made.
+    pub fn push_shaped_ints(&mut self, shape: &RowShape, given: &[i64], numeric: &[bool]) {
+        self.push_shaped_with(shape, |out, i| match numeric[i] {
+            false => put_int::<Packed>(out, given[i]),
+            true => put_value::<Packed>(out, &Value::Numeric(Numeric::from_i64(given[i]))),
+        });
     }
 
     fn push_shaped_with(

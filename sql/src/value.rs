@@ -48,6 +48,14 @@ impl Value {
         }
     }
 
+    /// Sets the value to the whole numeric `v`, in place when it is a numeric already.
+    pub fn set_whole_numeric(&mut self, v: u128) {
+        match self {
+            Value::Numeric(n) => *n = Numeric::from_u128(v),
+            other => *other = Value::Numeric(Numeric::from_u128(v)),
+        }
+    }
+
     /// Whether the value owns memory of its own (text, bytes, an array, a document): the
     /// ones whose drop frees something.
     pub fn owns_heap(&self) -> bool {

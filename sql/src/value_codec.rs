@@ -15,7 +15,7 @@
 use crate::value_tag::{
     put_varint, read_varint, unzigzag, zigzag, ARRAY, BYTES, DATE, FALSE, FLOAT, INT, INTERVAL,
     JSONB, NULL, NUMERIC, SMALL_INT, SMALL_NUMERIC, TEXT, TIME, TIMESTAMP, TIMESTAMPTZ, TRUE, UUID,
-    VARINT, WIDE_NUMERIC,
+    VARINT, WHOLE_NUMERIC, WIDE_NUMERIC,
 };
 use crate::{Interval, Jsonb, Numeric, Value};
 
@@ -129,6 +129,10 @@ pub fn put_value<L: Layout>(out: &mut Vec<u8>, value: &Value) {
             out.extend_from_slice(&f.to_le_bytes());
         }
         Value::Numeric(n) => match n.mantissa() {
+            _ if n.scale() == 0 && !n.is_negative() && n.magnitude() <= u64::MAX as u128 => {
+                out.push(WHOLE_NUMERIC);
+                put_varint(out, n.magnitude() as u64);
+            }
             Some(mantissa) if i64::try_from(mantissa).is_ok() => {
                 out.push(SMALL_NUMERIC);
                 put_varint(out, zigzag(mantissa as i64));
@@ -262,6 +266,10 @@ pub fn read_slots<L: Layout>(c: &mut Cursor<'_>, row: &mut [Value]) -> Result<()
                 c.bytes = &c.bytes[1..];
                 slot.set_int(unzigzag(c.varint()?));
             }
+            Some(&WHOLE_NUMERIC) => {
+                c.bytes = &c.bytes[1..];
+                slot.set_whole_numeric(c.varint()?.into());
+            }
             _ => read_value::<L>(c, slot, 0)?,
         }
     }
@@ -287,6 +295,7 @@ pub fn read_value<L: Layout>(
             let scale = L::scale(c)?;
             Value::Numeric(Numeric::new(mantissa, scale).map_err(|e| e.message)?)
         }
+        WHOLE_NUMERIC => Value::Numeric(Numeric::from_u128(c.varint()?.into())),
         SMALL_NUMERIC => {
             let mantissa = unzigzag(c.varint()?);
             let scale = L::scale(c)?;
@@ -435,20 +444,21 @@ pub(crate) mod tests {
         }
     }
 
-    /// Numerics whose mantissa fits an i64 take a varint; the 18-byte NUMERIC form builds
-    /// before wrote for them still reads.
+    /// Whole numerics to 2^64 − 1 take their varint alone, others whose mantissa fits an
+    /// i64 a zigzag varint and a scale; the SMALL_NUMERIC and 18-byte NUMERIC forms builds
+    /// before wrote for whole ones still read.
     #[test]
     fn small_numerics_take_a_few_bytes_and_old_ones_still_read() {
         let row = vec![
             Value::Numeric(Numeric::from_u128(5)),
+            Value::Numeric(Numeric::from_u128(u64::MAX as u128)),
             Value::Numeric(Numeric::new(-12_345, 2).unwrap()),
-            Value::Numeric(Numeric::from_i64(i64::MAX)),
             Value::Numeric(Numeric::from_i64(i64::MIN)),
         ];
         for bytes in [encoded::<Stored>(&row), encoded::<Packed>(&row)] {
-            assert_eq!(bytes[0], SMALL_NUMERIC);
-            assert_eq!(&bytes[..3], &[SMALL_NUMERIC, 10, 0]);
-            assert_eq!(bytes.len(), 3 + 5 + 12 + 12, "{}", hex(&bytes));
+            assert_eq!(&bytes[..2], &[WHOLE_NUMERIC, 5]);
+            assert_eq!(bytes[13], SMALL_NUMERIC);
+            assert_eq!(bytes.len(), 2 + 11 + 5 + 12, "{}", hex(&bytes));
         }
         for back in [
             decoded::<Stored>(&encoded::<Stored>(&row), row.len()).unwrap(),
@@ -458,9 +468,9 @@ pub(crate) mod tests {
         }
         let mut old = vec![NUMERIC];
         old.extend_from_slice(&5i128.to_le_bytes());
-        old.push(0);
-        let back = decoded::<Stored>(&old, 1).unwrap();
-        assert_eq!(format!("{back:?}"), format!("{:?}", &row[..1]));
+        old.extend_from_slice(&[0, SMALL_NUMERIC, 10, 0]);
+        let back = decoded::<Stored>(&old, 2).unwrap();
+        assert_eq!(format!("{back:?}"), format!("{:?}", [&row[0], &row[0]]));
     }
 
     #[test]

@@ -33,6 +33,9 @@ pub const WIDE_NUMERIC: u8 = 17;
 /// zigzag varint, then its scale as NUMERIC's — 3 bytes for a small whole number, where
 /// NUMERIC takes 18.
 pub const SMALL_NUMERIC: u8 = 18;
+/// A whole numeric from 0 to 2^64 − 1 (a ledger amount or balance, as nearly all are): its
+/// magnitude as a varint, nothing else — 2 bytes for 1 to 127, 5 for a few billion.
+pub const WHOLE_NUMERIC: u8 = 19;
 /// Tags from here up are the integers 0..=127, in both forms: `Value::Int(tag - SMALL_INT)`.
 pub const SMALL_INT: u8 = 128;
 
