@@ -35,6 +35,7 @@ mod log_store;
 mod lookahead;
 mod page;
 mod page_map;
+mod page_shares;
 mod pager;
 mod pool;
 mod slot_holds;

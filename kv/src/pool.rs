@@ -38,6 +38,7 @@ pub use crate::arena::PageBuf;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
 use crate::page;
+use crate::page_shares::{Share, Shares};
 
 const USAGE_MAX: u8 = 5;
 /// Frames the clock hand examines per eviction at most.
@@ -95,6 +96,9 @@ struct Frame {
     /// The epoch of the capture that last took this frame's image (meaningful while
     /// `Flushing`): only that checkpoint's completion may mark the frame clean.
     capture_epoch: u64,
+    /// `Shares::taken` when `data` became this frame's own (`page_shares`): a live
+    /// snapshot taken since may be reading it. `u64::MAX` while the frame holds no page.
+    buffer_since: u64,
 }
 
 /// Frames still to be captured for the checkpoint being started.
@@ -144,6 +148,11 @@ pub struct BufferPool {
     /// while one holds it.
     slots: Arc<Vec<u32>>,
     epoch: u64,
+    /// Moved on by every capture and every snapshot: `write_tag` derives from it, so
+    /// moving it takes the write tag back from every page at once.
+    tag_round: u64,
+    /// The snapshots that may be reading frames' buffers (`page_shares`).
+    shares: Shares,
     capture: Option<Capture>,
     /// Pre-images captured by writes during a capture, handed out by the next `capture_step`.
     captured_early: Vec<(u64, Arc<PageBuf>)>,
@@ -159,6 +168,10 @@ unsafe impl Send for BufferPool {}
 
 impl Drop for BufferPool {
     fn drop(&mut self) {
+        // Live snapshots read on after the pool is gone: they keep the buffers they see.
+        for frame in &self.frames {
+            self.shares.keep(&frame.data, frame.buffer_since);
+        }
         // Buffers a checkpoint still holds keep the arena alive; its preparing stops here.
         self.arena.stop_preparing();
     }
@@ -192,6 +205,8 @@ impl BufferPool {
             file,
             slots: Arc::new(slots),
             epoch: 0,
+            tag_round: 0,
+            shares: Shares::default(),
             capture: None,
             captured_early: Vec::new(),
             arena,
@@ -294,10 +309,24 @@ impl BufferPool {
         }
     }
 
-    /// The tag of the current capture epoch in `Mapping::write_tag`: never 0, and the same
-    /// for two epochs only 65,535 epochs apart (`begin_capture` clears the tags between).
+    /// The tag of the current round (a capture epoch, or the time since the last snapshot
+    /// within one) in `Mapping::write_tag`: never 0, and the same for two rounds only
+    /// 65,535 rounds apart (`next_tag_round` clears the tags between).
     fn write_tag(&self) -> u16 {
-        (self.epoch % u64::from(u16::MAX)) as u16 + 1
+        (self.tag_round % u64::from(u16::MAX)) as u16 + 1
+    }
+
+    /// Takes the write tag back from every page: the next write to each goes the frame's
+    /// way, which sees what changed (a capture begun, a snapshot taken). O(1), but every
+    /// 65,535th round clears the tags.
+    fn next_tag_round(&mut self) {
+        self.tag_round += 1;
+        if self.write_tag() == 1 {
+            // The tags have gone round: none from 65,535 rounds ago may pass for this one.
+            for mapping in &mut self.page_table {
+                mapping.write_tag = 0;
+            }
+        }
     }
 
     /// The bytes of a resident page, without counting a hit or loading anything.
@@ -373,7 +402,11 @@ impl BufferPool {
         }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
-        if frame.shared {
+        if self.shares.keep(&frame.data, frame.buffer_since) {
+            // A live snapshot reads this image: it keeps it, the page goes on in a copy.
+            frame.data = Arc::new(frame.data.duplicate());
+            frame.shared = false;
+        } else if frame.shared {
             if Arc::get_mut(&mut frame.data).is_none() {
                 // A checkpoint in flight or a snapshot holds this image: write to a copy.
                 if !for_checkpoint {
@@ -383,6 +416,7 @@ impl BufferPool {
             }
             frame.shared = false;
         }
+        frame.buffer_since = self.shares.taken();
         debug_assert_eq!(Arc::strong_count(&frame.data), 1);
         let bytes = frame.data.as_ptr();
         let mapping = &mut self.page_table[page_id as usize];
@@ -394,23 +428,24 @@ impl BufferPool {
         Ok(unsafe { std::slice::from_raw_parts_mut(bytes, self.page_size) })
     }
 
-    /// Every resident page's buffer as it is now, by page id below `page_count` (None: not
-    /// resident): the pages of a snapshot. Each frame is marked shared and its write tag
-    /// taken back, so the next write to the page goes the frame's way and copies the buffer
-    /// while the snapshot holds it — the snapshot's pages never change.
-    pub fn share_resident(&mut self, page_count: u64) -> Vec<Option<Arc<PageBuf>>> {
-        let mut pages = vec![None; page_count as usize];
-        for (page_id, mapping) in self.page_table.iter_mut().enumerate() {
-            if mapping.frame == NOT_RESIDENT || page_id >= pages.len() {
-                continue;
-            }
-            let frame = &mut self.frames[mapping.frame as usize];
-            debug_assert_eq!(frame.page_id, page_id as u64);
-            pages[page_id] = Some(Arc::clone(&frame.data));
-            frame.shared = true;
-            mapping.write_tag = 0;
-        }
-        pages
+    /// The address of every resident page's bytes as they are now, by page id below
+    /// `page_count` (null: not resident), and the share that keeps them so: the pages of a
+    /// snapshot. Copies one address a page and touches no frame (`page_shares`); the write
+    /// tags are taken back, so the next write to each page goes the frame's way, which
+    /// hands the buffer to the share and writes to a copy while the snapshot lives.
+    pub fn share_resident(&mut self, page_count: u64) -> (Vec<*const u8>, Arc<Share>) {
+        let mut pages: Vec<*const u8> = self
+            .page_table
+            .iter()
+            .take(page_count as usize)
+            .map(|mapping| match mapping.frame {
+                NOT_RESIDENT => std::ptr::null(),
+                _ => mapping.bytes as *const u8,
+            })
+            .collect();
+        pages.resize(page_count as usize, std::ptr::null());
+        self.next_tag_round();
+        (pages, self.shares.take())
     }
 
     /// The slot of every page as the last durable checkpoint left it, and the data file:
@@ -428,7 +463,12 @@ impl BufferPool {
         );
         let index = self.take_frame(page_id);
         self.mark_dirty(index);
-        Self::own_buffer(&mut self.frames[index], &self.arena, &self.empty);
+        Self::own_buffer(
+            &mut self.frames[index],
+            &self.arena,
+            &self.empty,
+            &mut self.shares,
+        );
         self.map(page_id, index);
         let buffer = Arc::get_mut(&mut self.frames[index].data)
             .expect("the frame owns its buffer")
@@ -444,8 +484,11 @@ impl BufferPool {
         frame: &'f mut Frame,
         arena: &Arc<PageArena>,
         empty: &Arc<PageBuf>,
+        shares: &mut Shares,
     ) -> &'f mut PageBuf {
-        if Arc::get_mut(&mut frame.data).is_none() {
+        if shares.keep(&frame.data, frame.buffer_since) {
+            frame.data = Arc::new(arena.allocate());
+        } else if Arc::get_mut(&mut frame.data).is_none() {
             // An evicted clean page's buffer is held by snapshots only (the pool's empty
             // buffer belongs to no one).
             if !Arc::ptr_eq(&frame.data, empty) {
@@ -454,6 +497,7 @@ impl BufferPool {
             frame.data = Arc::new(arena.allocate());
         }
         frame.shared = false;
+        frame.buffer_since = shares.taken();
         Arc::get_mut(&mut frame.data).expect("the frame owns its buffer")
     }
 
@@ -488,8 +532,9 @@ impl BufferPool {
         let index = self.take_frame(page_id);
         let offset = u64::from(slot) * self.page_size as u64;
         let loaded = {
+            let frame = &mut self.frames[index];
             let buffer =
-                Self::own_buffer(&mut self.frames[index], &self.arena, &self.empty).bytes_mut();
+                Self::own_buffer(frame, &self.arena, &self.empty, &mut self.shares).bytes_mut();
             self.file
                 .read_exact_at(buffer, offset)
                 .and_then(|()| verify_loaded(&self.file, page_id, offset, buffer))
@@ -549,6 +594,7 @@ impl BufferPool {
             shared: false,
             dirty_epoch: 0,
             capture_epoch: 0,
+            buffer_since: self.shares.taken(),
         });
         self.clean_frames += 1;
         self.frames.len() - 1
@@ -596,6 +642,8 @@ impl BufferPool {
             self.page_table[frame.page_id as usize] = Mapping::ABSENT;
         }
         frame.page_id = u64::MAX;
+        self.shares.keep(&frame.data, frame.buffer_since);
+        frame.buffer_since = u64::MAX;
         if Arc::strong_count(&frame.data) > 1 && !Arc::ptr_eq(&frame.data, &self.empty) {
             // Released frames are clean: only snapshots may share the buffer.
             frame.data.leave_to_snapshots();
@@ -611,12 +659,7 @@ impl BufferPool {
     pub fn begin_capture(&mut self) -> u64 {
         assert!(self.capture.is_none(), "one capture at a time");
         self.epoch += 1;
-        if self.write_tag() == 1 {
-            // The tags have gone round: none from 65,535 epochs ago may pass for this one.
-            for mapping in &mut self.page_table {
-                mapping.write_tag = 0;
-            }
-        }
+        self.next_tag_round();
         self.capture = Some(Capture {
             pending: std::mem::take(&mut self.dirty),
             cursor: 0,

@@ -1,11 +1,12 @@
 //! `Snapshot`: the engine's trees as they were at one moment, readable from any thread while
 //! the owner goes on writing.
 //!
-//! Taking one hands every resident page's buffer (`Arc<PageBuf>`) to the snapshot and marks
-//! the frames shared (`BufferPool::share_resident`): the owner's next write to such a page
-//! copies it first — the copy-on-write the buffer pool already does for checkpoints — so
-//! the snapshot's pages never change. The cost is one `Arc` clone per resident page when
-//! taken, and one page copy per page the owner writes while a snapshot holds it.
+//! Taking one copies the address of every resident page's bytes and registers a share with
+//! the buffer pool (`BufferPool::share_resident`, `page_shares`): before the owner writes
+//! to, reuses or frees a buffer the snapshot may be reading, the pool hands it to the share
+//! and goes on with a copy — the copy-on-write it already does for checkpoints — so the
+//! snapshot's pages never change. The cost is one address per page when taken, and one
+//! page copy per page the owner writes while a snapshot holds it.
 //!
 //! A page that was not resident is clean: the snapshot reads it from its slot in the data
 //! file, as the last durable checkpoint left it (the pool's slot map, shared, not copied).
@@ -20,14 +21,17 @@ use crate::cursor::{Cursor, Direction, PageSource};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
-use crate::pool::{verify_loaded, PageBuf};
+use crate::page_shares::Share;
+use crate::pool::verify_loaded;
 use crate::slot_holds::SlotHold;
 
 /// A read-only view of an engine's trees at the moment `Engine::snapshot` was called.
 /// `Send` and `Sync`: any thread may read it, several at once.
 pub struct Snapshot {
-    /// Page buffers by page id; None where the page was not resident.
-    pages: Vec<Option<Arc<PageBuf>>>,
+    /// The bytes of each page by page id; null where the page was not resident.
+    pages: Vec<*const u8>,
+    /// Keeps the buffers `pages` point at as they were (`page_shares`).
+    _share: Arc<Share>,
     /// Each page's slot in `file` when the snapshot was taken, for those not resident.
     slots: Arc<Vec<u32>>,
     file: Arc<BlockFile>,
@@ -35,9 +39,16 @@ pub struct Snapshot {
     page_size: usize,
 }
 
+// SAFETY: every non-null address in `pages` is the start of a page buffer that nothing
+// writes to, reuses or frees while the snapshot's share lives: the pool hands each such
+// buffer to the share before it would (`page_shares`), and the share lives as long as the
+// snapshot. Any thread may read them, several at once.
+unsafe impl Send for Snapshot {}
+unsafe impl Sync for Snapshot {}
+
 impl Snapshot {
     pub(crate) fn new(
-        pages: Vec<Option<Arc<PageBuf>>>,
+        (pages, share): (Vec<*const u8>, Arc<Share>),
         slots: Arc<Vec<u32>>,
         file: Arc<BlockFile>,
         hold: SlotHold,
@@ -45,6 +56,7 @@ impl Snapshot {
     ) -> Snapshot {
         Snapshot {
             pages,
+            _share: share,
             slots,
             file,
             hold,
@@ -61,8 +73,10 @@ impl Snapshot {
                 self.pages.len()
             ))
         })?;
-        if let Some(buffer) = resident {
-            return Ok(&buffer.bytes()[..self.page_size]);
+        if !resident.is_null() {
+            // SAFETY: see `Send for Snapshot`: the page's bytes, unchanged since the
+            // snapshot was taken, alive while `self` is.
+            return Ok(unsafe { std::slice::from_raw_parts(*resident, self.page_size) });
         }
         if !self.hold.holds() {
             return Err(KvError::Poisoned(format!(
@@ -85,7 +99,7 @@ impl Snapshot {
     /// How many of the snapshot's pages were resident when it was taken (the rest are read
     /// from the data file).
     pub fn resident_pages(&self) -> usize {
-        self.pages.iter().filter(|page| page.is_some()).count()
+        self.pages.iter().filter(|page| !page.is_null()).count()
     }
 
     /// The value of `key` in `table` as of the snapshot, copied into `out`; false when the

@@ -226,3 +226,13 @@ fn pages_not_in_memory_are_read_from_slots_kept_until_the_snapshot_ends() {
         .to_string();
     assert!(err.contains("engine is closed"), "{err}");
 }
+
+#[test]
+fn resident_pages_stay_readable_after_the_engine_is_gone() {
+    let (_dir, mut engine, table, model, _) = churned(options(), 50, 8_000);
+    // The pool holds the whole table: the scan below reads only pages that were resident
+    // (one it had to read from the data file would fail, the engine being closed).
+    let snapshot = engine.snapshot().unwrap();
+    drop(engine);
+    assert_holds(&snapshot, table, &model);
+}
