@@ -57,7 +57,9 @@ impl Shares {
     }
 
     /// Hands `buffer` to every live share taken after `since` (each keeps a reference);
-    /// true when one took it — the caller must then neither write to it nor reuse it.
+    /// true when one took it — the caller must then neither write to it nor reuse it, and
+    /// leaves it to the snapshots (`PageBuf::leave_to_snapshots`) unless a checkpoint
+    /// holds it too.
     pub fn keep(&mut self, buffer: &Arc<PageBuf>, since: u64) -> bool {
         if !self.may_hold(since) {
             return false;
@@ -70,10 +72,6 @@ impl Shares {
                 buffers.push(Arc::clone(buffer));
                 kept = true;
             }
-        }
-        if kept {
-            // No longer the pool's: the snapshots' memory until they end.
-            buffer.leave_to_snapshots();
         }
         kept
     }
@@ -97,10 +95,8 @@ mod tests {
         assert!(shares.keep(&buffer, before));
         assert_eq!(first.kept.lock().unwrap().len(), 1);
         assert_eq!(second.kept.lock().unwrap().len(), 1);
-        assert_eq!(arena.snapshot_only(), 1);
         drop((first, second));
         assert!(!shares.keep(&buffer, before), "ended shares hold nothing");
-        drop(buffer);
-        assert_eq!(arena.snapshot_only(), 0);
+        assert_eq!(Arc::strong_count(&buffer), 1);
     }
 }

@@ -170,7 +170,9 @@ impl Drop for BufferPool {
     fn drop(&mut self) {
         // Live snapshots read on after the pool is gone: they keep the buffers they see.
         for frame in &self.frames {
-            self.shares.keep(&frame.data, frame.buffer_since);
+            if self.shares.keep(&frame.data, frame.buffer_since) {
+                frame.data.leave_to_snapshots();
+            }
         }
         // Buffers a checkpoint still holds keep the arena alive; its preparing stops here.
         self.arena.stop_preparing();
@@ -404,6 +406,9 @@ impl BufferPool {
         let frame = &mut self.frames[index];
         if self.shares.keep(&frame.data, frame.buffer_since) {
             // A live snapshot reads this image: it keeps it, the page goes on in a copy.
+            if !for_checkpoint {
+                frame.data.leave_to_snapshots();
+            }
             frame.data = Arc::new(frame.data.duplicate());
             frame.shared = false;
         } else if frame.shared {
@@ -487,6 +492,8 @@ impl BufferPool {
         shares: &mut Shares,
     ) -> &'f mut PageBuf {
         if shares.keep(&frame.data, frame.buffer_since) {
+            // An evicted page's image a snapshot reads: the snapshot's now.
+            frame.data.leave_to_snapshots();
             frame.data = Arc::new(arena.allocate());
         } else if Arc::get_mut(&mut frame.data).is_none() {
             // An evicted clean page's buffer is held by snapshots only (the pool's empty
@@ -642,9 +649,9 @@ impl BufferPool {
             self.page_table[frame.page_id as usize] = Mapping::ABSENT;
         }
         frame.page_id = u64::MAX;
-        self.shares.keep(&frame.data, frame.buffer_since);
+        let kept = self.shares.keep(&frame.data, frame.buffer_since);
         frame.buffer_since = u64::MAX;
-        if Arc::strong_count(&frame.data) > 1 && !Arc::ptr_eq(&frame.data, &self.empty) {
+        if kept || (Arc::strong_count(&frame.data) > 1 && !Arc::ptr_eq(&frame.data, &self.empty)) {
             // Released frames are clean: only snapshots may share the buffer.
             frame.data.leave_to_snapshots();
         }
