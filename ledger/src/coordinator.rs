@@ -423,6 +423,11 @@ impl Coordinator {
                 }
             }
             self.maintain();
+            if self.queues.depth(0) == 0 {
+                // Nothing waits: a view taken now stays current until the next entry
+                // begins, and point reads until then need no hop here.
+                self.publish_view_when_idle(Duration::ZERO);
+            }
         }
     }
 
@@ -624,10 +629,10 @@ impl Coordinator {
         });
     }
 
-    /// Publishes a read view for the sessions' point reads once no entry has come for a
-    /// moment and the published one is stale (every partition held: none is lent).
-    fn publish_view_when_idle(&mut self) {
-        if self.applied_at.elapsed() < PUBLISH_AFTER_IDLE
+    /// Publishes a read view for the sessions' point reads once no entry has come for
+    /// `idle` and the published one is stale (every partition held: none is lent).
+    fn publish_view_when_idle(&mut self, idle: Duration) {
+        if self.applied_at.elapsed() < idle
             || !self.published_view.stale()
             || self.executor.shards.iter().any(Option::is_none)
         {
@@ -643,7 +648,7 @@ impl Coordinator {
             self.answer_snapshot_requests(false);
             return;
         }
-        self.publish_view_when_idle();
+        self.publish_view_when_idle(PUBLISH_AFTER_IDLE);
         // Polled between entries even with no checkpoint in flight: a durable checkpoint's
         // pages become clean, and so evictable, in steps.
         let mut failure = None;

@@ -269,6 +269,11 @@ impl ExecutorHandle {
     pub fn current_view(&self) -> Option<Arc<crate::read_view::ReadView>> {
         self.published_view.current()
     }
+
+    /// Point reads served on a published view and those that went to the executor.
+    pub fn point_reads_on_views(&self) -> (u64, u64) {
+        self.published_view.point_reads()
+    }
 }
 
 /// How `Executor::store_row` writes a row: only where its key is absent, or over what the

@@ -27,6 +27,11 @@ impl QueueDepths {
         }
     }
 
+    /// Thread `thread`'s depth now.
+    pub(crate) fn depth(&self, thread: usize) -> u64 {
+        self.depths.get(thread).map_or(0, |d| d.load(Relaxed))
+    }
+
     /// Each thread's depth now, the coordinator's first.
     pub fn depths(&self) -> Vec<u64> {
         self.depths.iter().map(|d| d.load(Relaxed)).collect()

@@ -51,6 +51,10 @@ pub struct PublishedView {
     applying: AtomicU64,
     /// The view and the `applying` index it was taken at.
     view: Mutex<Option<(u64, Arc<ReadView>)>>,
+    /// Point reads that found the view current, and those that did not (and went to the
+    /// executor): `SHOW storage_stats`.
+    served: AtomicU64,
+    missed: AtomicU64,
 }
 
 impl PublishedView {
@@ -80,9 +84,27 @@ impl PublishedView {
 
     /// The published view, while it is current.
     pub fn current(&self) -> Option<Arc<ReadView>> {
-        let slot = self.slot();
-        let (at, view) = slot.as_ref()?;
-        (*at == self.applying.load(Ordering::SeqCst)).then(|| view.clone())
+        let view = {
+            let slot = self.slot();
+            slot.as_ref()
+                .filter(|(at, _)| *at == self.applying.load(Ordering::SeqCst))
+                .map(|(_, view)| view.clone())
+        };
+        let counter = if view.is_some() {
+            &self.served
+        } else {
+            &self.missed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        view
+    }
+
+    /// How many point reads `current` served a view and how many it sent on.
+    pub fn point_reads(&self) -> (u64, u64) {
+        (
+            self.served.load(Ordering::Relaxed),
+            self.missed.load(Ordering::Relaxed),
+        )
     }
 }
 

@@ -97,7 +97,7 @@ async fn long_read_beside_writes(server: &TestServer, pad: i32) {
     );
 }
 
-/// Point reads are served from the view the executor publishes while idle; a session's
+/// Point reads are served from the view the executor publishes between entries; a session's
 /// acknowledged write is always in what its next read sees (the view stops being current
 /// before any reply of the entry that changes it), from its own connection and another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -131,4 +131,12 @@ async fn point_reads_see_every_acknowledged_write() {
             assert_eq!(got, want, "after write {n}");
         }
     }
+    // The executor publishes a view as soon as its queue is empty after an entry, so most
+    // reads right after a write are served on it rather than hop to the executor.
+    let stats = scalar(&other, "show storage_stats").await.unwrap();
+    let fields = common::stat_fields(&stats);
+    assert!(
+        fields["point_reads_on_view"] >= 150,
+        "most of the 300 point reads ran on a view: {stats}"
+    );
 }

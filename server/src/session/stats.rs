@@ -25,12 +25,15 @@ impl Session {
     /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
     /// point operations found their leaf from a leaf hint or descended from the root (or
     /// started at a leaf a multi-row statement's lookahead found), and how often and how
-    /// long entries waited for a checkpoint to make room in the pool.
+    /// long entries waited for a checkpoint to make room in the pool, and how many point
+    /// reads were served on the session's thread from a published view or went to the
+    /// executor.
     pub(super) async fn storage_stats(&self) -> SqlResult<String> {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
+        let (on_view, on_executor) = self.shared.executor.point_reads_on_views();
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -54,7 +57,9 @@ impl Session {
             stats.lookahead_keys,
             stats.lookahead_used,
             all.pool_waits,
-            all.pool_wait.as_millis()
+            all.pool_wait.as_millis(),
+            on_view,
+            on_executor
         ))
     }
 }
