@@ -404,23 +404,16 @@ impl BufferPool {
         }
         self.mark_dirty(index);
         let frame = &mut self.frames[index];
-        if self.shares.keep(&frame.data, frame.buffer_since) {
-            // A live snapshot reads this image: it keeps it, the page goes on in a copy.
-            if !for_checkpoint {
-                frame.data.leave_to_snapshots();
-            }
-            frame.data = Arc::new(frame.data.duplicate());
-            frame.shared = false;
-        } else if frame.shared {
-            if Arc::get_mut(&mut frame.data).is_none() {
-                // A checkpoint in flight or a snapshot holds this image: write to a copy.
-                if !for_checkpoint {
-                    frame.data.leave_to_snapshots();
-                }
-                frame.data = Arc::new(frame.data.duplicate());
-            }
-            frame.shared = false;
+        let kept = self.shares.keep(&frame.data, frame.buffer_since);
+        if kept && !for_checkpoint {
+            frame.data.leave_to_snapshots();
         }
+        if kept || (frame.shared && Arc::get_mut(&mut frame.data).is_none()) {
+            // A live snapshot reads this image, or a checkpoint in flight holds it: the page
+            // goes on in a copy.
+            frame.data = Arc::new(frame.data.duplicate());
+        }
+        frame.shared = false;
         frame.buffer_since = self.shares.taken();
         debug_assert_eq!(Arc::strong_count(&frame.data), 1);
         let bytes = frame.data.as_ptr();
@@ -468,12 +461,7 @@ impl BufferPool {
         );
         let index = self.take_frame(page_id);
         self.mark_dirty(index);
-        Self::own_buffer(
-            &mut self.frames[index],
-            &self.arena,
-            &self.empty,
-            &mut self.shares,
-        );
+        Self::own_buffer(&mut self.frames[index], &self.arena, &mut self.shares);
         self.map(page_id, index);
         let buffer = Arc::get_mut(&mut self.frames[index].data)
             .expect("the frame owns its buffer")
@@ -488,19 +476,15 @@ impl BufferPool {
     fn own_buffer<'f>(
         frame: &'f mut Frame,
         arena: &Arc<PageArena>,
-        empty: &Arc<PageBuf>,
         shares: &mut Shares,
     ) -> &'f mut PageBuf {
-        if shares.keep(&frame.data, frame.buffer_since) {
+        let kept = shares.keep(&frame.data, frame.buffer_since);
+        if kept {
             // An evicted page's image a snapshot reads: the snapshot's now.
             frame.data.leave_to_snapshots();
-            frame.data = Arc::new(arena.allocate());
-        } else if Arc::get_mut(&mut frame.data).is_none() {
-            // An evicted clean page's buffer is held by snapshots only (the pool's empty
-            // buffer belongs to no one).
-            if !Arc::ptr_eq(&frame.data, empty) {
-                frame.data.leave_to_snapshots();
-            }
+        }
+        if kept || Arc::get_mut(&mut frame.data).is_none() {
+            // (Not its own either: the pool's empty buffer, of a frame without memory.)
             frame.data = Arc::new(arena.allocate());
         }
         frame.shared = false;
@@ -540,8 +524,7 @@ impl BufferPool {
         let offset = u64::from(slot) * self.page_size as u64;
         let loaded = {
             let frame = &mut self.frames[index];
-            let buffer =
-                Self::own_buffer(frame, &self.arena, &self.empty, &mut self.shares).bytes_mut();
+            let buffer = Self::own_buffer(frame, &self.arena, &mut self.shares).bytes_mut();
             self.file
                 .read_exact_at(buffer, offset)
                 .and_then(|()| verify_loaded(&self.file, page_id, offset, buffer))
@@ -649,12 +632,10 @@ impl BufferPool {
             self.page_table[frame.page_id as usize] = Mapping::ABSENT;
         }
         frame.page_id = u64::MAX;
-        let kept = self.shares.keep(&frame.data, frame.buffer_since);
-        frame.buffer_since = u64::MAX;
-        if kept || (Arc::strong_count(&frame.data) > 1 && !Arc::ptr_eq(&frame.data, &self.empty)) {
-            // Released frames are clean: only snapshots may share the buffer.
+        if self.shares.keep(&frame.data, frame.buffer_since) {
             frame.data.leave_to_snapshots();
         }
+        frame.buffer_since = u64::MAX;
         frame.data = Arc::clone(&self.empty);
         frame.shared = true;
         self.set_state(index, FrameState::Free);

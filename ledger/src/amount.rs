@@ -5,7 +5,7 @@
 //! Every balance the engine wrote is a whole number from 0 to its column's maximum; one
 //! that is not is an impossible state, and reading it stops the executor.
 
-use plan::{AccountColumns, LedgerSchema};
+use plan::{AccountColumns, LedgerSchema, TableDef};
 use sql::{DataType, ErrorKind, SqlError, SqlResult, Value};
 
 /// A balance or amount the engine stored. NULL (a column added without a value) is 0.
@@ -110,25 +110,6 @@ pub(crate) enum Balance {
     CreditsPosted,
 }
 
-impl Balance {
-    pub const ALL: [Balance; 4] = [
-        Balance::DebitsPending,
-        Balance::DebitsPosted,
-        Balance::CreditsPending,
-        Balance::CreditsPosted,
-    ];
-
-    /// Its column in the accounts table.
-    pub fn column(self, a: &AccountColumns) -> usize {
-        match self {
-            Balance::DebitsPending => a.debits_pending,
-            Balance::DebitsPosted => a.debits_posted,
-            Balance::CreditsPending => a.credits_pending,
-            Balance::CreditsPosted => a.credits_posted,
-        }
-    }
-}
-
 impl Balances {
     /// The balances stored in an account's `row`.
     pub(crate) fn of(a: &AccountColumns, row: &[Value]) -> Balances {
@@ -160,13 +141,33 @@ impl Balances {
 
     /// Writes the balances into an account's `row`, each in its column's type.
     pub(crate) fn write_into(&self, schema: &LedgerSchema, row: &mut [Value]) -> SqlResult<()> {
-        for b in Balance::ALL {
-            let column = b.column(&schema.account);
-            set_cell(
-                &mut row[column],
-                self.get(b),
-                schema.accounts.columns[column].ty,
-            )?;
+        let a = &schema.account;
+        let columns = [
+            a.debits_pending,
+            a.debits_posted,
+            a.credits_pending,
+            a.credits_posted,
+        ];
+        self.write_columns(&schema.accounts, columns, row)
+    }
+
+    /// Writes the balances into `columns` of a `row` of `table` — debits pending and
+    /// posted, credits pending and posted, in that order — each in its column's type: an
+    /// account's row, a balance history entry, a change event's side.
+    pub(crate) fn write_columns(
+        &self,
+        table: &TableDef,
+        columns: [usize; 4],
+        row: &mut [Value],
+    ) -> SqlResult<()> {
+        let values = [
+            self.debits_pending,
+            self.debits_posted,
+            self.credits_pending,
+            self.credits_posted,
+        ];
+        for (column, n) in columns.into_iter().zip(values) {
+            set_cell(&mut row[column], n, table.columns[column].ty)?;
         }
         Ok(())
     }

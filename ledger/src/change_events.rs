@@ -190,15 +190,13 @@ fn take_balances(
     balances: &Balances,
     event: &mut Row,
 ) -> SqlResult<()> {
-    for (to, from) in [
-        (side.debits_pending, balances.debits_pending),
-        (side.debits_posted, balances.debits_posted),
-        (side.credits_pending, balances.credits_pending),
-        (side.credits_posted, balances.credits_posted),
-    ] {
-        amount::set_cell(&mut event[to], from, table.columns[to].ty)?;
-    }
-    Ok(())
+    let columns = [
+        side.debits_pending,
+        side.debits_posted,
+        side.credits_pending,
+        side.credits_posted,
+    ];
+    balances.write_columns(table, columns, event)
 }
 
 /// A part of a change event's row with the fields both sides share, balances NULL.

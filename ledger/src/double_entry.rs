@@ -48,11 +48,11 @@ pub(crate) struct Totals {
 impl Totals {
     /// Adds one account's row.
     pub(crate) fn add(&mut self, row: &[Value], a: &AccountColumns) {
-        let amount = |column: usize| crate::amount::stored(&row[column]);
-        self.debits_posted.add(amount(a.debits_posted));
-        self.credits_posted.add(amount(a.credits_posted));
-        self.debits_pending.add(amount(a.debits_pending));
-        self.credits_pending.add(amount(a.credits_pending));
+        let balances = crate::amount::Balances::of(a, row);
+        self.debits_posted.add(balances.debits_posted);
+        self.credits_posted.add(balances.credits_posted);
+        self.debits_pending.add(balances.debits_pending);
+        self.credits_pending.add(balances.credits_pending);
         self.accounts += 1;
     }
 

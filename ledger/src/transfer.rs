@@ -654,15 +654,15 @@ impl Executor {
             entry[b.account_id] = Value::Int(account.id);
             entry[b.created_at] = Value::TimestampTz(now);
             entry[b.transfer_id] = Value::Int(transfer);
-            for (to, from) in [
-                (b.debits_pending, Balance::DebitsPending),
-                (b.debits_posted, Balance::DebitsPosted),
-                (b.credits_pending, Balance::CreditsPending),
-                (b.credits_posted, Balance::CreditsPosted),
-            ] {
-                let ty = schema.balances.columns[to].ty;
-                amount::set_cell(&mut entry[to], account.balances.get(from), ty)?;
-            }
+            let columns = [
+                b.debits_pending,
+                b.debits_posted,
+                b.credits_pending,
+                b.credits_posted,
+            ];
+            account
+                .balances
+                .write_columns(&schema.balances, columns, &mut entry)?;
             Ok(entry)
         });
         let history = history.transpose()?;
