@@ -30,6 +30,7 @@ mod metrics;
 mod migrations;
 mod notifications;
 mod pulse;
+mod read_pacing;
 mod read_threads;
 mod session;
 mod session_threads;
@@ -196,6 +197,12 @@ struct ServeArgs {
     /// File IO for the replicated log (portable measured faster: see docs/paths.md).
     #[arg(long, default_value = "portable", value_parser = ["auto", "uring", "portable"])]
     log_io: String,
+    /// The share of one core, in percent, a long read (a query on a snapshot, or a long
+    /// evaluation) takes while other statements run: it runs in 1-ms slices with pauses
+    /// between them, so the ledger's latency stays near its level without the read. 100:
+    /// no pauses. A quiet server gives a read all the CPU it can use either way.
+    #[arg(long, default_value_t = read_pacing::DEFAULT_SHARE_PERCENT, value_parser = clap::value_parser!(u32).range(1..=100))]
+    long_read_share: u32,
 }
 
 fn main() -> ExitCode {
@@ -473,6 +480,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
         );
     }
     let pool_mb = pool_mb(&args)?;
+    read_pacing::set_share_percent(args.long_read_share);
     let budget_mb = args
         .memory_budget_mb
         .unwrap_or_else(|| default_memory_budget_mb(pool_mb));

@@ -12,6 +12,10 @@
 //! none idle (tokio's blocking pool on a runtime of its own), so a short read never queues
 //! behind a long one; `statement_timeout` bounds a read the ledger leaves no room for.
 //!
+//! The idle class is not the whole answer on a virtual machine of two vCPUs: a busy thread
+//! on the other vCPU slows the ledger's by itself, so while the ledger is busy a read also
+//! runs in slices with pauses between them (`read_pacing`).
+//!
 //! What the reads let go of when they end (a snapshot's page buffers, which go back to the
 //! buffer pool's arena under its lock) is dropped by the caller, on a session thread at
 //! normal priority, so the executor never waits on a lock a lowered thread holds.
@@ -21,6 +25,8 @@ use std::sync::OnceLock;
 
 use tokio::runtime::{Builder, Runtime};
 use tokio::task::JoinError;
+
+use crate::read_pacing;
 
 fn runtime() -> &'static Runtime {
     static READS: OnceLock<Runtime> = OnceLock::new();
@@ -35,9 +41,15 @@ fn runtime() -> &'static Runtime {
     })
 }
 
-/// Runs `read` on a read thread; a panic in it is the error.
+/// Runs `read` on a read thread, paced while the ledger is busy (`read_pacing`) through
+/// `interrupt`, the read's own; a panic in it is the error.
 pub fn run<T: Send + 'static>(
+    interrupt: &plan::Interrupt,
     read: impl FnOnce() -> T + Send + 'static,
 ) -> impl Future<Output = Result<T, JoinError>> {
-    runtime().spawn_blocking(read)
+    let interrupt = interrupt.clone();
+    runtime().spawn_blocking(move || {
+        let _paced = read_pacing::pace_while(&interrupt);
+        read()
+    })
 }

@@ -343,6 +343,7 @@ impl Session {
     /// A query message (a simple Query, or an Execute) starts: what stops its statements,
     /// which a cancel request for it raises.
     pub fn begin_query(&mut self) -> plan::Interrupt {
+        crate::read_pacing::note_statement();
         self.interrupt = plan::Interrupt::new();
         self.interrupt.clone()
     }

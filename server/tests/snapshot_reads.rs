@@ -140,3 +140,51 @@ async fn point_reads_see_every_acknowledged_write() {
         "most of the 300 point reads ran on a view: {stats}"
     );
 }
+
+/// A long read runs flat out on a quiet server and in slices with pauses while other
+/// statements run (`--long-read-share`); with a share of 100% it is never paused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_read_pauses_for_a_busy_ledger_only() {
+    let long = "select count(*) from generate_series(1, 1000000) a where a % 7 = 3";
+    let pauses_beside_writes = |server: TestServer| async move {
+        let admin = server.client().await;
+        admin
+            .batch_execute("create table w (id int primary key)")
+            .await
+            .unwrap();
+        let reader = server.client().await;
+        assert_eq!(scalar(&reader, long).await.as_deref(), Some("142857"));
+        let quiet = pauses(&admin).await;
+        let running = Arc::new(AtomicBool::new(true));
+        let read = {
+            let running = running.clone();
+            tokio::spawn(async move {
+                let count = scalar(&reader, long).await;
+                running.store(false, Ordering::SeqCst);
+                count
+            })
+        };
+        let writer = server.client().await;
+        let mut id = 0;
+        while running.load(Ordering::SeqCst) {
+            id += 1;
+            writer
+                .execute("insert into w values ($1)", &[&id])
+                .await
+                .unwrap();
+        }
+        assert_eq!(read.await.unwrap().as_deref(), Some("142857"));
+        (quiet, pauses(&admin).await, id)
+    };
+    let (quiet, busy, writes) = pauses_beside_writes(TestServer::start()).await;
+    assert_eq!(quiet, 0, "nothing else ran: the read was not paused");
+    assert!(busy > 0, "{writes} writes ran beside the read: it paused");
+    let (_, unpaced, writes) =
+        pauses_beside_writes(TestServer::start_with(&["--long-read-share", "100"])).await;
+    assert_eq!(unpaced, 0, "a share of 100% never pauses ({writes} writes)");
+}
+
+async fn pauses(client: &tokio_postgres::Client) -> u64 {
+    let stats = scalar(client, "show storage_stats").await.unwrap();
+    common::stat_fields(&stats)["long_read_pauses"]
+}

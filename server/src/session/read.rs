@@ -148,7 +148,7 @@ impl Session {
         let view = self.ask(|reply| Request::ReadView { reply }).await??;
         let (plan, context) = (plan.clone(), context.clone());
         let sequences = self.sequences.clone();
-        let (result, view) = read_threads::run(move || {
+        let (result, view) = read_threads::run(&self.interrupt, move || {
             (
                 ledger::query_on_view(&view, &plan, &context, sequences),
                 view,
@@ -230,7 +230,7 @@ impl Session {
         let (plan, params) = (plan.clone(), params.to_vec());
         let (sequences, shared) = (self.sequences.clone(), self.shared.clone());
         let (interrupt, role) = (self.interrupt.clone(), self.role());
-        read_threads::run(move || {
+        read_threads::run(&self.interrupt, move || {
             let signals = crate::activity::SignalsFrom {
                 activity: &shared.activity,
                 catalog: &catalog,

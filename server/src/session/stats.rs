@@ -27,13 +27,14 @@ impl Session {
     /// started at a leaf a multi-row statement's lookahead found), and how often and how
     /// long entries waited for a checkpoint to make room in the pool, and how many point
     /// reads were served on the session's thread from a published view or went to the
-    /// executor.
+    /// executor, and how many pauses long reads took to leave a busy ledger its cores
+    /// (`read_pacing`).
     pub(super) async fn storage_stats(&self) -> SqlResult<String> {
         let all = self.ask(|reply| Request::Stats { reply }).await?;
         let stats = all.storage;
         let (on_view, on_executor) = self.shared.executor.point_reads_on_views();
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={} long_read_pauses={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -59,7 +60,8 @@ impl Session {
             all.pool_waits,
             all.pool_wait.as_millis(),
             on_view,
-            on_executor
+            on_executor,
+            crate::read_pacing::pauses()
         ))
     }
 }
