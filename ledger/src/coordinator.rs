@@ -36,6 +36,7 @@ use crate::state_snapshot::StateSnapshot;
 use crate::undo::UndoLog;
 use crate::worker::{Report, Work, Worker};
 
+mod checkpoint_requests;
 mod checkpoint_retry;
 mod snapshots;
 
@@ -75,6 +76,8 @@ pub(crate) struct Coordinator {
     snapshot_requests: Vec<Reply<SqlResult<Arc<StateSnapshot>>>>,
     /// The snapshot taken as the checkpoint in flight began, until that checkpoint is durable.
     snapshot_taken: Option<Arc<StateSnapshot>>,
+    /// Sessions' CHECKPOINTs, answered when a checkpoint covering them is durable.
+    checkpoint_requests: checkpoint_requests::CheckpointRequests,
 }
 
 /// What the executor handle shares with the coordinator, kept across a snapshot install.
@@ -352,6 +355,7 @@ impl Coordinator {
             applied_at: Instant::now(),
             published_view,
             snapshot_requests: Vec::new(),
+            checkpoint_requests: Default::default(),
             snapshot_taken: None,
             options,
             routing: Routing::default(),
@@ -483,6 +487,7 @@ impl Coordinator {
                 reply((self.replication.clone(), self.durable_replication.clone()))
             }
             Request::BuildSnapshot { reply } => self.snapshot_requests.push(reply),
+            Request::Checkpoint { reply } => self.request_checkpoint(reply),
             Request::Shutdown { reply } => reply(()),
             Request::InstallSnapshot { reply, .. } => reply(Err(SqlError::internal(
                 "a snapshot install reached the request handler",
@@ -597,6 +602,7 @@ impl Coordinator {
         self.checkpointing = None;
         self.last_checkpoint = Instant::now();
         self.answer_snapshot_requests(false);
+        self.answer_checkpoint_requests(None);
     }
 
     /// The checkpoint in flight is durable in every partition.
@@ -608,6 +614,10 @@ impl Coordinator {
                 self.remember_checkpoint(checkpointing.position, checkpointing.started);
             }
             self.answer_snapshot_requests(checkpointing.committed);
+            let durable = checkpointing
+                .committed
+                .then_some(checkpointing.position.index);
+            self.answer_checkpoint_requests(durable);
         }
     }
 
@@ -646,6 +656,7 @@ impl Coordinator {
     fn maintain(&mut self) {
         if self.executor.failed.is_some() {
             self.answer_snapshot_requests(false);
+            self.answer_checkpoint_requests(None);
             return;
         }
         self.publish_view_when_idle(PUBLISH_AFTER_IDLE);
@@ -670,6 +681,7 @@ impl Coordinator {
                 None => {}
             }
             self.answer_snapshot_requests(false);
+            self.answer_checkpoint_requests(None);
             self.last_checkpoint = Instant::now();
             return;
         }
@@ -688,6 +700,9 @@ impl Coordinator {
         }
         if !self.snapshot_requests.is_empty() {
             self.begin_snapshot();
+            return;
+        }
+        if self.begin_requested_checkpoint() {
             return;
         }
         let due = self.changed_since_checkpoint

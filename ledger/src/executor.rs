@@ -180,6 +180,10 @@ pub enum Request {
     BuildSnapshot {
         reply: Reply<SqlResult<Arc<crate::state_snapshot::StateSnapshot>>>,
     },
+    /// `CHECKPOINT`: answered once a checkpoint covering everything applied now is durable.
+    Checkpoint {
+        reply: Reply<SqlResult<()>>,
+    },
     /// Replaces the whole state with a staged snapshot (`install`): the engines close, the
     /// staged files take the data files' place, and the executor reopens at the snapshot's
     /// position. An error leaves the executor stopped.

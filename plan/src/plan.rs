@@ -759,6 +759,8 @@ pub enum Plan {
     },
     /// A statement with nothing to do here; the tag to answer with.
     NoOp(&'static str),
+    /// `CHECKPOINT`: a checkpoint of every partition, answered once it is durable.
+    Checkpoint,
     Explain(Box<Plan>),
     /// `PREPARE name [(types)] AS statement`: `statement` bound (against the catalog the
     /// session sees), kept by the session under `name` with the text it came from.

@@ -506,10 +506,13 @@ impl Binder<'_> {
     /// VACUUM, ANALYZE and CHECKPOINT, which have nothing to do here; CHECKPOINT is a
     /// superuser's, as in PostgreSQL.
     pub(crate) fn maintenance(&self, tag: &'static str) -> SqlResult<Plan> {
-        if tag == "CHECKPOINT" && !self.catalog.authorization.is_superuser(self.role) {
-            return Err(denied(
-                "must be superuser or have privileges of pg_checkpoint to do CHECKPOINT",
-            ));
+        if tag == "CHECKPOINT" {
+            if !self.catalog.authorization.is_superuser(self.role) {
+                return Err(denied(
+                    "must be superuser or have privileges of pg_checkpoint to do CHECKPOINT",
+                ));
+            }
+            return Ok(Plan::Checkpoint);
         }
         Ok(Plan::NoOp(tag))
     }

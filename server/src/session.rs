@@ -508,6 +508,10 @@ impl Session {
                 })
             }
             Plan::NoOp(tag) => Ok(StatementResult::Command(tag.to_string())),
+            Plan::Checkpoint => {
+                self.ask(|reply| Request::Checkpoint { reply }).await??;
+                Ok(StatementResult::Command("CHECKPOINT".into()))
+            }
             Plan::Explain(inner) => {
                 let rows = explain(inner)
                     .into_iter()

@@ -600,6 +600,51 @@ async fn sequence_values_are_unique_and_survive_kill9() {
     assert_eq!(e.code(), Some(&SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE));
 }
 
+/// CHECKPOINT returns once a checkpoint of everything applied before it is durable, with
+/// no checkpoint due by the interval; it is answered again when nothing changed since, and
+/// what it covered is back after kill -9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoint_returns_when_a_checkpoint_is_durable() {
+    let mut server = TestServer::start_with(&["--checkpoint-interval-s", "3600"]);
+    let c = server.client().await;
+    c.batch_execute(
+        "create table cp (id int primary key, v text);
+         insert into cp select g, repeat('v', 100) from generate_series(1, 2000) g;",
+    )
+    .await
+    .unwrap();
+    let before = checkpoint_seq(&c).await;
+    c.batch_execute("checkpoint").await.unwrap();
+    assert!(
+        checkpoint_seq(&c).await > before,
+        "CHECKPOINT returned before a checkpoint was durable"
+    );
+    let pages: i64 = c
+        .query_one(
+            "select pages from hotledger.checkpoints order by finished_at desc limit 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(pages > 0, "the checkpoint wrote the table's pages");
+    c.batch_execute("checkpoint; checkpoint").await.unwrap();
+    c.batch_execute("insert into cp values (0, 'after')")
+        .await
+        .unwrap();
+    drop(c);
+    server.kill9_and_restart();
+    let c = server.client().await;
+    assert_eq!(
+        scalar(&c, "select count(*) from cp").await.as_deref(),
+        Some("2001")
+    );
+}
+
+async fn checkpoint_seq(c: &tokio_postgres::Client) -> u64 {
+    common::stat_fields(&scalar(c, "show storage_stats").await.unwrap())["checkpoint_seq"]
+}
+
 /// Waits (at most 20 s) until a checkpoint newer than the current one has completed, so what
 /// was applied before the call is recovered from it rather than from the log.
 async fn wait_for_checkpoint(c: &tokio_postgres::Client) {
