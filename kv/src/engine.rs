@@ -770,8 +770,8 @@ impl Engine {
     }
 
     /// The trees as they are now, readable from any thread while this engine goes on
-    /// writing (see `snapshot.rs`): a copy of one address per page to take; each page
-    /// written while a snapshot holds it is copied once.
+    /// writing (see `snapshot.rs`): a handle per 512 pages to take; each page written while
+    /// a snapshot holds it is copied once, and each chunk of 512 page addresses changed.
     pub fn snapshot(&mut self) -> KvResult<Snapshot> {
         self.check_usable()?;
         // Registered first: the slots of the pages not shared below stay unused from here.

@@ -16,7 +16,7 @@
 //! durable checkpoint uses.
 //!
 //! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
-//! `snapshot`, `superblock`, `slots`, `slot_holds`, `page_map` and `checkpoint`, `engine`,
+//! `snapshot` (with `page_addresses` and `page_shares`), `superblock`, `slots`, `slot_holds`, `page_map` and `checkpoint`, `engine`,
 //! then `log_store` (`journal` only reads what format 3 left).
 
 mod arena;
@@ -34,6 +34,7 @@ mod log_spares;
 mod log_store;
 mod lookahead;
 mod page;
+mod page_addresses;
 mod page_map;
 mod page_shares;
 mod pager;

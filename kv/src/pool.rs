@@ -38,6 +38,7 @@ pub use crate::arena::PageBuf;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
 use crate::page;
+use crate::page_addresses::{PageAddresses, SharedAddresses};
 use crate::page_shares::{Share, Shares};
 
 const USAGE_MAX: u8 = 5;
@@ -132,6 +133,9 @@ pub struct BufferPool {
     frames: Vec<Frame>,
     /// Page id → where the page is in memory.
     page_table: Vec<Mapping>,
+    /// Page id → the address of its bytes (null: not resident), kept in step with
+    /// `page_table`'s: what snapshots share (`page_addresses`).
+    addresses: PageAddresses,
     /// Frames that turned dirty since the last capture (may hold stale entries).
     dirty: Vec<u32>,
     /// Frames in state `Free`, taken before growing or evicting.
@@ -199,6 +203,7 @@ impl BufferPool {
             capacity,
             frames: Vec::with_capacity(capacity.min(1 << 20)),
             page_table: Vec::new(),
+            addresses: PageAddresses::default(),
             dirty: Vec::new(),
             free_frames: Vec::new(),
             hand: 0,
@@ -418,7 +423,10 @@ impl BufferPool {
         debug_assert_eq!(Arc::strong_count(&frame.data), 1);
         let bytes = frame.data.as_ptr();
         let mapping = &mut self.page_table[page_id as usize];
-        mapping.bytes = bytes;
+        if mapping.bytes != bytes {
+            mapping.bytes = bytes;
+            self.addresses.set(page_id, bytes);
+        }
         mapping.write_tag = tag;
         // SAFETY: `bytes` points at the `page_size` bytes of `frame.data`, and `shared` is
         // clear, so no other `Arc` of that buffer exists (every clone sets it): the bytes are
@@ -428,20 +436,12 @@ impl BufferPool {
 
     /// The address of every resident page's bytes as they are now, by page id below
     /// `page_count` (null: not resident), and the share that keeps them so: the pages of a
-    /// snapshot. Copies one address a page and touches no frame (`page_shares`); the write
+    /// snapshot. Shares the chunks of addresses (`page_addresses`: a handle per 512 pages)
+    /// and touches no frame (`page_shares`); the write
     /// tags are taken back, so the next write to each page goes the frame's way, which
     /// hands the buffer to the share and writes to a copy while the snapshot lives.
-    pub fn share_resident(&mut self, page_count: u64) -> (Vec<*const u8>, Arc<Share>) {
-        let mut pages: Vec<*const u8> = self
-            .page_table
-            .iter()
-            .take(page_count as usize)
-            .map(|mapping| match mapping.frame {
-                NOT_RESIDENT => std::ptr::null(),
-                _ => mapping.bytes as *const u8,
-            })
-            .collect();
-        pages.resize(page_count as usize, std::ptr::null());
+    pub fn share_resident(&mut self, page_count: u64) -> (SharedAddresses, Arc<Share>) {
+        let pages = self.addresses.share(page_count);
         self.next_tag_round();
         (pages, self.shares.take())
     }
@@ -540,8 +540,10 @@ impl BufferPool {
     /// Points the page table at frame `index`, whose buffer holds (or is about to hold)
     /// `page_id`.
     fn map(&mut self, page_id: u64, index: usize) {
+        let bytes = self.frames[index].data.as_ptr();
+        self.addresses.set(page_id, bytes);
         self.page_table[page_id as usize] = Mapping {
-            bytes: self.frames[index].data.as_ptr(),
+            bytes,
             frame: index as u32,
             write_tag: 0,
             usage: 1,
@@ -620,6 +622,7 @@ impl BufferPool {
         let (_, index) = best?;
         let frame = &mut self.frames[index];
         self.page_table[frame.page_id as usize] = Mapping::ABSENT;
+        self.addresses.set(frame.page_id, std::ptr::null());
         frame.page_id = u64::MAX;
         self.stats.evictions += 1;
         Some(index)
@@ -630,6 +633,7 @@ impl BufferPool {
         let frame = &mut self.frames[index];
         if frame.page_id != u64::MAX {
             self.page_table[frame.page_id as usize] = Mapping::ABSENT;
+            self.addresses.set(frame.page_id, std::ptr::null());
         }
         frame.page_id = u64::MAX;
         if self.shares.keep(&frame.data, frame.buffer_since) {

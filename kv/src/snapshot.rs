@@ -1,12 +1,14 @@
 //! `Snapshot`: the engine's trees as they were at one moment, readable from any thread while
 //! the owner goes on writing.
 //!
-//! Taking one copies the address of every resident page's bytes and registers a share with
-//! the buffer pool (`BufferPool::share_resident`, `page_shares`): before the owner writes
-//! to, reuses or frees a buffer the snapshot may be reading, the pool hands it to the share
-//! and goes on with a copy — the copy-on-write it already does for checkpoints — so the
-//! snapshot's pages never change. The cost is one address per page when taken, and one
-//! page copy per page the owner writes while a snapshot holds it.
+//! Taking one shares the pool's chunks of page addresses (`page_addresses`: a reference
+//! count per 512 pages) and registers a share with the buffer pool
+//! (`BufferPool::share_resident`, `page_shares`): before the owner writes to, reuses or
+//! frees a buffer the snapshot may be reading, the pool hands it to the share and goes on
+//! with a copy — the copy-on-write it already does for checkpoints — so the snapshot's
+//! pages never change. The cost is a handle per 512 pages when taken, and, while a
+//! snapshot holds them, one page copy per page the owner writes and one 4-KiB copy per
+//! chunk of addresses it changes.
 //!
 //! A page that was not resident is clean: the snapshot reads it from its slot in the data
 //! file, as the last durable checkpoint left it (the pool's slot map, shared, not copied).
@@ -21,6 +23,7 @@ use crate::cursor::{Cursor, Direction, PageSource};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
+use crate::page_addresses::SharedAddresses;
 use crate::page_shares::Share;
 use crate::pool::verify_loaded;
 use crate::slot_holds::SlotHold;
@@ -29,7 +32,7 @@ use crate::slot_holds::SlotHold;
 /// `Send` and `Sync`: any thread may read it, several at once.
 pub struct Snapshot {
     /// The bytes of each page by page id; null where the page was not resident.
-    pages: Vec<*const u8>,
+    pages: SharedAddresses,
     /// Keeps the buffers `pages` point at as they were (`page_shares`).
     _share: Arc<Share>,
     /// Each page's slot in `file` when the snapshot was taken, for those not resident.
@@ -48,7 +51,7 @@ unsafe impl Sync for Snapshot {}
 
 impl Snapshot {
     pub(crate) fn new(
-        (pages, share): (Vec<*const u8>, Arc<Share>),
+        (pages, share): (SharedAddresses, Arc<Share>),
         slots: Arc<Vec<u32>>,
         file: Arc<BlockFile>,
         hold: SlotHold,
@@ -67,16 +70,16 @@ impl Snapshot {
     /// Page `page_id` as of the snapshot: its shared buffer, or read from its slot into
     /// `scratch`.
     fn page_bytes<'a>(&'a self, page_id: u64, scratch: &'a mut Vec<u8>) -> KvResult<&'a [u8]> {
-        let resident = self.pages.get(page_id as usize).ok_or_else(|| {
+        let resident = self.pages.get(page_id).ok_or_else(|| {
             KvError::Poisoned(format!(
                 "a snapshot of {} pages was asked for page {page_id}",
-                self.pages.len()
+                self.pages.page_count()
             ))
         })?;
         if !resident.is_null() {
             // SAFETY: see `Send for Snapshot`: the page's bytes, unchanged since the
             // snapshot was taken, alive while `self` is.
-            return Ok(unsafe { std::slice::from_raw_parts(*resident, self.page_size) });
+            return Ok(unsafe { std::slice::from_raw_parts(resident, self.page_size) });
         }
         if !self.hold.holds() {
             return Err(KvError::Poisoned(format!(
@@ -99,7 +102,7 @@ impl Snapshot {
     /// How many of the snapshot's pages were resident when it was taken (the rest are read
     /// from the data file).
     pub fn resident_pages(&self) -> usize {
-        self.pages.iter().filter(|page| !page.is_null()).count()
+        self.pages.resident()
     }
 
     /// The value of `key` in `table` as of the snapshot, copied into `out`; false when the

@@ -109,8 +109,8 @@ impl PublishedView {
 }
 
 impl Executor {
-    /// The partitions as they are now, for reading off the executor: a copy of one address
-    /// per page of each partition (`kv::Engine::snapshot`).
+    /// The partitions as they are now, for reading off the executor: a handle per 512 pages
+    /// of each partition (`kv::Engine::snapshot`).
     pub(crate) fn read_view(&mut self) -> SqlResult<ReadView> {
         self.check_running()?;
         let mut shards = Vec::with_capacity(self.shards.len());
