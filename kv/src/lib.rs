@@ -16,8 +16,9 @@
 //! durable checkpoint uses.
 //!
 //! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
-//! `snapshot` (with `page_addresses` and `page_shares`), `superblock`, `slots`, `slot_holds`, `page_map` and `checkpoint`, `engine`,
-//! then `log_store` (`journal` only reads what format 3 left).
+//! `snapshot` (with `page_addresses` and `page_shares`), `superblock`, `slots`,
+//! `slot_holds`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal` only
+//! reads what format 3 left).
 
 mod arena;
 mod btree;

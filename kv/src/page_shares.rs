@@ -1,10 +1,9 @@
 //! Which page buffers live snapshots hold, without touching a page to take one.
 //!
 //! A snapshot shares the pool's buffer addresses (`BufferPool::share_resident`,
-//! `page_addresses`) and
-//! registers a `Share`, numbered in the order snapshots are taken. Each frame remembers how
-//! many shares had been taken when its buffer became its own (`Frame::buffer_since`): a
-//! live share with a higher number may be reading that buffer. Before the pool writes to
+//! `page_addresses`) and registers a `Share`, numbered in the order snapshots are taken.
+//! Each frame remembers how many shares had been taken when its buffer became its own
+//! (`Frame::buffer_since`): a live share with a higher number may be reading that buffer. Before the pool writes to
 //! such a buffer, or reuses or drops it, it hands the buffer to every such share (`keep`),
 //! which keeps it alive and unchanged until the snapshot ends; the pool goes on with a copy
 //! or a fresh buffer. Taking a snapshot so costs no work per page: the addresses are shared

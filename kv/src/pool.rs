@@ -437,9 +437,9 @@ impl BufferPool {
     /// The address of every resident page's bytes as they are now, by page id below
     /// `page_count` (null: not resident), and the share that keeps them so: the pages of a
     /// snapshot. Shares the chunks of addresses (`page_addresses`: a handle per 512 pages)
-    /// and touches no frame (`page_shares`); the write
-    /// tags are taken back, so the next write to each page goes the frame's way, which
-    /// hands the buffer to the share and writes to a copy while the snapshot lives.
+    /// and touches no frame (`page_shares`); the write tags are taken back, so the next
+    /// write to each page goes the frame's way, which hands the buffer to the share and
+    /// writes to a copy while the snapshot lives.
     pub fn share_resident(&mut self, page_count: u64) -> (SharedAddresses, Arc<Share>) {
         let pages = self.addresses.share(page_count);
         self.next_tag_round();

@@ -116,7 +116,8 @@ impl Interrupt {
     }
 
     /// Whether a pause was asked and has not begun yet.
-    pub fn pause_pending(&self) -> bool {
+    #[cfg(test)]
+    fn pause_pending(&self) -> bool {
         self.0
             .as_ref()
             .is_some_and(|signal| signal.flag.load(Ordering::Relaxed) & PAUSE != 0)

@@ -648,17 +648,9 @@ async fn checkpoint_seq(c: &tokio_postgres::Client) -> u64 {
 /// Waits (at most 20 s) until a checkpoint newer than the current one has completed, so what
 /// was applied before the call is recovered from it rather than from the log.
 async fn wait_for_checkpoint(c: &tokio_postgres::Client) {
-    let sequence = || async {
-        let stats = scalar(c, "show storage_stats").await.unwrap();
-        stats
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("checkpoint_seq="))
-            .and_then(|v| v.parse::<u64>().ok())
-            .expect("storage_stats has checkpoint_seq")
-    };
-    let start = sequence().await;
+    let start = checkpoint_seq(c).await;
     for _ in 0..100 {
-        if sequence().await > start {
+        if checkpoint_seq(c).await > start {
             return;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
