@@ -6,6 +6,7 @@
 //! a FATAL 08P01 and one line in the log, instead of reaching a decoder that would panic or
 //! read into the next message. Everything else is pgwire's own dispatch.
 
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use frames::{Refusal, Step};
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::response::{NotificationResponse, TransactionStatus};
@@ -31,6 +32,7 @@ use tokio_util::codec::{Framed, FramedParts};
 
 use crate::activity::ConnectionControl;
 use crate::connection_slots::Slot;
+use crate::handlers::{Connection, WholeRun};
 use crate::log_limit;
 use crate::login::{fatal, Logins};
 use crate::notifications::Inbox;
@@ -343,11 +345,79 @@ where
     Ok(None)
 }
 
+/// What the messages queued after a Bind of the unnamed portal make.
+enum Shape {
+    /// A whole run (`WholeRun`) of the first `usize` of them.
+    Whole(WholeRun, usize),
+    /// Messages one by one.
+    Not,
+    /// Too few to tell.
+    Incomplete,
+}
+
+fn unnamed(name: &Option<String>) -> bool {
+    name.as_deref().is_none_or(str::is_empty)
+}
+
+/// Whether `queued`, after a Bind of the unnamed portal, begins with an optional Describe
+/// of that portal, an Execute of all its rows and a Sync.
+fn whole_run_shape(queued: &VecDeque<PgWireFrontendMessage>) -> Shape {
+    use PgWireFrontendMessage as M;
+    let describe = match queued.front() {
+        None => return Shape::Incomplete,
+        Some(M::Describe(d)) if d.target_type == b'P' && unnamed(&d.name) => true,
+        Some(M::Execute(_)) => false,
+        Some(_) => return Shape::Not,
+    };
+    let at = usize::from(describe);
+    match queued.get(at) {
+        None => return Shape::Incomplete,
+        Some(M::Execute(e)) if unnamed(&e.name) && e.max_rows == 0 => {}
+        Some(_) => return Shape::Not,
+    }
+    match queued.get(at + 1) {
+        None => Shape::Incomplete,
+        Some(M::Sync(_)) => Shape::Whole(WholeRun { describe }, at + 2),
+        Some(_) => Shape::Not,
+    }
+}
+
+/// After a Bind of the unnamed portal between transactions: whether the messages already
+/// read (queued in `ahead`, then those the socket holds without waiting) make a whole run,
+/// and of how many of them. Err(()) when the connection ended meanwhile. A client that sent
+/// the Bind alone is not waited for.
+async fn gather_whole_run<S, E>(
+    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
+    ahead: &mut VecDeque<PgWireFrontendMessage>,
+    control: &ConnectionControl,
+    refused: &Mutex<Option<Refusal>>,
+    limit: usize,
+) -> io::Result<Result<Option<(WholeRun, usize)>, ()>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        match whole_run_shape(ahead) {
+            Shape::Whole(run, n) => return Ok(Ok(Some((run, n)))),
+            Shape::Not => return Ok(Ok(None)),
+            Shape::Incomplete => {
+                let Some(next) = socket.next().now_or_never() else {
+                    return Ok(Ok(None));
+                };
+                match message_or_end(socket, next, control, refused, limit).await? {
+                    Some(m) => ahead.push_back(m),
+                    None => return Ok(Err(())),
+                }
+            }
+        }
+    }
+}
+
 /// Serves one connection until the client leaves, is refused, is terminated, or fails.
-pub async fn serve_connection<H: PgWireServerHandlers>(
+pub async fn serve_connection(
     tcp: TcpStream,
     tls: Option<pgwire::tokio::TlsAcceptor>,
-    handlers: Arc<H>,
+    handlers: Arc<Connection>,
     connection: ConnectionContext,
 ) -> io::Result<()> {
     let ConnectionContext {
@@ -384,16 +454,16 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
     // Declared after the socket, so dropped before it.
     let _attached = control.attach(fd);
 
-    let startup_handler = handlers.startup_handler();
-    let simple_query_handler = handlers.simple_query_handler();
-    let extended_query_handler = handlers.extended_query_handler();
-    let copy_handler = handlers.copy_handler();
-    let cancel_handler = handlers.cancel_handler();
+    let startup_handler = Connection::startup_handler(&handlers);
+    let simple_query_handler = Connection::simple_query_handler(&handlers);
+    let extended_query_handler = Connection::extended_query_handler(&handlers);
+    let copy_handler = Connection::copy_handler(&handlers);
+    let cancel_handler = Connection::cancel_handler(&handlers);
     let startup_deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
-    // A message read ahead of time (after an Execute), dispatched next.
-    let mut ahead: Option<PgWireFrontendMessage> = None;
+    // Messages read ahead of time (after an Execute, or a Bind), dispatched next.
+    let mut ahead: VecDeque<PgWireFrontendMessage> = VecDeque::new();
     loop {
-        let message = if let Some(message) = ahead.take() {
+        let message = if let Some(message) = ahead.pop_front() {
             message
         } else {
             let starting = matches!(
@@ -462,13 +532,43 @@ pub async fn serve_connection<H: PgWireServerHandlers>(
         let executes = matches!(message, PgWireFrontendMessage::Execute(_))
             && matches!(socket.state(), PgWireConnectionState::ReadyForQuery);
         if executes {
-            let next = socket.next().await;
-            let Some(next) = message_or_end(&mut socket, next, &control, &refused, limit).await?
-            else {
-                return Ok(());
-            };
-            lookahead.saw(&next);
-            ahead = Some(next);
+            if ahead.is_empty() {
+                let next = socket.next().await;
+                let Some(next) =
+                    message_or_end(&mut socket, next, &control, &refused, limit).await?
+                else {
+                    return Ok(());
+                };
+                ahead.push_back(next);
+            }
+            lookahead.saw(ahead.front().expect("a message read ahead"));
+        }
+        if let PgWireFrontendMessage::Bind(bind) = &message {
+            let between_transactions =
+                matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
+                    && socket.transaction_status() == TransactionStatus::Idle;
+            if between_transactions && unnamed(&bind.portal_name) {
+                let gathered =
+                    gather_whole_run(&mut socket, &mut ahead, &control, &refused, limit).await?;
+                let Ok(gathered) = gathered else {
+                    return Ok(());
+                };
+                if let Some((run, n)) = gathered {
+                    match handlers.run_whole(&mut socket, bind, run).await {
+                        Ok(true) => {
+                            ahead.drain(..n);
+                            continue;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            // Only the socket's: the Execute and Sync queued are skipped
+                            // until the Sync, which answers.
+                            process_error(&mut socket, e, true).await?;
+                            continue;
+                        }
+                    }
+                }
+            }
         }
         let is_extended = match socket.state() {
             PgWireConnectionState::CopyInProgress(extended) => extended,

@@ -52,6 +52,9 @@ use crate::session::{Block, Session, Shared, StatementResult};
 use crate::statements::{no_such_statement, Prepared};
 use crate::wire::{data_row, decode_param, error_info, field_infos, pg_error};
 
+mod whole_run;
+pub use whole_run::WholeRun;
+
 // pgwire's bounds on a handler's client, written once, in three widths. (Rust does not
 // imply `PgWireError: From<C::Error>` from a trait's where clause, so each handler still
 // states that one.)
@@ -800,6 +803,7 @@ impl ExtendedQueryHandler for Connection {
             match entry {
                 Some(StoreEntry::Value(statement)) => {
                     // Parameters are checked here, at Bind, as PostgreSQL checks them.
+                    check_formats(&message, &statement.statement).map_err(|e| pg_error(&e))?;
                     let portal = Portal::try_new(&message, statement)?;
                     decode_params(&portal, &portal.statement.statement.bound)
                         .map_err(|e| pg_error(&e))?;
@@ -1117,25 +1121,80 @@ where
 }
 
 fn decode_params(portal: &Portal<Arc<Prepared>>, bound: &Bound) -> SqlResult<Vec<Value>> {
+    decode_bound(&portal.parameters, &portal.parameter_format, bound)
+}
+
+/// A Bind's parameter values as the statement's parameter types.
+fn decode_bound(
+    parameters: &[Option<bytes::Bytes>],
+    format: &Format,
+    bound: &Bound,
+) -> SqlResult<Vec<Value>> {
     let expected = bound.param_types.len();
-    if portal.parameters.len() != expected {
+    if parameters.len() != expected {
         return Err(SqlError::new(
             ErrorKind::ProtocolViolation,
             format!(
                 "bind message supplies {} parameters, but prepared statement requires {expected}",
-                portal.parameters.len()
+                parameters.len()
             ),
         ));
     }
-    portal
-        .parameters
+    parameters
         .iter()
         .enumerate()
         .map(|(i, raw)| {
-            let binary = portal.parameter_format.format_for(i) == FieldFormat::Binary;
+            let binary = format.format_for(i) == FieldFormat::Binary;
             decode_param(raw.as_deref(), bound.param_types[i], binary)
         })
         .collect()
+}
+
+/// A Bind's parameter formats: none (all text), one for all, or one per parameter it
+/// supplies — any other count is refused (08P01), as PostgreSQL refuses it.
+fn parameter_format(codes: &[i16], parameters: usize) -> SqlResult<Format> {
+    format_of(codes, parameters).ok_or_else(|| {
+        let n = codes.len();
+        SqlError::new(
+            ErrorKind::ProtocolViolation,
+            format!("bind message has {n} parameter formats but {parameters} parameters"),
+        )
+    })
+}
+
+/// A Bind's result formats for a statement of `columns()` columns, counted only when the
+/// codes are one per column; refused as `parameter_format` refuses.
+fn result_format(codes: &[i16], columns: impl FnOnce() -> usize) -> SqlResult<Format> {
+    if codes.len() <= 1 {
+        return Ok(format_of(codes, 0).expect("zero or one code"));
+    }
+    let columns = columns();
+    format_of(codes, columns).ok_or_else(|| {
+        let n = codes.len();
+        SqlError::new(
+            ErrorKind::ProtocolViolation,
+            format!("bind message has {n} result formats but query has {columns} columns"),
+        )
+    })
+}
+
+/// A Bind's parameter and result formats, checked against what it supplies and what the
+/// statement returns.
+fn check_formats(bind: &Bind, prepared: &Prepared) -> SqlResult<(Format, Format)> {
+    let parameters = parameter_format(&bind.parameter_format_codes, bind.parameters.len())?;
+    let results = result_format(&bind.result_column_format_codes, || {
+        prepared.bound.plan.output_columns().len()
+    })?;
+    Ok((parameters, results))
+}
+
+fn format_of(codes: &[i16], count: usize) -> Option<Format> {
+    match codes.len() {
+        0 => Some(Format::UnifiedText),
+        1 => Some(Format::from(codes[0])),
+        n if n == count => Some(Format::Individual(codes.to_vec())),
+        _ => None,
+    }
 }
 
 #[async_trait]
@@ -1195,12 +1254,15 @@ impl CopyHandler for Connection {
     }
 }
 
+// The handlers are named as what they are, so that the connection loop, which also runs
+// whole runs (`run_whole`), knows its portals hold `Prepared` statements.
+#[allow(refining_impl_trait)]
 impl PgWireServerHandlers for Connection {
-    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+    fn simple_query_handler(&self) -> Arc<Connection> {
         Arc::new(self.clone_handle())
     }
 
-    fn extended_query_handler(&self) -> Arc<impl ExtendedQueryHandler> {
+    fn extended_query_handler(&self) -> Arc<Connection> {
         Arc::new(self.clone_handle())
     }
 

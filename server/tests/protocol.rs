@@ -963,3 +963,138 @@ async fn try_lock(c: &tokio_postgres::Client, key: i64) -> bool {
 fn waiter_owner(b: std::sync::Arc<tokio_postgres::Client>) -> tokio_postgres::Client {
     std::sync::Arc::try_unwrap(b).unwrap_or_else(|_| panic!("the waiter still holds b"))
 }
+
+/// The bytes of a Bind to the unnamed portal of `statement`, its parameters in the given
+/// formats (`None` is NULL) and its results in `results`.
+fn bind_message(
+    statement: &str,
+    params: &[Option<Vec<u8>>],
+    formats: &[i16],
+    results: &[i16],
+) -> bytes::BytesMut {
+    use postgres_protocol::message::frontend;
+    use postgres_protocol::IsNull;
+    let mut buf = bytes::BytesMut::new();
+    let bound = frontend::bind(
+        "",
+        statement,
+        formats.iter().copied(),
+        params,
+        |p, out| match p {
+            Some(v) => {
+                out.extend_from_slice(v);
+                Ok::<_, Box<dyn std::error::Error + Sync + Send>>(IsNull::No)
+            }
+            None => Ok(IsNull::Yes),
+        },
+        results.iter().copied(),
+        &mut buf,
+    );
+    assert!(bound.is_ok(), "bind message");
+    buf
+}
+
+/// A statement's Bind, Describe, Execute and Sync arriving in one write are answered in one
+/// step (`handlers::whole_run`): the replies must be the very bytes the same messages get
+/// one by one (a Flush right after the Bind sends them that way) — for point reads, rows
+/// in text and binary, writes, NULLs, errors at Bind and at Execute, a wrong count of
+/// formats, a statement that does not exist, and the unnamed statement.
+#[test]
+fn a_whole_run_answers_as_its_messages_one_by_one() {
+    use common::wire::{Send as Msg, Wire};
+    use postgres_protocol::message::frontend;
+    let server = TestServer::start();
+    let mut wire = Wire::connect(server.port, "ledger", PASSWORD, "ledger");
+    let q = |sql: &str| Msg::Query(sql.to_string());
+    wire.round(&[q(
+        "create table wr (id int primary key, name text, amount bigint)",
+    )]);
+    wire.round(&[q(
+        "insert into wr values (1, 'a', 10), (2, 'b', 20), (3, null, 30)",
+    )]);
+    for (name, sql) in [
+        ("r", "select id, name, amount from wr where id = $1"),
+        (
+            "m",
+            "select id, amount * 2 as twice from wr where id >= $1 order by id",
+        ),
+        ("u", "update wr set amount = amount + 1 where id = $1"),
+        ("i", "insert into wr (id, name, amount) values ($1, $2, $3)"),
+        ("d", "select 10 / $1::int as q"),
+    ] {
+        let ready = wire.round(&[Msg::Parse(name.into(), sql.into()), Msg::Sync]);
+        assert_eq!(ready.last().map(String::as_str), Some("Ready I"), "{sql}");
+    }
+    let text = |v: &str| Some(v.as_bytes().to_vec());
+    // Statement, parameters, their formats, result formats, whether a Describe comes.
+    type Case = (&'static str, Vec<Option<Vec<u8>>>, Vec<i16>, Vec<i16>, bool);
+    let cases: Vec<Case> = vec![
+        ("r", vec![text("1")], vec![], vec![], true),
+        ("r", vec![text("3")], vec![0], vec![0], true),
+        ("r", vec![text("9")], vec![], vec![], false),
+        (
+            "r",
+            vec![Some(2i32.to_be_bytes().to_vec())],
+            vec![1],
+            vec![1],
+            true,
+        ),
+        ("r", vec![text("abc")], vec![], vec![], true),
+        ("r", vec![], vec![], vec![], true),
+        ("r", vec![None], vec![], vec![], true),
+        ("m", vec![text("1")], vec![], vec![0, 1], true),
+        ("m", vec![text("1")], vec![], vec![0, 1, 0], true),
+        ("u", vec![text("1")], vec![], vec![], true),
+        ("i", vec![text("4"), text("x"), None], vec![], vec![], false),
+        ("i", vec![text("4"), text("y"), None], vec![], vec![], true),
+        ("d", vec![text("5")], vec![], vec![], true),
+        ("d", vec![text("0")], vec![], vec![], true),
+        ("nope", vec![], vec![], vec![], true),
+        ("", vec![], vec![], vec![], true),
+    ];
+    let tail = |describe: bool| {
+        let mut buf = bytes::BytesMut::new();
+        if describe {
+            frontend::describe(b'P', "", &mut buf).unwrap();
+        }
+        frontend::execute("", 0, &mut buf).unwrap();
+        frontend::sync(&mut buf);
+        buf
+    };
+    let mut flush = bytes::BytesMut::new();
+    frontend::flush(&mut flush);
+    for (statement, params, formats, results, describe) in &cases {
+        if statement.is_empty() {
+            wire.round(&[
+                Msg::Parse(String::new(), "select 7 as seven".into()),
+                Msg::Sync,
+            ]);
+        }
+        // Run twice each way, so that a write (and the insert's duplicate) is seen by both.
+        let mut replies = Vec::new();
+        for whole in [true, false, true, false] {
+            let mut bytes = bind_message(statement, params, formats, results);
+            if !whole {
+                bytes.extend_from_slice(&flush);
+            }
+            bytes.extend_from_slice(&tail(*describe));
+            wire.send_raw(&bytes);
+            replies.push(wire.raw_replies(1));
+        }
+        let case = format!("{statement} {params:?} formats {formats:?} results {results:?}");
+        // The first insert of row 4 succeeds; the runs after it are duplicates.
+        let first = usize::from(*statement == "i");
+        for (i, reply) in replies.iter().enumerate().skip(first + 1) {
+            assert_eq!(&replies[first], reply, "{case}: run {i}");
+        }
+    }
+    // The runs wrote what they said: 4 updates of row 1, one insert of row 4.
+    let rows = wire.round(&[q(
+        "select id, amount from wr where id in (1, 4) order by id",
+    )]);
+    assert_eq!(
+        rows[1..3],
+        ["Row 1,14".to_string(), "Row 4,NULL".to_string()],
+        "{rows:?}"
+    );
+}

@@ -29,6 +29,11 @@ fn insert(id: i32) -> Vec<Send> {
     statement("insert into w values ($1)", &[&id.to_string()])
 }
 
+/// Parse, Bind, Describe of the portal, Execute: what libpq sends per statement.
+fn described(sql: &str, params: &[&str]) -> Vec<Send> {
+    vec![parse(sql), bind(params), Send::DescribePortal, Send::Execute]
+}
+
 /// Statements followed by one Sync: a pipeline.
 fn pipeline(statements: Vec<Vec<Send>>) -> Step {
     let mut messages: Vec<Send> = statements.into_iter().flatten().collect();
@@ -354,6 +359,20 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
                 )]),
                 Round(vec![q("insert into w values (6)")]),
                 Round(vec![q("set default_transaction_read_only = bogus")]),
+            ],
+        ),
+        (
+            "statements outside a block, Bind, Describe, Execute and Sync in one write each",
+            vec![
+                synced(insert(1)),
+                synced(described("select id from w where id = $1", &["1"])),
+                synced(described("select id from w where id = $1", &["x"])),
+                synced(described("select 10 / (id - $1) from w where id = 1", &["1"])),
+                synced(insert(1)),
+                synced(described("update w set id = id + 1 where id = $1", &["1"])),
+                synced(described("delete from w where id = $1 returning id", &["2"])),
+                synced(insert(3)),
+                synced(described("select id from w where id >= $1 order by id", &["0"])),
             ],
         ),
         (

@@ -155,6 +155,29 @@ impl Wire {
         self.replies(readies)
     }
 
+    /// The replies' bytes as they came, up to and including the `n`th ReadyForQuery.
+    pub fn raw_replies(&mut self, mut n: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        while n > 0 {
+            if self.incoming.len() >= 5 {
+                let len = u32::from_be_bytes(self.incoming[1..5].try_into().unwrap()) as usize;
+                if self.incoming.len() > len {
+                    let frame = self.incoming.split_to(len + 1);
+                    if frame[0] == b'Z' {
+                        n -= 1;
+                    }
+                    out.extend_from_slice(&frame);
+                    continue;
+                }
+            }
+            let mut chunk = [0u8; 8192];
+            let got = self.stream.read(&mut chunk).expect("read from the server");
+            assert!(got > 0, "the server closed the connection");
+            self.incoming.extend_from_slice(&chunk[..got]);
+        }
+        out
+    }
+
     /// Sends bytes as they are: a message the encoder would not write.
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.write(bytes);
