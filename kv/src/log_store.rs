@@ -80,6 +80,9 @@ struct Location {
     segment_seq: u64,
     offset: u64,
     len: u32,
+    /// The payload bytes of every entry held since the store opened, through this one: the
+    /// bytes of a range of entries are the difference of two of these.
+    bytes_through: u64,
 }
 
 pub struct LogStore {
@@ -226,11 +229,33 @@ impl LogStore {
             self.first_index = index;
         }
         debug_assert_eq!(index, self.first_index + self.locations.len() as u64);
+        let before = self.locations.back().map_or(0, |l| l.bytes_through);
         self.locations.push_back(Location {
             segment_seq,
             offset,
             len,
+            bytes_through: before + u64::from(len),
         });
+    }
+
+    /// The lowest index from which the entries through `through` (the last entry, if it is
+    /// past it) carry at most `bytes` bytes of payload — `through + 1` when even that entry
+    /// carries more; None when no entry at or before `through` is held. What a log that may
+    /// keep only so many bytes behind a point keeps.
+    pub fn first_within_bytes(&self, through: u64, bytes: u64) -> Option<u64> {
+        let last = self.last_index()?;
+        if through < self.first_index {
+            return None;
+        }
+        let through = through.min(last);
+        let end = self.locations[(through - self.first_index) as usize].bytes_through;
+        let floor = end.saturating_sub(bytes);
+        // Entries start at nondecreasing offsets of the running count: the first that
+        // starts at or after `floor` begins the range.
+        let starts_before = |l: &Location| l.bytes_through - u64::from(l.len) < floor;
+        let first = self.first_index + self.locations.partition_point(starts_before) as u64;
+        debug_assert!(first <= through + 1);
+        Some(first)
     }
 
     fn drop_locations_through(&mut self, index: u64) {

@@ -301,3 +301,45 @@ fn the_next_segment_is_prepared_in_the_background() {
     let store = reopen_holding(dir.path(), 3001, 4000);
     assert_holds(&store, 3001, 4001, 1);
 }
+
+/// The bytes of entries `from..=to` as `payload` makes them.
+fn payload_bytes(from: u64, to: u64) -> u64 {
+    (from..=to).map(|i| payload(i, 1).len() as u64).sum()
+}
+
+/// The lowest index whose entries through `through` fit in `bytes`, the slow way.
+fn first_within_bytes_by_hand(first: u64, through: u64, bytes: u64) -> u64 {
+    (first..=through + 1)
+        .find(|&i| i > through || payload_bytes(i, through) <= bytes)
+        .unwrap()
+}
+
+#[test]
+fn the_entries_within_a_byte_bound_are_found_across_purge_truncation_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = LogStore::open(dir.path(), options()).unwrap();
+    assert_eq!(store.first_within_bytes(10, 1_000), None);
+    store.append(&batch(1, 2_001, 1)).unwrap();
+    let check = |store: &LogStore, first: u64, last: u64| {
+        for through in [first, first + 7, (first + last) / 2, last, last + 100] {
+            for bytes in [0, 99, 100, 149, 5_000, 123_456, u64::MAX] {
+                let expected = first_within_bytes_by_hand(first, through.min(last), bytes);
+                assert_eq!(
+                    store.first_within_bytes(through, bytes),
+                    Some(expected),
+                    "through {through}, {bytes} bytes, holding {first}..={last}"
+                );
+            }
+        }
+        assert_eq!(store.first_within_bytes(first - 1, 1_000), None);
+    };
+    check(&store, 1, 2_000);
+    store.purge_through(700).unwrap();
+    check(&store, 701, 2_000);
+    store.truncate_from(1_500).unwrap();
+    store.append(&batch(1_500, 1_800, 1)).unwrap();
+    check(&store, 701, 1_799);
+    drop(store);
+    let store = reopen_holding(dir.path(), 701, 1_799);
+    check(&store, 701, 1_799);
+}

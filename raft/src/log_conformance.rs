@@ -308,3 +308,32 @@ async fn appends_after_a_snapshot_past_the_log_survive_reopen() {
     assert_eq!(state.last_log_id, Some(log_id(3, 103)));
     assert_eq!(indexes(&mut log, 101).await, vec![101, 102, 103]);
 }
+
+/// The log's thread answers how far back a byte bound reaches: all entries of equal size,
+/// so a bound of k entries' bytes reaches k back, before and after a purge.
+#[tokio::test]
+async fn the_log_says_how_far_back_a_byte_bound_reaches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = reopen(dir.path()).await;
+    append(&mut log, (1..=100).map(|i| entry(1, i)).collect()).await;
+    let one = bincode::serialize(&entry(1, 50)).unwrap().len() as u64;
+    assert_eq!(
+        log.first_within_bytes(50, one * 10).await.unwrap(),
+        Some(41)
+    );
+    assert_eq!(
+        log.first_within_bytes(50, one * 10 - 1).await.unwrap(),
+        Some(42)
+    );
+    assert_eq!(log.first_within_bytes(50, 0).await.unwrap(), Some(51));
+    assert_eq!(
+        log.first_within_bytes(500, u64::MAX).await.unwrap(),
+        Some(1)
+    );
+    log.purge(log_id(1, 45)).await.unwrap();
+    assert_eq!(
+        log.first_within_bytes(50, one * 10).await.unwrap(),
+        Some(46)
+    );
+    assert_eq!(log.first_within_bytes(45, one).await.unwrap(), None);
+}

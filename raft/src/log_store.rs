@@ -60,6 +60,12 @@ enum Io {
         to: u64,
         done: oneshot::Sender<ReadResult>,
     },
+    /// `kv::LogStore::first_within_bytes`.
+    FirstWithinBytes {
+        through: u64,
+        bytes: u64,
+        done: oneshot::Sender<Result<Option<u64>, String>>,
+    },
 }
 
 struct Shared {
@@ -250,6 +256,24 @@ impl RaftLog {
         self.shared.early.clone()
     }
 
+    /// The lowest index from which the entries through `through` take at most `bytes` of
+    /// the log's files (`kv::LogStore::first_within_bytes`): how far back a log bounded in
+    /// bytes behind `through` reaches. Asked of the log's thread between its appends (a
+    /// search of its index of entries, not a read of the files).
+    pub(crate) async fn first_within_bytes(
+        &self,
+        through: u64,
+        bytes: u64,
+    ) -> Result<Option<u64>, StorageError<NodeId>> {
+        let (done, rx) = oneshot::channel();
+        self.send(Io::FirstWithinBytes {
+            through,
+            bytes,
+            done,
+        })?;
+        self.wait(rx).await
+    }
+
     fn send(&self, io: Io) -> Result<(), StorageError<NodeId>> {
         self.shared
             .io
@@ -371,6 +395,13 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
             }
             Io::Read { from, to, done } => {
                 let _ = done.send(read_held(&store, from, to).map_err(|e| e.to_string()));
+            }
+            Io::FirstWithinBytes {
+                through,
+                bytes,
+                done,
+            } => {
+                let _ = done.send(Ok(store.first_within_bytes(through, bytes)));
             }
         }
         if next.is_none() {

@@ -50,6 +50,9 @@ pub struct NodeOptions {
     /// In a cluster: entries kept behind the last snapshot, for followers a little behind
     /// (one further behind is sent the snapshot).
     pub log_keep_entries: u64,
+    /// In a cluster: the most bytes of entries kept behind the last snapshot, whatever
+    /// `log_keep_entries` allows.
+    pub log_keep_bytes: u64,
     /// Writes to the log's files that fail on purpose (`kv::FaultPlan`; tests only).
     pub log_faults: kv::FaultPlan,
 }
@@ -58,6 +61,9 @@ impl NodeOptions {
     /// Defaults for a cluster's snapshots: one per 100,000 entries, as many kept behind it.
     pub const SNAPSHOT_ENTRIES: u64 = 100_000;
     pub const LOG_KEEP_ENTRIES: u64 = 100_000;
+    /// 512 MiB: a follower up to that far behind replays the log rather than take the
+    /// whole state.
+    pub const LOG_KEEP_BYTES: u64 = 512 << 20;
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -212,8 +218,18 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         true => options.snapshot_entries.max(1),
         false => SINGLE_SNAPSHOT_ENTRIES,
     };
-    let keep = cluster.then_some(options.log_keep_entries);
-    tokio::spawn(trigger_snapshots(raft.clone(), executor, keep, every));
+    let keep = cluster.then_some(crate::purge::KeepBehind {
+        entries: options.log_keep_entries,
+        bytes: options.log_keep_bytes,
+    });
+    let snapshots = SnapshotTrigger {
+        raft: raft.clone(),
+        log: log.clone(),
+        executor,
+        keep,
+        every,
+    };
+    tokio::spawn(trigger_snapshots(snapshots));
     Ok(Node {
         read_barrier: ReadBarrier::new(
             raft.clone(),
@@ -350,13 +366,29 @@ async fn wait_for_a_leader(raft: &Raft, options: &NodeOptions) -> Result<(), Sta
     }
 }
 
+/// What `trigger_snapshots` works with.
+struct SnapshotTrigger {
+    raft: Raft,
+    log: RaftLog,
+    executor: ExecutorHandle,
+    keep: Option<crate::purge::KeepBehind>,
+    every: u64,
+}
+
 /// Asks openraft for a snapshot whenever `every` more entries have been applied since the
 /// last one, which lets it purge the log behind it. A single node's snapshot costs nothing
 /// (it names the last durable checkpoint), so it counts durable entries, and openraft
 /// purges behind it; a cluster's writes the whole state with a checkpoint of its own, so it
 /// counts applied ones, and the node purges what its followers no longer need, keeping at
-/// most `keep` (Some in a cluster) entries behind the snapshot for them (`purge`).
-async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, keep: Option<u64>, every: u64) {
+/// most `keep` (Some in a cluster) behind the snapshot for them (`purge`).
+async fn trigger_snapshots(trigger: SnapshotTrigger) {
+    let SnapshotTrigger {
+        raft,
+        log,
+        executor,
+        keep,
+        every,
+    } = trigger;
     let cluster = keep.is_some();
     let mut progress = crate::purge::FollowerProgress::default();
     let mut last_triggered = raft.metrics().borrow().snapshot.map_or(0, |id| id.index);
@@ -366,7 +398,7 @@ async fn trigger_snapshots(raft: Raft, executor: ExecutorHandle, keep: Option<u6
             return;
         };
         if let Some(keep) = keep {
-            crate::purge::purge(&raft, keep, &mut progress).await;
+            crate::purge::purge(&raft, &log, keep, &mut progress).await;
         }
         let counted = if cluster { applied } else { durable };
         let Some(bytes) = counted.applied_log_id else {

@@ -128,6 +128,10 @@ struct ServeArgs {
     /// catches up from the snapshot instead of the log.
     #[arg(long, default_value_t = raft::NodeOptions::LOG_KEEP_ENTRIES)]
     raft_log_keep_entries: u64,
+    /// In a cluster: the most MiB of log entries kept behind the last snapshot, whatever
+    /// --raft-log-keep-entries allows (a batch path's entries are large).
+    #[arg(long, default_value_t = raft::NodeOptions::LOG_KEEP_BYTES >> 20)]
+    raft_log_keep_mb: u64,
     /// Buffer pool size in MiB; default: a quarter of the machine's memory, at least 256 and
     /// at most 16384 (taken as pages are used, not at start). Dirty pages stay in the pool
     /// until a checkpoint writes them, so a small pool means frequent checkpoints that write
@@ -523,6 +527,7 @@ async fn run(args: ServeArgs, io_mode: IoMode) -> Result<(), String> {
             snapshot_dir: args.data_dir.join("snapshots"),
             snapshot_entries: args.raft_snapshot_entries,
             log_keep_entries: args.raft_log_keep_entries,
+            log_keep_bytes: args.raft_log_keep_mb.saturating_mul(1 << 20),
             log_faults: log_faults_from_env()?,
         },
         executor.clone(),

@@ -31,7 +31,12 @@ fn insert(id: i32) -> Vec<Send> {
 
 /// Parse, Bind, Describe of the portal, Execute: what libpq sends per statement.
 fn described(sql: &str, params: &[&str]) -> Vec<Send> {
-    vec![parse(sql), bind(params), Send::DescribePortal, Send::Execute]
+    vec![
+        parse(sql),
+        bind(params),
+        Send::DescribePortal,
+        Send::Execute,
+    ]
 }
 
 /// Statements followed by one Sync: a pipeline.
@@ -367,12 +372,21 @@ fn scripts() -> Vec<(&'static str, Vec<Step>)> {
                 synced(insert(1)),
                 synced(described("select id from w where id = $1", &["1"])),
                 synced(described("select id from w where id = $1", &["x"])),
-                synced(described("select 10 / (id - $1) from w where id = 1", &["1"])),
+                synced(described(
+                    "select 10 / (id - $1) from w where id = 1",
+                    &["1"],
+                )),
                 synced(insert(1)),
                 synced(described("update w set id = id + 1 where id = $1", &["1"])),
-                synced(described("delete from w where id = $1 returning id", &["2"])),
+                synced(described(
+                    "delete from w where id = $1 returning id",
+                    &["2"],
+                )),
                 synced(insert(3)),
-                synced(described("select id from w where id >= $1 order by id", &["0"])),
+                synced(described(
+                    "select id from w where id >= $1 order by id",
+                    &["0"],
+                )),
             ],
         ),
         (
