@@ -59,6 +59,18 @@ pub struct ClusterArgs {
     /// Buffer pool of each node, in MiB.
     #[arg(long, default_value_t = 256)]
     pool_mb: u64,
+    /// Executor partitions of each node. Default: the machine's cores shared among the
+    /// nodes, at least one each — they all run here, and more partition threads than cores
+    /// cost hand-offs between threads waiting for a core (3 nodes on 2 cores: about 15%
+    /// fewer hot-account transfers with 2 partitions each than with 1; docs/benchmarks.md).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    partitions: Option<u16>,
+}
+
+/// Each node's partitions when `--partitions` is not given: the cores shared among them.
+fn partitions_each(nodes: u16) -> u16 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (cores / usize::from(nodes)).clamp(1, 64) as u16
 }
 
 fn node_count(text: &str) -> Result<u16, String> {
@@ -99,6 +111,9 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
         .map(|n| format!("{}=127.0.0.1:{}", n.id, n.peer_port))
         .collect::<Vec<_>>()
         .join(",");
+    let partitions = args
+        .partitions
+        .unwrap_or_else(|| partitions_each(args.nodes));
     let mut children: Vec<(u16, Child)> = Vec::new();
     for node in &nodes {
         std::fs::create_dir_all(&node.data_dir)
@@ -113,6 +128,7 @@ pub fn run(args: ClusterArgs) -> Result<(), String> {
             .args(["--http", &format!("127.0.0.1:{}", node.http_port)])
             .args(["--peers", &peers])
             .args(["--pool-mb", &args.pool_mb.to_string()])
+            .args(["--partitions", &partitions.to_string()])
             .spawn();
         match child {
             Ok(child) => children.push((node.id, child)),

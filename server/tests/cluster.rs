@@ -260,7 +260,8 @@ fn free_base_port() -> u16 {
 }
 
 /// `hotledger cluster --nodes 3` starts three processes that form one cluster, prints how
-/// to reach each, and stops them all on Ctrl-C (SIGINT).
+/// to reach each, gives each its share of the cores as partitions, and stops them all on
+/// Ctrl-C (SIGINT).
 #[test]
 fn hotledger_cluster_starts_three_nodes_and_stops_them_on_ctrl_c() {
     let dir = tempfile::tempdir().unwrap();
@@ -288,6 +289,11 @@ fn hotledger_cluster_starts_three_nodes_and_stops_them_on_ctrl_c() {
     .status
     .success());
     assert_eq!(stdout(&psql_at(base + 2, "select id from c")).trim(), "7");
+    // The nodes share this machine's cores: each gets its share as partitions.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let stats = stdout(&psql_at(base + 1, "show storage_stats"));
+    let expected = format!(" partitions={} ", (cores / 3).max(1));
+    assert!(stats.contains(&expected), "{expected} in {stats}");
     // SAFETY: a signal to our own child process.
     unsafe { libc::kill(cluster.id() as i32, libc::SIGINT) };
     let status = cluster.wait().unwrap();

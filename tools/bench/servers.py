@@ -102,6 +102,10 @@ class Hotledger(Server):
         self.workdir = workdir
         self.pool_mb = pool_mb
         self.nodes = nodes
+        # A cluster on this one machine shares its cores among the nodes, as `hotledger
+        # cluster` does: more partition threads than cores cost hand-offs waiting for one.
+        if partitions is None and nodes > 1:
+            partitions = max(1, (os.cpu_count() or 1) // nodes)
         self.partitions = partitions
         self.root_dir = os.path.join(workdir, "hotledger-data")
         self.data_dir = self.root_dir
