@@ -382,7 +382,7 @@ fn whole_run_shape(queued: &VecDeque<PgWireFrontendMessage>) -> Shape {
     }
 }
 
-/// After a Bind of the unnamed portal between transactions: whether the messages already
+/// After a Bind of the unnamed portal: whether the messages already
 /// read (queued in `ahead`, then those the socket holds without waiting) make a whole run,
 /// and of how many of them. Err(()) when the connection ended meanwhile. A client that sent
 /// the Bind alone is not waited for.
@@ -544,10 +544,10 @@ pub async fn serve_connection(
             lookahead.saw(ahead.front().expect("a message read ahead"));
         }
         if let PgWireFrontendMessage::Bind(bind) = &message {
-            let between_transactions =
-                matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
-                    && socket.transaction_status() == TransactionStatus::Idle;
-            if between_transactions && unnamed(&bind.portal_name) {
+            // A failed block refuses at Bind what does not end it: one by one.
+            let ready = matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
+                && socket.transaction_status() != TransactionStatus::Error;
+            if ready && unnamed(&bind.portal_name) {
                 let gathered =
                     gather_whole_run(&mut socket, &mut ahead, &control, &refused, limit).await?;
                 let Ok(gathered) = gathered else {

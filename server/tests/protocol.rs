@@ -1097,4 +1097,49 @@ fn a_whole_run_answers_as_its_messages_one_by_one() {
         ["Row 1,14".to_string(), "Row 4,NULL".to_string()],
         "{rows:?}"
     );
+    // Inside blocks: BEGIN and COMMIT prepared too, a write and the read that sees it, a
+    // failure, then what a failed block refuses, and the end of each.
+    for (name, sql) in [("b", "begin"), ("c", "commit"), ("x", "rollback")] {
+        wire.round(&[Msg::Parse(name.into(), sql.into()), Msg::Sync]);
+    }
+    type Step = (&'static str, Vec<Option<Vec<u8>>>);
+    let blocks: Vec<Vec<Step>> = vec![
+        vec![("b", vec![]), ("u", vec![text("2")]), ("c", vec![])],
+        vec![
+            ("b", vec![]),
+            ("u", vec![text("2")]),
+            ("r", vec![text("2")]),
+            ("x", vec![]),
+        ],
+        vec![
+            ("b", vec![]),
+            ("u", vec![text("2")]),
+            ("d", vec![text("0")]),
+            ("r", vec![text("2")]),
+            ("c", vec![]),
+        ],
+        vec![("b", vec![]), ("r", vec![text("1")]), ("x", vec![])],
+    ];
+    for block in &blocks {
+        let mut transcripts = Vec::new();
+        for whole in [true, false] {
+            let mut transcript = Vec::new();
+            for (statement, params) in block {
+                let mut bytes = bind_message(statement, params, &[], &[]);
+                if !whole {
+                    bytes.extend_from_slice(&flush);
+                }
+                bytes.extend_from_slice(&tail(true));
+                wire.send_raw(&bytes);
+                transcript.extend(wire.raw_replies(1));
+            }
+            transcripts.push(transcript);
+        }
+        let names: Vec<&str> = block.iter().map(|(s, _)| *s).collect();
+        assert_eq!(transcripts[0], transcripts[1], "block {names:?}");
+    }
+    // Each block ran once each way: the first block's update of row 2 committed twice, the
+    // others' rolled back.
+    let rows = wire.round(&[q("select amount from wr where id = 2")]);
+    assert_eq!(rows[1], "Row 22", "{rows:?}");
 }

@@ -10,10 +10,11 @@
 //! The run is the same statement run the messages one by one get (`Session::execute`,
 //! with its activity, timeouts, cancel and metrics), and its replies are the same bytes,
 //! errors included: an error at Bind answers with the error and ReadyForQuery, one at
-//! Execute after BindComplete (and the description). Only the commonest case is taken
-//! here: a SELECT, INSERT, UPDATE, DELETE or CALL outside a transaction block, with the
-//! statement bound against the current catalog; anything else goes through the messages
-//! one by one (`run_whole` answers false and sends nothing).
+//! Execute after BindComplete (and the description). The statements taken are SELECT,
+//! INSERT, UPDATE, DELETE, CALL, BEGIN, COMMIT and ROLLBACK, alone or in a transaction
+//! block that has not failed — what `pgbench -M prepared` sends, TPC-B's block included;
+//! anything else goes through the messages one by one (`run_whole` answers false and
+//! sends nothing).
 
 use super::*;
 
@@ -143,15 +144,16 @@ where
     Ok(())
 }
 
-/// The statement `bind` names, when its run can be whole: outside a transaction, and one
-/// whose result is rows or a command tag and that needs no more of the protocol (COPY,
-/// EXECUTE of another statement and transaction control do).
+/// The statement `bind` names, when its run can be whole: not in a failed block (where
+/// Bind refuses all but what ends it), and one whose result is rows or a command tag and
+/// that needs no more of the protocol (COPY and EXECUTE of another statement do).
+/// BEGIN, COMMIT and ROLLBACK are, and so are the statements between them.
 fn statement_to_run_whole<C: Client>(
     session: &Session,
     client: &C,
     bind: &Bind,
 ) -> Option<Arc<Prepared>> {
-    if session.in_transaction() {
+    if session.is_failed() {
         return None;
     }
     let name = bind
@@ -162,7 +164,15 @@ fn statement_to_run_whole<C: Client>(
         return None;
     };
     let plan = &stored.statement.bound.plan;
-    let whole = matches!(plan, Plan::Select(_) | Plan::Write(..) | Plan::Call(_));
+    let whole = matches!(
+        plan,
+        Plan::Select(_)
+            | Plan::Write(..)
+            | Plan::Call(_)
+            | Plan::Begin { .. }
+            | Plan::Commit
+            | Plan::Rollback
+    );
     whole.then(|| stored.statement.clone())
 }
 
@@ -208,7 +218,9 @@ fn encode_outcome(
             let complete = complete_tag(&tag, encoded.len());
             Ok((encoded, complete))
         }
-        StatementResult::Command(tag) => Ok((Vec::new(), Tag::new(&tag).into())),
+        StatementResult::Command(tag)
+        | StatementResult::TransactionStart(tag)
+        | StatementResult::TransactionEnd(tag) => Ok((Vec::new(), Tag::new(&tag).into())),
         _ => Err(SqlError::internal(
             "a statement run whole gave a result other than rows or a command",
         )),
