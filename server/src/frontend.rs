@@ -4,7 +4,9 @@
 //! buffered (pgwire alone would buffer up to 1 GiB per message); a malformed one (a count or
 //! length its body does not hold, a string without its end, an unknown type) is refused with
 //! a FATAL 08P01 and one line in the log, instead of reaching a decoder that would panic or
-//! read into the next message. Everything else is pgwire's own dispatch.
+//! read into the next message. A prepared statement's Bind, Describe, Execute and Sync that
+//! arrive together are answered in one step (`offer_whole_run`, `handlers/whole_run.rs`).
+//! Everything else is pgwire's own dispatch.
 
 use std::collections::VecDeque;
 use std::io;
@@ -20,6 +22,7 @@ use frames::{Refusal, Step};
 use futures::{FutureExt, SinkExt, StreamExt};
 use pgwire::api::{ClientInfo, PgWireConnectionState, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::extendedquery::Bind;
 use pgwire::messages::response::{NotificationResponse, TransactionStatus};
 use pgwire::messages::startup::Startup;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
@@ -389,9 +392,7 @@ fn whole_run_shape(queued: &VecDeque<PgWireFrontendMessage>) -> Shape {
 async fn gather_whole_run<S, E>(
     socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
     ahead: &mut VecDeque<PgWireFrontendMessage>,
-    control: &ConnectionControl,
-    refused: &Mutex<Option<Refusal>>,
-    limit: usize,
+    checks: FrameChecks<'_>,
 ) -> io::Result<Result<Option<(WholeRun, usize)>, ()>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
@@ -404,11 +405,80 @@ where
                 let Some(next) = socket.next().now_or_never() else {
                     return Ok(Ok(None));
                 };
+                let FrameChecks {
+                    control,
+                    refused,
+                    limit,
+                } = checks;
                 match message_or_end(socket, next, control, refused, limit).await? {
                     Some(m) => ahead.push_back(m),
                     None => return Ok(Err(())),
                 }
             }
+        }
+    }
+}
+
+/// What `message_or_end` checks a message read ahead against.
+#[derive(Clone, Copy)]
+struct FrameChecks<'a> {
+    control: &'a ConnectionControl,
+    refused: &'a Mutex<Option<Refusal>>,
+    limit: usize,
+}
+
+/// What became of a Bind offered as a whole run.
+enum Offered {
+    /// Answered through ReadyForQuery, the messages of the run taken from `ahead`.
+    Answered,
+    /// For the messages one by one (those read ahead are queued in `ahead`).
+    OneByOne,
+    /// The connection ended while the run's messages were read.
+    Ended,
+}
+
+/// A Bind of the unnamed portal, outside a failed block (which refuses at Bind what does
+/// not end it), that the messages of a whole run follow: answered in one step
+/// (`Connection::run_whole`).
+async fn offer_whole_run<S, E>(
+    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
+    bind: &Bind,
+    ahead: &mut VecDeque<PgWireFrontendMessage>,
+    handlers: &Connection,
+    checks: FrameChecks<'_>,
+) -> io::Result<Offered>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
+    Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>: crate::handlers::Client,
+    PgWireError: From<
+        <Framed<CheckedIo<S>, PgWireMessageServerCodec<E>> as futures::Sink<
+            PgWireBackendMessage,
+        >>::Error,
+    >,
+{
+    let ready = matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
+        && socket.transaction_status() != TransactionStatus::Error;
+    if !ready || !unnamed(&bind.portal_name) {
+        return Ok(Offered::OneByOne);
+    }
+    let gathered = gather_whole_run(socket, ahead, checks).await?;
+    let Ok(Some((run, n))) = gathered else {
+        return Ok(match gathered {
+            Err(()) => Offered::Ended,
+            Ok(_) => Offered::OneByOne,
+        });
+    };
+    match handlers.run_whole(socket, bind, run).await {
+        Ok(true) => {
+            ahead.drain(..n);
+            Ok(Offered::Answered)
+        }
+        Ok(false) => Ok(Offered::OneByOne),
+        Err(e) => {
+            // Only the socket's: the Execute and Sync queued are skipped until the Sync,
+            // which answers.
+            process_error(socket, e, true).await?;
+            Ok(Offered::Answered)
         }
     }
 }
@@ -544,30 +614,15 @@ pub async fn serve_connection(
             lookahead.saw(ahead.front().expect("a message read ahead"));
         }
         if let PgWireFrontendMessage::Bind(bind) = &message {
-            // A failed block refuses at Bind what does not end it: one by one.
-            let ready = matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
-                && socket.transaction_status() != TransactionStatus::Error;
-            if ready && unnamed(&bind.portal_name) {
-                let gathered =
-                    gather_whole_run(&mut socket, &mut ahead, &control, &refused, limit).await?;
-                let Ok(gathered) = gathered else {
-                    return Ok(());
-                };
-                if let Some((run, n)) = gathered {
-                    match handlers.run_whole(&mut socket, bind, run).await {
-                        Ok(true) => {
-                            ahead.drain(..n);
-                            continue;
-                        }
-                        Ok(false) => {}
-                        Err(e) => {
-                            // Only the socket's: the Execute and Sync queued are skipped
-                            // until the Sync, which answers.
-                            process_error(&mut socket, e, true).await?;
-                            continue;
-                        }
-                    }
-                }
+            let checks = FrameChecks {
+                control: &control,
+                refused: &refused,
+                limit,
+            };
+            match offer_whole_run(&mut socket, bind, &mut ahead, &handlers, checks).await? {
+                Offered::Answered => continue,
+                Offered::OneByOne => {}
+                Offered::Ended => return Ok(()),
             }
         }
         let is_extended = match socket.state() {
