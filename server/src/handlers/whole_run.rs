@@ -109,8 +109,8 @@ impl Connection {
     }
 }
 
-/// What the Sync ends with: an implicit transaction's failure to commit, if the statement
-/// left one open (none is, but the Sync would end it), and the transaction status.
+/// What the Sync ends with: the implicit transaction of the statements since the last
+/// Sync, if one is open, committed (or its failure to), and the transaction status.
 struct SyncOutcome {
     closed: SqlResult<()>,
     status: TransactionStatus,
