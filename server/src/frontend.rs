@@ -27,7 +27,7 @@ use pgwire::messages::response::{NotificationResponse, TransactionStatus};
 use pgwire::messages::startup::Startup;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use pgwire::tokio::server::{
-    negotiate_tls, process_error, process_message, PgWireMessageServerCodec,
+    negotiate_tls, process_error, process_message, MaybeTls, PgWireMessageServerCodec,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -39,6 +39,7 @@ use crate::handlers::{Connection, WholeRun};
 use crate::log_limit;
 use crate::login::{fatal, Logins};
 use crate::notifications::Inbox;
+use crate::statements::Prepared;
 
 /// A client that does not finish authenticating within this long is dropped.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -313,13 +314,16 @@ where
 async fn message_or_end<S, E>(
     socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
     next: Next<PgWireError>,
-    control: &ConnectionControl,
-    refused: &Mutex<Option<Refusal>>,
-    limit: usize,
+    checks: FrameChecks<'_>,
 ) -> io::Result<Option<PgWireFrontendMessage>>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let FrameChecks {
+        control,
+        refused,
+        limit,
+    } = checks;
     if control.terminated() {
         let message = "terminating connection due to administrator command";
         say_goodbye(socket, fatal("57P01", message.to_owned())).await?;
@@ -348,6 +352,10 @@ where
     Ok(None)
 }
 
+/// A logged-in connection's socket: frames checked, then pgwire's codec, its statements
+/// this server's.
+type Socket = Framed<CheckedIo<MaybeTls>, PgWireMessageServerCodec<Arc<Prepared>>>;
+
 /// What the messages queued after a Bind of the unnamed portal make.
 enum Shape {
     /// A whole run (`WholeRun`) of the first `usize` of them.
@@ -356,6 +364,8 @@ enum Shape {
     Not,
     /// Too few to tell.
     Incomplete,
+    /// The connection ended while they were read (`gather_whole_run`).
+    Ended,
 }
 
 fn unnamed(name: &Option<String>) -> bool {
@@ -385,36 +395,28 @@ fn whole_run_shape(queued: &VecDeque<PgWireFrontendMessage>) -> Shape {
     }
 }
 
-/// After a Bind of the unnamed portal: whether the messages already
-/// read (queued in `ahead`, then those the socket holds without waiting) make a whole run,
-/// and of how many of them. Err(()) when the connection ended meanwhile. A client that sent
-/// the Bind alone is not waited for.
+/// After a Bind of the unnamed portal: what the messages already read (queued in `ahead`,
+/// then those the socket holds without waiting) make, never `Shape::Incomplete`. A client
+/// that sent the Bind alone is not waited for.
 async fn gather_whole_run<S, E>(
     socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
     ahead: &mut VecDeque<PgWireFrontendMessage>,
     checks: FrameChecks<'_>,
-) -> io::Result<Result<Option<(WholeRun, usize)>, ()>>
+) -> io::Result<Shape>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     loop {
-        match whole_run_shape(ahead) {
-            Shape::Whole(run, n) => return Ok(Ok(Some((run, n)))),
-            Shape::Not => return Ok(Ok(None)),
-            Shape::Incomplete => {
-                let Some(next) = socket.next().now_or_never() else {
-                    return Ok(Ok(None));
-                };
-                let FrameChecks {
-                    control,
-                    refused,
-                    limit,
-                } = checks;
-                match message_or_end(socket, next, control, refused, limit).await? {
-                    Some(m) => ahead.push_back(m),
-                    None => return Ok(Err(())),
-                }
-            }
+        let shape = whole_run_shape(ahead);
+        if !matches!(shape, Shape::Incomplete) {
+            return Ok(shape);
+        }
+        let Some(next) = socket.next().now_or_never() else {
+            return Ok(Shape::Not);
+        };
+        match message_or_end(socket, next, checks).await? {
+            Some(m) => ahead.push_back(m),
+            None => return Ok(Shape::Ended),
         }
     }
 }
@@ -440,33 +442,22 @@ enum Offered {
 /// A Bind of the unnamed portal, outside a failed block (which refuses at Bind what does
 /// not end it), that the messages of a whole run follow: answered in one step
 /// (`Connection::run_whole`).
-async fn offer_whole_run<S, E>(
-    socket: &mut Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>,
+async fn offer_whole_run(
+    socket: &mut Socket,
     bind: &Bind,
     ahead: &mut VecDeque<PgWireFrontendMessage>,
     handlers: &Connection,
     checks: FrameChecks<'_>,
-) -> io::Result<Offered>
-where
-    S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
-    Framed<CheckedIo<S>, PgWireMessageServerCodec<E>>: crate::handlers::Client,
-    PgWireError: From<
-        <Framed<CheckedIo<S>, PgWireMessageServerCodec<E>> as futures::Sink<
-            PgWireBackendMessage,
-        >>::Error,
-    >,
-{
+) -> io::Result<Offered> {
     let ready = matches!(socket.state(), PgWireConnectionState::ReadyForQuery)
         && socket.transaction_status() != TransactionStatus::Error;
     if !ready || !unnamed(&bind.portal_name) {
         return Ok(Offered::OneByOne);
     }
-    let gathered = gather_whole_run(socket, ahead, checks).await?;
-    let Ok(Some((run, n))) = gathered else {
-        return Ok(match gathered {
-            Err(()) => Offered::Ended,
-            Ok(_) => Offered::OneByOne,
-        });
+    let (run, n) = match gather_whole_run(socket, ahead, checks).await? {
+        Shape::Whole(run, n) => (run, n),
+        Shape::Not | Shape::Incomplete => return Ok(Offered::OneByOne),
+        Shape::Ended => return Ok(Offered::Ended),
     };
     match handlers.run_whole(socket, bind, run).await {
         Ok(true) => {
@@ -520,7 +511,7 @@ pub async fn serve_connection(
     io.pending = parts.read_buf;
     let mut checked = FramedParts::new(io, parts.codec);
     checked.write_buf = parts.write_buf;
-    let mut socket = Framed::from_parts(checked);
+    let mut socket: Socket = Framed::from_parts(checked);
     // Declared after the socket, so dropped before it.
     let _attached = control.attach(fd);
 
@@ -530,6 +521,11 @@ pub async fn serve_connection(
     let copy_handler = Connection::copy_handler(&handlers);
     let cancel_handler = Connection::cancel_handler(&handlers);
     let startup_deadline = tokio::time::Instant::now() + STARTUP_TIMEOUT;
+    let checks = FrameChecks {
+        control: &control,
+        refused: &refused,
+        limit,
+    };
     // Messages read ahead of time (after an Execute, or a Bind), dispatched next.
     let mut ahead: VecDeque<PgWireFrontendMessage> = VecDeque::new();
     loop {
@@ -587,9 +583,7 @@ pub async fn serve_connection(
                     () = idle_expired => return end_idle(&mut socket, in_transaction).await,
                 }
             };
-            let Some(message) =
-                message_or_end(&mut socket, next, &control, &refused, limit).await?
-            else {
+            let Some(message) = message_or_end(&mut socket, next, checks).await? else {
                 return Ok(());
             };
             message
@@ -604,9 +598,7 @@ pub async fn serve_connection(
         if executes {
             if ahead.is_empty() {
                 let next = socket.next().await;
-                let Some(next) =
-                    message_or_end(&mut socket, next, &control, &refused, limit).await?
-                else {
+                let Some(next) = message_or_end(&mut socket, next, checks).await? else {
                     return Ok(());
                 };
                 ahead.push_back(next);
@@ -614,11 +606,6 @@ pub async fn serve_connection(
             lookahead.saw(ahead.front().expect("a message read ahead"));
         }
         if let PgWireFrontendMessage::Bind(bind) = &message {
-            let checks = FrameChecks {
-                control: &control,
-                refused: &refused,
-                limit,
-            };
             match offer_whole_run(&mut socket, bind, &mut ahead, &handlers, checks).await? {
                 Offered::Answered => continue,
                 Offered::OneByOne => {}

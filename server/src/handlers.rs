@@ -900,27 +900,50 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         client.portal_store().rm_portal(pgwire::api::DEFAULT_NAME);
-        // The statements since the last Sync, when no block holds them, commit now (or roll
-        // back, when one failed); a commit that fails is reported before ReadyForQuery.
-        let (closed, status) = {
-            let mut session = self.session_for(client).await;
-            let closed = session.close_implicit(Block::Pipeline).await;
-            (closed, status_of(&session))
-        };
-        if let Err(e) = closed {
-            client
-                .feed(PgWireBackendMessage::ErrorResponse(error_info(&e).into()))
-                .await?;
-        }
-        client.set_transaction_status(status);
-        client
-            .send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
-                status,
-            )))
-            .await?;
-        client.flush().await?;
-        Ok(())
+        let sync = end_at_sync(self.session_for(client).await).await;
+        send_sync(client, sync).await
     }
+}
+
+/// The ErrorResponse of a statement's error.
+fn error_message(e: &SqlError) -> PgWireBackendMessage {
+    PgWireBackendMessage::ErrorResponse(error_info(e).into())
+}
+
+/// What a Sync ends with: the statements since the last Sync, when no block holds them,
+/// committed (or rolled back, when one failed), and the transaction status after it.
+struct SyncOutcome {
+    closed: SqlResult<()>,
+    status: TransactionStatus,
+}
+
+/// Ends what a Sync ends, and lets go of the session.
+async fn end_at_sync(mut session: tokio::sync::MutexGuard<'_, Session>) -> SyncOutcome {
+    let closed = session.close_implicit(Block::Pipeline).await;
+    SyncOutcome {
+        closed,
+        status: status_of(&session),
+    }
+}
+
+/// The Sync's replies: a commit that failed, then ReadyForQuery, with everything before it
+/// in one write.
+async fn send_sync<C>(client: &mut C, sync: SyncOutcome) -> PgWireResult<()>
+where
+    C: Client,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    if let Err(e) = &sync.closed {
+        client.feed(error_message(e)).await?;
+    }
+    client.set_transaction_status(sync.status);
+    client
+        .feed(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
+            sync.status,
+        )))
+        .await?;
+    client.flush().await?;
+    Ok(())
 }
 
 /// Running a portal (Execute).

@@ -54,7 +54,7 @@ impl Connection {
             Ok(decoded) => decoded,
             Err(e) => {
                 session.statement_failed();
-                let sync = sync_whole(session).await;
+                let sync = end_at_sync(session).await;
                 client.feed(error_message(&e)).await?;
                 return send_sync(client, sync).await.map(|()| true);
             }
@@ -90,7 +90,7 @@ impl Connection {
         let notices = std::mem::take(&mut session.notices);
         // The session is let go of before the replies go out: a client slow to read them
         // holds up only its own connection.
-        let sync = sync_whole(session).await;
+        let sync = end_at_sync(session).await;
         for n in notices {
             client.feed(notice(&n)).await?;
         }
@@ -107,41 +107,6 @@ impl Connection {
         }
         send_sync(client, sync).await.map(|()| true)
     }
-}
-
-/// What the Sync ends with: the implicit transaction of the statements since the last
-/// Sync, if one is open, committed (or its failure to), and the transaction status.
-struct SyncOutcome {
-    closed: SqlResult<()>,
-    status: TransactionStatus,
-}
-
-async fn sync_whole(mut session: tokio::sync::MutexGuard<'_, Session>) -> SyncOutcome {
-    let closed = session.close_implicit(Block::Pipeline).await;
-    SyncOutcome {
-        closed,
-        status: status_of(&session),
-    }
-}
-
-/// The Sync's replies: ReadyForQuery goes out with everything before it in one write.
-async fn send_sync<C>(client: &mut C, sync: SyncOutcome) -> PgWireResult<()>
-where
-    C: Client,
-    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-{
-    if let Err(e) = &sync.closed {
-        client.feed(error_message(e)).await?;
-    }
-    let status = sync.status;
-    client.set_transaction_status(status);
-    client
-        .feed(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(
-            status,
-        )))
-        .await?;
-    client.flush().await?;
-    Ok(())
 }
 
 /// The statement `bind` names, when its run can be whole: not in a failed block (where
@@ -225,8 +190,4 @@ fn encode_outcome(
             "a statement run whole gave a result other than rows or a command",
         )),
     }
-}
-
-fn error_message(e: &SqlError) -> PgWireBackendMessage {
-    PgWireBackendMessage::ErrorResponse(error_info(e).into())
 }
