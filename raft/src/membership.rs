@@ -95,7 +95,7 @@ impl Membership {
     ) -> Result<String, MembershipError> {
         let deadline = Instant::now() + LEADER_WAIT;
         loop {
-            match leader(&self.raft) {
+            match leader(&self.raft, &self.links) {
                 Some((id, _)) if id == self.node_id => {
                     return change_here(&self.raft, &self.proposer, &self.links, change, limit)
                         .await

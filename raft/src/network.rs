@@ -89,7 +89,8 @@ pub(crate) enum CallError {
     TimedOut,
 }
 
-/// Makes openraft's clients, to the address in the membership, over the node's links.
+/// Makes openraft's clients, over the node's links, to the address it reaches each member
+/// at (`PeerLinks::addr_of`).
 #[derive(Clone)]
 pub struct TcpNetwork {
     pub(crate) links: PeerLinks,
@@ -107,7 +108,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> PeerClient {
         PeerClient {
             target,
-            addr: node.addr.clone(),
+            addr: self.links.addr_of(target, node),
             links: self.links.clone(),
         }
     }
@@ -318,8 +319,8 @@ fn progress(raft: &Raft) -> Result<u64, String> {
     }
 }
 
-/// Who leads, as this node knows it, and the address its peers reach it at.
-pub(crate) fn leader(raft: &Raft) -> Option<(NodeId, Option<String>)> {
+/// Who leads, as this node knows it, and the address this node reaches it at.
+pub(crate) fn leader(raft: &Raft, links: &PeerLinks) -> Option<(NodeId, Option<String>)> {
     let metrics = raft.metrics();
     let metrics = metrics.borrow();
     let leader = metrics.current_leader?;
@@ -327,7 +328,7 @@ pub(crate) fn leader(raft: &Raft) -> Option<(NodeId, Option<String>)> {
         .membership_config
         .membership()
         .get_node(&leader)
-        .map(|n| n.addr.clone());
+        .map(|n| links.addr_of(leader, n));
     Some((leader, addr))
 }
 

@@ -175,7 +175,7 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         StateMachine::new(executor.clone(), log.early_replies(), files, log.stats());
     let raft_handle = state_machine.raft_handle();
     // One connection to each other member, for openraft's RPCs and our own requests alike.
-    let peers = PeerLinks::default();
+    let peers = PeerLinks::naming(options.peers.clone());
     let network = TcpNetwork {
         links: peers.clone(),
     };

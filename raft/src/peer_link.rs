@@ -10,7 +10,7 @@
 //! waiting on it fails (`CallError::Broken`: the request may have arrived); the next call
 //! connects again. A call that cannot connect fails with `Unreachable` (nothing was sent).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -22,7 +22,10 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use openraft::BasicNode;
+
 use crate::network::{CallError, PeerRequest, PeerResponse};
+use crate::types::NodeId;
 
 /// The largest frame read: a log entry is at most 8 MiB (`proposer::BATCH_BYTES_MAX`) and
 /// an append carries at most `MAX_PAYLOAD_ENTRIES`.
@@ -75,6 +78,8 @@ pub(crate) async fn write_frames(
 #[derive(Clone, Default)]
 pub(crate) struct PeerLinks {
     links: Arc<Mutex<HashMap<String, Arc<Link>>>>,
+    /// The peers this node's `--peers` names, at the addresses it reaches them on.
+    named: Arc<BTreeMap<NodeId, String>>,
 }
 
 /// The link to one peer: its live connection, if any. Callers that find none connect one
@@ -99,6 +104,28 @@ impl Connection {
 }
 
 impl PeerLinks {
+    /// Links that reach the peers in `named` at those addresses.
+    pub fn naming(named: BTreeMap<NodeId, String>) -> PeerLinks {
+        PeerLinks {
+            links: Arc::default(),
+            named: Arc::new(named),
+        }
+    }
+
+    /// Where this node dials member `id`, whose membership entry is `node`: the address
+    /// its own `--peers` gives, when it names `id`, else the membership's. The membership
+    /// holds one list for the whole cluster — the one that reached each node first, which
+    /// for a node that starts late is another node's — while `--peers` says how this node
+    /// reaches each peer (on one network every node's list is the same; behind proxies or
+    /// NAT they differ). A member added later (`hotledger.add_node`) is dialled at the
+    /// address the membership gives it.
+    pub fn addr_of(&self, id: NodeId, node: &BasicNode) -> String {
+        match self.named.get(&id) {
+            Some(addr) => addr.clone(),
+            None => node.addr.clone(),
+        }
+    }
+
     /// Sends `request` to the peer at `addr` and waits at most `limit` for its answer.
     pub async fn call(
         &self,
@@ -193,6 +220,22 @@ async fn read_answers(mut reader: OwnedReadHalf, connection: Weak<Connection>) {
 mod tests {
     use super::*;
     use tokio::net::TcpListener;
+
+    #[test]
+    fn a_peer_named_in_peers_is_dialled_there_and_others_at_their_membership_address() {
+        let links = PeerLinks::naming(BTreeMap::from([(2, "127.0.0.1:7002".to_string())]));
+        let recorded = |addr: &str| BasicNode {
+            addr: addr.to_string(),
+        };
+        assert_eq!(
+            links.addr_of(2, &recorded("10.0.0.2:5533")),
+            "127.0.0.1:7002"
+        );
+        assert_eq!(
+            links.addr_of(4, &recorded("10.0.0.4:5533")),
+            "10.0.0.4:5533"
+        );
+    }
 
     /// A peer that reads `count` requests, then answers them last first, each with its id.
     async fn peer_answering_in_reverse(count: usize) -> String {

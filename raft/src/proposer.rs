@@ -152,7 +152,7 @@ struct Route {
 impl Route {
     /// The leader's id and peer address, when it is another node.
     fn other_leader(&self) -> Option<(NodeId, String)> {
-        match leader(&self.raft)? {
+        match leader(&self.raft, &self.leaders)? {
             (id, Some(addr)) if id != self.node_id => Some((id, addr)),
             _ => None,
         }

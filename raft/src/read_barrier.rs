@@ -69,7 +69,7 @@ impl ReadBarrier {
     }
 
     async fn once(&self) -> Result<(), Retry> {
-        let (leader, addr) = leader(&self.raft).ok_or(Retry::Election)?;
+        let (leader, addr) = leader(&self.raft, &self.leaders).ok_or(Retry::Election)?;
         if leader == self.node_id {
             return match self.read_index.confirm(&self.raft).await {
                 Ok(_) => Ok(()),

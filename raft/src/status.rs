@@ -203,7 +203,7 @@ impl ClusterStatus {
     ) -> std::collections::HashMap<NodeId, MemberReport> {
         let mut asking = tokio::task::JoinSet::new();
         for (&id, node) in members {
-            let (peers, addr) = (self.peers.clone(), node.addr.clone());
+            let (peers, addr) = (self.peers.clone(), self.peers.addr_of(id, node));
             asking.spawn(async move {
                 let answer = peers
                     .call(&addr, &PeerRequest::Report, DESCRIBE_TIMEOUT)

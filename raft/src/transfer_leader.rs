@@ -45,7 +45,7 @@ pub(crate) async fn transfer_here(
         let voters: Vec<(NodeId, String)> = membership
             .voter_ids()
             .map(|id| {
-                let addr = membership.get_node(&id).map(|n| n.addr.clone());
+                let addr = membership.get_node(&id).map(|n| links.addr_of(id, n));
                 (id, addr.unwrap_or_default())
             })
             .collect();

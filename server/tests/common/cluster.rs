@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 use super::proxy::LinkProxy;
 use super::{binary, free_port, output_within, stdout, PASSWORD, PSQL_LIMIT};
 
+/// How long after the others the last node behind proxies starts: time for them to elect.
+const LATE_START: Duration = Duration::from_millis(2_000);
+
 /// The proxies of a cluster started behind them, by (from, to) node.
 #[derive(Default)]
 pub struct Links(pub BTreeMap<(usize, usize), LinkProxy>);
@@ -69,8 +72,9 @@ impl Cluster {
 
     /// A cluster whose nodes reach each other only through proxies, one per direction of
     /// every link (node i's `--peers` names, for each other node j, the proxy i→j), so a
-    /// test can cut any link. openraft keeps each node's first membership as that node
-    /// initialised it, so each node uses its own list until the membership changes.
+    /// test can cut any link. The last node starts once the others have had time to elect
+    /// a leader, so its first membership is likely the one the leader replicates to it —
+    /// another node's list — and it must still reach its peers at its own.
     pub fn start_behind_proxies(voters: usize) -> (Cluster, Links) {
         let mut links = Links::default();
         let cluster = Cluster::launch_all(voters, &[], Some(&mut links), false);
@@ -97,6 +101,7 @@ impl Cluster {
                 http_port: consoles.then(free_port),
             })
             .collect();
+        let late = links.is_some().then_some(voters);
         if let Some(links) = links {
             let ports: Vec<u16> = nodes.iter().map(|n| n.peer_port).collect();
             for node in &mut nodes {
@@ -123,6 +128,9 @@ impl Cluster {
             .join(",");
         for node in &mut nodes {
             let peers = node.own_peers.clone().unwrap_or_else(|| peers.clone());
+            if late == Some(node.id) {
+                std::thread::sleep(LATE_START);
+            }
             node.launch(&peers, &extra_args);
         }
         let cluster = Cluster {
