@@ -183,13 +183,10 @@ fn bind(b: &mut Body) -> Checked<()> {
     b.cstring("the statement name")?;
     let formats = b.u16("the parameter format count")?;
     b.take(formats * 2, "the parameter formats")?;
+    // A count of formats that is neither 0, 1 nor one per parameter is a statement error
+    // (08P01, the session goes on, as in PostgreSQL), answered at Bind: the frame itself
+    // holds what it says.
     let params = b.u16("the parameter count")?;
-    // As PostgreSQL: one format for all parameters, or one for each.
-    if formats > 1 && formats != params {
-        return Err(format!(
-            "bind message has {formats} parameter formats but {params} parameters"
-        ));
-    }
     for _ in 0..params {
         b.value("a parameter value")?;
     }

@@ -52,7 +52,30 @@ fn synced(messages: Vec<Send>) -> Step {
 }
 
 fn scripts() -> Vec<(&'static str, Vec<Step>)> {
+    let three: Vec<Option<String>> = ["1", "2", "3"].map(|v| Some(v.to_string())).into();
+    let two_formats_for_three = Send::BindFormats(String::new(), three, vec![0, 0]);
     vec![
+        (
+            "a Bind with two parameter formats for three parameters is an error, and the session goes on",
+            vec![
+                Round(vec![
+                    parse("select $1::int + $2::int + $3::int"),
+                    two_formats_for_three.clone(),
+                    Send::Execute,
+                    Send::Sync,
+                ]),
+                Round(vec![q("begin")]),
+                synced(insert(1)),
+                Round(vec![
+                    parse("select $1::int + $2::int + $3::int"),
+                    two_formats_for_three,
+                    Send::Execute,
+                    Send::Sync,
+                ]),
+                Round(vec![q("commit")]),
+                synced(insert(2)),
+            ],
+        ),
         (
             "an error at Parse fails the block",
             vec![
@@ -477,6 +500,9 @@ async fn transactions_end_as_in_postgres_whatever_the_client_sends() {
     assert!(parse_error.contains(&"Error 25P02".to_string()));
     assert!(parse_error.contains(&"Complete ROLLBACK".to_string()));
     assert_eq!(parse_error.last().map(String::as_str), Some("Ready I"));
+    let formats = find("a Bind with two parameter formats for three parameters is an error, and the session goes on");
+    assert!(formats.contains(&"Error 08P01".to_string()));
+    assert!(formats.contains(&"Ready E".to_string()));
     let pipeline = find("a pipeline's statements see each other and commit at Sync");
     assert!(pipeline.contains(&"Row 2".to_string()));
     assert!(pipeline.ends_with(&[

@@ -24,6 +24,8 @@ pub enum Send {
     Parse(String, String),
     /// Bind of a statement to the unnamed portal, with text parameters (`None` is NULL).
     Bind(String, Vec<Option<String>>),
+    /// The same with the parameter format codes given (any count, even a wrong one).
+    BindFormats(String, Vec<Option<String>>, Vec<i16>),
     DescribeStatement(String),
     DescribePortal,
     Execute,
@@ -240,11 +242,15 @@ fn encode(m: &Send, buf: &mut BytesMut) {
     match m {
         Send::Query(sql) => frontend::query(sql, buf).expect("query"),
         Send::Parse(name, sql) => frontend::parse(name, sql, [], buf).expect("parse"),
-        Send::Bind(statement, params) => {
+        Send::Bind(statement, params) => encode(
+            &Send::BindFormats(statement.clone(), params.clone(), vec![0]),
+            buf,
+        ),
+        Send::BindFormats(statement, params, formats) => {
             let bound = frontend::bind(
                 "",
                 statement,
-                [0i16],
+                formats.iter().copied(),
                 params,
                 |p, out| match p {
                     Some(text) => {
