@@ -94,6 +94,9 @@ pub type Reply<T> = Box<dyn FnOnce(T) + Send>;
 /// is applied, before the rest of its entry.
 pub type CommandApplied = Box<dyn FnMut(usize, &[u8]) + Send>;
 
+/// What applying an entry answers: each command's encoded result, in order.
+pub type EntryResults = SqlResult<Vec<Vec<u8>>>;
+
 /// Row buffers `Executor::recycle` keeps at most (a statement's rows pass through a few at a
 /// time).
 const SPARE_ROWS: usize = 64;
@@ -132,7 +135,7 @@ pub enum Request {
         log_id: Vec<u8>,
         payload: EntryPayload,
         applied: Option<CommandApplied>,
-        reply: Reply<SqlResult<Vec<Vec<u8>>>>,
+        reply: Reply<EntryResults>,
     },
     /// A query, run between entries.
     Query {

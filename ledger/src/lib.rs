@@ -92,8 +92,8 @@ pub use command::{
 pub use coordinator::spawn;
 pub use double_entry::AmountTotal;
 pub use executor::{
-    CommandApplied, EntryPayload, ExecutorHandle, ExecutorOptions, ExecutorStats, ReplicationMeta,
-    Reply, Request, StatementContext, StatementValues,
+    CommandApplied, EntryPayload, EntryResults, ExecutorHandle, ExecutorOptions, ExecutorStats,
+    ReplicationMeta, Reply, Request, StatementContext, StatementValues,
 };
 pub use install::{stage, StagedInstall};
 pub use integrity::IntegrityReport;

@@ -14,7 +14,8 @@
 //!
 //! Reading order: `node.rs` (start and replay), `proposer.rs` (group commit, and where a
 //! batch goes), `log_store.rs` (openraft's log storage on `kv::LogStore`),
-//! `state_machine.rs` (entries to the executor), `network.rs` (peers over TCP),
+//! `state_machine.rs` (entries to the executor), `apply_ahead.rs` (a single node's durable
+//! entries handed to the executor by the log thread), `network.rs` (peers over TCP),
 //! `read_barrier.rs` (strong reads), `status.rs` (`hotledger.cluster`), `early_reply.rs`,
 //! `types.rs`, `byte_strings.rs` (byte strings on the wire, written whole); `log_conformance.rs`
 //! runs openraft's storage suite.
@@ -22,6 +23,7 @@
 // openraft's trait signatures return its `StorageError` by value; helpers follow suit.
 #![allow(clippy::result_large_err)]
 
+mod apply_ahead;
 mod byte_strings;
 mod early_reply;
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 
 use kv::{LogStore, LogStoreOptions};
@@ -19,6 +19,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+use crate::apply_ahead::ApplyAhead;
 use crate::early_reply::EarlyReplies;
 use crate::types::{Batch, TypeConfig};
 
@@ -37,9 +38,13 @@ pub(crate) type Flushed = Box<dyn FnOnce(std::io::Result<()>) + Send>;
 /// Raw entries read back from disk, or why not.
 type ReadResult = Result<Vec<(u64, Vec<u8>)>, String>;
 
+/// Entries to hand to the executor once they are durable, on a single node.
+type HandOver = Option<(Arc<ApplyAhead>, Vec<Entry<TypeConfig>>)>;
+
 enum Io {
     Append {
         entries: Vec<(u64, Vec<u8>)>,
+        hand_over: HandOver,
         flushed: Flushed,
     },
     Truncate {
@@ -78,6 +83,8 @@ struct Shared {
     stats: Arc<LogStats>,
     /// Where an appended entry's proposer token is bound to its index.
     early: Arc<EarlyReplies>,
+    /// On a single node, who hands durable entries to the executor (`apply_ahead`).
+    ahead: OnceLock<Arc<ApplyAhead>>,
 }
 
 /// How well group commit works: entries and flushes so far, the bytes they carried, and
@@ -244,12 +251,19 @@ impl RaftLog {
                 io: Mutex::new(tx),
                 stats,
                 early: Arc::default(),
+                ahead: OnceLock::new(),
             }),
         })
     }
 
     pub fn stats(&self) -> Arc<LogStats> {
         self.shared.stats.clone()
+    }
+
+    /// From now on, durable entries go straight to the executor through `ahead` (a single
+    /// node only: there durable is committed).
+    pub(crate) fn hand_durable_entries_to(&self, ahead: Arc<ApplyAhead>) {
+        let _ = self.shared.ahead.set(ahead);
     }
 
     pub(crate) fn early_replies(&self) -> Arc<EarlyReplies> {
@@ -300,6 +314,8 @@ impl RaftLog {
     ) -> Result<(), StorageError<NodeId>> {
         let mut encoded = Vec::new();
         let mut last = None;
+        let ahead = self.shared.ahead.get().cloned();
+        let mut handed = Vec::new();
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             for e in entries {
@@ -307,6 +323,9 @@ impl RaftLog {
                     if *token != 0 {
                         self.shared.early.bind(e.log_id.index, *token);
                     }
+                }
+                if ahead.is_some() {
+                    handed.push(e.clone());
                 }
                 let bytes = bincode::serialize(&e).map_err(|err| io_error(err.to_string()))?;
                 last = Some(e.log_id);
@@ -327,6 +346,7 @@ impl RaftLog {
         }
         self.send(Io::Append {
             entries: encoded,
+            hand_over: ahead.map(|ahead| (ahead, handed)),
             flushed,
         })
     }
@@ -341,15 +361,25 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
     let mut next = rx.recv().ok();
     while let Some(io) = next.take() {
         match io {
-            Io::Append { entries, flushed } => {
+            Io::Append {
+                entries,
+                hand_over,
+                flushed,
+            } => {
                 // Group commit at the log: take every append already queued behind this
                 // one, write them all, flush once.
                 let mut batch = entries;
+                let mut hand_overs = vec![hand_over];
                 let mut callbacks = vec![flushed];
                 loop {
                     match rx.try_recv() {
-                        Ok(Io::Append { entries, flushed }) => {
+                        Ok(Io::Append {
+                            entries,
+                            hand_over,
+                            flushed,
+                        }) => {
                             batch.extend(entries);
+                            hand_overs.push(hand_over);
                             callbacks.push(flushed);
                         }
                         Ok(other) => {
@@ -367,6 +397,13 @@ fn run_io(mut store: LogStore, rx: Receiver<Io>, stats: Arc<LogStats>) {
                 stats.bytes.fetch_add(bytes, Relaxed);
                 if let Some(observe) = stats.on_flush.get() {
                     observe(started.elapsed(), bytes);
+                }
+                // Durable, so (on a single node) committed: to the executor before openraft
+                // hears of it, so that its state-machine adapter finds them handed over.
+                if result.is_ok() {
+                    for (ahead, entries) in hand_overs.into_iter().flatten() {
+                        ahead.durable(entries);
+                    }
                 }
                 for flushed in callbacks {
                     flushed(

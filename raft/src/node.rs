@@ -12,6 +12,7 @@ use ledger::{ExecutorHandle, Request};
 use openraft::{BasicNode, Config, LogId, ServerState, SnapshotPolicy};
 use tokio::net::TcpListener;
 
+use crate::apply_ahead::ApplyAhead;
 use crate::log_store::{LogStats, RaftLog};
 use crate::membership::Membership;
 use crate::network::{serve_peers, PeerContext, TcpNetwork, MAX_PAYLOAD_ENTRIES};
@@ -171,8 +172,20 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         )),
         false => None,
     };
-    let state_machine =
-        StateMachine::new(executor.clone(), log.early_replies(), files, log.stats());
+    // A single node's durable entries are committed: its log thread hands them to the
+    // executor itself (`apply_ahead`).
+    let ahead = (!cluster).then(|| {
+        let ahead = Arc::new(ApplyAhead::new(executor.clone(), log.early_replies()));
+        log.hand_durable_entries_to(ahead.clone());
+        ahead
+    });
+    let state_machine = StateMachine::new(
+        executor.clone(),
+        log.early_replies(),
+        files,
+        log.stats(),
+        ahead,
+    );
     let raft_handle = state_machine.raft_handle();
     // One connection to each other member, for openraft's RPCs and our own requests alike.
     let peers = PeerLinks::naming(options.peers.clone());

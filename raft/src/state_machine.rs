@@ -17,6 +17,7 @@ use tokio::fs::File;
 use tokio::sync::oneshot;
 use tokio::task::spawn_blocking;
 
+use crate::apply_ahead::{ApplyAhead, Sent};
 use crate::early_reply::EarlyReplies;
 use crate::snapshot::{open_snapshot, snapshot_error};
 use crate::snapshot_files::{SnapshotFiles, RECEIVING};
@@ -37,6 +38,8 @@ pub struct StateMachine {
     pub(crate) raft: Arc<OnceLock<Raft>>,
     /// Where each entry's apply time is told (`LogStats::on_apply`).
     stats: Arc<crate::log_store::LogStats>,
+    /// On a single node: the entries its log thread handed to the executor already.
+    ahead: Option<Arc<ApplyAhead>>,
 }
 
 /// Sends the executor the request `make` builds around its reply, and waits for the reply;
@@ -50,6 +53,49 @@ pub(crate) async fn ask<T: Send + 'static>(
         return None;
     }
     rx.await.ok()
+}
+
+/// The executor's answer to an entry: each command's encoded result, or why it could not
+/// be applied; and when it was applied.
+pub(crate) type Applied = (Result<Vec<Vec<u8>>, String>, std::time::Instant);
+
+/// The executor's request to apply `entry`, and where its answer comes. Commands a
+/// proposer of this node waits on are answered as each is applied (`EarlyReplies`).
+pub(crate) fn apply_request(
+    entry: Entry<TypeConfig>,
+    early: &Arc<EarlyReplies>,
+) -> Result<(Request, oneshot::Receiver<Applied>), StorageError<NodeId>> {
+    let log_id = bincode::serialize(&entry.log_id).map_err(|e| sm_error(e.to_string()))?;
+    let position = LogPosition {
+        term: entry.log_id.leader_id.term,
+        index: entry.log_id.index,
+    };
+    let payload = match entry.payload {
+        RaftPayload::Blank => EntryPayload::Blank,
+        RaftPayload::Normal(batch) => EntryPayload::Commands(batch.0),
+        RaftPayload::Membership(m) => {
+            let stored = Membership::new(Some(entry.log_id), m);
+            EntryPayload::Membership(
+                bincode::serialize(&stored).map_err(|e| sm_error(e.to_string()))?,
+            )
+        }
+    };
+    let applied = early.take_index(position.index).map(|token| {
+        let early = early.clone();
+        Box::new(move |slot: usize, result: &[u8]| early.answer(token, slot, result.to_vec()))
+            as CommandApplied
+    });
+    let (tx, rx) = oneshot::channel();
+    let request = Request::Apply {
+        position,
+        log_id,
+        payload,
+        applied,
+        reply: Box::new(move |r: ledger::EntryResults| {
+            drop(tx.send((r.map_err(|e| e.message), std::time::Instant::now())))
+        }),
+    };
+    Ok((request, rx))
 }
 
 pub(crate) fn sm_error(message: impl ToString) -> StorageError<NodeId> {
@@ -80,6 +126,7 @@ impl StateMachine {
         early: Arc<EarlyReplies>,
         files: Option<Arc<SnapshotFiles>>,
         stats: Arc<crate::log_store::LogStats>,
+        ahead: Option<Arc<ApplyAhead>>,
     ) -> StateMachine {
         StateMachine {
             executor,
@@ -88,6 +135,7 @@ impl StateMachine {
             receiving: Arc::default(),
             raft: Arc::default(),
             stats,
+            ahead,
         }
     }
 
@@ -139,55 +187,39 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I::IntoIter: OptionalSend,
     {
         // Send every entry first, then collect: the executor applies them in channel order.
+        // On a single node the log thread may have sent an entry already (`apply_ahead`).
         let mut pending = Vec::new();
         for entry in entries {
-            let log_id = bincode::serialize(&entry.log_id).map_err(|e| sm_error(e.to_string()))?;
-            let position = LogPosition {
-                term: entry.log_id.leader_id.term,
-                index: entry.log_id.index,
-            };
-            let payload = match entry.payload {
-                RaftPayload::Blank => EntryPayload::Blank,
-                RaftPayload::Normal(batch) => EntryPayload::Commands(batch.0),
-                RaftPayload::Membership(m) => {
-                    let stored = Membership::new(Some(entry.log_id), m);
-                    EntryPayload::Membership(
-                        bincode::serialize(&stored).map_err(|e| sm_error(e.to_string()))?,
-                    )
+            let index = entry.log_id.index;
+            let sent = match &self.ahead {
+                Some(ahead) => ahead.send_or_take(entry)?,
+                None => {
+                    let (request, answer) = apply_request(entry, &self.early)?;
+                    if !self.executor.send(request) {
+                        return Err(sm_error("the executor stopped"));
+                    }
+                    Sent {
+                        answer,
+                        at: std::time::Instant::now(),
+                    }
                 }
             };
-            // This node's proposer is waiting on the entry: answer each command when applied.
-            let applied = self.early.take_index(position.index).map(|token| {
-                let early = self.early.clone();
-                Box::new(move |slot: usize, result: &[u8]| {
-                    early.answer(token, slot, result.to_vec())
-                }) as CommandApplied
-            });
-            let (tx, rx) = oneshot::channel();
-            let sent = self.executor.send(Request::Apply {
-                position,
-                log_id,
-                payload,
-                applied,
-                reply: Box::new(move |r| drop(tx.send(r))),
-            });
-            if !sent {
-                return Err(sm_error("the executor stopped"));
-            }
-            pending.push((position.index, rx, std::time::Instant::now()));
+            pending.push((index, sent));
         }
         // An executor that stopped applying is a fatal storage error: openraft stops this
         // node (it no longer votes or takes entries), and the server exits with it.
         let mut results = Vec::with_capacity(pending.len());
-        for (index, rx, sent) in pending {
-            let applied = rx.await.map_err(|_| sm_error("the executor stopped"))?;
+        for (index, sent) in pending {
+            let (applied, done) = sent
+                .answer
+                .await
+                .map_err(|_| sm_error("the executor stopped"))?;
             if let Some(observe) = self.stats.on_apply.get() {
-                observe(sent.elapsed(), 0);
+                observe(done.saturating_duration_since(sent.at), 0);
             }
-            let applied = applied.map_err(|e| {
+            let applied = applied.map_err(|message| {
                 sm_error(format!(
-                    "log entry {index} was not applied, this replica stops: {}",
-                    e.message
+                    "log entry {index} was not applied, this replica stops: {message}"
                 ))
             })?;
             results.push(BatchResults(applied));
