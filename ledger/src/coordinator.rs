@@ -1154,18 +1154,7 @@ mod tests {
     }
 
     pub(super) fn options(partitions: usize, dir: &std::path::Path) -> ExecutorOptions {
-        ExecutorOptions {
-            data_file: dir.join("data"),
-            pool_bytes: 8 << 20,
-            prefault_pool: false,
-            page_size: 4096,
-            checkpoint_interval: Duration::from_secs(3600),
-            checkpoint_spread: None,
-            io_mode: kv::IoMode::Portable,
-            partitions: Some(partitions),
-            dependent_views: planner::dependent_views,
-            bootstrap_role: "ledger".into(),
-        }
+        ExecutorOptions::small(dir, partitions, planner::dependent_views)
     }
 
     /// `text` bound against the coordinator's catalog and encoded as a session proposes

@@ -71,6 +71,29 @@ pub struct ExecutorOptions {
     pub bootstrap_role: String,
 }
 
+impl ExecutorOptions {
+    /// A small executor in `dir` (tests): an 8 MiB pool of 4 KiB pages, portable IO, no
+    /// checkpoint but those asked for, the bootstrap superuser `ledger`.
+    pub fn small(
+        dir: &std::path::Path,
+        partitions: usize,
+        dependent_views: plan::DependentViews,
+    ) -> ExecutorOptions {
+        ExecutorOptions {
+            data_file: dir.join("data"),
+            pool_bytes: 8 << 20,
+            prefault_pool: false,
+            page_size: 4096,
+            checkpoint_interval: Duration::from_secs(3600),
+            checkpoint_spread: None,
+            io_mode: IoMode::Portable,
+            partitions: Some(partitions),
+            dependent_views,
+            bootstrap_role: "ledger".into(),
+        }
+    }
+}
+
 /// What a log entry carries, as far as the executor is concerned.
 pub enum EntryPayload {
     /// A leader's no-op or a membership change: only the position advances.

@@ -18,21 +18,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use ledger::ExecutorHandle;
 use openraft::{Entry, StorageError};
-use tokio::sync::oneshot;
 
 use crate::early_reply::EarlyReplies;
-use crate::state_machine::{apply_request, sm_error, Applied};
+use crate::state_machine::{send_entry, sm_error, Sent};
 use crate::types::{NodeId, TypeConfig};
-
-/// The executor's answer to one entry, and when it was sent.
-pub(crate) struct Sent {
-    pub answer: oneshot::Receiver<Applied>,
-    pub at: Instant,
-}
 
 pub(crate) struct ApplyAhead {
     executor: ExecutorHandle,
@@ -71,14 +63,10 @@ impl ApplyAhead {
             if order.next != Some(index) {
                 return;
             }
-            let Ok((request, answer)) = apply_request(entry, &self.early) else {
+            let Ok(sent) = send_entry(&self.executor, &self.early, entry) else {
                 return;
             };
-            if !self.executor.send(request) {
-                return;
-            }
-            let at = Instant::now();
-            order.handed.insert(index, Sent { answer, at });
+            order.handed.insert(index, sent);
             order.next = Some(index + 1);
         }
     }
@@ -101,15 +89,9 @@ impl ApplyAhead {
                 "log entry {index} would reach the executor before entry {next}"
             )));
         }
-        let (request, answer) = apply_request(entry, &self.early)?;
-        if !self.executor.send(request) {
-            return Err(sm_error("the executor stopped"));
-        }
+        let sent = send_entry(&self.executor, &self.early, entry)?;
         order.next = Some(index + 1);
-        Ok(Sent {
-            answer,
-            at: Instant::now(),
-        })
+        Ok(sent)
     }
 }
 
@@ -117,7 +99,6 @@ impl ApplyAhead {
 mod tests {
     use super::*;
     use openraft::{CommittedLeaderId, EntryPayload, LogId};
-    use std::time::Duration;
 
     fn blank(index: u64) -> Entry<TypeConfig> {
         Entry {
@@ -127,18 +108,7 @@ mod tests {
     }
 
     fn executor(dir: &std::path::Path) -> ExecutorHandle {
-        let options = ledger::ExecutorOptions {
-            data_file: dir.join("data"),
-            pool_bytes: 8 << 20,
-            prefault_pool: false,
-            page_size: 4096,
-            checkpoint_interval: Duration::from_secs(3600),
-            checkpoint_spread: None,
-            io_mode: kv::IoMode::Portable,
-            partitions: Some(1),
-            dependent_views: |_, _| Vec::new(),
-            bootstrap_role: "ledger".into(),
-        };
+        let options = ledger::ExecutorOptions::small(dir, 1, |_, _| Vec::new());
         ledger::spawn(options).expect("an executor").0
     }
 

@@ -17,7 +17,7 @@ use tokio::fs::File;
 use tokio::sync::oneshot;
 use tokio::task::spawn_blocking;
 
-use crate::apply_ahead::{ApplyAhead, Sent};
+use crate::apply_ahead::ApplyAhead;
 use crate::early_reply::EarlyReplies;
 use crate::snapshot::{open_snapshot, snapshot_error};
 use crate::snapshot_files::{SnapshotFiles, RECEIVING};
@@ -59,12 +59,19 @@ pub(crate) async fn ask<T: Send + 'static>(
 /// be applied; and when it was applied.
 pub(crate) type Applied = (Result<Vec<Vec<u8>>, String>, std::time::Instant);
 
-/// The executor's request to apply `entry`, and where its answer comes. Commands a
-/// proposer of this node waits on are answered as each is applied (`EarlyReplies`).
-pub(crate) fn apply_request(
-    entry: Entry<TypeConfig>,
+/// An entry sent to the executor: where its answer comes, and when it was sent.
+pub(crate) struct Sent {
+    pub answer: oneshot::Receiver<Applied>,
+    pub at: std::time::Instant,
+}
+
+/// Sends the executor `entry` to apply. Commands a proposer of this node waits on are
+/// answered as each is applied (`EarlyReplies`).
+pub(crate) fn send_entry(
+    executor: &ExecutorHandle,
     early: &Arc<EarlyReplies>,
-) -> Result<(Request, oneshot::Receiver<Applied>), StorageError<NodeId>> {
+    entry: Entry<TypeConfig>,
+) -> Result<Sent, StorageError<NodeId>> {
     let log_id = bincode::serialize(&entry.log_id).map_err(|e| sm_error(e.to_string()))?;
     let position = LogPosition {
         term: entry.log_id.leader_id.term,
@@ -95,7 +102,13 @@ pub(crate) fn apply_request(
             drop(tx.send((r.map_err(|e| e.message), std::time::Instant::now())))
         }),
     };
-    Ok((request, rx))
+    if !executor.send(request) {
+        return Err(sm_error("the executor stopped"));
+    }
+    Ok(Sent {
+        answer: rx,
+        at: std::time::Instant::now(),
+    })
 }
 
 pub(crate) fn sm_error(message: impl ToString) -> StorageError<NodeId> {
@@ -193,16 +206,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             let index = entry.log_id.index;
             let sent = match &self.ahead {
                 Some(ahead) => ahead.send_or_take(entry)?,
-                None => {
-                    let (request, answer) = apply_request(entry, &self.early)?;
-                    if !self.executor.send(request) {
-                        return Err(sm_error("the executor stopped"));
-                    }
-                    Sent {
-                        answer,
-                        at: std::time::Instant::now(),
-                    }
-                }
+                None => send_entry(&self.executor, &self.early, entry)?,
             };
             pending.push((index, sent));
         }

@@ -972,25 +972,9 @@ fn bind_message(
     formats: &[i16],
     results: &[i16],
 ) -> bytes::BytesMut {
-    use postgres_protocol::message::frontend;
-    use postgres_protocol::IsNull;
+    let params: Vec<Option<&[u8]>> = params.iter().map(|p| p.as_deref()).collect();
     let mut buf = bytes::BytesMut::new();
-    let bound = frontend::bind(
-        "",
-        statement,
-        formats.iter().copied(),
-        params,
-        |p, out| match p {
-            Some(v) => {
-                out.extend_from_slice(v);
-                Ok::<_, Box<dyn std::error::Error + Sync + Send>>(IsNull::No)
-            }
-            None => Ok(IsNull::Yes),
-        },
-        results.iter().copied(),
-        &mut buf,
-    );
-    assert!(bound.is_ok(), "bind message");
+    common::wire::bind_into(statement, &params, formats, results, &mut buf);
     buf
 }
 

@@ -238,6 +238,33 @@ impl Wire {
     }
 }
 
+/// Appends a Bind to the unnamed portal of `statement`: its parameters' bytes (`None` is
+/// NULL) in the given formats, its results in `results`.
+pub fn bind_into(
+    statement: &str,
+    params: &[Option<&[u8]>],
+    formats: &[i16],
+    results: &[i16],
+    buf: &mut BytesMut,
+) {
+    let bound = frontend::bind(
+        "",
+        statement,
+        formats.iter().copied(),
+        params,
+        |p, out| match p {
+            Some(bytes) => {
+                out.extend_from_slice(bytes);
+                Ok::<_, Box<dyn std::error::Error + Sync + std::marker::Send>>(IsNull::No)
+            }
+            None => Ok(IsNull::Yes),
+        },
+        results.iter().copied(),
+        buf,
+    );
+    assert!(bound.is_ok(), "bind message");
+}
+
 fn encode(m: &Send, buf: &mut BytesMut) {
     match m {
         Send::Query(sql) => frontend::query(sql, buf).expect("query"),
@@ -247,22 +274,11 @@ fn encode(m: &Send, buf: &mut BytesMut) {
             buf,
         ),
         Send::BindFormats(statement, params, formats) => {
-            let bound = frontend::bind(
-                "",
-                statement,
-                formats.iter().copied(),
-                params,
-                |p, out| match p {
-                    Some(text) => {
-                        out.extend_from_slice(text.as_bytes());
-                        Ok::<_, Box<dyn std::error::Error + Sync + std::marker::Send>>(IsNull::No)
-                    }
-                    None => Ok(IsNull::Yes),
-                },
-                [0i16],
-                buf,
-            );
-            assert!(bound.is_ok(), "bind message");
+            let params: Vec<Option<&[u8]>> = params
+                .iter()
+                .map(|p| p.as_deref().map(str::as_bytes))
+                .collect();
+            bind_into(statement, &params, formats, &[0], buf);
         }
         Send::DescribeStatement(name) => frontend::describe(b'S', name, buf).expect("describe"),
         Send::DescribePortal => frontend::describe(b'P', "", buf).expect("describe"),
