@@ -143,6 +143,7 @@ def measure_point(server, hotledger, workload, clients, duration, rnd, work):
         "server_cpu_us_per_tx": round(1e6 * m.cpu_s / result.transactions) if result.transactions else None,
         "client_cpu_cores": round(result.client_cpu_s / m.wall_s, 2),
         "peak_memory_mib": mib(m.peak_bytes),
+        "mean_ms": result.mean_ms(),
     }
     if before:
         after = hotledger.stats("group_commit_stats")

@@ -27,6 +27,11 @@ class PgbenchResult:
         index = min(len(self.latencies_us) - 1, int(q * len(self.latencies_us)))
         return round(self.latencies_us[index] / 1000.0, 3)
 
+    def mean_ms(self):
+        if not self.latencies_us:
+            return None
+        return round(sum(self.latencies_us) / len(self.latencies_us) / 1000.0, 3)
+
 
 def pgbench(server, workload, clients, duration, workdir, extra=(), keep_samples=False):
     """One pgbench run of `workload` with `clients` connections for `duration` seconds;

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 FIELDS = ["system", "workload", "clients", "round", "tps", "ops_per_s", "transactions", "failed", "aborted",
           "p50_ms", "p99_ms", "p999_ms", "max_ms", "server_cpu_cores", "server_cpu_us_per_tx",
-          "client_cpu_cores", "peak_memory_mib", "commands_per_fsync"]
+          "client_cpu_cores", "peak_memory_mib", "commands_per_fsync", "mean_ms"]
 SYSTEMS = ("postgresql", "hotledger")
 COLORS = {"postgresql": "#336791", "hotledger": "#d9480f"}
 
