@@ -21,9 +21,7 @@ pub fn spawn(shared: Weak<Shared>) -> std::io::Result<()> {
             let mut transfers_seen = None;
             while let Some(shared) = shared.upgrade() {
                 let now = Instant::now();
-                for control in shared.activity.controls() {
-                    control.watch(now);
-                }
+                crate::activity::watch_connections(&shared.activity.controls(), now);
                 let created = shared.executor.transfer_activity().transfers_created();
                 let before = transfers_seen.replace(created).unwrap_or(created);
                 if created > before {
