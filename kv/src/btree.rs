@@ -286,6 +286,56 @@ pub fn look_ahead(pager: &mut Pager, root: u64, keys: &[&[u8]]) {
     }
 }
 
+/// Brings the pages on the descents of `keys` in tree `root` into the buffer pool, a level
+/// at a time: every key's page at one level that is not resident is read in one batch of
+/// IO (`BufferPool::load_batch`), then each key moves down a level. Operations on keys of a
+/// large tree that outgrew the pool would otherwise each wait for their own reads, one after
+/// another; here the reads of all of them overlap. A hint: it changes no page, and a page it
+/// cannot read is left for the operation that needs it.
+///
+/// With `submit`, the reads of each level are started and not waited for
+/// (`BufferPool::submit_batch`): a key whose page is still being read goes no further.
+pub fn page_in(pager: &mut Pager, root: u64, keys: &[&[u8]], submit: bool) {
+    let page_size = pager.page_size();
+    let mut pages = vec![root; keys.len()];
+    let mut live: Vec<usize> = (0..keys.len()).collect();
+    let mut missing = Vec::with_capacity(keys.len());
+    // A tree is far shallower than this; a deeper walk means a cycle in page links, which
+    // the operations' own descents report.
+    let mut depth = 0;
+    while !live.is_empty() && depth < 64 {
+        depth += 1;
+        missing.clear();
+        missing.extend(
+            live.iter()
+                .map(|&i| pages[i])
+                .filter(|&page| pager.pool.peek(page).is_none()),
+        );
+        missing.sort_unstable();
+        missing.dedup();
+        if submit {
+            pager.pool.submit_batch(&missing);
+        } else {
+            pager.pool.load_batch(&missing);
+        }
+        live.retain_mut(|i| {
+            let Some(at) = pager.pool.peek(pages[*i]) else {
+                return false;
+            };
+            // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
+            // nothing changes the pool until the next level's `load_batch`.
+            let bytes = unsafe { std::slice::from_raw_parts(at, page_size) };
+            match Node::new_checked(bytes) {
+                Some(node) if !node.is_leaf() => {
+                    pages[*i] = node.child(node.child_slot(keys[*i]));
+                    true
+                }
+                _ => false,
+            }
+        });
+    }
+}
+
 /// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).
 fn read_leaf(pager: &mut Pager, root: u64, leaf: u64) -> KvResult<Node<'_>> {
     let node = Node::new(pager.read(leaf)?);

@@ -364,6 +364,18 @@ impl Engine {
             options.pool_bytes,
             options.prefault_pool,
         );
+        let mut pool = pool;
+        if let Some(reads) = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?
+        {
+            pool.set_direct_reads(reads);
+        }
+        let ring = crate::pool::READ_AHEAD_MAX as u32;
+        let faults = options.faults.clone();
+        if let Some(ahead) =
+            BlockFile::open_direct_for_reads_ahead(path, options.io_mode, faults, ring)?
+        {
+            pool.set_read_ahead_file(ahead);
+        }
         let pager = Pager::new(pool, superblock.alloc, page_size);
         let direct = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?;
         let holds = Arc::new(SlotHolds::default());
@@ -636,6 +648,36 @@ impl Engine {
         if self.check_usable().is_ok() {
             btree::look_ahead(&mut self.pager, table.root, keys);
         }
+    }
+
+    /// Reads into the buffer pool, in overlapping batches, the pages on the way to `keys`
+    /// that are not resident (`btree::page_in`): for an owner about to apply operations on
+    /// keys of a tree larger than the pool. Changes no page.
+    pub fn page_in(&mut self, table: Table, keys: &[&[u8]]) {
+        if self.check_usable().is_ok() {
+            btree::page_in(&mut self.pager, table.root, keys, false);
+        }
+    }
+
+    /// `page_in` that does not wait for the last reads: the pages of resident nodes are
+    /// followed, and the reads of the first missing page on each key's way are started and
+    /// left in flight (`BufferPool::submit_batch`) for the owner to do other work meanwhile.
+    /// The next miss, or `complete_page_in`, maps them.
+    pub fn submit_page_in(&mut self, table: Table, keys: &[&[u8]]) {
+        if self.check_usable().is_ok() {
+            btree::page_in(&mut self.pager, table.root, keys, true);
+        }
+    }
+
+    /// Waits for the reads `submit_page_in` left in flight and maps their pages.
+    pub fn complete_page_in(&mut self) {
+        self.pager.pool.complete_reads();
+    }
+
+    /// Whether every page of the file is in the buffer pool (then `page_in` has nothing to
+    /// do).
+    pub fn all_resident(&self) -> bool {
+        self.pager.pool.resident_pages() as u64 + 1 >= self.pager.alloc.page_count
     }
 
     /// Forgets the leaves `look_ahead` found (when the statement that asked is done).

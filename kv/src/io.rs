@@ -140,12 +140,41 @@ impl BlockFile {
         }
     }
 
+    /// `open_direct` with a ring of `ring_entries`, for reads submitted now and reaped later
+    /// (`submit_reads`): that many may be in flight at once.
+    pub fn open_direct_for_reads_ahead(
+        path: &Path,
+        mode: IoMode,
+        faults: FaultPlan,
+        ring_entries: u32,
+    ) -> KvResult<Option<BlockFile>> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match opened {
+            Ok(file) => BlockFile::with_ring(file, path, mode, faults, ring_entries).map(Some),
+            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+            Err(source) => Err(KvError::io(path, IoOp::Open, 0, source)),
+        }
+    }
+
     fn with_file(file: File, path: &Path, mode: IoMode, faults: FaultPlan) -> KvResult<BlockFile> {
+        BlockFile::with_ring(file, path, mode, faults, RING_ENTRIES)
+    }
+
+    fn with_ring(
+        file: File,
+        path: &Path,
+        mode: IoMode,
+        faults: FaultPlan,
+        entries: u32,
+    ) -> KvResult<BlockFile> {
         let ring = match mode {
             IoMode::Portable => None,
-            IoMode::Auto => io_uring::IoUring::new(RING_ENTRIES).ok().map(Mutex::new),
+            IoMode::Auto => io_uring::IoUring::new(entries).ok().map(Mutex::new),
             IoMode::Uring => Some(Mutex::new(
-                io_uring::IoUring::new(RING_ENTRIES)
+                io_uring::IoUring::new(entries)
                     .map_err(|source| KvError::io(path, IoOp::Open, 0, source))?,
             )),
         };
@@ -201,6 +230,83 @@ impl BlockFile {
     pub fn pread_exact_at(&self, buf: &mut [u8], offset: u64) -> KvResult<()> {
         let result = read_portable(&self.file, buf, offset);
         self.whole_read(result, buf.len(), offset)
+    }
+
+    /// Reads each `(offset, buffer)` of the batch whole. On io_uring every read of a chunk of
+    /// `RING_ENTRIES` is in flight at once (one submission), so a batch of random pages costs
+    /// about one device latency instead of one each; the portable path reads them in turn.
+    /// Each read has its own result, in the batch's order.
+    pub fn read_batch(&self, reads: &mut [(u64, &mut [u8])]) -> Vec<KvResult<()>> {
+        let results: Vec<std::io::Result<usize>> = match &self.ring {
+            Some(ring) => reads
+                .chunks_mut(RING_ENTRIES as usize)
+                .flat_map(|chunk| uring_read_chunk(ring, &self.file, chunk))
+                .collect(),
+            None => reads
+                .iter_mut()
+                .map(|(offset, buf)| read_portable(&self.file, buf, *offset))
+                .collect(),
+        };
+        results
+            .into_iter()
+            .zip(reads.iter())
+            .map(|(result, (offset, buf))| self.whole_read(result, buf.len(), *offset))
+            .collect()
+    }
+
+    /// Submits a read of `len` bytes at `offset` into `buffer` for each entry, tagged with
+    /// its `u64`, and returns without waiting; `reap_reads` collects them. False (nothing
+    /// submitted) without a ring or when the ring refuses. Only for a file no other call
+    /// uses meanwhile, so that the completions reaped are these.
+    ///
+    /// # Safety
+    /// Each buffer must stay valid, and untouched by anything else, until its read has been
+    /// reaped.
+    pub unsafe fn submit_reads(&self, reads: &[(u64, *mut u8, usize, u64)]) -> bool {
+        let Some(ring) = &self.ring else {
+            return false;
+        };
+        let mut ring = lock_ring(ring);
+        let room = {
+            let queue = ring.submission();
+            queue.capacity() - queue.len()
+        };
+        if reads.len() > room {
+            return false;
+        }
+        for &(offset, buffer, len, tag) in reads {
+            let entry = io_uring::opcode::Read::new(
+                io_uring::types::Fd(self.file.as_raw_fd()),
+                buffer,
+                len as u32,
+            )
+            .offset(offset)
+            .build()
+            .user_data(tag);
+            // SAFETY: the caller keeps each buffer valid until its completion is reaped, and
+            // the queue has room for every entry (checked above).
+            if unsafe { ring.submission().push(&entry) }.is_err() {
+                return false;
+            }
+        }
+        loop {
+            match ring.submit() {
+                Ok(_) => return true,
+                Err(err) if err.raw_os_error() == Some(libc::EINTR) => continue,
+                // The entries stay queued; the next submit or `reap_reads` sends them.
+                Err(_) => return true,
+            }
+        }
+    }
+
+    /// Waits for `count` reads `submit_reads` sent and returns each one's tag and result
+    /// (bytes read, or a negative errno). An error means the ring itself failed: the
+    /// reads not reaped may still land in their buffers.
+    pub fn reap_reads(&self, count: usize) -> std::io::Result<Vec<(u64, i32)>> {
+        match &self.ring {
+            Some(ring) => submit_and_reap(&mut lock_ring(ring), count),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// Writes every `(offset, bytes)` of the batch; one submission on io_uring.
@@ -354,6 +460,62 @@ fn uring_read(
     Ok(done)
 }
 
+/// The reads of one chunk (at most `RING_ENTRIES`), submitted together; a short or
+/// interrupted read is finished with `pread`.
+fn uring_read_chunk(
+    ring: &Mutex<io_uring::IoUring>,
+    file: &File,
+    reads: &mut [(u64, &mut [u8])],
+) -> Vec<std::io::Result<usize>> {
+    let mut guard = lock_ring(ring);
+    for (index, (offset, buf)) in reads.iter_mut().enumerate() {
+        let entry = io_uring::opcode::Read::new(
+            io_uring::types::Fd(file.as_raw_fd()),
+            buf.as_mut_ptr(),
+            buf.len() as u32,
+        )
+        .offset(*offset)
+        .build()
+        .user_data(index as u64);
+        // SAFETY: the buffers are borrowed for the whole call and every completion is reaped
+        // before it returns (the chunk fits the ring, so no push fails after a submit).
+        if let Err(err) = unsafe { push_entry(&mut guard, &entry) } {
+            return reads
+                .iter()
+                .map(|_| Err(std::io::Error::other(err.to_string())))
+                .collect();
+        }
+    }
+    let reaped = match submit_and_reap(&mut guard, reads.len()) {
+        Ok(reaped) => reaped,
+        // The ring itself failed (not one read): the whole chunk fails, as a single read
+        // does in `uring_read`.
+        Err(err) => {
+            return reads
+                .iter()
+                .map(|_| Err(std::io::Error::other(err.to_string())))
+                .collect();
+        }
+    };
+    drop(guard);
+    let mut results: Vec<std::io::Result<usize>> = reads.iter().map(|_| Ok(0)).collect();
+    for (index, result) in reaped {
+        let index = index as usize;
+        let (offset, buf) = &mut reads[index];
+        results[index] = if result < 0 && -result != libc::EINTR && -result != libc::EAGAIN {
+            Err(std::io::Error::from_raw_os_error(-result))
+        } else {
+            let done = result.max(0) as usize;
+            if done < buf.len() {
+                read_portable(file, &mut buf[done..], *offset + done as u64).map(|n| done + n)
+            } else {
+                Ok(done)
+            }
+        };
+    }
+    results
+}
+
 /// # Safety
 /// Every buffer the entry points to must stay valid until its completion is reaped.
 unsafe fn push_entry(
@@ -490,6 +652,42 @@ mod tests {
             assert!(out[96..].iter().all(|&x| x == 0));
             let err = file.read_exact_at(&mut out, 8250).unwrap_err();
             assert!(matches!(err, KvError::Truncated { got: 42, .. }), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_batch_of_reads_fills_each_buffer_and_reports_each_short_one() {
+        for mode in modes() {
+            let dir = tempfile::tempdir().unwrap();
+            let file =
+                BlockFile::open(&dir.path().join("f"), true, mode, FaultPlan::none()).unwrap();
+            // More reads than the ring holds, so the batch goes in several chunks.
+            let pages: Vec<Vec<u8>> = (0..150u8).map(|i| vec![i; 512]).collect();
+            let writes: Vec<(u64, &[u8])> = pages
+                .iter()
+                .enumerate()
+                .map(|(i, page)| (i as u64 * 512, page.as_slice()))
+                .collect();
+            file.write_batch_sync(&writes).unwrap();
+            let mut buffers: Vec<Vec<u8>> = (0..151).map(|_| vec![0xFF; 512]).collect();
+            // Backwards, so no read's offset follows from its place in the batch.
+            let mut reads: Vec<(u64, &mut [u8])> = buffers
+                .iter_mut()
+                .enumerate()
+                .map(|(i, buf)| ((150 - i as u64) * 512, buf.as_mut_slice()))
+                .collect();
+            let results = file.read_batch(&mut reads);
+            assert!(
+                matches!(results[0], Err(KvError::Truncated { got: 0, .. })),
+                "{mode:?}"
+            );
+            for (i, result) in results.iter().enumerate().skip(1) {
+                assert!(result.is_ok(), "{mode:?} read {i}: {result:?}");
+                assert!(
+                    buffers[i].iter().all(|&b| b == 150 - i as u8),
+                    "{mode:?} read {i}"
+                );
+            }
         }
     }
 

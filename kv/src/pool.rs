@@ -42,6 +42,10 @@ use crate::page_addresses::{PageAddresses, SharedAddresses};
 use crate::page_shares::{Share, Shares};
 
 const USAGE_MAX: u8 = 5;
+/// Alignment of buffers, offsets and lengths for direct IO (at least any device's block).
+const DIRECT_ALIGN: usize = 4096;
+/// Reads `submit_batch` keeps in flight at most (the read-ahead ring's size).
+pub const READ_AHEAD_MAX: usize = 256;
 /// Frames the clock hand examines per eviction at most.
 const EVICTION_SCAN_MAX: usize = 512;
 const NOT_RESIDENT: u32 = u32::MAX;
@@ -81,6 +85,8 @@ enum FrameState {
     /// Holds no page (evicted to shrink the pool, or released after a failed read); listed
     /// in `free_frames`.
     Free,
+    /// Taken for a page `load_batch` is reading: not evictable, not mapped yet.
+    Loading,
 }
 
 struct Frame {
@@ -114,6 +120,9 @@ pub struct PoolStats {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
+    /// Pages `load_batch` read ahead of the operations that need them (not counted in
+    /// `misses`).
+    pub read_ahead: u64,
 }
 
 impl PoolStats {
@@ -146,6 +155,15 @@ pub struct BufferPool {
     clean_frames: usize,
     stats: PoolStats,
     file: Arc<BlockFile>,
+    /// The same file opened for direct IO, which the pool's own reads use when its pages
+    /// are whole device blocks (`set_direct_reads`): a page read from disk goes straight
+    /// into its frame, without a copy kept in the page cache beside the pool.
+    direct_reads: Option<BlockFile>,
+    /// The data file opened once more, with a ring of its own, for reads submitted ahead
+    /// (`submit_batch`) and completed later (`complete_reads`).
+    read_ahead_file: Option<BlockFile>,
+    /// Reads submitted and not yet completed: page, frame (`Loading`) and offset.
+    pending: Vec<(u64, usize, u64)>,
     /// The data file slot of each page as the last durable checkpoint left it (0: none), for
     /// reading pages that are not resident (see `slots`). Shared with snapshots, which read
     /// their non-resident pages from the same slots; copied when a checkpoint changes it
@@ -172,6 +190,8 @@ unsafe impl Send for BufferPool {}
 
 impl Drop for BufferPool {
     fn drop(&mut self) {
+        // Reads in flight land in frames' buffers: they must be done before those go.
+        self.complete_reads();
         // Live snapshots read on after the pool is gone: they keep the buffers they see.
         for frame in &self.frames {
             if self.shares.keep(&frame.data, frame.buffer_since) {
@@ -218,6 +238,9 @@ impl BufferPool {
             captured_early: Vec::new(),
             arena,
             empty,
+            direct_reads: None,
+            read_ahead_file: None,
+            pending: Vec::new(),
         }
     }
 
@@ -513,6 +536,14 @@ impl BufferPool {
 
     /// Reads a page that is not resident into a frame; returns the frame.
     fn load(&mut self, page_id: u64) -> KvResult<usize> {
+        if !self.pending.is_empty() {
+            // The page may be among the reads in flight; and none may complete after this
+            // page is loaded, changed and written elsewhere, with its old image.
+            self.complete_reads();
+            if let Some(index) = self.frame_of(page_id) {
+                return Ok(index);
+            }
+        }
         self.stats.misses += 1;
         let slot = self.slots.get(page_id as usize).copied().unwrap_or(0);
         if slot == 0 && page_id != 0 {
@@ -525,9 +556,12 @@ impl BufferPool {
         let loaded = {
             let frame = &mut self.frames[index];
             let buffer = Self::own_buffer(frame, &self.arena, &mut self.shares).bytes_mut();
-            self.file
-                .read_exact_at(buffer, offset)
-                .and_then(|()| verify_loaded(&self.file, page_id, offset, buffer))
+            let file = match &self.direct_reads {
+                Some(direct) if (buffer.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN) => direct,
+                _ => &self.file,
+            };
+            file.read_exact_at(buffer, offset)
+                .and_then(|()| verify_loaded(file, page_id, offset, buffer))
         };
         if let Err(err) = loaded {
             self.release_frame(index);
@@ -535,6 +569,197 @@ impl BufferPool {
         }
         self.map(page_id, index);
         Ok(index)
+    }
+
+    /// Reads missed pages through `file` (the data file opened with `O_DIRECT`) from now on,
+    /// when the page size is a multiple of the 4 KiB direct IO needs; otherwise keeps the
+    /// buffered reads.
+    pub fn set_direct_reads(&mut self, file: BlockFile) {
+        if self.page_size.is_multiple_of(DIRECT_ALIGN) {
+            self.direct_reads = Some(file);
+        }
+    }
+
+    /// The file a read into `buffer` goes through: the direct one when the buffer is
+    /// aligned for it (the arena's buffers are), else the buffered one.
+    fn reads_file(&self, buffer: *const u8) -> &BlockFile {
+        match &self.direct_reads {
+            Some(direct) if (buffer as usize).is_multiple_of(DIRECT_ALIGN) => direct,
+            _ => &self.file,
+        }
+    }
+
+    /// Reads the pages of `page_ids` that are not resident, all in one batch of IO
+    /// (`BlockFile::read_batch`), so that their device latencies overlap. A hint for the
+    /// operations that follow: a page that cannot be read (or has no place in the file) is
+    /// left out, and the operation that needs it reads it and reports why.
+    pub fn load_batch(&mut self, page_ids: &[u64]) {
+        self.complete_reads();
+        let mut taken: Vec<(u64, usize, u64)> = Vec::with_capacity(page_ids.len());
+        self.take_frames_for_reads(page_ids, &mut taken, usize::MAX);
+        if taken.is_empty() {
+            return;
+        }
+        let page_size = self.page_size;
+        let mut reads: Vec<(u64, &mut [u8])> = taken
+            .iter()
+            .map(|&(_, index, offset)| {
+                let buffer = self.loading_buffer(index);
+                // SAFETY: each frame of the batch is distinct and owns its buffer of
+                // `page_size` bytes (`own_buffer`); nothing else touches those frames until
+                // the reads below are done and `reads` is dropped.
+                (offset, unsafe {
+                    std::slice::from_raw_parts_mut(buffer, page_size)
+                })
+            })
+            .collect();
+        let file = self.reads_file(reads[0].1.as_ptr());
+        let results = if reads
+            .iter()
+            .all(|(_, b)| std::ptr::eq(self.reads_file(b.as_ptr()), file))
+        {
+            file.read_batch(&mut reads)
+        } else {
+            self.file.read_batch(&mut reads)
+        };
+        let loaded: Vec<bool> = results
+            .into_iter()
+            .zip(reads.iter())
+            .zip(taken.iter())
+            .map(|((result, (offset, bytes)), &(page_id, _, _))| {
+                result
+                    .and_then(|()| verify_loaded(file, page_id, *offset, bytes))
+                    .is_ok()
+            })
+            .collect();
+        drop(reads);
+        for (&(page_id, index, _), ok) in taken.iter().zip(loaded) {
+            if ok {
+                self.set_state(index, FrameState::Clean);
+                self.map(page_id, index);
+                self.stats.read_ahead += 1;
+            } else {
+                self.release_frame(index);
+            }
+        }
+    }
+
+    /// Takes a frame (`Loading`: kept out of eviction) for each page of `page_ids` to be
+    /// read, appending page, frame and offset to `reads` while it holds fewer than `max`:
+    /// not a page resident, already in `reads`, or without a place in the file, and none
+    /// once only growing past the capacity would make room (the rest is left to misses).
+    fn take_frames_for_reads(
+        &mut self,
+        page_ids: &[u64],
+        reads: &mut Vec<(u64, usize, u64)>,
+        max: usize,
+    ) {
+        for &page_id in page_ids {
+            if reads.len() >= max {
+                break;
+            }
+            let slot = self.slots.get(page_id as usize).copied().unwrap_or(0);
+            let queued = reads.iter().any(|&(id, _, _)| id == page_id);
+            if self.frame_of(page_id).is_some() || slot == 0 || queued {
+                continue;
+            }
+            if self.buffer_pages() >= self.capacity && self.clean_frames == 0 {
+                break;
+            }
+            let index = self.take_frame(page_id);
+            self.set_state(index, FrameState::Loading);
+            Self::own_buffer(&mut self.frames[index], &self.arena, &mut self.shares);
+            reads.push((page_id, index, u64::from(slot) * self.page_size as u64));
+        }
+    }
+
+    /// The buffer of a frame `take_frames_for_reads` took, for its read to land in.
+    fn loading_buffer(&mut self, index: usize) -> *mut u8 {
+        debug_assert!(self.frames[index].state == FrameState::Loading);
+        Arc::get_mut(&mut self.frames[index].data)
+            .expect("own_buffer gave the frame its own buffer")
+            .bytes_mut()
+            .as_mut_ptr()
+    }
+
+    /// Gives the pool a file of its own to read ahead through (`submit_batch`); without
+    /// one, reads ahead are done at once (`load_batch`). Only when its pages are whole
+    /// device blocks: the file is opened for direct IO.
+    pub fn set_read_ahead_file(&mut self, file: BlockFile) {
+        if self.page_size.is_multiple_of(DIRECT_ALIGN) && file.uses_uring() {
+            self.read_ahead_file = Some(file);
+        }
+    }
+
+    /// Starts reading the pages of `page_ids` that are not resident (nor already being
+    /// read) and returns without waiting: their frames are taken and kept out of eviction
+    /// until `complete_reads` maps them — which the next miss, batch load or call does.
+    /// At most `READ_AHEAD_MAX` reads are in flight; past that, and past the clean frames
+    /// the pool can give without growing, pages are left out. A hint, like `load_batch`.
+    pub fn submit_batch(&mut self, page_ids: &[u64]) {
+        if self.read_ahead_file.is_none() {
+            return self.load_batch(page_ids);
+        }
+        let first = self.pending.len();
+        let mut pending = std::mem::take(&mut self.pending);
+        self.take_frames_for_reads(page_ids, &mut pending, READ_AHEAD_MAX);
+        let page_size = self.page_size;
+        let reads: Vec<(u64, *mut u8, usize, u64)> = pending[first..]
+            .iter()
+            .enumerate()
+            .map(|(n, &(_, index, offset))| {
+                let tag = (first + n) as u64;
+                (offset, self.loading_buffer(index), page_size, tag)
+            })
+            .collect();
+        self.pending = pending;
+        let file = self.read_ahead_file.as_ref().expect("checked above");
+        // SAFETY: each buffer belongs to a `Loading` frame, which nothing evicts, releases
+        // or reads until `complete_reads` has reaped its read (the pool's drop does too).
+        if reads.is_empty() || unsafe { file.submit_reads(&reads) } {
+            return;
+        }
+        for (_, index, _) in self.pending.split_off(first) {
+            self.release_frame(index);
+        }
+    }
+
+    /// Waits for the reads `submit_batch` started and maps each page read whole and sound
+    /// (unless a miss loaded it meanwhile); the others' frames are released.
+    pub fn complete_reads(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let file = self.read_ahead_file.as_ref().expect("reads pending");
+        let reaped = match file.reap_reads(self.pending.len()) {
+            Ok(reaped) => reaped,
+            Err(err) => {
+                // The ring failed: the reads not reaped may still land in their frames'
+                // buffers, so those frames stay taken (`Loading`) for good.
+                eprintln!("hotledger: reads ahead abandoned: {err}");
+                self.pending.clear();
+                self.read_ahead_file = None;
+                return;
+            }
+        };
+        let pending = std::mem::take(&mut self.pending);
+        for (tag, result) in reaped {
+            let (page_id, index, offset) = pending[tag as usize];
+            let bytes = self.frames[index].data.as_ptr();
+            // SAFETY: the read into this frame's buffer is reaped; the buffer is the
+            // frame's own, of `page_size` bytes.
+            let bytes = unsafe { std::slice::from_raw_parts(bytes, self.page_size) };
+            let file = self.read_ahead_file.as_ref().expect("reads pending");
+            let whole = result == self.page_size as i32
+                && verify_loaded(file, page_id, offset, bytes).is_ok();
+            if whole && self.frame_of(page_id).is_none() {
+                self.set_state(index, FrameState::Clean);
+                self.map(page_id, index);
+                self.stats.read_ahead += 1;
+            } else {
+                self.release_frame(index);
+            }
+        }
     }
 
     /// Points the page table at frame `index`, whose buffer holds (or is about to hold)
@@ -808,6 +1033,51 @@ mod tests {
             "hot pages stayed resident"
         );
         assert!(pool.stats().hit_rate() > 0.75, "{:?}", pool.stats());
+    }
+
+    #[test]
+    fn a_batch_load_reads_what_is_missing_and_leaves_out_what_it_cannot_read() {
+        let (_dir, mut pool) = pool_over_file(64, 16);
+        pool.write(3).unwrap()[100] = 0xAA;
+        // Page 3 is resident (and dirty), 70 has no place in the file, 5 is asked twice.
+        let mut wanted: Vec<u64> = (1..15).collect();
+        wanted.extend([5, 70, 40, 41]);
+        pool.load_batch(&wanted);
+        let stats = pool.stats();
+        assert_eq!(stats.read_ahead, 15, "{stats:?}");
+        assert_eq!(
+            stats.misses, 1,
+            "only the write's own read missed: {stats:?}"
+        );
+        assert!(pool.peek(70).is_none());
+        assert_eq!(
+            pool.read(3).unwrap()[100],
+            0xAA,
+            "a resident page is left as it is"
+        );
+        for page_id in [40, 41] {
+            assert_eq!(pool.read(page_id).unwrap()[10], page_id as u8);
+        }
+        assert_eq!(pool.stats().misses, 1, "the pages read ahead are hits");
+        // A batch larger than the room clean pages leave stops there, within the capacity.
+        pool.load_batch(&(20..40).collect::<Vec<u64>>());
+        assert_eq!(pool.stats().read_ahead, 30, "{:?}", pool.stats());
+        assert_eq!(pool.buffer_pages(), 16);
+        assert_eq!(pool.read(20).unwrap()[10], 20);
+    }
+
+    #[test]
+    fn a_page_that_fails_its_checksum_is_left_for_its_reader_to_report() {
+        let (dir, mut pool) = pool_over_file(8, 8);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("pool"))
+            .unwrap();
+        file.write_all_at(&[0x55; 8], 2 * 512 + 200).unwrap();
+        pool.load_batch(&[1, 2]);
+        assert!(pool.peek(1).is_some() && pool.peek(2).is_none());
+        let err = pool.read(2).unwrap_err();
+        assert!(err.to_string().contains("checksum"), "{err}");
     }
 
     #[test]

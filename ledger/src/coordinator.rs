@@ -38,6 +38,8 @@ use crate::worker::{Report, Work, Worker};
 mod checkpoint_requests;
 mod checkpoint_retry;
 mod checkpoints;
+mod read_ahead;
+pub(crate) use read_ahead::ReadsWanted;
 mod snapshots;
 
 pub(crate) struct Coordinator {
@@ -78,6 +80,8 @@ pub(crate) struct Coordinator {
     snapshot_taken: Option<Arc<StateSnapshot>>,
     /// Sessions' CHECKPOINTs, answered when a checkpoint covering them is durable.
     checkpoint_requests: checkpoint_requests::CheckpointRequests,
+    /// The request after the entry being applied, taken early to read its pages meanwhile.
+    read_ahead: read_ahead::ReadAhead,
 }
 
 /// What the executor handle shares with the coordinator, kept across a snapshot install.
@@ -86,6 +90,7 @@ struct SharedWithHandle {
     published_view: Arc<PublishedView>,
     activity: Arc<crate::transfer_activity::TransferActivity>,
     queues: Arc<crate::queue_depth::QueueDepths>,
+    reads_wanted: ReadsWanted,
 }
 
 /// How long the executor stays without an entry before it publishes a read view.
@@ -135,6 +140,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
     let published_view = coordinator.published_view.clone();
     let activity = coordinator.executor.activity.clone();
     let queues = coordinator.queues.clone();
+    let reads_wanted = coordinator.read_ahead.wanted();
     let (tx, rx) = mpsc::channel();
     thread::Builder::new()
         .name("executor".into())
@@ -151,6 +157,7 @@ pub fn spawn(options: ExecutorOptions) -> SqlResult<(ExecutorHandle, LogPosition
             io_mode,
             activity,
             queues,
+            reads_wanted,
         },
         position,
     ))
@@ -291,6 +298,10 @@ impl Coordinator {
             }));
         }
         let catalog = Arc::new(catalog);
+        let reads_wanted = shared
+            .as_ref()
+            .map(|shared| shared.reads_wanted.clone())
+            .unwrap_or_default();
         let (published, published_view, activity, queues) = match shared {
             Some(shared) => {
                 *shared.published.write().unwrap_or_else(|e| e.into_inner()) = catalog.clone();
@@ -356,6 +367,7 @@ impl Coordinator {
             published_view,
             snapshot_requests: Vec::new(),
             checkpoint_requests: Default::default(),
+            read_ahead: read_ahead::ReadAhead::new(reads_wanted),
             snapshot_taken: None,
             options,
             routing: Routing::default(),
@@ -448,6 +460,7 @@ impl Coordinator {
                 // Before anything of the entry can be answered: the published view stops
                 // being current.
                 self.published_view.begin_apply(position.index);
+                self.read_pages_ahead(position.index, &payload);
                 let started = Instant::now();
                 let results = self.apply_entry(position, log_id, payload, applied);
                 self.last_apply = started.elapsed();
@@ -460,6 +473,7 @@ impl Coordinator {
                 sequences,
                 reply,
             } => reply(self.in_context(&context, |ex| ex.query(&plan, &context, sequences))),
+            Request::ReadAhead { index, commands } => self.start_reads_ahead(index, &commands),
             Request::ReadView { reply } => reply(self.executor.read_view()),
             Request::Stage {
                 plan,

@@ -160,6 +160,12 @@ pub enum Request {
         applied: Option<CommandApplied>,
         reply: Reply<EntryResults>,
     },
+    /// The commands of log entry `index`, before it is durable: start reading the pages
+    /// they will need (`read_ahead`). Nothing is applied or answered.
+    ReadAhead {
+        index: u64,
+        commands: Vec<Vec<u8>>,
+    },
     /// A query, run between entries.
     Query {
         plan: Arc<plan::SelectPlan>,
@@ -257,6 +263,8 @@ pub struct ExecutorHandle {
     pub(crate) activity: Arc<crate::transfer_activity::TransferActivity>,
     /// How many requests wait for each executor thread.
     pub(crate) queues: Arc<crate::queue_depth::QueueDepths>,
+    /// Whether the executor reads pages ahead of entries (`read_ahead`).
+    pub(crate) reads_wanted: crate::coordinator::ReadsWanted,
 }
 
 impl ExecutorHandle {
@@ -303,6 +311,19 @@ impl ExecutorHandle {
     /// Point reads served on a published view and those that went to the executor.
     pub fn point_reads_on_views(&self) -> (u64, u64) {
         self.published_view.point_reads()
+    }
+
+    /// Tells the executor of an entry about to be made durable (log `index`, its encoded
+    /// commands), so that it starts reading the pages its transfers will need while the
+    /// log writes it — only while its partitions' pages do not all fit in memory (else
+    /// this sends nothing). A hint: the entry still arrives to apply as any other.
+    pub fn read_ahead_of(&self, index: u64, commands: &[Vec<u8>]) {
+        if self.reads_wanted.get() {
+            self.send(Request::ReadAhead {
+                index,
+                commands: commands.to_vec(),
+            });
+        }
     }
 }
 

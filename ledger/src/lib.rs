@@ -35,7 +35,7 @@
 //! thread, `apply_entry`, split runs), `command.rs`, `apply.rs` → `stage.rs` / `ddl.rs` /
 //! `schema_transaction.rs` / `roles.rs` (writes, staged commits, schema and role changes),
 //! `query.rs`, `index_scan.rs`,
-//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `amount.rs` / `two_phase.rs` / `change_events.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` (the ledger),
+//! `partitions_read.rs`, `read_view.rs`, `accumulator.rs` and `window.rs` (reads), `transfer.rs` → `amount.rs` / `two_phase.rs` / `change_events.rs` / `transfer_exists.rs` / `ledger_batch.rs` / `burned_ids.rs` / `event_timestamps.rs` / `imported.rs` / `account_set.rs` / `lookahead.rs` / `page_in.rs` (the ledger),
 //! `share.rs`, `partition.rs`, `route.rs`, `worker.rs` (partitions), `prebuild.rs` (what a
 //! session builds before proposing), `undo.rs`, `row.rs`, `integrity.rs` (the whole-state
 //! check behind `hotledger check`).
@@ -61,6 +61,7 @@ mod install;
 mod integrity;
 mod ledger_batch;
 mod lookahead;
+mod page_in;
 mod partition;
 mod partitions_read;
 mod prebuild;

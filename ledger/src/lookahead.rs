@@ -9,6 +9,9 @@
 //!
 //! Only a hint: it writes nothing, reads nothing from disk, and a row it cannot read a key
 //! from is skipped; the operations check every leaf they are handed (`kv::lookahead`).
+//!
+//! The same keys, with the rows' own ids, are what `page_in.rs` reads from disk ahead of a
+//! log entry whose pages are not all in memory (`Executor::page_in_rows`).
 
 use std::collections::VecDeque;
 
@@ -87,13 +90,46 @@ impl Executor {
     /// Finds the leaves `rows` (the next rows of a multi-row INSERT INTO transfers) will
     /// touch at random, ahead of applying them.
     pub(crate) fn look_ahead<'r>(&mut self, table: &TableDef, rows: impl Iterator<Item = &'r Row>) {
+        if self.collect_keys(table, rows, false) {
+            self.with_key_groups(|engine, handle, keys| engine.look_ahead(handle, keys));
+        }
+    }
+
+    /// Reads into the buffer pool the pages `rows` (transfers about to be applied) will
+    /// touch at random — their ids' leaves in the transfers table too — in overlapping
+    /// batches of IO (`kv::Engine::page_in`); with `submit`, the last reads are started
+    /// and left in flight (`kv::Engine::submit_page_in`).
+    pub(crate) fn page_in_rows<'r>(
+        &mut self,
+        table: &TableDef,
+        rows: impl Iterator<Item = &'r Row>,
+        submit: bool,
+    ) {
+        if self.collect_keys(table, rows, true) {
+            self.with_key_groups(|engine, handle, keys| match submit {
+                true => engine.submit_page_in(handle, keys),
+                false => engine.page_in(handle, keys),
+            });
+        }
+    }
+
+    /// Gathers into `transfers.lookahead_keys`, sorted by partition and relation, the keys
+    /// `rows` of the transfers table will touch at random in partitions held here: accounts
+    /// not in the statement's working set, entries of the plain indexes, and with
+    /// `with_ids` the rows' own keys. False when the ledger's tables are not there.
+    fn collect_keys<'r>(
+        &mut self,
+        table: &TableDef,
+        rows: impl Iterator<Item = &'r Row>,
+        with_ids: bool,
+    ) -> bool {
         let Ok(schema) = self.ledger_schema() else {
-            return;
+            return false;
         };
         let (Ok(accounts), Ok(transfers)) =
             (self.storage_of(&schema.accounts), self.storage_of(table))
         else {
-            return;
+            return false;
         };
         let t = &schema.transfer;
         let created_at = Value::TimestampTz(self.clock.now);
@@ -130,6 +166,9 @@ impl Executor {
             if !self.holds(shard) {
                 continue;
             }
+            if with_ids {
+                found.push(shard, table.id, &key);
+            }
             for index in table.indexes.iter().filter(|index| !index.is_derived()) {
                 // The entry as the row will be stored: `created_at` is the ledger clock.
                 let values = index.columns.iter().map(|&column| {
@@ -147,6 +186,13 @@ impl Executor {
         found
             .keys
             .sort_unstable_by_key(|key| (key.shard, key.relation));
+        self.transfers.lookahead_keys = found;
+        true
+    }
+
+    /// Calls `each` with every (partition, relation) group of the keys `collect_keys` left.
+    fn with_key_groups(&mut self, mut each: impl FnMut(&mut kv::Engine, kv::Table, &[&[u8]])) {
+        let found = std::mem::take(&mut self.transfers.lookahead_keys);
         let mut slices = Vec::with_capacity(found.keys.len());
         for group in found
             .keys
@@ -160,7 +206,7 @@ impl Executor {
             };
             slices.clear();
             slices.extend(group.iter().map(|key| &found.bytes[key.start..key.end]));
-            shard.engine.look_ahead(handle, &slices);
+            each(&mut shard.engine, handle, &slices);
         }
         self.transfers.lookahead_keys = found;
     }

@@ -277,6 +277,7 @@ pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) ->
         total.pool.hits += s.pool.hits;
         total.pool.misses += s.pool.misses;
         total.pool.evictions += s.pool.evictions;
+        total.pool.read_ahead += s.pool.read_ahead;
         total.page_count += s.page_count;
         total.resident_pages += s.resident_pages;
         total.pool_capacity_pages += s.pool_capacity_pages;

@@ -344,6 +344,14 @@ impl RaftLog {
                 .lock()
                 .map_err(|_| io_error("poisoned"))? = Some(l);
         }
+        if let Some(ahead) = &ahead {
+            // Before the write: the executor's reads overlap it (`ledger`'s `read_ahead`).
+            for e in &handed {
+                if let EntryPayload::Normal(batch) = &e.payload {
+                    ahead.read_ahead_of(e.log_id.index, &batch.0);
+                }
+            }
+        }
         self.send(Io::Append {
             entries: encoded,
             hand_over: ahead.map(|ahead| (ahead, handed)),

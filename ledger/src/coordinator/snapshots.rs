@@ -103,6 +103,7 @@ impl Coordinator {
             published_view: self.published_view.clone(),
             activity: self.executor.activity.clone(),
             queues: self.queues.clone(),
+            reads_wanted: self.read_ahead.wanted(),
         };
         let expected = staged.header.position();
         // Workers end and engines close (a checkpoint in flight is abandoned or finished).

@@ -22,7 +22,8 @@ impl Session {
     /// The storage engine's buffer pool and file, for `SHOW storage_stats`: pages resident in
     /// the pool and its capacity, page buffers in memory (the pool's, and those only read
     /// views still hold), the page size, pages in the data
-    /// file, pool hits and misses, the checkpoints, the executor partitions, and how many
+    /// file, pool hits and misses (and pages read ahead of the commands of a log entry,
+    /// `Executor::page_in_ahead`), the checkpoints, the executor partitions, and how many
     /// point operations found their leaf from a leaf hint or descended from the root (or
     /// started at a leaf a multi-row statement's lookahead found), and how often and how
     /// long entries waited for a checkpoint to make room in the pool, and how many point
@@ -34,7 +35,7 @@ impl Session {
         let stats = all.storage;
         let (on_view, on_executor) = self.shared.executor.point_reads_on_views();
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={} long_read_pauses={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} pages_read_ahead={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={} long_read_pauses={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -45,6 +46,7 @@ impl Session {
             stats.page_count,
             stats.pool.hits,
             stats.pool.misses,
+            stats.pool.read_ahead,
             stats.checkpoint_seq,
             stats.last_checkpoint_pages,
             stats.last_checkpoint_elapsed.as_millis(),

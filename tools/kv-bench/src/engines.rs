@@ -154,6 +154,7 @@ impl BenchEngine for Hotledger {
             hits: stats.pool.hits - self.pool_at_start.hits,
             misses: stats.pool.misses - self.pool_at_start.misses,
             evictions: stats.pool.evictions - self.pool_at_start.evictions,
+            read_ahead: stats.pool.read_ahead - self.pool_at_start.read_ahead,
         };
         let average = if self.checkpoints == 0 {
             0.0
