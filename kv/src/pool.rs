@@ -85,7 +85,8 @@ enum FrameState {
     /// Holds no page (evicted to shrink the pool, or released after a failed read); listed
     /// in `free_frames`.
     Free,
-    /// Taken for a page `load_batch` is reading: not evictable, not mapped yet.
+    /// Taken for a page `load_batch` or `submit_batch` is reading: not evictable, not
+    /// mapped yet.
     Loading,
 }
 
@@ -120,8 +121,8 @@ pub struct PoolStats {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
-    /// Pages `load_batch` read ahead of the operations that need them (not counted in
-    /// `misses`).
+    /// Pages `load_batch` and `submit_batch` read ahead of the operations that need them
+    /// (not counted in `misses`).
     pub read_ahead: u64,
 }
 

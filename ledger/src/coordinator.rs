@@ -80,7 +80,8 @@ pub(crate) struct Coordinator {
     snapshot_taken: Option<Arc<StateSnapshot>>,
     /// Sessions' CHECKPOINTs, answered when a checkpoint covering them is durable.
     checkpoint_requests: checkpoint_requests::CheckpointRequests,
-    /// The request after the entry being applied, taken early to read its pages meanwhile.
+    /// Reads started for entries the log is still writing, and whether more are wanted
+    /// (`read_ahead`).
     read_ahead: read_ahead::ReadAhead,
 }
 

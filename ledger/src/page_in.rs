@@ -6,7 +6,9 @@
 //! several commands, the coordinator hands them here: the rows of every INSERT INTO
 //! transfers among them (a CALL of a transfer procedure, a plain INSERT) are built, and the
 //! pages on the way to their keys are read in batches whose reads are all in flight at once
-//! (`kv::Engine::page_in`). The commands then apply as before, from memory.
+//! (`kv::Engine::page_in`). The commands then apply as before, from memory. On a single
+//! node the same happens earlier, as the log writes the entry, with the reads left in
+//! flight (`coordinator/read_ahead.rs`).
 //!
 //! Only a hint: it changes nothing a command sees. A row that cannot be built here (a
 //! default that needs a sequence, an expression that fails) is skipped and fails, or not, when
