@@ -116,7 +116,6 @@ fn pages_written_after_their_reads_were_started_keep_the_writes() {
     let wanted: Vec<[u8; 8]> = (0..48).map(|i| key(i * 101, keys)).collect();
     let slices: Vec<&[u8]> = wanted.iter().map(|k| k.as_slice()).collect();
     engine.submit_page_in(table, &slices);
-    assert!(engine.stats().pool.read_ahead == 0, "nothing completed yet");
     for k in &wanted {
         engine.put(table, k, b"new").unwrap();
     }
