@@ -15,8 +15,9 @@
 //! checkpoints the caller's log is the durability: the engine never writes a slot the last
 //! durable checkpoint uses.
 //!
-//! Reading order: `page` (format), `arena`, `pool` and `pager`, `btree` and `cursor`,
-//! `snapshot` (with `page_addresses` and `page_shares`), `superblock`, `slots`,
+//! Reading order: `page` (format), `arena`, `pool` (with `pool/read_ahead`) and `pager`,
+//! `btree` and `cursor`, `snapshot` (with `page_addresses` and `page_shares`),
+//! `superblock`, `slots`,
 //! `slot_holds`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal` only
 //! reads what format 3 left).
 
