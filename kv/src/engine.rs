@@ -371,9 +371,13 @@ impl Engine {
         }
         let ring = crate::pool::READ_AHEAD_MAX as u32;
         let faults = options.faults.clone();
-        if let Some(ahead) =
-            BlockFile::open_direct_for_reads_ahead(path, options.io_mode, faults, ring)?
-        {
+        // Reads ahead are a hint: an engine that requires io_uring still opens when this
+        // ring is refused, and reads ahead at once instead.
+        let mode = match options.io_mode {
+            IoMode::Portable => IoMode::Portable,
+            IoMode::Auto | IoMode::Uring => IoMode::Auto,
+        };
+        if let Some(ahead) = BlockFile::open_direct_for_reads_ahead(path, mode, faults, ring)? {
             pool.set_read_ahead_file(ahead);
         }
         let pager = Pager::new(pool, superblock.alloc, page_size);
