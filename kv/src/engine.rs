@@ -365,20 +365,17 @@ impl Engine {
             options.prefault_pool,
         );
         let mut pool = pool;
-        if let Some(reads) = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?
-        {
-            pool.set_direct_reads(reads);
-        }
-        let ring = crate::pool::READ_AHEAD_MAX as u32;
-        let faults = options.faults.clone();
-        // Reads ahead are a hint: an engine that requires io_uring still opens when this
-        // ring is refused, and reads ahead at once instead.
+        // Its ring carries the reads ahead, which are a hint: an engine that requires
+        // io_uring still opens when this ring is refused, and reads ahead at once instead.
         let mode = match options.io_mode {
             IoMode::Portable => IoMode::Portable,
             IoMode::Auto | IoMode::Uring => IoMode::Auto,
         };
-        if let Some(ahead) = BlockFile::open_direct_for_reads_ahead(path, mode, faults, ring)? {
-            pool.set_read_ahead_file(ahead);
+        let ring = crate::pool::READ_AHEAD_MAX as u32;
+        if let Some(reads) =
+            BlockFile::open_direct_with_ring(path, mode, options.faults.clone(), ring)?
+        {
+            pool.set_direct_file(reads);
         }
         let pager = Pager::new(pool, superblock.alloc, page_size);
         let direct = BlockFile::open_direct(path, options.io_mode, options.faults.clone())?;

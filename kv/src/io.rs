@@ -128,21 +128,12 @@ impl BlockFile {
         mode: IoMode,
         faults: FaultPlan,
     ) -> KvResult<Option<BlockFile>> {
-        let opened = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(path);
-        match opened {
-            Ok(file) => BlockFile::with_file(file, path, mode, faults).map(Some),
-            Err(err) if err.raw_os_error() == Some(libc::EINVAL) => Ok(None),
-            Err(source) => Err(KvError::io(path, IoOp::Open, 0, source)),
-        }
+        BlockFile::open_direct_with_ring(path, mode, faults, RING_ENTRIES)
     }
 
-    /// `open_direct` with a ring of `ring_entries`, for reads submitted now and reaped later
-    /// (`submit_reads`): that many may be in flight at once.
-    pub fn open_direct_for_reads_ahead(
+    /// `open_direct` with a ring of `ring_entries`, for a file that keeps that many reads
+    /// in flight at once (`submit_reads`).
+    pub fn open_direct_with_ring(
         path: &Path,
         mode: IoMode,
         faults: FaultPlan,
@@ -150,6 +141,7 @@ impl BlockFile {
     ) -> KvResult<Option<BlockFile>> {
         let opened = OpenOptions::new()
             .read(true)
+            .write(true)
             .custom_flags(libc::O_DIRECT)
             .open(path);
         match opened {
@@ -275,14 +267,7 @@ impl BlockFile {
             return false;
         }
         for &(offset, buffer, len, tag) in reads {
-            let entry = io_uring::opcode::Read::new(
-                io_uring::types::Fd(self.file.as_raw_fd()),
-                buffer,
-                len as u32,
-            )
-            .offset(offset)
-            .build()
-            .user_data(tag);
+            let entry = read_entry(&self.file, buffer, len, offset).user_data(tag);
             // SAFETY: the caller keeps each buffer valid until its completion is reaped, and
             // the queue has room for every entry (checked above).
             if unsafe { ring.submission().push(&entry) }.is_err() {
@@ -434,13 +419,12 @@ fn uring_read(
     let mut ring = lock_ring(ring);
     while done < buf.len() {
         let remaining = &mut buf[done..];
-        let entry = io_uring::opcode::Read::new(
-            io_uring::types::Fd(file.as_raw_fd()),
+        let entry = read_entry(
+            file,
             remaining.as_mut_ptr(),
-            remaining.len() as u32,
-        )
-        .offset(offset + done as u64)
-        .build();
+            remaining.len(),
+            offset + done as u64,
+        );
         // SAFETY: the buffer outlives the submission: we wait for its completion below before
         // touching or releasing it.
         unsafe { push_entry(&mut ring, &entry)? };
@@ -460,6 +444,20 @@ fn uring_read(
     Ok(done)
 }
 
+/// The io_uring read of `len` bytes at `offset` of `file` into `buffer`.
+fn read_entry(file: &File, buffer: *mut u8, len: usize, offset: u64) -> io_uring::squeue::Entry {
+    io_uring::opcode::Read::new(io_uring::types::Fd(file.as_raw_fd()), buffer, len as u32)
+        .offset(offset)
+        .build()
+}
+
+/// The results of `count` reads that all failed with the ring's `err`.
+fn every_read_failed(count: usize, err: &std::io::Error) -> Vec<std::io::Result<usize>> {
+    (0..count)
+        .map(|_| Err(std::io::Error::new(err.kind(), err.to_string())))
+        .collect()
+}
+
 /// The reads of one chunk (at most `RING_ENTRIES`), submitted together; a short or
 /// interrupted read is finished with `pread`.
 fn uring_read_chunk(
@@ -469,33 +467,18 @@ fn uring_read_chunk(
 ) -> Vec<std::io::Result<usize>> {
     let mut guard = lock_ring(ring);
     for (index, (offset, buf)) in reads.iter_mut().enumerate() {
-        let entry = io_uring::opcode::Read::new(
-            io_uring::types::Fd(file.as_raw_fd()),
-            buf.as_mut_ptr(),
-            buf.len() as u32,
-        )
-        .offset(*offset)
-        .build()
-        .user_data(index as u64);
+        let entry = read_entry(file, buf.as_mut_ptr(), buf.len(), *offset).user_data(index as u64);
         // SAFETY: the buffers are borrowed for the whole call and every completion is reaped
         // before it returns (the chunk fits the ring, so no push fails after a submit).
         if let Err(err) = unsafe { push_entry(&mut guard, &entry) } {
-            return reads
-                .iter()
-                .map(|_| Err(std::io::Error::other(err.to_string())))
-                .collect();
+            return every_read_failed(reads.len(), &err);
         }
     }
     let reaped = match submit_and_reap(&mut guard, reads.len()) {
         Ok(reaped) => reaped,
         // The ring itself failed (not one read): the whole chunk fails, as a single read
         // does in `uring_read`.
-        Err(err) => {
-            return reads
-                .iter()
-                .map(|_| Err(std::io::Error::other(err.to_string())))
-                .collect();
-        }
+        Err(err) => return every_read_failed(reads.len(), &err),
     };
     drop(guard);
     let mut results: Vec<std::io::Result<usize>> = reads.iter().map(|_| Ok(0)).collect();

@@ -159,12 +159,12 @@ pub struct BufferPool {
     stats: PoolStats,
     file: Arc<BlockFile>,
     /// The same file opened for direct IO, which the pool's own reads use when its pages
-    /// are whole device blocks (`set_direct_reads`): a page read from disk goes straight
-    /// into its frame, without a copy kept in the page cache beside the pool.
-    direct_reads: Option<BlockFile>,
-    /// The data file opened once more, with a ring of its own, for reads submitted ahead
-    /// (`submit_batch`) and completed later (`complete_reads`).
-    read_ahead_file: Option<BlockFile>,
+    /// are whole device blocks (`set_direct_file`): a page read from disk goes straight
+    /// into its frame (the arena's buffers are aligned for it), without a copy kept in the
+    /// page cache beside the pool. With a ring it also carries the reads `submit_batch`
+    /// leaves in flight; any other read on it comes after `complete_reads` reaped those, so
+    /// the completions each call reaps are its own.
+    direct: Option<BlockFile>,
     /// Reads submitted and not yet completed: page, frame (`Loading`) and offset.
     pending: Vec<(u64, usize, u64)>,
     /// The data file slot of each page as the last durable checkpoint left it (0: none), for
@@ -241,8 +241,7 @@ impl BufferPool {
             captured_early: Vec::new(),
             arena,
             empty,
-            direct_reads: None,
-            read_ahead_file: None,
+            direct: None,
             pending: Vec::new(),
         }
     }
@@ -559,10 +558,10 @@ impl BufferPool {
         let loaded = {
             let frame = &mut self.frames[index];
             let buffer = Self::own_buffer(frame, &self.arena, &mut self.shares).bytes_mut();
-            let file = match &self.direct_reads {
-                Some(direct) if (buffer.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN) => direct,
-                _ => &self.file,
-            };
+            let file = self.direct.as_ref().unwrap_or(&self.file);
+            debug_assert!(
+                self.direct.is_none() || (buffer.as_ptr() as usize).is_multiple_of(DIRECT_ALIGN)
+            );
             file.read_exact_at(buffer, offset)
                 .and_then(|()| verify_loaded(file, page_id, offset, buffer))
         };

@@ -186,6 +186,23 @@ impl<'a> RowBuilder<'a> {
         }
     }
 
+    /// The row an INSERT of plan `p` stores for one of its sources' `values`: as they are
+    /// when the plan carries built rows (`InsertSource::Rows` or `Packed`), else built from
+    /// `values` in `target_columns` order.
+    pub(crate) fn insert_row(
+        &mut self,
+        p: &InsertPlan,
+        values: Row,
+        env: &EvalEnv<'_>,
+    ) -> SqlResult<Row> {
+        if matches!(p.source, InsertSource::Rows(_) | InsertSource::Packed(_)) {
+            return prebuilt_row(self.table, values);
+        }
+        let mut row = Vec::new();
+        self.build_into(&mut row, values.into_iter().map(Ok), env)?;
+        Ok(row)
+    }
+
     /// Builds the row of `values` (in `target_columns` order) into `row`, which is emptied
     /// first and keeps its memory.
     pub(crate) fn build_into(
@@ -550,7 +567,6 @@ impl Executor {
         out: &mut Vec<Row>,
     ) -> SqlResult<u64> {
         let count = sources.len();
-        let prebuilt = matches!(p.source, InsertSource::Rows(_) | InsertSource::Packed(_));
         let mut affected = 0;
         // The keys of the rows a DO UPDATE statement stored: changing one twice is an error.
         let updates = p
@@ -561,17 +577,8 @@ impl Executor {
         let mut touched =
             (updates && table.has_primary_key()).then(std::collections::HashSet::<Vec<u8>>::new);
         let mut builder = RowBuilder::new(table, &p.target_columns);
-        let rows = sources.map(|values| {
-            values.and_then(|values| {
-                if prebuilt {
-                    prebuilt_row(table, values)
-                } else {
-                    let mut row = Vec::new();
-                    builder.build_into(&mut row, values.into_iter().map(Ok), env)?;
-                    Ok(row)
-                }
-            })
-        });
+        let rows =
+            sources.map(|values| values.and_then(|values| builder.insert_row(p, values, env)));
         // A multi-row transfer statement (its account working set is open) reads its rows a
         // group ahead and finds the leaves they will touch before applying them.
         let look_ahead = table.ledger == Some(LedgerRole::Transfers)

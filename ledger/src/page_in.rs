@@ -15,15 +15,13 @@
 //! its command applies; a page that cannot be read is read, and its error reported, by the
 //! command that needs it.
 
-use plan::{InsertSource, LedgerRole, Step, WritePlan};
+use plan::{EvalEnv, InsertSource, LedgerRole, Step, WritePlan};
 use sql::Value;
 
-use crate::apply::{insert_sources, prebuilt_row, RowBuilder};
+use crate::apply::{insert_sources, RowBuilder};
 use crate::command::Command;
 use crate::executor::Executor;
 use crate::row::Row;
-
-use plan::EvalEnv;
 
 impl Executor {
     /// Whether some partition held here has pages outside the buffer pool, so that reading
@@ -101,21 +99,13 @@ impl Executor {
         let Ok(sources) = sources else {
             return;
         };
-        let prebuilt = matches!(p.source, InsertSource::Rows(_) | InsertSource::Packed(_));
         let env = EvalEnv::without_subqueries(params, now_micros);
         let mut builder = RowBuilder::new(&def, &p.target_columns);
-        for values in sources {
-            let row = if prebuilt {
-                prebuilt_row(&def, values).ok()
-            } else {
-                let mut row = Vec::new();
-                builder
-                    .build_into(&mut row, values.into_iter().map(Ok), &env)
-                    .ok()
-                    .map(|()| row)
-            };
-            rows.extend(row);
-        }
+        rows.extend(
+            sources
+                .into_iter()
+                .filter_map(|values| builder.insert_row(p, values, &env).ok()),
+        );
         table.get_or_insert(def);
     }
 }

@@ -13,21 +13,18 @@ use crate::io::BlockFile;
 
 impl BufferPool {
     /// Reads missed pages through `file` (the data file opened with `O_DIRECT`) from now on,
-    /// when the page size is a multiple of the 4 KiB direct IO needs; otherwise keeps the
-    /// buffered reads.
-    pub fn set_direct_reads(&mut self, file: BlockFile) {
+    /// and, if it has a ring, reads ahead in the background through it (`submit_batch`);
+    /// only when the page size is a multiple of the 4 KiB direct IO needs, else the reads
+    /// stay buffered.
+    pub fn set_direct_file(&mut self, file: BlockFile) {
         if self.page_size.is_multiple_of(DIRECT_ALIGN) {
-            self.direct_reads = Some(file);
+            self.direct = Some(file);
         }
     }
 
-    /// The file a read into `buffer` goes through: the direct one when the buffer is
-    /// aligned for it (the arena's buffers are), else the buffered one.
-    fn reads_file(&self, buffer: *const u8) -> &BlockFile {
-        match &self.direct_reads {
-            Some(direct) if (buffer as usize).is_multiple_of(DIRECT_ALIGN) => direct,
-            _ => &self.file,
-        }
+    /// The file the pool's reads go through: the direct one when there is one.
+    fn reads_file(&self) -> &BlockFile {
+        self.direct.as_ref().unwrap_or(&self.file)
     }
 
     /// Reads the pages of `page_ids` that are not resident, all in one batch of IO
@@ -54,15 +51,8 @@ impl BufferPool {
                 })
             })
             .collect();
-        let file = self.reads_file(reads[0].1.as_ptr());
-        let results = if reads
-            .iter()
-            .all(|(_, b)| std::ptr::eq(self.reads_file(b.as_ptr()), file))
-        {
-            file.read_batch(&mut reads)
-        } else {
-            self.file.read_batch(&mut reads)
-        };
+        let file = self.reads_file();
+        let results = file.read_batch(&mut reads);
         let loaded: Vec<bool> = results
             .into_iter()
             .zip(reads.iter())
@@ -117,19 +107,12 @@ impl BufferPool {
     /// The buffer of a frame `take_frames_for_reads` took, for its read to land in.
     fn loading_buffer(&mut self, index: usize) -> *mut u8 {
         debug_assert!(self.frames[index].state == FrameState::Loading);
-        Arc::get_mut(&mut self.frames[index].data)
+        let buffer = Arc::get_mut(&mut self.frames[index].data)
             .expect("own_buffer gave the frame its own buffer")
             .bytes_mut()
-            .as_mut_ptr()
-    }
-
-    /// Gives the pool a file of its own to read ahead through (`submit_batch`); without
-    /// one, reads ahead are done at once (`load_batch`). Only when its pages are whole
-    /// device blocks: the file is opened for direct IO.
-    pub fn set_read_ahead_file(&mut self, file: BlockFile) {
-        if self.page_size.is_multiple_of(DIRECT_ALIGN) && file.uses_uring() {
-            self.read_ahead_file = Some(file);
-        }
+            .as_mut_ptr();
+        debug_assert!(self.direct.is_none() || (buffer as usize).is_multiple_of(DIRECT_ALIGN));
+        buffer
     }
 
     /// Starts reading the pages of `page_ids` that are not resident (nor already being
@@ -138,7 +121,7 @@ impl BufferPool {
     /// At most `READ_AHEAD_MAX` reads are in flight; past that, and past the clean frames
     /// the pool can give without growing, pages are left out. A hint, like `load_batch`.
     pub fn submit_batch(&mut self, page_ids: &[u64]) {
-        if self.read_ahead_file.is_none() {
+        if !self.direct.as_ref().is_some_and(BlockFile::uses_uring) {
             return self.load_batch(page_ids);
         }
         let first = self.pending.len();
@@ -154,7 +137,7 @@ impl BufferPool {
             })
             .collect();
         self.pending = pending;
-        let file = self.read_ahead_file.as_ref().expect("checked above");
+        let file = self.reads_file();
         // SAFETY: each buffer belongs to a `Loading` frame, which nothing evicts, releases
         // or reads until `complete_reads` has reaped its read (the pool's drop does too).
         if reads.is_empty() || unsafe { file.submit_reads(&reads) } {
@@ -171,15 +154,15 @@ impl BufferPool {
         if self.pending.is_empty() {
             return;
         }
-        let file = self.read_ahead_file.as_ref().expect("reads pending");
-        let reaped = match file.reap_reads(self.pending.len()) {
+        let reaped = match self.reads_file().reap_reads(self.pending.len()) {
             Ok(reaped) => reaped,
             Err(err) => {
                 // The ring failed: the reads not reaped may still land in their frames'
-                // buffers, so those frames stay taken (`Loading`) for good.
+                // buffers, so those frames stay taken (`Loading`) for good, and reads go
+                // through the buffered file from now on.
                 eprintln!("hotledger: reads ahead abandoned: {err}");
                 self.pending.clear();
-                self.read_ahead_file = None;
+                self.direct = None;
                 return;
             }
         };
@@ -190,9 +173,8 @@ impl BufferPool {
             // SAFETY: the read into this frame's buffer is reaped; the buffer is the
             // frame's own, of `page_size` bytes.
             let bytes = unsafe { std::slice::from_raw_parts(bytes, self.page_size) };
-            let file = self.read_ahead_file.as_ref().expect("reads pending");
             let whole = result == self.page_size as i32
-                && verify_loaded(file, page_id, offset, bytes).is_ok();
+                && verify_loaded(self.reads_file(), page_id, offset, bytes).is_ok();
             if whole && self.frame_of(page_id).is_none() {
                 self.set_state(index, FrameState::Clean);
                 self.map(page_id, index);

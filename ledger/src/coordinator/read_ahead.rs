@@ -78,15 +78,14 @@ impl Coordinator {
             .read_ahead
             .submitted_through
             .is_some_and(|through| through >= index);
+        let outside = self.executor.pages_outside_pool();
         if started {
             self.executor.complete_page_in();
         } else if let EntryPayload::Commands(commands) = payload {
-            if commands.len() > 1 && self.executor.pages_outside_pool() {
+            if commands.len() > 1 && outside {
                 self.executor.page_in_ahead(&decoded(commands), false);
             }
         }
-        self.read_ahead
-            .wanted
-            .set(self.executor.pages_outside_pool());
+        self.read_ahead.wanted.set(outside);
     }
 }
