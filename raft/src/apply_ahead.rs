@@ -41,12 +41,6 @@ struct Order {
 }
 
 impl ApplyAhead {
-    /// Hands the executor an entry's commands before it is durable, to start reading the
-    /// pages they need (`ExecutorHandle::read_ahead_of`; nothing is sent unless it wants).
-    pub fn read_ahead_of(&self, index: u64, commands: &[Vec<u8>]) {
-        self.executor.read_ahead_of(index, commands);
-    }
-
     pub fn new(executor: ExecutorHandle, early: Arc<EarlyReplies>) -> ApplyAhead {
         ApplyAhead {
             executor,

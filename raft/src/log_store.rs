@@ -22,6 +22,7 @@ use tokio::sync::oneshot;
 use crate::apply_ahead::ApplyAhead;
 use crate::early_reply::EarlyReplies;
 use crate::types::{Batch, TypeConfig};
+use ledger::ExecutorHandle;
 
 type NodeId = u64;
 
@@ -85,6 +86,9 @@ struct Shared {
     early: Arc<EarlyReplies>,
     /// On a single node, who hands durable entries to the executor (`apply_ahead`).
     ahead: OnceLock<Arc<ApplyAhead>>,
+    /// Who hears of each entry's commands before it is written, to read the pages they
+    /// will need (`ExecutorHandle::read_ahead_of`): on a single node and in a cluster alike.
+    read_ahead: OnceLock<ExecutorHandle>,
 }
 
 /// How well group commit works: entries and flushes so far, the bytes they carried, and
@@ -252,6 +256,7 @@ impl RaftLog {
                 stats,
                 early: Arc::default(),
                 ahead: OnceLock::new(),
+                read_ahead: OnceLock::new(),
             }),
         })
     }
@@ -264,6 +269,13 @@ impl RaftLog {
     /// node only: there durable is committed).
     pub(crate) fn hand_durable_entries_to(&self, ahead: Arc<ApplyAhead>) {
         let _ = self.shared.ahead.set(ahead);
+    }
+
+    /// From now on, each appended entry's commands are offered to `executor` before they are
+    /// written, so that it can start reading their pages (a hint: on a follower an entry
+    /// may yet be truncated, and then its reads were only wasted).
+    pub(crate) fn offer_reads_ahead_to(&self, executor: ExecutorHandle) {
+        let _ = self.shared.read_ahead.set(executor);
     }
 
     pub(crate) fn early_replies(&self) -> Arc<EarlyReplies> {
@@ -315,13 +327,19 @@ impl RaftLog {
         let mut encoded = Vec::new();
         let mut last = None;
         let ahead = self.shared.ahead.get().cloned();
+        let read_ahead = self.shared.read_ahead.get();
         let mut handed = Vec::new();
         {
             let mut cache = self.shared.cache.lock().map_err(|_| io_error("poisoned"))?;
             for e in entries {
-                if let EntryPayload::Normal(Batch(_, token)) = &e.payload {
+                if let EntryPayload::Normal(Batch(commands, token)) = &e.payload {
                     if *token != 0 {
                         self.shared.early.bind(e.log_id.index, *token);
+                    }
+                    // Before the write: the executor's reads overlap it (`ledger`'s
+                    // `read_ahead`; nothing is sent unless it wants).
+                    if let Some(executor) = read_ahead {
+                        executor.read_ahead_of(e.log_id.index, commands);
                     }
                 }
                 if ahead.is_some() {
@@ -343,14 +361,6 @@ impl RaftLog {
                 .last_log_id
                 .lock()
                 .map_err(|_| io_error("poisoned"))? = Some(l);
-        }
-        if let Some(ahead) = &ahead {
-            // Before the write: the executor's reads overlap it (`ledger`'s `read_ahead`).
-            for e in &handed {
-                if let EntryPayload::Normal(batch) = &e.payload {
-                    ahead.read_ahead_of(e.log_id.index, &batch.0);
-                }
-            }
         }
         self.send(Io::Append {
             entries: encoded,

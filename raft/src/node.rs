@@ -172,6 +172,8 @@ pub async fn start(options: NodeOptions, executor: ExecutorHandle) -> Result<Nod
         )),
         false => None,
     };
+    // Every node reads an appended entry's pages while the log writes it.
+    log.offer_reads_ahead_to(executor.clone());
     // A single node's durable entries are committed: its log thread hands them to the
     // executor itself (`apply_ahead`).
     let ahead = (!cluster).then(|| {

@@ -441,7 +441,26 @@ async fn transfer_client(ports: Vec<u16>, client: usize, stop: Arc<AtomicBool>) 
 /// leader restarts, catches up, and every replica has the same balances.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_under_32_transfer_connections_loses_no_acknowledged_transfer() {
-    let mut cluster = Cluster::start(3);
+    kill_the_leader_under_transfer_load(&[]).await;
+}
+
+/// The same over 1 MiB pools the tables outgrow within a second: every replica reads its
+/// entries' pages ahead (the log offers each appended entry before writing it, on a
+/// follower too, where an entry may still be truncated) and misses the rest, and still ends
+/// with the same transfers and balances as the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_leader_over_pools_the_data_outgrows_loses_no_acknowledged_transfer() {
+    let cluster =
+        kill_the_leader_under_transfer_load(&["--pool-mb", "1", "--page-size", "4096"]).await;
+    for id in 1..=3 {
+        let stats = cluster.node(id).query("show storage_stats");
+        let read_ahead = common::stat_fields(&stats)["pages_read_ahead"];
+        assert!(read_ahead > 0, "node {id} read nothing ahead: {stats}");
+    }
+}
+
+async fn kill_the_leader_under_transfer_load(extra_args: &[&str]) -> Cluster {
+    let mut cluster = Cluster::start_with(3, extra_args);
     let accounts: Vec<String> = (1..=10).map(|id| format!("({id}, 1, 1)")).collect();
     cluster.node(1).query(&format!(
         "insert into accounts (id, ledger, code) values {}",
@@ -521,6 +540,7 @@ async fn killing_the_leader_under_32_transfer_connections_loses_no_acknowledged_
         "only {} transfers acknowledged",
         acknowledged.len()
     );
+    cluster
 }
 
 /// The leader stopped (SIGSTOP) for a while, as a partition would cut it off: the other two
