@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 
 use kv::{LogStore, LogStoreOptions};
+use ledger::ExecutorHandle;
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{
     AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftLogReader, StorageError,
@@ -22,7 +23,6 @@ use tokio::sync::oneshot;
 use crate::apply_ahead::ApplyAhead;
 use crate::early_reply::EarlyReplies;
 use crate::types::{Batch, TypeConfig};
-use ledger::ExecutorHandle;
 
 type NodeId = u64;
 

@@ -444,19 +444,36 @@ async fn killing_the_leader_under_32_transfer_connections_loses_no_acknowledged_
     kill_the_leader_under_transfer_load(&[]).await;
 }
 
-/// The same over 1 MiB pools the tables outgrow within a second: every replica reads its
-/// entries' pages ahead (the log offers each appended entry before writing it, on a
-/// follower too, where an entry may still be truncated) and misses the rest, and still ends
-/// with the same transfers and balances as the others.
+/// The same over 1 MiB pools the tables outgrow: the replicas read their entries' pages
+/// ahead (the log offers each appended entry before writing it, on a follower too, where
+/// an entry may still be truncated) and miss the rest, and still end with the same
+/// transfers and balances.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_over_pools_the_data_outgrows_loses_no_acknowledged_transfer() {
-    let cluster =
-        kill_the_leader_under_transfer_load(&["--pool-mb", "1", "--page-size", "4096"]).await;
-    for id in 1..=3 {
-        let stats = cluster.node(id).query("show storage_stats");
-        let read_ahead = common::stat_fields(&stats)["pages_read_ahead"];
-        assert!(read_ahead > 0, "node {id} read nothing ahead: {stats}");
-    }
+    let cluster = kill_the_leader_under_transfer_load(&[
+        "--pool-mb",
+        "1",
+        "--page-size",
+        "4096",
+        "--partitions",
+        "1",
+    ])
+    .await;
+    // The tables outgrew the pools and pages were read ahead (a node restarted by the test
+    // counts only since its restart, and may have caught up with few misses).
+    let stats: Vec<_> = (1..=3)
+        .map(|id| common::stat_fields(&cluster.node(id).query("show storage_stats")))
+        .collect();
+    assert!(
+        stats
+            .iter()
+            .all(|s| s["file_pages"] > s["pool_capacity_pages"]),
+        "the data fit in a pool: {stats:?}"
+    );
+    assert!(
+        stats.iter().any(|s| s["pages_read_ahead"] > 0),
+        "no node read ahead: {stats:?}"
+    );
 }
 
 async fn kill_the_leader_under_transfer_load(extra_args: &[&str]) -> Cluster {
