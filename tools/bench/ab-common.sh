@@ -22,11 +22,16 @@ start_server() {
     for _ in $(seq 150); do psql_hl -c "select 1" > /dev/null 2>&1 && break; sleep 0.2; done
 }
 
+# load_accounts PORT: loads the benchmarks' accounts 1..100,001 through the server on PORT.
+load_accounts() {
+    python3 -c "import sys; sys.stdout.write(''.join(f'{i}\t1\t1\n' for i in range(1, 100002)))" |
+        psql -h 127.0.0.1 -p "$1" -U ledger -X -Atq -c "COPY accounts (id, ledger, code) FROM STDIN" ledger
+}
+
 # start_loaded BINARY SERVE_ARGS...: start_server, then loads accounts 1..100,001.
 start_loaded() {
     start_server "$@"
-    python3 -c "import sys; sys.stdout.write(''.join(f'{i}\t1\t1\n' for i in range(1, 100002)))" |
-        psql_hl -c "COPY accounts (id, ledger, code) FROM STDIN"
+    load_accounts "$port"
 }
 
 # wait_prefaulted: with --prefault-pool, waits (up to 120 s) until the pool's memory is all

@@ -230,11 +230,8 @@ impl Node {
             } else {
                 vec!["--peers", peers]
             })
-            .args(if extra_args.iter().any(|a| a == "--pool-mb") {
-                vec!["--checkpoint-interval-s", "1"]
-            } else {
-                vec!["--pool-mb", "32", "--checkpoint-interval-s", "1"]
-            })
+            .args(super::default_unless_given(extra_args, "--pool-mb", "32"))
+            .args(["--checkpoint-interval-s", "1"])
             .args(match self.http_port {
                 Some(port) => vec!["--http".to_string(), format!("127.0.0.1:{port}")],
                 None => vec!["--http".to_string(), "off".to_string()],

@@ -170,10 +170,14 @@ impl TestServer {
             .args(["serve", "--data-dir"])
             .arg(self.dir.path().join("data"))
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(self.default_unless_given("--checkpoint-interval-s", "2"))
-            .args(self.default_unless_given("--pool-mb", "64"))
+            .args(default_unless_given(
+                &self.extra_args,
+                "--checkpoint-interval-s",
+                "2",
+            ))
+            .args(default_unless_given(&self.extra_args, "--pool-mb", "64"))
             // Tests run servers side by side: a console only where a test asks for one.
-            .args(self.default_unless_given("--http", "off"))
+            .args(default_unless_given(&self.extra_args, "--http", "off"))
             .args(&self.extra_args)
             .env("HOTLEDGER_PASSWORD", PASSWORD)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -181,15 +185,6 @@ impl TestServer {
             .stderr(log)
             .spawn()
             .expect("start hotledger")
-    }
-
-    /// `flag value` unless the test gave the flag itself.
-    fn default_unless_given<'a>(&self, flag: &'a str, value: &'a str) -> Vec<&'a str> {
-        if self.extra_args.iter().any(|a| a == flag) {
-            Vec::new()
-        } else {
-            vec![flag, value]
-        }
     }
 
     fn launch(&mut self) {
@@ -513,6 +508,15 @@ pub fn stdout(o: &Output) -> String {
 }
 
 /// The `key=value` pairs of a `SHOW ..._stats` line, the values as numbers.
+/// `flag value` unless the test gave the flag itself among `given`.
+pub fn default_unless_given<'a>(given: &[String], flag: &'a str, value: &'a str) -> Vec<&'a str> {
+    if given.iter().any(|a| a == flag) {
+        Vec::new()
+    } else {
+        vec![flag, value]
+    }
+}
+
 pub fn stat_fields(line: &str) -> std::collections::HashMap<String, u64> {
     line.split_whitespace()
         .map(|pair| {
