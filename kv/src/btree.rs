@@ -336,6 +336,29 @@ pub fn page_in(pager: &mut Pager, root: u64, keys: &[&[u8]], submit: bool) {
     }
 }
 
+/// Whether every page on the descent to `key`'s leaf in tree `root` is in the buffer pool
+/// (so an operation on it reads nothing from disk). Reads no page and changes nothing.
+pub fn path_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
+    let page_size = pager.page_size();
+    let mut page_id = root;
+    // A tree is far shallower than this; a deeper walk means a cycle in page links, which
+    // the operations' own descents report.
+    for _ in 0..64 {
+        let Some(at) = pager.pool.peek(page_id) else {
+            return false;
+        };
+        // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
+        // nothing changes the pool while this shared borrow of the pager lasts.
+        let bytes = unsafe { std::slice::from_raw_parts(at, page_size) };
+        match Node::new_checked(bytes) {
+            Some(node) if node.is_leaf() => return true,
+            Some(node) => page_id = node.child(node.child_slot(key)),
+            None => return false,
+        }
+    }
+    false
+}
+
 /// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).
 fn read_leaf(pager: &mut Pager, root: u64, leaf: u64) -> KvResult<Node<'_>> {
     let node = Node::new(pager.read(leaf)?);

@@ -1,10 +1,12 @@
-//! Range scans over one B+tree, forward or backward, between two bounds.
+//! Range scans over one B+tree, or over a table's tree and its insert buffer merged, forward
+//! or backward, between two bounds.
 //!
 //! A cursor keeps the path from the root (page, child slot) and steps to the neighbouring leaf
 //! by climbing to the nearest ancestor with a next (or previous) child and descending its
 //! edge. Leaves therefore need no sibling links, which keeps splits and merges simple. The
-//! cursor reads pages from a `PageSource`: the engine's pager, borrowed for the cursor's
-//! lifetime so the tree cannot change under it, or a `Snapshot`, whose pages never change.
+//! cursor is handed its `PageSource` at every step, so the two cursors of a merged scan
+//! share one: the engine's pager, borrowed for the scan's lifetime so the trees cannot
+//! change under it, or a `Snapshot`, whose pages never change.
 
 use std::ops::Bound;
 
@@ -51,18 +53,23 @@ pub enum Direction {
     Backward,
 }
 
-/// An iterator over `(key, value)` pairs in a key range of the engine's tree.
-pub struct Range<'a>(Cursor<&'a mut Pager>);
+/// An iterator over `(key, value)` pairs in a key range of the engine's table: one tree,
+/// or a table's tree and its insert buffer merged in key order (`insert_buffer.rs`).
+pub struct Range<'a> {
+    pager: &'a mut Pager,
+    scan: TableScan,
+}
 
 impl<'a> Range<'a> {
     pub(crate) fn new(
         pager: &'a mut Pager,
-        root: u64,
+        roots: (u64, Option<u64>),
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> KvResult<Range<'a>> {
-        Cursor::new(pager, root, lower, upper, direction).map(Range)
+        let scan = TableScan::new(&mut &mut *pager, roots, lower, upper, direction)?;
+        Ok(Range { pager, scan })
     }
 }
 
@@ -70,13 +77,84 @@ impl Iterator for Range<'_> {
     type Item = KvResult<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
+        self.scan.next(&mut &mut *self.pager)
     }
 }
 
-/// The scan itself, over any page source.
-pub(crate) struct Cursor<S> {
-    pager: S,
+/// A scan of one table: its tree alone, or its tree and its insert buffer's tree merged.
+/// The two hold disjoint keys (a key lives in at most one of them), so the merge only
+/// interleaves; it asserts that they are disjoint.
+pub(crate) struct TableScan {
+    main: Cursor,
+    buffer: Option<Cursor>,
+    heads: [Option<(Vec<u8>, Vec<u8>)>; 2],
+    direction: Direction,
+    failed: bool,
+}
+
+impl TableScan {
+    pub(crate) fn new<S: PageSource>(
+        source: &mut S,
+        (main, buffer): (u64, Option<u64>),
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+    ) -> KvResult<TableScan> {
+        let main = Cursor::new(source, main, lower, upper, direction)?;
+        let buffer = match buffer {
+            Some(root) => Some(Cursor::new(source, root, lower, upper, direction)?),
+            None => None,
+        };
+        Ok(TableScan {
+            main,
+            buffer,
+            heads: [None, None],
+            direction,
+            failed: false,
+        })
+    }
+
+    pub(crate) fn next<S: PageSource>(
+        &mut self,
+        source: &mut S,
+    ) -> Option<KvResult<(Vec<u8>, Vec<u8>)>> {
+        if self.failed {
+            return None;
+        }
+        let Some(buffer) = self.buffer.as_mut() else {
+            return self.main.next(source);
+        };
+        for (head, cursor) in self.heads.iter_mut().zip([&mut self.main, buffer]) {
+            if head.is_none() {
+                match cursor.next(source) {
+                    Some(Ok(entry)) => *head = Some(entry),
+                    Some(Err(err)) => {
+                        self.failed = true;
+                        return Some(Err(err));
+                    }
+                    None => {}
+                }
+            }
+        }
+        let take = match (&self.heads[0], &self.heads[1]) {
+            (None, None) => return None,
+            (Some(_), None) => 0,
+            (None, Some(_)) => 1,
+            (Some((main, _)), Some((buffered, _))) => {
+                assert_ne!(
+                    main, buffered,
+                    "a key is in both a table's tree and its insert buffer"
+                );
+                let main_first = (main < buffered) == (self.direction == Direction::Forward);
+                usize::from(!main_first)
+            }
+        };
+        self.heads[take].take().map(Ok)
+    }
+}
+
+/// The scan of one tree, over any page source handed to each step.
+pub(crate) struct Cursor {
     lower: Bound<Vec<u8>>,
     upper: Bound<Vec<u8>>,
     direction: Direction,
@@ -87,16 +165,15 @@ pub(crate) struct Cursor<S> {
     done: bool,
 }
 
-impl<S: PageSource> Cursor<S> {
-    pub(crate) fn new(
-        pager: S,
+impl Cursor {
+    pub(crate) fn new<S: PageSource>(
+        source: &mut S,
         root: u64,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         direction: Direction,
-    ) -> KvResult<Cursor<S>> {
+    ) -> KvResult<Cursor> {
         let mut range = Cursor {
-            pager,
             lower: lower.map(<[u8]>::to_vec),
             upper: upper.map(<[u8]>::to_vec),
             direction,
@@ -105,11 +182,11 @@ impl<S: PageSource> Cursor<S> {
             index: 0,
             done: false,
         };
-        range.seek(root)?;
+        range.seek(source, root)?;
         Ok(range)
     }
 
-    fn seek(&mut self, root: u64) -> KvResult<()> {
+    fn seek<S: PageSource>(&mut self, source: &mut S, root: u64) -> KvResult<()> {
         let start = match self.direction {
             Direction::Forward => self.lower.clone(),
             Direction::Backward => self.upper.clone(),
@@ -120,7 +197,7 @@ impl<S: PageSource> Cursor<S> {
         };
         let mut page_id = root;
         loop {
-            let node = Node::new(self.pager.page(page_id)?);
+            let node = Node::new(source.page(page_id)?);
             if node.is_leaf() {
                 break;
             }
@@ -133,7 +210,7 @@ impl<S: PageSource> Cursor<S> {
             page_id = node.child(slot);
         }
         self.leaf = page_id;
-        let node = Node::new(self.pager.page(page_id)?);
+        let node = Node::new(source.page(page_id)?);
         self.index = match (key.map(|key| node.search(key)), &start, self.direction) {
             (None, _, Direction::Forward) => 0,
             (None, _, Direction::Backward) => node.len(),
@@ -146,21 +223,21 @@ impl<S: PageSource> Cursor<S> {
     }
 
     /// Moves to the next leaf in scan direction; false at the end of the tree.
-    fn step_leaf(&mut self) -> KvResult<bool> {
+    fn step_leaf<S: PageSource>(&mut self, source: &mut S) -> KvResult<bool> {
         loop {
             let Some((page_id, slot)) = self.path.pop() else {
                 return Ok(false);
             };
-            let len = Node::new(self.pager.page(page_id)?).len();
+            let len = Node::new(source.page(page_id)?).len();
             let next = match self.direction {
                 Direction::Forward if slot < len => slot + 1,
                 Direction::Backward if slot > 0 => slot - 1,
                 _ => continue,
             };
             self.path.push((page_id, next));
-            let mut child = Node::new(self.pager.page(page_id)?).child(next);
+            let mut child = Node::new(source.page(page_id)?).child(next);
             loop {
-                let node = Node::new(self.pager.page(child)?);
+                let node = Node::new(source.page(child)?);
                 if node.is_leaf() {
                     self.leaf = child;
                     self.index = match self.direction {
@@ -194,16 +271,19 @@ impl<S: PageSource> Cursor<S> {
         }
     }
 
-    fn next_entry(&mut self) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
+    fn next_entry<S: PageSource>(
+        &mut self,
+        source: &mut S,
+    ) -> KvResult<Option<(Vec<u8>, Vec<u8>)>> {
         loop {
-            let node = Node::new(self.pager.page(self.leaf)?);
+            let node = Node::new(source.page(self.leaf)?);
             let cell_index = match self.direction {
                 Direction::Forward if self.index < node.len() => Some(self.index),
                 Direction::Backward if self.index > 0 => Some(self.index - 1),
                 _ => None,
             };
             let Some(cell_index) = cell_index else {
-                if !self.step_leaf()? {
+                if !self.step_leaf(source)? {
                     return Ok(None);
                 }
                 continue;
@@ -220,7 +300,7 @@ impl<S: PageSource> Cursor<S> {
                 Ok(bytes) => bytes,
                 Err((first_page, len)) => {
                     let mut out = Vec::new();
-                    self.pager.overflow(first_page, len as usize, &mut out)?;
+                    source.overflow(first_page, len as usize, &mut out)?;
                     out
                 }
             };
@@ -233,14 +313,15 @@ impl<S: PageSource> Cursor<S> {
     }
 }
 
-impl<S: PageSource> Iterator for Cursor<S> {
-    type Item = KvResult<(Vec<u8>, Vec<u8>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Cursor {
+    pub(crate) fn next<S: PageSource>(
+        &mut self,
+        source: &mut S,
+    ) -> Option<KvResult<(Vec<u8>, Vec<u8>)>> {
         if self.done {
             return None;
         }
-        match self.next_entry() {
+        match self.next_entry(source) {
             Ok(Some(entry)) => Some(Ok(entry)),
             Ok(None) => {
                 self.done = true;

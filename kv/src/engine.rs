@@ -30,6 +30,10 @@ use crate::slots::SlotMap;
 use crate::snapshot::Snapshot;
 use crate::superblock::{self, LogPosition, Superblock, FIRST_WITH_PAGE_MAP};
 
+mod insert_buffer;
+
+use insert_buffer::InsertBuffers;
+
 /// Pages captured per `poll_checkpoint` call: at least this many, so a call after a short
 /// operation pauses the executor for microseconds only ...
 const CAPTURE_STEP_PAGES: usize = 256;
@@ -69,6 +73,9 @@ pub struct EngineOptions {
     /// index it covers is at most this: the last checkpoint such an owner committed (`None`:
     /// any).
     pub commit_limit: Option<u64>,
+    /// Bytes the insert buffers of buffered tables may hold before writes drain them into
+    /// their trees (`insert_buffer.rs`). `None`: an eighth of the pool.
+    pub insert_buffer_bytes: Option<usize>,
 }
 
 impl Default for EngineOptions {
@@ -83,6 +90,7 @@ impl Default for EngineOptions {
             checkpoint_spread: None,
             gated_checkpoints: false,
             commit_limit: None,
+            insert_buffer_bytes: None,
         }
     }
 }
@@ -92,12 +100,20 @@ impl Default for EngineOptions {
 pub struct Table {
     pub id: u64,
     root: u64,
+    /// The root of the table's insert buffer (`insert_buffer.rs`); 0: it has none.
+    buffer: u64,
 }
 
 impl Table {
-    /// The root page of the table's tree (which never changes).
-    pub(crate) fn root(self) -> u64 {
-        self.root
+    /// The roots of the table's tree and of its insert buffer, if any (neither ever
+    /// changes).
+    pub(crate) fn roots(self) -> (u64, Option<u64>) {
+        (self.root, (self.buffer != 0).then_some(self.buffer))
+    }
+
+    /// Whether the table has an insert buffer (`Engine::create_buffered_table`).
+    pub fn is_buffered(self) -> bool {
+        self.buffer != 0
     }
 }
 
@@ -152,6 +168,10 @@ pub struct EngineStats {
     /// leaf it found (counted among the hint misses).
     pub lookahead_keys: u64,
     pub lookahead_used: u64,
+    /// Bytes of entries the insert buffers hold now, and entries moved from them into their
+    /// tables' trees since open (`insert_buffer.rs`).
+    pub insert_buffer_bytes: u64,
+    pub insert_buffer_drained: u64,
 }
 
 struct Inflight {
@@ -205,6 +225,7 @@ pub struct Engine {
     gated: bool,
     /// When `poll_checkpoint` was last called: its steps grow with the time since.
     last_poll: Instant,
+    buffers: InsertBuffers,
 }
 
 /// The journal file that belongs to a data file.
@@ -408,8 +429,14 @@ impl Engine {
             last_checkpoint: (0, Duration::ZERO),
             last_poll: Instant::now(),
             gated: options.gated_checkpoints,
+            buffers: InsertBuffers::new(
+                options
+                    .insert_buffer_bytes
+                    .unwrap_or(options.pool_bytes / 8) as u64,
+            ),
         };
         engine.load_catalog()?;
+        engine.count_buffers()?;
         let info = RecoveryInfo {
             created,
             journal_replayed,
@@ -533,7 +560,7 @@ impl Engine {
     fn load_catalog(&mut self) -> KvResult<()> {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = Range::new(
             &mut self.pager,
-            self.catalog_root,
+            (self.catalog_root, None),
             Bound::Unbounded,
             Bound::Unbounded,
             Direction::Forward,
@@ -543,7 +570,8 @@ impl Engine {
             let name = String::from_utf8(name).map_err(|_| {
                 KvError::corrupt(&self.path, 0, "catalog holds a non-UTF-8 table name")
             })?;
-            if value.len() != 16 {
+            // 16 bytes: id and root; 24: and the root of an insert buffer.
+            if value.len() != 16 && value.len() != 24 {
                 return Err(KvError::corrupt(
                     &self.path,
                     0,
@@ -553,6 +581,11 @@ impl Engine {
             let table = Table {
                 id: page::read_u64(&value, 0),
                 root: page::read_u64(&value, 8),
+                buffer: if value.len() == 24 {
+                    page::read_u64(&value, 16)
+                } else {
+                    0
+                },
             };
             self.tables.insert(name, table);
         }
@@ -589,6 +622,7 @@ impl Engine {
         let table = Table {
             id: self.next_table_id,
             root,
+            buffer: 0,
         };
         let mut value = [0u8; 16];
         page::write_u64(&mut value, 0, table.id);
@@ -613,6 +647,10 @@ impl Engine {
             .table(name)
             .ok_or_else(|| KvError::NoSuchTable(name.to_string()))?;
         btree::destroy(&mut self.pager, table.root)?;
+        if table.is_buffered() {
+            btree::destroy(&mut self.pager, table.buffer)?;
+            self.buffers.forget(table.id);
+        }
         btree::delete(
             &mut self.pager,
             self.catalog_root,
@@ -627,12 +665,29 @@ impl Engine {
     /// Removes every row of a table, returning its pages to the free list.
     pub fn truncate_table(&mut self, table: Table) -> KvResult<()> {
         self.check_usable()?;
-        btree::clear(&mut self.pager, table.root)
+        btree::clear(&mut self.pager, table.root)?;
+        if table.is_buffered() {
+            btree::clear(&mut self.pager, table.buffer)?;
+            self.buffers.forget(table.id);
+            self.register_buffer(table, 0);
+        }
+        Ok(())
     }
 
     /// Copies the value of `key` into `out`; false when the key is absent.
     pub fn get_into(&mut self, table: Table, key: &[u8], out: &mut Vec<u8>) -> KvResult<bool> {
         self.check_usable()?;
+        if table.is_buffered()
+            && btree::get(
+                &mut self.pager,
+                table.buffer,
+                key,
+                &mut self.path_scratch,
+                out,
+            )?
+        {
+            return Ok(true);
+        }
         btree::get(
             &mut self.pager,
             table.root,
@@ -646,7 +701,7 @@ impl Engine {
     /// operations on them (`btree::look_ahead`). Only a hint: it reads no page from disk and
     /// changes nothing an operation could observe but its speed.
     pub fn look_ahead(&mut self, table: Table, keys: &[&[u8]]) {
-        if self.check_usable().is_ok() {
+        if self.check_usable().is_ok() && !table.is_buffered() {
             btree::look_ahead(&mut self.pager, table.root, keys);
         }
     }
@@ -655,7 +710,7 @@ impl Engine {
     /// that are not resident (`btree::page_in`): for an owner about to apply operations on
     /// keys of a tree larger than the pool. Changes no page.
     pub fn page_in(&mut self, table: Table, keys: &[&[u8]]) {
-        if self.check_usable().is_ok() {
+        if self.check_usable().is_ok() && !table.is_buffered() {
             btree::page_in(&mut self.pager, table.root, keys, false);
         }
     }
@@ -665,7 +720,7 @@ impl Engine {
     /// left in flight (`BufferPool::submit_batch`) for the owner to do other work meanwhile.
     /// The next miss, or `complete_page_in`, maps them.
     pub fn submit_page_in(&mut self, table: Table, keys: &[&[u8]]) {
-        if self.check_usable().is_ok() {
+        if self.check_usable().is_ok() && !table.is_buffered() {
             btree::page_in(&mut self.pager, table.root, keys, true);
         }
     }
@@ -700,15 +755,19 @@ impl Engine {
         old: Option<&mut Vec<u8>>,
     ) -> KvResult<bool> {
         self.check_usable()?;
+        let (root, buffered) = self.tree_holding(table, key)?;
         let existed = btree::put(
             &mut self.pager,
-            table.root,
+            root,
             key,
             value,
             mode,
             &mut self.path_scratch,
             old,
         )?;
+        if let Some(old_len) = buffered.filter(|_| mode != PutMode::InsertOnly) {
+            self.note_buffer_change(table, key, old_len, Some(value.len()));
+        }
         if cfg!(debug_assertions) {
             let written = match mode {
                 PutMode::Upsert => true,
@@ -787,13 +846,11 @@ impl Engine {
         old: Option<&mut Vec<u8>>,
     ) -> KvResult<bool> {
         self.check_usable()?;
-        let existed = btree::delete(
-            &mut self.pager,
-            table.root,
-            key,
-            &mut self.path_scratch,
-            old,
-        )?;
+        let (root, buffered) = self.tree_holding(table, key)?;
+        let existed = btree::delete(&mut self.pager, root, key, &mut self.path_scratch, old)?;
+        if let Some(old_len) = buffered {
+            self.note_buffer_change(table, key, old_len, None);
+        }
         if cfg!(debug_assertions) {
             self.assert_reads_back(table, key, None);
         }
@@ -809,7 +866,7 @@ impl Engine {
         direction: Direction,
     ) -> KvResult<Range<'_>> {
         self.check_usable()?;
-        Range::new(&mut self.pager, table.root, lower, upper, direction)
+        Range::new(&mut self.pager, table.roots(), lower, upper, direction)
     }
 
     /// The trees as they are now, readable from any thread while this engine goes on
@@ -855,6 +912,8 @@ impl Engine {
             leaf_hint_misses: self.pager.leaf_hints.counts().1,
             lookahead_keys: self.pager.lookahead.counts().1,
             lookahead_used: self.pager.lookahead.counts().0,
+            insert_buffer_bytes: self.buffers.counts().0,
+            insert_buffer_drained: self.buffers.counts().1,
         }
     }
 
@@ -1141,13 +1200,23 @@ impl Engine {
     /// found by reading the inner pages only.
     pub fn table_bytes(&mut self, table: Table) -> KvResult<u64> {
         self.check_usable()?;
-        let pages = btree::count_pages(&mut self.pager, table.root)?;
+        let mut pages = btree::count_pages(&mut self.pager, table.root)?;
+        if table.is_buffered() {
+            pages += btree::count_pages(&mut self.pager, table.buffer)?;
+        }
         Ok(pages * self.pager.page_size() as u64)
     }
 
-    /// Checks the structure of a table's tree; returns its key count and depth.
+    /// Checks the structure of a table's tree, and of its insert buffer's; returns the
+    /// tree's shape with the buffer's keys and pages added.
     pub fn check_table(&mut self, table: Table) -> KvResult<crate::check::TreeShape> {
-        crate::check::check_tree(&mut self.pager, table.root)
+        let mut shape = crate::check::check_tree(&mut self.pager, table.root)?;
+        if table.is_buffered() {
+            let buffer = crate::check::check_tree(&mut self.pager, table.buffer)?;
+            shape.keys += buffer.keys;
+            shape.pages += buffer.pages;
+        }
+        Ok(shape)
     }
 }
 

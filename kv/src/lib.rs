@@ -18,8 +18,9 @@
 //! Reading order: `page` (format), `arena`, `pool` (with `pool/read_ahead`) and `pager`,
 //! `btree` and `cursor`, `snapshot` (with `page_addresses` and `page_shares`),
 //! `superblock`, `slots`,
-//! `slot_holds`, `page_map` and `checkpoint`, `engine`, then `log_store` (`journal` only
-//! reads what format 3 left).
+//! `slot_holds`, `page_map` and `checkpoint`, `engine` (with `engine/insert_buffer`: a
+//! table's second, small tree for writes whose leaf is out of the pool), then `log_store`
+//! (`journal` only reads what format 3 left).
 
 mod arena;
 mod btree;

@@ -19,7 +19,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use crate::cursor::{Cursor, Direction, PageSource};
+use crate::cursor::{Direction, PageSource, TableScan};
 use crate::engine::Table;
 use crate::error::{KvError, KvResult};
 use crate::io::BlockFile;
@@ -137,11 +137,12 @@ impl Snapshot {
         upper: Bound<&[u8]>,
         direction: Direction,
     ) -> KvResult<SnapshotRange<'_>> {
-        let pages = SnapshotPages {
+        let mut pages = SnapshotPages {
             snapshot: self,
             scratch: Vec::new(),
         };
-        Cursor::new(pages, table.root(), lower, upper, direction).map(SnapshotRange)
+        let scan = TableScan::new(&mut pages, table.roots(), lower, upper, direction)?;
+        Ok(SnapshotRange { pages, scan })
     }
 }
 
@@ -158,12 +159,15 @@ impl PageSource for SnapshotPages<'_> {
 }
 
 /// An iterator over a key range of a snapshot's table.
-pub struct SnapshotRange<'a>(Cursor<SnapshotPages<'a>>);
+pub struct SnapshotRange<'a> {
+    pages: SnapshotPages<'a>,
+    scan: TableScan,
+}
 
 impl Iterator for SnapshotRange<'_> {
     type Item = KvResult<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next()
+        self.scan.next(&mut self.pages)
     }
 }

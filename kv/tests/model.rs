@@ -15,6 +15,9 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 #[derive(Clone, Debug)]
 enum Op {
     Put(u16, usize),
+    /// `put_blind` of a key the model does not hold (skipped when it does): on a buffered
+    /// table it lands in the insert buffer while its leaf is out of the pool.
+    PutBlind(u16, usize),
     /// `put_saving_old`: the replaced value must come back.
     PutSavingOld(u16, usize),
     Insert(u16, usize),
@@ -60,6 +63,7 @@ fn op() -> impl Strategy<Value = Op> {
     let size = prop_oneof![4 => 0usize..40, 2 => 40usize..140, 1 => 140usize..2000];
     prop_oneof![
         25 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Put(k, s)),
+        20 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::PutBlind(k, s)),
         5 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::PutSavingOld(k, s)),
         5 => (k.clone(), size.clone()).prop_map(|(k, s)| Op::Insert(k, s)),
         5 => (k.clone(), size).prop_map(|(k, s)| Op::Update(k, s)),
@@ -82,16 +86,30 @@ fn options() -> EngineOptions {
     EngineOptions {
         page_size: 512,
         pool_bytes: 64 * 512,
+        // A few pages' worth: blind writes fill the buffer and drain it over and over.
+        insert_buffer_bytes: Some(1500),
         ..EngineOptions::default()
     }
 }
 
-/// Runs `ops`; returns the greatest tree depth seen at checkpoints.
-fn run(ops: Vec<Op>) -> usize {
+/// What a run saw: the greatest tree depth at checkpoints, and the entries drained from
+/// the insert buffer (all engines the run opened).
+struct Seen {
+    depth_max: usize,
+    drained: u64,
+}
+
+/// Runs `ops` on a table, with an insert buffer when `buffered`.
+fn run(ops: Vec<Op>, buffered: bool) -> Seen {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("model.db");
     let (mut engine, _) = Engine::open(&path, options()).unwrap();
-    let mut table = engine.create_table("t").unwrap();
+    let mut table = match buffered {
+        true => engine.create_buffered_table("t").unwrap(),
+        false => engine.create_table("t").unwrap(),
+    };
+    assert_eq!(table.is_buffered(), buffered);
+    let mut drained = 0;
     engine.checkpoint(LogPosition::default()).unwrap();
     let mut model = Model::new();
     let mut durable = model.clone();
@@ -105,6 +123,12 @@ fn run(ops: Vec<Op>) -> usize {
             Op::Put(k, s) => {
                 let existed = engine.put(table, &key(k), &value(k, s)).unwrap();
                 assert_eq!(existed, model.insert(key(k), value(k, s)).is_some());
+            }
+            Op::PutBlind(k, s) => {
+                if let std::collections::btree_map::Entry::Vacant(slot) = model.entry(key(k)) {
+                    engine.put_blind(table, &key(k), &value(k, s)).unwrap();
+                    slot.insert(value(k, s));
+                }
             }
             Op::PutSavingOld(k, s) => {
                 let mut old = b"untouched".to_vec();
@@ -242,6 +266,7 @@ fn run(ops: Vec<Op>) -> usize {
                 // would replay them. The model falls back to the durable image. Dropping the
                 // engine finishes a checkpoint in flight. Snapshots end with their engine.
                 snapshots.clear();
+                drained += engine.stats().insert_buffer_drained;
                 drop(engine);
                 if let Some((image, _)) = in_flight.take() {
                     durable = image;
@@ -250,6 +275,7 @@ fn run(ops: Vec<Op>) -> usize {
                 engine = reopened;
                 assert_eq!(info.log_position.index, position);
                 table = engine.table("t").unwrap();
+                assert_eq!(table.is_buffered(), buffered);
                 model = durable.clone();
             }
         }
@@ -258,7 +284,10 @@ fn run(ops: Vec<Op>) -> usize {
     for (snapshot, image, at) in &snapshots {
         assert_snapshot_holds(snapshot, *at, image);
     }
-    depth_max
+    Seen {
+        depth_max,
+        drained: drained + engine.stats().insert_buffer_drained,
+    }
 }
 
 /// A snapshot holds `image`: a whole scan gives exactly it, pages that were not resident
@@ -277,8 +306,36 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
     fn engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
-        let _ = run(ops);
+        let _ = run(ops, false);
     }
+
+    #[test]
+    fn buffered_engine_matches_btreemap(ops in proptest::collection::vec(op(), 1..1500)) {
+        let _ = run(ops, true);
+    }
+}
+
+#[test]
+fn blind_writes_out_of_the_pool_are_buffered_and_drained_in_key_order() {
+    // Scattered keys, far more than the 64-page pool holds with these values: most leaves
+    // are out of the pool when their key comes, so the writes go to the buffer, which
+    // drains into the tree; deletes, updates and scans meet keys in both.
+    let mut ops: Vec<Op> = (0..450u16)
+        .map(|k| Op::PutBlind(k * 97 % 450, 120))
+        .collect();
+    ops.push(Op::Scan(None, None, true, false));
+    ops.push(Op::Checkpoint);
+    ops.extend((0..450).step_by(3).map(Op::Delete));
+    ops.extend((1..450).step_by(3).map(|k| Op::Update(k, 30)));
+    ops.push(Op::Scan(None, None, true, true));
+    ops.push(Op::Snapshot);
+    ops.extend((0..450u16).step_by(3).map(|k| Op::PutBlind(k, 200)));
+    ops.push(Op::CheckSnapshots);
+    ops.push(Op::Checkpoint);
+    ops.push(Op::Reopen);
+    ops.push(Op::Scan(Some(100), Some(300), false, true));
+    let seen = run(ops, true);
+    assert!(seen.drained > 0, "no buffered entry was drained");
 }
 
 #[test]
@@ -291,7 +348,7 @@ fn fill_and_drain_builds_and_collapses_every_level() {
     ops.push(Op::Scan(None, None, true, true));
     ops.push(Op::Checkpoint);
     assert!(
-        run(ops) >= 3,
+        run(ops, false).depth_max >= 3,
         "600 keys in 512-byte pages make at least three levels"
     );
 }

@@ -597,11 +597,11 @@ impl Executor {
         // Checked before any storage is made: a schema change fails whole.
         check_sequence_names(catalog, &sequences, Some(&table.name))?;
         table.storage = format!("t{}.{}", table.id, table.shape_version);
-        self.create_storage(table.id, &table.storage)?;
+        self.create_storage(table.id, &table.storage, false)?;
         for index in &mut table.indexes {
             index.id = catalog.new_relation_id(&index.name)?;
             index.storage = format!("i{}", index.id);
-            self.create_storage(index.id, &index.storage)?;
+            self.create_storage(index.id, &index.storage, !index.unique)?;
             // CREATE TABLE makes unique indexes only for its UNIQUE constraints.
             if index.unique {
                 catalog.unique_constraints.insert(index.id);
@@ -625,11 +625,12 @@ impl Executor {
         Ok(true)
     }
 
-    /// Creates the kv table of a new SQL table or index in every partition.
-    fn create_storage(&mut self, id: u32, name: &str) -> SqlResult<()> {
+    /// Creates the kv table of a new SQL table or index in every partition; `buffered` (for
+    /// a non-unique index, whose entries end with their row's key) with an insert buffer.
+    fn create_storage(&mut self, id: u32, name: &str, buffered: bool) -> SqlResult<()> {
         for partition in 0..self.partitions() {
             let shard = self.shard(partition)?;
-            let handle = shard.engine.create_table(name).map_err(kv_error)?;
+            let handle = create_kv_table(&mut shard.engine, name, buffered)?;
             shard.storage.insert(id, handle);
             self.note_created_storage(partition, id, name);
         }
@@ -706,8 +707,7 @@ impl Executor {
     ) -> SqlResult<()> {
         self.fill_new_storage(
             table,
-            index.id,
-            &index.storage,
+            (index.id, &index.storage, !index.unique),
             |row_key, row| {
                 let mut entry = Vec::new();
                 let value =
@@ -733,8 +733,7 @@ impl Executor {
     fn rebuild_keyed(&mut self, old: &TableDef, new: &TableDef) -> SqlResult<()> {
         self.fill_new_storage(
             old,
-            new.id,
-            &new.storage,
+            (new.id, &new.storage, false),
             |_, row| {
                 if let Some(&c) = new.primary_key.iter().find(|&&c| row[c].is_null()) {
                     return Err(SqlError::new(
@@ -811,8 +810,7 @@ impl Executor {
             .collect::<SqlResult<_>>()?;
         self.fill_new_storage(
             old,
-            new.id,
-            &new.storage,
+            (new.id, &new.storage, false),
             |row_key, row| {
                 let rebuilt: Row = sources
                     .iter()
@@ -846,8 +844,7 @@ impl Executor {
     fn fill_new_storage(
         &mut self,
         source: &TableDef,
-        id: u32,
-        name: &str,
+        (id, name, buffered): (u32, &str, bool),
         entry: impl Fn(&[u8], &Row) -> SqlResult<Option<(Vec<u8>, Vec<u8>)>>,
         duplicate: impl Fn(&Row) -> SqlError,
     ) -> SqlResult<()> {
@@ -857,7 +854,7 @@ impl Executor {
             for index in 0..self.partitions() {
                 let shard = self.shard(index)?;
                 let rows = stored_rows(shard, source.id)?;
-                let target = shard.engine.create_table(name).map_err(kv_error)?;
+                let target = create_kv_table(&mut shard.engine, name, buffered)?;
                 created.push(target);
                 for (row_key, row) in &rows {
                     let Some((key, value)) = entry(row_key, row)? else {
@@ -1080,4 +1077,17 @@ fn dependent_foreign_key(
         "constraint {} on table {child} depends on table {what}",
         fk.name
     ))
+}
+
+/// A new kv table, with an insert buffer when `buffered` (`kv::Engine::create_buffered_table`).
+pub(crate) fn create_kv_table(
+    engine: &mut kv::Engine,
+    name: &str,
+    buffered: bool,
+) -> SqlResult<kv::Table> {
+    match buffered {
+        true => engine.create_buffered_table(name),
+        false => engine.create_table(name),
+    }
+    .map_err(kv_error)
 }

@@ -1213,7 +1213,13 @@ impl Executor {
                         });
                     }
                 }
-                engine.put(storage, &entry, value).map_err(kv_error)?;
+                // An entry ending with its row's key is new here: written blind, it may go
+                // to the index's insert buffer without reading its leaf.
+                match value.is_empty() {
+                    true => engine.put_blind(storage, &entry, value),
+                    false => engine.put(storage, &entry, value).map(|_| ()),
+                }
+                .map_err(kv_error)?;
                 self.undo.push(shard, storage, &entry, None);
                 self.buffers.entry = entry;
             }

@@ -105,11 +105,11 @@ fn load(
                 table = None;
                 next_partition += 1;
             }
-            Record::Table(name) => {
+            Record::Table(name, buffered) => {
                 let engine = engine
                     .as_mut()
                     .ok_or_else(|| damaged("a table before any partition"))?;
-                table = Some(engine.create_table(&name).map_err(kv_error)?);
+                table = Some(crate::ddl::create_kv_table(engine, &name, buffered)?);
             }
             Record::Pair(key, value) => {
                 let (Some(engine), Some(table)) = (engine.as_mut(), table) else {

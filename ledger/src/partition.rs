@@ -290,6 +290,8 @@ pub(crate) fn combined_stats<'a>(shards: impl IntoIterator<Item = &'a Shard>) ->
         total.leaf_hint_misses += s.leaf_hint_misses;
         total.lookahead_keys += s.lookahead_keys;
         total.lookahead_used += s.lookahead_used;
+        total.insert_buffer_bytes += s.insert_buffer_bytes;
+        total.insert_buffer_drained += s.insert_buffer_drained;
         total.last_checkpoint_elapsed =
             total.last_checkpoint_elapsed.max(s.last_checkpoint_elapsed);
     }

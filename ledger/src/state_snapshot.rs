@@ -13,7 +13,8 @@
 //! (`install::stage`), which the executor swaps in under itself.
 //!
 //! Format (little-endian): `HLSNAP01`, a header (u32 length, bincode `SnapshotHeader`),
-//! then records — `P` u32 partition, `T` u32 length + table name, `K` u32 length + key,
+//! then records — `P` u32 partition, `T` u32 length + table name (`B` for a table with an
+//! insert buffer, `kv::Engine::create_buffered_table`), `K` u32 length + key,
 //! u32 length + value — then `E` and the CRC-32C of every byte before it.
 
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -29,6 +30,7 @@ use crate::executor::ReplicationMeta;
 pub(crate) const MAGIC: &[u8; 8] = b"HLSNAP01";
 pub(crate) const RECORD_PARTITION: u8 = b'P';
 pub(crate) const RECORD_TABLE: u8 = b'T';
+pub(crate) const RECORD_BUFFERED_TABLE: u8 = b'B';
 pub(crate) const RECORD_PAIR: u8 = b'K';
 pub(crate) const RECORD_END: u8 = b'E';
 
@@ -93,7 +95,10 @@ impl StateSnapshot {
             out.put(&[RECORD_PARTITION])?;
             out.put(&(index as u32).to_le_bytes())?;
             for (name, table) in &partition.tables {
-                out.put(&[RECORD_TABLE])?;
+                out.put(&[match table.is_buffered() {
+                    true => RECORD_BUFFERED_TABLE,
+                    false => RECORD_TABLE,
+                }])?;
                 out.put_field(name.as_bytes())?;
                 let pairs = partition
                     .snapshot
@@ -168,7 +173,8 @@ impl<W: Write> Checksummed<W> {
 /// What a reader of the stream meets next.
 pub(crate) enum Record {
     Partition(u32),
-    Table(String),
+    /// A table's name, and whether it has an insert buffer.
+    Table(String, bool),
     Pair(Vec<u8>, Vec<u8>),
     /// The end, its checksum verified.
     End,
@@ -226,8 +232,8 @@ impl<R: Read> SnapshotReader<R> {
         self.take(&mut tag)?;
         match tag[0] {
             RECORD_PARTITION => Ok(Record::Partition(self.word()?)),
-            RECORD_TABLE => String::from_utf8(self.field()?)
-                .map(Record::Table)
+            tag @ (RECORD_TABLE | RECORD_BUFFERED_TABLE) => String::from_utf8(self.field()?)
+                .map(|name| Record::Table(name, tag == RECORD_BUFFERED_TABLE))
                 .map_err(|_| damaged("a table name is not UTF-8")),
             RECORD_PAIR => {
                 let key = self.field()?;

@@ -657,13 +657,15 @@ async fn kill9_mid_load_on_four_partitions_loses_no_acknowledged_transfer() {
 }
 
 /// The same over a 1 MiB pool (256 pages of 4 KiB) that the transfers' trees soon outgrow:
-/// entries have their pages read ahead from disk (`page_in`), and after each kill -9 every
-/// acknowledged transfer is there once and the books balance. After the last restart the
-/// pool holds nothing, and a burst of transfers from many clients reads its pages ahead.
+/// entries have their pages read ahead from disk (`page_in`), the history indexes take
+/// their entries through insert buffers, and after each kill -9 every acknowledged transfer
+/// is there once and the books balance. After the last restart the pool holds nothing, and
+/// a burst of transfers from many clients reads its pages ahead. A last kill -9, and
+/// `hotledger check` finds every index holding exactly its rows' entries, buffered or not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_mid_load_over_a_pool_the_data_outgrows_loses_nothing() {
     let args = ["--partitions", "2", "--pool-mb", "1", "--page-size", "4096"];
-    let server = kill9_twice_mid_transfer_load(&args).await;
+    let mut server = kill9_twice_mid_transfer_load(&args).await;
     let mut burst = Vec::new();
     for n in 0..16i64 {
         let url = server.url();
@@ -684,9 +686,17 @@ async fn kill9_mid_load_over_a_pool_the_data_outgrows_loses_nothing() {
     let client = connect(&server).await;
     let stats = routing_stats(&client).await;
     assert!(stats["pages_read_ahead"] > 0, "{stats:?}");
+    assert!(
+        stats["insert_buffer_bytes"] + stats["insert_buffer_drained"] > 0,
+        "no index entry went through an insert buffer: {stats:?}"
+    );
     let debits = scalar(&client, "SELECT sum(debits_posted) FROM accounts").await;
     let credits = scalar(&client, "SELECT sum(credits_posted) FROM accounts").await;
     assert_eq!(debits, credits);
+    drop(client);
+    server.kill9();
+    let report = server.check_data();
+    assert!(report.contains("index"), "{report}");
 }
 
 /// Transfers from `CLIENTS` connections, the server killed with SIGKILL in the middle,

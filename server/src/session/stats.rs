@@ -35,7 +35,7 @@ impl Session {
         let stats = all.storage;
         let (on_view, on_executor) = self.shared.executor.point_reads_on_views();
         Ok(format!(
-            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} pages_read_ahead={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={} long_read_pauses={}",
+            "page_size={} pool_capacity_pages={} resident_pages={} dirty_pages={} mapped_pages={} peak_buffer_pages={} snapshot_pages={} file_pages={} hits={} misses={} pages_read_ahead={} checkpoint_seq={} last_checkpoint_pages={} last_checkpoint_ms={} partitions={} commands_on_partition_threads={} commands_on_coordinator={} partition_handovers={} commands_split={} leaf_hint_hits={} leaf_hint_misses={} lookahead_keys={} lookahead_used={} pool_waits={} pool_wait_ms={} point_reads_on_view={} point_reads_on_executor={} long_read_pauses={} insert_buffer_bytes={} insert_buffer_drained={}",
             stats.page_size,
             stats.pool_capacity_pages,
             stats.resident_pages,
@@ -63,7 +63,9 @@ impl Session {
             all.pool_wait.as_millis(),
             on_view,
             on_executor,
-            crate::read_pacing::pauses()
+            crate::read_pacing::pauses(),
+            stats.insert_buffer_bytes,
+            stats.insert_buffer_drained
         ))
     }
 }
