@@ -701,14 +701,16 @@ impl Engine {
     /// operations on them (`btree::look_ahead`). Only a hint: it reads no page from disk and
     /// changes nothing an operation could observe but its speed.
     pub fn look_ahead(&mut self, table: Table, keys: &[&[u8]]) {
-        if self.check_usable().is_ok() && !table.is_buffered() {
+        if self.check_usable().is_ok() {
             btree::look_ahead(&mut self.pager, table.root, keys);
         }
     }
 
     /// Reads into the buffer pool, in overlapping batches, the pages on the way to `keys`
     /// that are not resident (`btree::page_in`): for an owner about to apply operations on
-    /// keys of a tree larger than the pool. Changes no page.
+    /// keys of a tree larger than the pool. Changes no page. Does nothing on a buffered
+    /// table: its writes go to the buffer while their leaf is out of the pool, and reading
+    /// the leaf in would only defeat that.
     pub fn page_in(&mut self, table: Table, keys: &[&[u8]]) {
         if self.check_usable().is_ok() && !table.is_buffered() {
             btree::page_in(&mut self.pager, table.root, keys, false);
