@@ -444,10 +444,10 @@ async fn killing_the_leader_under_32_transfer_connections_loses_no_acknowledged_
     kill_the_leader_under_transfer_load(&[]).await;
 }
 
-/// The same over 1 MiB pools the tables outgrow: the replicas read their entries' pages
-/// ahead (the log offers each appended entry before writing it, on a follower too, where
-/// an entry may still be truncated) and miss the rest, and still end with the same
-/// transfers and balances.
+/// The same over 1 MiB pools the tables outgrow: pages are evicted and read back (ahead of
+/// their entries, the log offering each appended entry before writing it, on a follower
+/// too, where an entry may still be truncated), index entries whose leaf is out go through
+/// insert buffers, and the replicas still end with the same transfers and balances.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_over_pools_the_data_outgrows_loses_no_acknowledged_transfer() {
     let cluster = kill_the_leader_under_transfer_load(&[
@@ -459,8 +459,8 @@ async fn killing_the_leader_over_pools_the_data_outgrows_loses_no_acknowledged_t
         "1",
     ])
     .await;
-    // The tables outgrew the pools and pages were read ahead (a node restarted by the test
-    // counts only since its restart, and may have caught up with few misses).
+    // The tables outgrew the pools. (Whether pages were read ahead depends on which leaves
+    // the ten accounts' rightmost entries keep hot: with insert buffers often none are.)
     let stats: Vec<_> = (1..=3)
         .map(|id| common::stat_fields(&cluster.node(id).query("show storage_stats")))
         .collect();
@@ -469,10 +469,6 @@ async fn killing_the_leader_over_pools_the_data_outgrows_loses_no_acknowledged_t
             .iter()
             .all(|s| s["file_pages"] > s["pool_capacity_pages"]),
         "the data fit in a pool: {stats:?}"
-    );
-    assert!(
-        stats.iter().any(|s| s["pages_read_ahead"] > 0),
-        "no node read ahead: {stats:?}"
     );
 }
 
