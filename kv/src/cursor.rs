@@ -311,9 +311,7 @@ impl Cursor {
             return Ok(Some((key, value)));
         }
     }
-}
 
-impl Cursor {
     pub(crate) fn next<S: PageSource>(
         &mut self,
         source: &mut S,

@@ -115,6 +115,30 @@ impl Table {
     pub fn is_buffered(self) -> bool {
         self.buffer != 0
     }
+
+    /// The table's value in the catalog: id and root (16 bytes), and the root of its insert
+    /// buffer when it has one (24 bytes).
+    fn catalog_value(self) -> Vec<u8> {
+        let mut value = vec![0u8; if self.is_buffered() { 24 } else { 16 }];
+        page::write_u64(&mut value, 0, self.id);
+        page::write_u64(&mut value, 8, self.root);
+        if self.is_buffered() {
+            page::write_u64(&mut value, 16, self.buffer);
+        }
+        value
+    }
+
+    /// The table a catalog value names; `None` when it is malformed.
+    fn from_catalog(value: &[u8]) -> Option<Table> {
+        (value.len() == 16 || value.len() == 24).then(|| Table {
+            id: page::read_u64(value, 0),
+            root: page::read_u64(value, 8),
+            buffer: match value.len() {
+                24 => page::read_u64(value, 16),
+                _ => 0,
+            },
+        })
+    }
 }
 
 /// What recovery found.
@@ -570,23 +594,13 @@ impl Engine {
             let name = String::from_utf8(name).map_err(|_| {
                 KvError::corrupt(&self.path, 0, "catalog holds a non-UTF-8 table name")
             })?;
-            // 16 bytes: id and root; 24: and the root of an insert buffer.
-            if value.len() != 16 && value.len() != 24 {
-                return Err(KvError::corrupt(
+            let table = Table::from_catalog(&value).ok_or_else(|| {
+                KvError::corrupt(
                     &self.path,
                     0,
                     format!("catalog entry {name:?} is malformed"),
-                ));
-            }
-            let table = Table {
-                id: page::read_u64(&value, 0),
-                root: page::read_u64(&value, 8),
-                buffer: if value.len() == 24 {
-                    page::read_u64(&value, 16)
-                } else {
-                    0
-                },
-            };
+                )
+            })?;
             self.tables.insert(name, table);
         }
         Ok(())
@@ -614,30 +628,37 @@ impl Engine {
     }
 
     pub fn create_table(&mut self, name: &str) -> KvResult<Table> {
+        self.create_table_with(name, false)
+    }
+
+    /// A new table, with an insert buffer when `buffered`, named in the catalog.
+    fn create_table_with(&mut self, name: &str, buffered: bool) -> KvResult<Table> {
         self.check_usable()?;
         if self.tables.contains_key(name) {
             return Err(KvError::TableExists(name.to_string()));
         }
-        let root = btree::create(&mut self.pager)?;
         let table = Table {
             id: self.next_table_id,
-            root,
-            buffer: 0,
+            root: btree::create(&mut self.pager)?,
+            buffer: match buffered {
+                true => btree::create(&mut self.pager)?,
+                false => 0,
+            },
         };
-        let mut value = [0u8; 16];
-        page::write_u64(&mut value, 0, table.id);
-        page::write_u64(&mut value, 8, root);
         btree::put(
             &mut self.pager,
             self.catalog_root,
             name.as_bytes(),
-            &value,
+            &table.catalog_value(),
             PutMode::InsertOnly,
             &mut self.path_scratch,
             None,
         )?;
         self.next_table_id += 1;
         self.tables.insert(name.to_string(), table);
+        if buffered {
+            self.buffers.register(table, 0);
+        }
         Ok(table)
     }
 
@@ -669,7 +690,7 @@ impl Engine {
         if table.is_buffered() {
             btree::clear(&mut self.pager, table.buffer)?;
             self.buffers.forget(table.id);
-            self.register_buffer(table, 0);
+            self.buffers.register(table, 0);
         }
         Ok(())
     }

@@ -28,7 +28,6 @@ use super::{Engine, Table};
 use crate::btree::{self, PutMode};
 use crate::cursor::{Direction, Range};
 use crate::error::KvResult;
-use crate::page;
 
 /// Buffered keys moved into the table's tree at a time: read ahead in one batch of IO.
 const DRAIN_RUN: usize = 64;
@@ -92,6 +91,16 @@ impl InsertBuffers {
         self.total -= bytes;
     }
 
+    pub(super) fn register(&mut self, table: Table, bytes: u64) {
+        let buffered = Buffered {
+            table,
+            bytes,
+            sweep: None,
+        };
+        self.tables.insert(table.id, buffered);
+        self.total += bytes;
+    }
+
     pub(super) fn forget(&mut self, id: u64) {
         if let Some(buffered) = self.tables.remove(&id) {
             self.total -= buffered.bytes;
@@ -104,36 +113,7 @@ impl Engine {
     /// leaf is not in the pool (see the module's doc). For tables of keys that are never
     /// written twice, like a non-unique index's entries.
     pub fn create_buffered_table(&mut self, name: &str) -> KvResult<Table> {
-        let mut table = self.create_table(name)?;
-        table.buffer = btree::create(&mut self.pager)?;
-        let mut value = [0u8; 24];
-        page::write_u64(&mut value, 0, table.id);
-        page::write_u64(&mut value, 8, table.root);
-        page::write_u64(&mut value, 16, table.buffer);
-        btree::put(
-            &mut self.pager,
-            self.catalog_root,
-            name.as_bytes(),
-            &value,
-            PutMode::Upsert,
-            &mut self.path_scratch,
-            None,
-        )?;
-        self.tables.insert(name.to_string(), table);
-        self.register_buffer(table, 0);
-        Ok(table)
-    }
-
-    pub(super) fn register_buffer(&mut self, table: Table, bytes: u64) {
-        self.buffers.tables.insert(
-            table.id,
-            Buffered {
-                table,
-                bytes,
-                sweep: None,
-            },
-        );
-        self.buffers.total += bytes;
+        self.create_table_with(name, true)
     }
 
     /// Counts what each buffered table's buffer holds (on open).
@@ -142,7 +122,7 @@ impl Engine {
             .tables
             .values()
             .copied()
-            .filter(|t| t.buffer != 0)
+            .filter(|t| t.is_buffered())
             .collect();
         for table in tables {
             let mut bytes = 0;
@@ -157,40 +137,33 @@ impl Engine {
                 let (key, value) = entry?;
                 bytes += entry_bytes(&key, value.len());
             }
-            self.register_buffer(table, bytes);
+            self.buffers.register(table, bytes);
         }
         Ok(())
     }
 
     /// Writes `key`, which the caller knows is absent from `table` (an index entry that ends
     /// with its row's own key: it cannot already be there). On a buffered table whose leaf
-    /// for `key` is not in the pool it goes to the insert buffer, and reads nothing.
+    /// for `key` is not in the pool it goes to the insert buffer, and reads nothing. Since
+    /// the key is promised absent from both trees, neither is looked up first.
     pub fn put_blind(&mut self, table: Table, key: &[u8], value: &[u8]) -> KvResult<()> {
-        if table.buffer == 0 || btree::path_resident(&self.pager, table.root, key) {
-            let existed = self.put(table, key, value)?;
-            assert!(!existed, "table {}: a blind write found its key", table.id);
-            return Ok(());
-        }
         self.check_usable()?;
+        let to_buffer = table.is_buffered() && !btree::path_resident(&self.pager, table.root, key);
         if cfg!(debug_assertions) {
-            let mut out = Vec::new();
-            let in_tree = btree::get(
-                &mut self.pager,
-                table.root,
-                key,
-                &mut self.path_scratch,
-                &mut out,
-            )?;
+            let found = self.get(table, key)?;
             assert!(
-                !in_tree,
-                "table {}: a blind write's key is in its tree",
+                found.is_none(),
+                "table {}: a blind write found its key",
                 table.id
             );
         }
-        self.insert_absent(table.buffer, key, value, "a blind write's key is buffered")?;
-        self.buffers.add(table.id, entry_bytes(key, value.len()));
-        if self.buffers.total > self.buffers.budget {
-            self.drain_run()?;
+        let root = if to_buffer { table.buffer } else { table.root };
+        self.insert_absent(root, key, value, "a blind write found its key")?;
+        if to_buffer {
+            self.buffers.add(table.id, entry_bytes(key, value.len()));
+            if self.buffers.total > self.buffers.budget {
+                self.drain_run()?;
+            }
         }
         Ok(())
     }
@@ -218,7 +191,7 @@ impl Engine {
         table: Table,
         key: &[u8],
     ) -> KvResult<(u64, Option<usize>)> {
-        if table.buffer == 0 {
+        if !table.is_buffered() {
             return Ok((table.root, None));
         }
         let mut value = Vec::new();
@@ -257,16 +230,11 @@ impl Engine {
         let Some(buffered) = self.buffers.tables.values().max_by_key(|b| b.bytes) else {
             return Ok(());
         };
-        let table = buffered.table;
-        let lower = buffered.sweep.clone();
-        let lower = match &lower {
-            Some(key) => Bound::Excluded(key.as_slice()),
-            None => Bound::Unbounded,
-        };
+        let (table, sweep) = (buffered.table, buffered.sweep.clone());
         let run: Vec<(Vec<u8>, Vec<u8>)> = Range::new(
             &mut self.pager,
             (table.buffer, None),
-            lower,
+            sweep.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
             Bound::Unbounded,
             Direction::Forward,
         )?
