@@ -76,6 +76,10 @@ async function clusterView(page, nodes) {
 
     await page.waitFor(() => document.querySelector("#cluster tbody").textContent.includes("leader"));
     check((await page.text("#node")).includes("leader"), "the cluster panel names this node the leader");
+    // Firefox's driver clicks where the button was when it looked: let the first refresh fill
+    // every panel (and move whatever it moves) before the first click.
+    await page.waitFor(() => document.querySelectorAll("#metrics tbody tr").length > 0
+      && document.querySelectorAll("#hot tbody tr").length > 0);
 
     await page.fill("#sql", "select 1 as one");
     await page.click("#run");
