@@ -116,28 +116,37 @@ impl Table {
         self.buffer != 0
     }
 
-    /// The table's value in the catalog: id and root (16 bytes), and the root of its insert
-    /// buffer when it has one (24 bytes).
-    fn catalog_value(self) -> Vec<u8> {
-        let mut value = vec![0u8; if self.is_buffered() { 24 } else { 16 }];
+    /// The table's value in the catalog: id and root (16 bytes), and for a table with an
+    /// insert buffer its root and the bytes the buffer held when the value was written
+    /// (32 bytes; `insert_buffer.rs` rewrites it at each checkpoint that finds it changed).
+    fn catalog_value(self, buffered_bytes: u64) -> Vec<u8> {
+        let mut value = vec![0u8; if self.is_buffered() { 32 } else { 16 }];
         page::write_u64(&mut value, 0, self.id);
         page::write_u64(&mut value, 8, self.root);
         if self.is_buffered() {
             page::write_u64(&mut value, 16, self.buffer);
+            page::write_u64(&mut value, 24, buffered_bytes);
         }
         value
     }
 
-    /// The table a catalog value names; `None` when it is malformed.
-    fn from_catalog(value: &[u8]) -> Option<Table> {
-        (value.len() == 16 || value.len() == 24).then(|| Table {
+    /// The table a catalog value names, with its buffer's bytes when the value records them
+    /// (a 24-byte value, of a build before the count was kept, does not); `None` when it is
+    /// malformed.
+    fn from_catalog(value: &[u8]) -> Option<(Table, Option<u64>)> {
+        if ![16, 24, 32].contains(&value.len()) {
+            return None;
+        }
+        let table = Table {
             id: page::read_u64(value, 0),
             root: page::read_u64(value, 8),
             buffer: match value.len() {
-                24 => page::read_u64(value, 16),
-                _ => 0,
+                16 => 0,
+                _ => page::read_u64(value, 16),
             },
-        })
+        };
+        let bytes = (value.len() == 32).then(|| page::read_u64(value, 24));
+        Some((table, bytes))
     }
 }
 
@@ -459,8 +468,8 @@ impl Engine {
                     .unwrap_or(options.pool_bytes / 8) as u64,
             ),
         };
-        engine.load_catalog()?;
-        engine.count_buffers()?;
+        let recorded = engine.load_catalog()?;
+        engine.count_buffers(&recorded)?;
         let info = RecoveryInfo {
             created,
             journal_replayed,
@@ -581,7 +590,8 @@ impl Engine {
         Ok(replay)
     }
 
-    fn load_catalog(&mut self) -> KvResult<()> {
+    /// Loads the tables the catalog names; returns the buffered bytes it records, by table.
+    fn load_catalog(&mut self) -> KvResult<BTreeMap<u64, u64>> {
         let entries: Vec<(Vec<u8>, Vec<u8>)> = Range::new(
             &mut self.pager,
             (self.catalog_root, None),
@@ -590,20 +600,24 @@ impl Engine {
             Direction::Forward,
         )?
         .collect::<KvResult<_>>()?;
+        let mut recorded = BTreeMap::new();
         for (name, value) in entries {
             let name = String::from_utf8(name).map_err(|_| {
                 KvError::corrupt(&self.path, 0, "catalog holds a non-UTF-8 table name")
             })?;
-            let table = Table::from_catalog(&value).ok_or_else(|| {
+            let (table, bytes) = Table::from_catalog(&value).ok_or_else(|| {
                 KvError::corrupt(
                     &self.path,
                     0,
                     format!("catalog entry {name:?} is malformed"),
                 )
             })?;
+            if let Some(bytes) = bytes {
+                recorded.insert(table.id, bytes);
+            }
             self.tables.insert(name, table);
         }
-        Ok(())
+        Ok(recorded)
     }
 
     pub fn path(&self) -> &Path {
@@ -649,7 +663,7 @@ impl Engine {
             &mut self.pager,
             self.catalog_root,
             name.as_bytes(),
-            &table.catalog_value(),
+            &table.catalog_value(0),
             PutMode::InsertOnly,
             &mut self.path_scratch,
             None,
@@ -657,7 +671,7 @@ impl Engine {
         self.next_table_id += 1;
         self.tables.insert(name.to_string(), table);
         if buffered {
-            self.buffers.register(table, 0);
+            self.buffers.register(table, 0, Some(0));
         }
         Ok(table)
     }
@@ -689,8 +703,7 @@ impl Engine {
         btree::clear(&mut self.pager, table.root)?;
         if table.is_buffered() {
             btree::clear(&mut self.pager, table.buffer)?;
-            self.buffers.forget(table.id);
-            self.buffers.register(table, 0);
+            self.buffers.emptied(table.id);
         }
         Ok(())
     }
@@ -984,6 +997,8 @@ impl Engine {
             "checkpoint positions never go back"
         );
         let seq = self.checkpoint_seq + 1;
+        // Before the capture starts, so that the image holds its buffers' counts.
+        self.record_buffer_counts()?;
         let expected_pages = self.pager.pool.dirty_frames();
         let epoch = self.pager.pool.begin_capture();
         // The capture's pace counts from here: nothing was waiting to be captured before.

@@ -32,8 +32,9 @@ pub const MAGIC: &[u8; 8] = b"HOTLEDGR";
 /// 4: checkpoints write pages to free slots and name them in a page map record beside the
 /// data file; slot 0 is a header. A version 2 or 3 file is read as it is (page `p` in slot
 /// `p`) and becomes version 4 at its first checkpoint.
-/// (A catalog value of 24 bytes, a table with an insert buffer, came within version 4: a
-/// build from before it refuses such a file as a malformed catalog, and reads any other.)
+/// (Catalog values of tables with an insert buffer came within version 4 — 24 bytes, then
+/// 32 with the buffer's bytes, which this build writes and reads both of: a build from
+/// before buffers refuses such a file as a malformed catalog, and reads any other.)
 pub const FORMAT_VERSION: u32 = 4;
 /// The first format whose superblock lives in the page map record.
 pub const FIRST_WITH_PAGE_MAP: u32 = 4;

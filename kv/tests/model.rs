@@ -113,8 +113,11 @@ fn run(ops: Vec<Op>, buffered: bool) -> Seen {
     engine.checkpoint(LogPosition::default()).unwrap();
     let mut model = Model::new();
     let mut durable = model.clone();
-    // The model as of a checkpoint in flight, and its position.
-    let mut in_flight: Option<(Model, u64)> = None;
+    // What the insert buffer held as of the durable checkpoint: a reopen must count as much.
+    let buffer_bytes = |engine: &Engine| engine.stats().insert_buffer_bytes;
+    let mut durable_buffered = 0;
+    // The model and buffered bytes as of a checkpoint in flight, and its position.
+    let mut in_flight: Option<(Model, u64, u64)> = None;
     let mut position = 0u64;
     let mut depth_max = 0;
     let mut snapshots: Vec<(Snapshot, Model, Table)> = Vec::new();
@@ -230,6 +233,7 @@ fn run(ops: Vec<Op>, buffered: bool) -> Seen {
                     })
                     .unwrap();
                 durable = model.clone();
+                durable_buffered = buffer_bytes(&engine);
             }
             Op::BeginCheckpoint => {
                 if in_flight.is_none() {
@@ -240,14 +244,16 @@ fn run(ops: Vec<Op>, buffered: bool) -> Seen {
                             index: position,
                         })
                         .unwrap();
-                    in_flight = Some((model.clone(), position));
+                    in_flight = Some((model.clone(), buffer_bytes(&engine), position));
                 }
             }
             Op::Poll => {
                 if let Some(report) = engine.poll_checkpoint().unwrap() {
-                    let (image, at) = in_flight.take().expect("a report means one was in flight");
+                    let (image, bytes, at) =
+                        in_flight.take().expect("a report means one was in flight");
                     assert_eq!(report.log_position.index, at);
                     durable = image;
+                    durable_buffered = bytes;
                 }
             }
             Op::Snapshot => {
@@ -268,14 +274,17 @@ fn run(ops: Vec<Op>, buffered: bool) -> Seen {
                 snapshots.clear();
                 drained += engine.stats().insert_buffer_drained;
                 drop(engine);
-                if let Some((image, _)) = in_flight.take() {
+                if let Some((image, bytes, _)) = in_flight.take() {
                     durable = image;
+                    durable_buffered = bytes;
                 }
                 let (reopened, info) = Engine::open(&path, options()).unwrap();
                 engine = reopened;
                 assert_eq!(info.log_position.index, position);
                 table = engine.table("t").unwrap();
                 assert_eq!(table.is_buffered(), buffered);
+                // The catalog recorded the buffer's bytes with the checkpoint.
+                assert_eq!(buffer_bytes(&engine), durable_buffered);
                 model = durable.clone();
             }
         }
@@ -336,6 +345,56 @@ fn blind_writes_out_of_the_pool_are_buffered_and_drained_in_key_order() {
     ops.push(Op::Scan(Some(100), Some(300), false, true));
     let seen = run(ops, true);
     assert!(seen.drained > 0, "no buffered entry was drained");
+}
+
+/// A buffer's bytes come back from the catalog on open, as the last checkpoint recorded
+/// them: after blind writes, and after a truncate empties the buffer.
+#[test]
+fn a_buffers_bytes_are_recorded_with_each_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("counts.db");
+    // A budget the test never reaches: what it buffers stays buffered.
+    let options = || EngineOptions {
+        insert_buffer_bytes: Some(1 << 20),
+        ..options()
+    };
+    let reopen = |engine: Engine, at: u64| {
+        drop(engine);
+        let (engine, info) = Engine::open(&path, options()).unwrap();
+        assert_eq!(info.log_position.index, at);
+        engine
+    };
+    let at = |index| LogPosition { term: 1, index };
+    let (mut engine, _) = Engine::open(&path, options()).unwrap();
+    let table = engine.create_buffered_table("t").unwrap();
+    // The first keys fill the tree; once they are checkpointed their leaves can leave the
+    // pool, and the next keys' writes find them out of it.
+    for k in 0..450u16 {
+        engine
+            .put_blind(table, &key(2 * (k * 97 % 450)), &value(k, 120))
+            .unwrap();
+    }
+    engine.checkpoint(at(0)).unwrap();
+    for k in 0..450u16 {
+        engine
+            .put_blind(table, &key(2 * (k * 97 % 450) + 1), &value(k, 120))
+            .unwrap();
+    }
+    let held = engine.stats().insert_buffer_bytes;
+    assert!(held > 0, "some blind writes were buffered");
+    engine.checkpoint(at(1)).unwrap();
+    // Writes after the checkpoint are the log's to replay: the count is the checkpoint's.
+    engine
+        .put_blind(table, &key(1000), &value(1000, 40))
+        .unwrap();
+    let mut engine = reopen(engine, 1);
+    assert_eq!(engine.stats().insert_buffer_bytes, held);
+    let table = engine.table("t").unwrap();
+    engine.truncate_table(table).unwrap();
+    assert_eq!(engine.stats().insert_buffer_bytes, 0);
+    engine.checkpoint(at(2)).unwrap();
+    let engine = reopen(engine, 2);
+    assert_eq!(engine.stats().insert_buffer_bytes, 0);
 }
 
 #[test]

@@ -54,6 +54,9 @@ struct Buffered {
     bytes: u64,
     /// The last key the sweep moved; `None`: it starts again from the lowest key.
     sweep: Option<Vec<u8>>,
+    /// The bytes the table's catalog value records (written at checkpoints, read on open);
+    /// `None` for a value written before counts were recorded.
+    recorded: Option<u64>,
 }
 
 impl InsertBuffers {
@@ -91,14 +94,28 @@ impl InsertBuffers {
         self.total -= bytes;
     }
 
-    pub(super) fn register(&mut self, table: Table, bytes: u64) {
+    /// Adds `table`, whose buffer holds `bytes`, and what its catalog value records.
+    pub(super) fn register(&mut self, table: Table, bytes: u64, recorded: Option<u64>) {
         let buffered = Buffered {
             table,
             bytes,
             sweep: None,
+            recorded,
         };
         self.tables.insert(table.id, buffered);
         self.total += bytes;
+    }
+
+    /// Counts `id`'s buffer as empty (its table was truncated); its catalog value still
+    /// records what it held until the next checkpoint writes it.
+    pub(super) fn emptied(&mut self, id: u64) {
+        let buffered = self
+            .tables
+            .get_mut(&id)
+            .expect("a buffered table is registered");
+        self.total -= buffered.bytes;
+        buffered.bytes = 0;
+        buffered.sweep = None;
     }
 
     pub(super) fn forget(&mut self, id: u64) {
@@ -116,8 +133,10 @@ impl Engine {
         self.create_table_with(name, true)
     }
 
-    /// Counts what each buffered table's buffer holds (on open).
-    pub(super) fn count_buffers(&mut self) -> KvResult<()> {
+    /// Registers each buffered table with the bytes its buffer holds (on open): as its
+    /// catalog value records them, or counted by a scan of the buffer for a value written
+    /// before counts were recorded. Debug builds count every buffer and check the record.
+    pub(super) fn count_buffers(&mut self, recorded: &BTreeMap<u64, u64>) -> KvResult<()> {
         let tables: Vec<Table> = self
             .tables
             .values()
@@ -125,19 +144,71 @@ impl Engine {
             .filter(|t| t.is_buffered())
             .collect();
         for table in tables {
-            let mut bytes = 0;
-            let scan = Range::new(
-                &mut self.pager,
-                (table.buffer, None),
-                Bound::Unbounded,
-                Bound::Unbounded,
-                Direction::Forward,
-            )?;
-            for entry in scan {
-                let (key, value) = entry?;
-                bytes += entry_bytes(&key, value.len());
+            let known = recorded.get(&table.id).copied();
+            let bytes = match known {
+                Some(bytes) if !cfg!(debug_assertions) => bytes,
+                _ => self.buffer_bytes(table)?,
+            };
+            if let Some(known) = known {
+                assert_eq!(
+                    known, bytes,
+                    "table {}: its catalog value records other bytes than its buffer holds",
+                    table.id
+                );
             }
-            self.buffers.register(table, bytes);
+            self.buffers.register(table, bytes, known);
+        }
+        Ok(())
+    }
+
+    /// The bytes `table`'s buffer holds, counted entry by entry.
+    fn buffer_bytes(&mut self, table: Table) -> KvResult<u64> {
+        let scan = Range::new(
+            &mut self.pager,
+            (table.buffer, None),
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+        )?;
+        let mut bytes = 0;
+        for entry in scan {
+            let (key, value) = entry?;
+            bytes += entry_bytes(&key, value.len());
+        }
+        Ok(bytes)
+    }
+
+    /// Writes the bytes each buffer holds into its table's catalog value where they changed
+    /// since it was last written: a checkpoint calls it before capturing, so that the image
+    /// it writes records what its buffers hold and the next open need not count them.
+    pub(super) fn record_buffer_counts(&mut self) -> KvResult<()> {
+        let changed: Vec<(String, Table, u64)> = self
+            .tables
+            .iter()
+            .filter_map(|(name, table)| {
+                let buffered = self.buffers.tables.get(&table.id)?;
+                (buffered.recorded != Some(buffered.bytes))
+                    .then(|| (name.clone(), *table, buffered.bytes))
+            })
+            .collect();
+        for (name, table, bytes) in changed {
+            let existed = btree::put(
+                &mut self.pager,
+                self.catalog_root,
+                name.as_bytes(),
+                &table.catalog_value(bytes),
+                PutMode::UpdateOnly,
+                &mut self.path_scratch,
+                None,
+            )?;
+            assert!(
+                existed,
+                "table {}: a buffered table is in the catalog",
+                table.id
+            );
+            if let Some(buffered) = self.buffers.tables.get_mut(&table.id) {
+                buffered.recorded = Some(bytes);
+            }
         }
         Ok(())
     }
