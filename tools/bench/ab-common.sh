@@ -51,3 +51,23 @@ wait_prefaulted() {
 # task_of NAME: the /proc directory of the server thread called NAME (the first, if several),
 # whose schedstat holds its nanoseconds on a CPU and waiting for one.
 task_of() { grep -lx "$1" /proc/"$pid"/task/*/comm | head -1 | xargs dirname; }
+
+# restart_after_kill9 BINARY SERVE_ARGS...: kills the server with SIGKILL, starts BINARY
+# again on the same $work/data, waits until it listens (the log since the last checkpoint
+# is replayed meanwhile), and leaves its process id in `pid` and the seconds it took in
+# `restart_s` (not printed: called in a subshell, it could not set `pid`).
+restart_after_kill9() {
+    local binary=$1 started
+    shift
+    kill -9 "$pid"
+    wait "$pid" 2>/dev/null || true
+    started=$(date +%s.%N)
+    HOTLEDGER_PASSWORD=bench "$binary" serve --data-dir "$work/data" --listen "127.0.0.1:$port" \
+        "$@" > "$work/restart.log" 2>&1 &
+    pid=$!
+    until grep -q listening "$work/restart.log"; do
+        kill -0 "$pid" 2>/dev/null || { cat "$work/restart.log"; exit 1; }
+        sleep 0.05
+    done
+    restart_s=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+}

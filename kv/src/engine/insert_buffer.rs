@@ -147,15 +147,17 @@ impl Engine {
             let known = recorded.get(&table.id).copied();
             let bytes = match known {
                 Some(bytes) if !cfg!(debug_assertions) => bytes,
-                _ => self.buffer_bytes(table)?,
+                Some(bytes) => {
+                    let counted = self.buffer_bytes(table)?;
+                    assert_eq!(
+                        bytes, counted,
+                        "table {}: its catalog value records other bytes than its buffer holds",
+                        table.id
+                    );
+                    bytes
+                }
+                None => self.buffer_bytes(table)?,
             };
-            if let Some(known) = known {
-                assert_eq!(
-                    known, bytes,
-                    "table {}: its catalog value records other bytes than its buffer holds",
-                    table.id
-                );
-            }
             self.buffers.register(table, bytes, known);
         }
         Ok(())
