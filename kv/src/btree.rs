@@ -210,7 +210,7 @@ fn looked_ahead(
         Err(position) => position > 0 && position < node.len(),
     };
     if holds {
-        pager.lookahead.count_use();
+        pager.lookahead.count_use(root, key);
     }
     Ok(holds.then_some((leaf, position)))
 }
@@ -336,9 +336,14 @@ pub fn page_in(pager: &mut Pager, root: u64, keys: &[&[u8]], submit: bool) {
     }
 }
 
-/// Whether every page on the descent to `key`'s leaf in tree `root` is in the buffer pool
-/// (so an operation on it reads nothing from disk). Reads no page and changes nothing.
+/// Whether an operation on `key` in tree `root` reaches its leaf without reading from disk:
+/// a leaf hint or a leaf found ahead names a resident leaf that holds it (where the
+/// operation starts), or every page on the descent is in the buffer pool. Reads no page and
+/// changes nothing.
 pub fn path_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
+    if known_leaf_resident(pager, root, key) {
+        return true;
+    }
     let page_size = pager.page_size();
     let mut page_id = root;
     // A tree is far shallower than this; a deeper walk means a cycle in page links, which
@@ -357,6 +362,29 @@ pub fn path_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
         }
     }
     false
+}
+
+/// Whether a leaf hint or a leaf found ahead names a resident leaf for `key` that `locate`
+/// would start at (a found-ahead leaf is checked to hold the key, as `looked_ahead` does).
+fn known_leaf_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
+    let page_size = pager.page_size();
+    let resident_leaf = |leaf: u64| {
+        let at = pager.pool.peek(leaf)?;
+        // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
+        // nothing changes the pool while this shared borrow of the pager lasts.
+        let bytes = unsafe { std::slice::from_raw_parts(at, page_size) };
+        Node::new_checked(bytes).filter(Node::is_leaf)
+    };
+    if let Some(leaf) = pager.leaf_hints.leaf_covering(root, key) {
+        return resident_leaf(leaf).is_some();
+    }
+    let Some(leaf) = pager.lookahead.leaf(root, key, pager.frees) else {
+        return false;
+    };
+    resident_leaf(leaf).is_some_and(|node| match node.search(key) {
+        Ok(_) => true,
+        Err(position) => position > 0 && position < node.len(),
+    })
 }
 
 /// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).

@@ -127,7 +127,16 @@ impl LeafHints {
 
     /// Whether a hint covers `key` in tree `root` (without counting a hit or a miss).
     pub fn covers(&self, root: u64, key: &[u8]) -> bool {
-        self.entries.iter().any(|hint| hint.covers(root, key))
+        self.leaf_covering(root, key).is_some()
+    }
+
+    /// The hinted leaf of tree `root` that holds (or would hold) `key`, without counting a
+    /// hit or a miss.
+    pub fn leaf_covering(&self, root: u64, key: &[u8]) -> Option<u64> {
+        self.entries
+            .iter()
+            .find(|hint| hint.covers(root, key))
+            .map(|hint| hint.leaf)
     }
 
     /// Remembers that `leaf` of tree `root` holds the keys between the fences of the descent

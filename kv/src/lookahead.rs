@@ -30,6 +30,8 @@ struct Slot {
     leaf: u64,
     /// The `Lookahead::epoch` it was remembered in; entries of earlier ones are forgotten.
     epoch: u64,
+    /// Whether an operation has started at this leaf yet (each walked key counts once).
+    used: bool,
 }
 
 pub struct Lookahead {
@@ -41,7 +43,7 @@ pub struct Lookahead {
     epoch: u64,
     /// Entries remembered since the last `clear`.
     len: usize,
-    /// Operations that started at a remembered leaf, and walks' keys.
+    /// Walked keys an operation started at the leaf of, and walks' keys.
     used: u64,
     walked: u64,
 }
@@ -84,6 +86,7 @@ impl Lookahead {
             hash,
             leaf,
             epoch: self.epoch,
+            used: false,
         };
         self.len += 1;
         self.walked += 1;
@@ -100,11 +103,18 @@ impl Lookahead {
         (slot.epoch == self.epoch && slot.root == root && slot.hash == hash).then_some(slot.leaf)
     }
 
-    pub fn count_use(&mut self) {
-        self.used += 1;
+    /// An operation on `key` in tree `root` started at the leaf `leaf` gave for it; the
+    /// first such operation of each walked key is counted (a blind write's own check in
+    /// debug builds, or a key written twice, is not another use of the walk).
+    pub fn count_use(&mut self, root: u64, key: &[u8]) {
+        let slot = &mut self.slots[slot_of(root, key_hash(key))];
+        if !slot.used {
+            slot.used = true;
+            self.used += 1;
+        }
     }
 
-    /// (operations that started at a remembered leaf, keys walked ahead).
+    /// (walked keys an operation started at the leaf of, keys walked ahead).
     pub fn counts(&self) -> (u64, u64) {
         (self.used, self.walked)
     }

@@ -143,7 +143,7 @@ impl Executor {
 
     /// Records the side of `change` that account `id` (its balances after the change: `balances`)
     /// takes, in the account's partition, completing the other side's part when that
-    /// partition holds it. Nothing before migration 0009 made the table.
+    /// partition holds it (only where both accounts share it is it looked for). Nothing before migration 0009 made the table.
     pub(crate) fn record_change_side(
         &mut self,
         schema: &LedgerSchema,
@@ -162,16 +162,28 @@ impl Executor {
             change.transfer_id
         );
         let key = encode_key(&[Value::Int(change.timestamp)])?;
-        let partition = crate::partition::partition_of_id(id, self.shards.len());
-        let stored = self.get_raw_in(table.id, partition, &key)?;
-        let mut part = match &stored {
-            Some(bytes) => decode_row(bytes)?.1,
-            None => shared_fields(table, columns, change)?,
-        };
+        let partitions = self.shards.len();
+        let partition = crate::partition::partition_of_id(id, partitions);
         let side = if debit {
             &columns.debit
         } else {
             &columns.credit
+        };
+        let other = match debit {
+            true => change.credit_account_id,
+            false => change.debit_account_id,
+        };
+        if crate::partition::partition_of_id(other, partitions) != partition {
+            // The other side's part lives in its own partition: this one's is new here,
+            // written without looking for one first (and found, it is a side twice).
+            let mut part = shared_fields(table, columns, change)?;
+            take_balances(table, side, balances, &mut part)?;
+            return self.insert_change(table, partition, &key, &part, change, version);
+        }
+        let stored = self.get_raw_in(table.id, partition, &key)?;
+        let mut part = match &stored {
+            Some(bytes) => decode_row(bytes)?.1,
+            None => shared_fields(table, columns, change)?,
         };
         assert!(
             part[side.debits_posted].is_null(),

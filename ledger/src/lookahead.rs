@@ -133,11 +133,21 @@ impl Executor {
         };
         let t = &schema.transfer;
         let created_at = Value::TimestampTz(self.clock.now);
+        // The history indexes key each entry by its transfer's `timestamp`, which the row
+        // takes only as it applies: the rows of a group take the command's next timestamps
+        // in order, so the k-th row's entry is looked for under the k-th of them. A row that
+        // takes none (one that fails, or imports its own) makes the guesses after it miss,
+        // which costs only the walk.
+        let next_timestamp = self.clock.timestamps.peek();
         let mut found = std::mem::take(&mut self.transfers.lookahead_keys);
         found.bytes.clear();
         found.keys.clear();
         let (mut key, mut entry) = (Vec::new(), Vec::new());
-        for row in rows {
+        for (k, row) in rows.enumerate() {
+            let timestamp = match t.timestamp.map(|c| &row[c]) {
+                Some(Value::Int(given)) if *given != 0 => Value::Int(*given),
+                _ => Value::Int(next_timestamp.saturating_add(k as i64)),
+            };
             for column in [t.debit_account_id, t.credit_account_id] {
                 let account = &row[column];
                 let Value::Int(id) = account else { continue };
@@ -174,6 +184,8 @@ impl Executor {
                 let values = index.columns.iter().map(|&column| {
                     if column == t.created_at {
                         &created_at
+                    } else if Some(column) == t.timestamp {
+                        &timestamp
                     } else {
                         &row[column]
                     }

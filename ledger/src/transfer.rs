@@ -540,7 +540,8 @@ impl Executor {
         let (debit_balance, credit_balance) = balances(pending);
         let accounts = (m.debit, m.credit);
         let change = Change::moved(id, timestamp, pending, m.amount, m.ledger, accounts);
-        for (account_id, here, balance, side, name) in [
+        let mut moved = [None, None];
+        for (slot, (account_id, here, balance, side, name)) in [
             (m.debit, debit_here, debit_balance, Side::Debits, "debit"),
             (
                 m.credit,
@@ -549,7 +550,10 @@ impl Executor {
                 Side::Credits,
                 "credit",
             ),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             if !here {
                 continue;
             }
@@ -564,7 +568,18 @@ impl Executor {
             check_overflow(schema, id, pending, m.amount, sides)?;
             add(schema, id, &mut account, balance, m.amount)?;
             check_limits(schema, id, &account, side)?;
-            self.save_account(schema, account, &change, now, version)?;
+            moved[slot] = Some(account);
+        }
+        // Both accounts here: saved together, their change event written whole at once, as
+        // the whole path writes it. One of them: its side alone, as its part of the event.
+        match moved {
+            [Some(debit), Some(credit)] => {
+                self.save_accounts(schema, (debit, credit), &change, now, version)?
+            }
+            [Some(account), None] | [None, Some(account)] => {
+                self.save_account(schema, account, &change, now, version)?
+            }
+            [None, None] => {}
         }
         if pending && row_here {
             self.record_pending(schema, id, row, version)?;

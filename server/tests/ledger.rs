@@ -897,8 +897,11 @@ async fn multi_row_transfers_look_ahead_and_stay_exact() {
         // one then applied whole, which found its error.
         let split = if partitions == "2" { 4 } else { 0 };
         assert_eq!(stats["commands_split"], split, "{stats:?}");
+        // Each walked key counts once however often it is used; nearly all are used — the
+        // history indexes' entries too, walked under the timestamps the rows will take.
         assert!(
-            stats["lookahead_keys"] >= stats["lookahead_used"] / 2,
+            stats["lookahead_used"] <= stats["lookahead_keys"]
+                && stats["lookahead_used"] * 10 >= stats["lookahead_keys"] * 9,
             "{stats:?}"
         );
         assert_eq!(
