@@ -266,6 +266,11 @@ pub(crate) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
 }
 
 impl<'a> Reader<'a> {
+    /// Whether a read on a snapshot needed the executor (see `Partitions::incomplete`).
+    pub(crate) fn incomplete(&self) -> bool {
+        self.partitions.as_ref().is_some_and(Partitions::incomplete)
+    }
+
     pub fn env<'e>(&'e self, params: &'e [Value], now_micros: i64) -> EvalEnv<'e> {
         EvalEnv {
             params,

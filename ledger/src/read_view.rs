@@ -134,6 +134,36 @@ impl Executor {
     }
 }
 
+impl ReadView {
+    pub(crate) fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// A reader of the view for a statement of `context` (its overlay, its interrupt),
+    /// whose sequence calls go nowhere: `query_on_view` gives its own.
+    pub(crate) fn reader<'a>(&'a self, context: &'a StatementContext) -> Reader<'a> {
+        Reader {
+            partitions: Some(Partitions::Snapshot {
+                shards: &self.shards,
+                incomplete: Cell::new(false),
+            }),
+            catalog: &self.catalog,
+            overlay: context.overlay.as_deref(),
+            record_reads: context.record_reads,
+            reads: RefCell::new(Vec::new()),
+            // Relation sizes are the executor's to count.
+            sizes: false,
+            sequences: None,
+            working: RefCell::default(),
+            random: true,
+            backends: None,
+            shared_subqueries: RefCell::default(),
+            interrupt: context.interrupt.clone(),
+            memory: plan::memory::StatementMemory::start(),
+        }
+    }
+}
+
 /// Runs a query on `view`, as `Executor::query` would have at the view's position; None
 /// when the view cannot answer it (the caller asks the executor).
 pub fn query_on_view(
@@ -149,32 +179,11 @@ pub fn query_on_view(
         allocated: RefCell::new(BTreeMap::new()),
         own: RefCell::default(),
     };
-    let reader = Reader {
-        partitions: Some(Partitions::Snapshot {
-            shards: &view.shards,
-            incomplete: Cell::new(false),
-        }),
-        catalog: &view.catalog,
-        overlay: context.overlay.as_deref(),
-        record_reads: context.record_reads,
-        reads: RefCell::new(Vec::new()),
-        // Relation sizes are the executor's to count.
-        sizes: false,
-        sequences: Some(Box::new(sequences)),
-        working: RefCell::default(),
-        random: true,
-        backends: None,
-        shared_subqueries: RefCell::default(),
-        interrupt: context.interrupt.clone(),
-        memory: plan::memory::StatementMemory::start(),
-    };
+    let mut reader = view.reader(context);
+    reader.sequences = Some(Box::new(sequences));
     let env = reader.env(&context.params, context.now_micros);
     let rows = reader.rows(&plan.rel, &[], &env);
-    if reader
-        .partitions
-        .as_ref()
-        .is_some_and(Partitions::incomplete)
-    {
+    if reader.incomplete() {
         return Ok(None);
     }
     Ok(Some(QueryResult {

@@ -21,281 +21,334 @@ impl Executor {
         context: &StatementContext,
         sequences: StatementValues,
     ) -> SqlResult<Staged> {
-        let (params, now_micros) = (&context.params[..], context.now_micros);
-        let (overlay, record_reads) = (context.overlay.as_deref(), context.record_reads);
         let table = self.resolve(plan.table())?;
-        let table_ref = table.reference();
-        let mut staged = Staged::default();
-        // What the transaction staged before this statement, in the log's encoding.
-        let earlier = context.staged_bytes;
         let sequences = self.statement_sequences(sequences);
-        let mut reader = self.reader(overlay, record_reads);
+        let mut reader = self.reader(context.overlay.as_deref(), context.record_reads);
         reader.sequences = Some(Box::new(&sequences));
-        reader.interrupt = context.interrupt.clone();
-        reader.memory = plan::memory::StatementMemory::start();
-        // An INSERT's rows go into the commit as built here, so they may draw random values;
-        // what the commit evaluates again (assignments of UPDATE and ON CONFLICT DO UPDATE,
-        // evaluated where `commit_env` is) may not.
-        reader.random = matches!(plan, WritePlan::Insert(_));
-        let env = reader.env(params, now_micros);
-        let commit_env = reader.env(params, now_micros).with_random(false);
-        match plan {
-            WritePlan::Insert(p) => {
-                let sources = insert_sources(&reader, &p.source, &env)?;
-                // A DO UPDATE with subqueries is evaluated for each row it changes, and
-                // travels with their values (as a staged UPDATE's do).
-                let conflict_subqueries = p
-                    .on_conflict
-                    .as_ref()
-                    .and_then(OnConflict::update)
-                    .is_some_and(|(assignments, filter)| reads_tables(assignments, filter));
-                let on_conflict = match &p.on_conflict {
-                    Some(clause) => match clause.update() {
-                        Some((assignments, filter)) if !conflict_subqueries => {
-                            Some(clause.with_action(OnConflict::DoUpdate {
-                                assignments: bind_all(assignments, params, now_micros)?,
-                                filter: bind_filter(filter, params, now_micros)?,
-                            }))
-                        }
-                        _ => Some(clause.clone()),
-                    },
-                    None => None,
-                };
-                let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
-                let mut conflicts = StagedConflicts::new(&table, on_conflict.as_ref())?;
-                let mut own_unique = std::collections::HashSet::new();
-                let conflict_draws = on_conflict
-                    .as_ref()
-                    .and_then(OnConflict::update)
-                    .is_some_and(|(assignments, _)| {
-                        assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
-                    });
-                for (n, values) in sources.into_iter().enumerate() {
-                    // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
-                    // an UPDATE's are.
-                    let on_conflict =
-                        match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
-                            Some((clause, (assignments, filter))) if conflict_draws => {
-                                Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
-                                    assignments: draw_all(assignments)?,
-                                    filter: filter.cloned(),
-                                })))
-                            }
-                            _ => Cow::Borrowed(&on_conflict),
-                        };
-                    let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
-                    let row = build_row(&table, &p.target_columns, values, &env)?;
-                    check_row(&table, &row, &env)?;
-                    crate::foreign_keys::check_staged_parents(&reader, &table, &row)?;
-                    // Rows of tables without a primary key get their row id when the commit
-                    // applies; until then they live under a key no stored row can have.
-                    let key = if table.has_primary_key() {
-                        row_key(&table, &row, 0)?
-                    } else {
-                        encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
-                    };
-                    let existing = match conflicts.find(&reader, &table, &row, &key)? {
-                        StagedConflict::Own => match action {
-                            None => return Err(duplicate_key(&table, &row)),
-                            Some(OnConflict::DoUpdate { .. }) => return Err(affected_twice()),
-                            Some(_) => continue,
-                        },
-                        StagedConflict::Stored(existing) => Some(existing),
-                        StagedConflict::New(claims) => {
-                            match check_staged_unique(&reader, &table, &row, &mut own_unique) {
-                                // Every unique constraint arbitrates: skip the row.
-                                Err(e)
-                                    if conflicts.arbiter == ConflictArbiter::Any
-                                        && e.kind == ErrorKind::UniqueViolation =>
-                                {
-                                    continue
-                                }
-                                checked => checked?,
-                            }
-                            conflicts.claim(claims);
-                            None
-                        }
-                    };
-                    let mut evaluated_conflict = None;
-                    let stored = match (existing, action) {
-                        (None, _) => Some((key, row.clone())),
-                        (Some(_), None) => return Err(duplicate_key(&table, &row)),
-                        (
-                            Some(old),
-                            Some(OnConflict::DoUpdate {
-                                assignments,
-                                filter,
-                            }),
-                        ) => {
-                            if !conflicts.updated.insert(old.key.clone()) {
-                                return Err(affected_twice());
-                            }
-                            let mut context = old.row.clone();
-                            context.extend(row.iter().cloned());
-                            if conflict_subqueries {
-                                let (assignments, filter) = fixed_on_row(
-                                    assignments,
-                                    filter.as_ref(),
-                                    &context,
-                                    &commit_env,
-                                )?;
-                                let clause = OnConflict::DoUpdate {
-                                    assignments,
-                                    filter,
-                                };
-                                evaluated_conflict =
-                                    on_conflict.as_ref().as_ref().map(|c| c.with_action(clause));
-                            }
-                            let pass = match filter {
-                                Some(f) => f.eval(&context, &commit_env)?.is_true(),
-                                None => true,
-                            };
-                            if pass {
-                                let new =
-                                    assign(&table, &old.row, assignments, &context, &commit_env)?;
-                                if table.has_primary_key() && row_key(&table, &new, 0)? != old.key {
-                                    return Err(SqlError::feature_not_supported(
-                                        "ON CONFLICT DO UPDATE that changes the primary key",
-                                    ));
-                                }
-                                Some((old.key, new))
-                            } else {
-                                None
-                            }
-                        }
-                        (Some(_), Some(_)) => None,
-                    };
-                    staged.push_op(
-                        WriteOp::Insert {
-                            table: table_ref.clone(),
-                            row,
-                            on_conflict: match evaluated_conflict {
-                                Some(clause) => Some(clause),
-                                None => on_conflict.into_owned(),
-                            },
-                        },
-                        earlier,
-                    )?;
-                    if let Some((key, stored)) = stored {
-                        staged.rows_affected += 1;
-                        if p.call {
-                            let id = call_id(&table, &stored);
-                            staged.rows.push(vec![id, Value::Text("staged".into())]);
-                        }
-                        returning(p.returning.as_ref(), &stored, &env, &mut staged.rows)?;
-                        staged.overlay.push(((table.id, key), Some(stored)));
-                    }
-                }
-            }
-            WritePlan::Update(p) => {
-                let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
-                let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
-                let (assignments, recheck) = match subqueries {
-                    true => (Vec::new(), None),
-                    false => (
-                        bind_all(&p.assignments, params, now_micros)?,
-                        bind_filter(p.filter.as_ref(), params, now_micros)?,
-                    ),
-                };
-                let draws = p
-                    .assignments
-                    .iter()
-                    .any(|(_, e)| e.calls(Func::draws_random));
-                for (key, old) in targets {
-                    if !table.has_primary_key() && is_temporary_key(&key) {
-                        return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
-                    }
-                    // Subqueries are evaluated here, once per row, and travel as their
-                    // values; the commit evaluates the rest again on the row as it is then.
-                    let (assignments, recheck) = match subqueries {
-                        true => {
-                            let (assignments, recheck) =
-                                fixed_on_row(&p.assignments, p.filter.as_ref(), &old, &env)?;
-                            (Cow::Owned(assignments), Cow::Owned(recheck))
-                        }
-                        false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
-                    };
-                    // Random values are drawn here, once per row; the commit evaluates the
-                    // assignments again with them.
-                    let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
-                    let new = match &drawn {
-                        Some(drawn) => assign(&table, &old, drawn, &old, &env)?,
-                        None => assign(&table, &old, &p.assignments, &old, &env)?,
-                    };
-                    check_row(&table, &new, &env)?;
-                    staged.rows_affected += 1;
-                    returning(p.returning.as_ref(), &new, &env, &mut staged.rows)?;
-                    let new_key = if table.has_primary_key() {
-                        row_key(&table, &new, 0)?
-                    } else {
-                        key.clone()
-                    };
-                    if new_key != key {
-                        staged.overlay.push(((table.id, key.clone()), None));
-                    }
-                    staged.overlay.push(((table.id, new_key), Some(new)));
-                    staged.push_op(
-                        WriteOp::Update {
-                            table: table_ref.clone(),
-                            key,
-                            assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
-                            recheck: recheck.into_owned(),
-                        },
-                        earlier,
-                    )?;
-                }
-            }
-            WritePlan::Delete(p) => {
-                let targets = reader.scan(&table, &p.access, p.filter.as_ref(), &[], &env)?;
-                let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
-                let recheck = match subqueries {
-                    true => None,
-                    false => bind_filter(p.filter.as_ref(), params, now_micros)?,
-                };
-                for (key, old) in targets {
-                    // As an UPDATE's: subqueries travel as their values on this row.
-                    let recheck = match subqueries {
-                        true => fixed_on_row(&[], p.filter.as_ref(), &old, &env)?.1,
-                        false => recheck.clone(),
-                    };
-                    if !table.has_primary_key() && is_temporary_key(&key) {
-                        return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
-                    }
-                    staged.rows_affected += 1;
-                    returning(p.returning.as_ref(), &old, &env, &mut staged.rows)?;
-                    staged.overlay.push(((table.id, key.clone()), None));
-                    staged.push_op(
-                        WriteOp::Delete {
-                            table: table_ref.clone(),
-                            key,
-                            recheck,
-                        },
-                        earlier,
-                    )?;
-                }
-            }
-        }
-        staged.reads = reader.reads.take();
+        let mut staged = stage_with(&mut reader, &table, plan, context)?;
         drop(reader);
         staged.sequences = sequences.own.take();
-        // `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists:
-        // its assignments are evaluated when the commit applies. Recording the row's version
-        // would make every concurrent increment of a hot row a conflict.
-        if let Some(key) = key_only_target(&table, plan, params, now_micros) {
-            let exists = staged.rows_affected > 0;
-            staged
-                .reads
-                .retain(|r| !matches!(r, ReadCheck::Row { table: t, .. } if *t == table.id));
-            if record_reads {
-                staged.reads.push(ReadCheck::Exists {
-                    table: table.id,
-                    key,
-                    exists,
-                });
-            }
-        }
         Ok(staged)
     }
+}
+
+/// Stages a point UPDATE or DELETE on `view`, the state the executor published while idle,
+/// on the caller's thread: the result is what `Executor::stage` gives at the view's
+/// position, which is the executor's state while the view is current (no entry has begun
+/// since). None when the view cannot answer it and the executor stages it instead: an
+/// INSERT (its conflicts and sequences are the executor's), a statement that is not a
+/// primary-key point, that reads other tables or calls a sequence, a serializable or
+/// locking transaction's (its reads are validated against the executor's table
+/// versions), a transaction with its own schema changes, or a ledger table.
+pub fn stage_on_view(
+    view: &crate::read_view::ReadView,
+    plan: &WritePlan,
+    context: &StatementContext,
+) -> Option<SqlResult<Staged>> {
+    let (access, assignments, filter) = match plan {
+        WritePlan::Update(p) => (&p.access, &p.assignments[..], p.filter.as_ref()),
+        WritePlan::Delete(p) => (&p.access, &[][..], p.filter.as_ref()),
+        WritePlan::Insert(_) => return None,
+    };
+    if !matches!(access, plan::Access::Point(_))
+        || context.schema.is_some()
+        || context.record_reads
+        || reads_tables(assignments, filter)
+    {
+        return None;
+    }
+    let table = view
+        .catalog()
+        .table_by_id(plan.table().id)
+        .filter(|t| t.shape_version == plan.table().shape_version && t.ledger.is_none())?
+        .clone();
+    if plan::write_calls(plan, &table, Func::uses_sequences) {
+        return None;
+    }
+    let mut reader = view.reader(context);
+    let staged = stage_with(&mut reader, &table, plan, context);
+    if reader.incomplete() {
+        return None;
+    }
+    Some(staged)
+}
+
+/// The staging of `plan` into `table` with `reader` (the executor's partitions or a view of
+/// them) and the transaction's overlay it carries.
+fn stage_with(
+    reader: &mut crate::query::Reader<'_>,
+    table: &std::sync::Arc<TableDef>,
+    plan: &WritePlan,
+    context: &StatementContext,
+) -> SqlResult<Staged> {
+    let (params, now_micros) = (&context.params[..], context.now_micros);
+    let (overlay, record_reads) = (context.overlay.as_deref(), context.record_reads);
+    let table_ref = table.reference();
+    let mut staged = Staged::default();
+    // What the transaction staged before this statement, in the log's encoding.
+    let earlier = context.staged_bytes;
+    reader.interrupt = context.interrupt.clone();
+    reader.memory = plan::memory::StatementMemory::start();
+    // An INSERT's rows go into the commit as built here, so they may draw random values;
+    // what the commit evaluates again (assignments of UPDATE and ON CONFLICT DO UPDATE,
+    // evaluated where `commit_env` is) may not.
+    reader.random = matches!(plan, WritePlan::Insert(_));
+    let reader = &*reader;
+    let env = reader.env(params, now_micros);
+    let commit_env = reader.env(params, now_micros).with_random(false);
+    match plan {
+        WritePlan::Insert(p) => {
+            let sources = insert_sources(reader, &p.source, &env)?;
+            // A DO UPDATE with subqueries is evaluated for each row it changes, and
+            // travels with their values (as a staged UPDATE's do).
+            let conflict_subqueries = p
+                .on_conflict
+                .as_ref()
+                .and_then(OnConflict::update)
+                .is_some_and(|(assignments, filter)| reads_tables(assignments, filter));
+            let on_conflict = match &p.on_conflict {
+                Some(clause) => match clause.update() {
+                    Some((assignments, filter)) if !conflict_subqueries => {
+                        Some(clause.with_action(OnConflict::DoUpdate {
+                            assignments: bind_all(assignments, params, now_micros)?,
+                            filter: bind_filter(filter, params, now_micros)?,
+                        }))
+                    }
+                    _ => Some(clause.clone()),
+                },
+                None => None,
+            };
+            let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
+            let mut conflicts = StagedConflicts::new(table, on_conflict.as_ref())?;
+            let mut own_unique = std::collections::HashSet::new();
+            let conflict_draws = on_conflict
+                .as_ref()
+                .and_then(OnConflict::update)
+                .is_some_and(|(assignments, _)| {
+                    assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
+                });
+            for (n, values) in sources.into_iter().enumerate() {
+                // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
+                // an UPDATE's are.
+                let on_conflict = match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
+                    Some((clause, (assignments, filter))) if conflict_draws => {
+                        Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
+                            assignments: draw_all(assignments)?,
+                            filter: filter.cloned(),
+                        })))
+                    }
+                    _ => Cow::Borrowed(&on_conflict),
+                };
+                let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
+                let row = build_row(table, &p.target_columns, values, &env)?;
+                check_row(table, &row, &env)?;
+                crate::foreign_keys::check_staged_parents(reader, table, &row)?;
+                // Rows of tables without a primary key get their row id when the commit
+                // applies; until then they live under a key no stored row can have.
+                let key = if table.has_primary_key() {
+                    row_key(table, &row, 0)?
+                } else {
+                    encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
+                };
+                let existing = match conflicts.find(reader, table, &row, &key)? {
+                    StagedConflict::Own => match action {
+                        None => return Err(duplicate_key(table, &row)),
+                        Some(OnConflict::DoUpdate { .. }) => return Err(affected_twice()),
+                        Some(_) => continue,
+                    },
+                    StagedConflict::Stored(existing) => Some(existing),
+                    StagedConflict::New(claims) => {
+                        match check_staged_unique(reader, table, &row, &mut own_unique) {
+                            // Every unique constraint arbitrates: skip the row.
+                            Err(e)
+                                if conflicts.arbiter == ConflictArbiter::Any
+                                    && e.kind == ErrorKind::UniqueViolation =>
+                            {
+                                continue
+                            }
+                            checked => checked?,
+                        }
+                        conflicts.claim(claims);
+                        None
+                    }
+                };
+                let mut evaluated_conflict = None;
+                let stored = match (existing, action) {
+                    (None, _) => Some((key, row.clone())),
+                    (Some(_), None) => return Err(duplicate_key(table, &row)),
+                    (
+                        Some(old),
+                        Some(OnConflict::DoUpdate {
+                            assignments,
+                            filter,
+                        }),
+                    ) => {
+                        if !conflicts.updated.insert(old.key.clone()) {
+                            return Err(affected_twice());
+                        }
+                        let mut context = old.row.clone();
+                        context.extend(row.iter().cloned());
+                        if conflict_subqueries {
+                            let (assignments, filter) =
+                                fixed_on_row(assignments, filter.as_ref(), &context, &commit_env)?;
+                            let clause = OnConflict::DoUpdate {
+                                assignments,
+                                filter,
+                            };
+                            evaluated_conflict =
+                                on_conflict.as_ref().as_ref().map(|c| c.with_action(clause));
+                        }
+                        let pass = match filter {
+                            Some(f) => f.eval(&context, &commit_env)?.is_true(),
+                            None => true,
+                        };
+                        if pass {
+                            let new = assign(table, &old.row, assignments, &context, &commit_env)?;
+                            if table.has_primary_key() && row_key(table, &new, 0)? != old.key {
+                                return Err(SqlError::feature_not_supported(
+                                    "ON CONFLICT DO UPDATE that changes the primary key",
+                                ));
+                            }
+                            Some((old.key, new))
+                        } else {
+                            None
+                        }
+                    }
+                    (Some(_), Some(_)) => None,
+                };
+                staged.push_op(
+                    WriteOp::Insert {
+                        table: table_ref.clone(),
+                        row,
+                        on_conflict: match evaluated_conflict {
+                            Some(clause) => Some(clause),
+                            None => on_conflict.into_owned(),
+                        },
+                    },
+                    earlier,
+                )?;
+                if let Some((key, stored)) = stored {
+                    staged.rows_affected += 1;
+                    if p.call {
+                        let id = call_id(table, &stored);
+                        staged.rows.push(vec![id, Value::Text("staged".into())]);
+                    }
+                    returning(p.returning.as_ref(), &stored, &env, &mut staged.rows)?;
+                    staged.overlay.push(((table.id, key), Some(stored)));
+                }
+            }
+        }
+        WritePlan::Update(p) => {
+            let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], &env)?;
+            let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
+            let (assignments, recheck) = match subqueries {
+                true => (Vec::new(), None),
+                false => (
+                    bind_all(&p.assignments, params, now_micros)?,
+                    bind_filter(p.filter.as_ref(), params, now_micros)?,
+                ),
+            };
+            let draws = p
+                .assignments
+                .iter()
+                .any(|(_, e)| e.calls(Func::draws_random));
+            for (key, old) in targets {
+                if !table.has_primary_key() && is_temporary_key(&key) {
+                    return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
+                }
+                // Subqueries are evaluated here, once per row, and travel as their
+                // values; the commit evaluates the rest again on the row as it is then.
+                let (assignments, recheck) = match subqueries {
+                    true => {
+                        let (assignments, recheck) =
+                            fixed_on_row(&p.assignments, p.filter.as_ref(), &old, &env)?;
+                        (Cow::Owned(assignments), Cow::Owned(recheck))
+                    }
+                    false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
+                };
+                // Random values are drawn here, once per row; the commit evaluates the
+                // assignments again with them.
+                let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
+                let new = match &drawn {
+                    Some(drawn) => assign(table, &old, drawn, &old, &env)?,
+                    None => assign(table, &old, &p.assignments, &old, &env)?,
+                };
+                check_row(table, &new, &env)?;
+                staged.rows_affected += 1;
+                returning(p.returning.as_ref(), &new, &env, &mut staged.rows)?;
+                let new_key = if table.has_primary_key() {
+                    row_key(table, &new, 0)?
+                } else {
+                    key.clone()
+                };
+                if new_key != key {
+                    staged.overlay.push(((table.id, key.clone()), None));
+                }
+                staged.overlay.push(((table.id, new_key), Some(new)));
+                staged.push_op(
+                    WriteOp::Update {
+                        table: table_ref.clone(),
+                        key,
+                        assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
+                        recheck: recheck.into_owned(),
+                    },
+                    earlier,
+                )?;
+            }
+        }
+        WritePlan::Delete(p) => {
+            let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], &env)?;
+            let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
+            let recheck = match subqueries {
+                true => None,
+                false => bind_filter(p.filter.as_ref(), params, now_micros)?,
+            };
+            for (key, old) in targets {
+                // As an UPDATE's: subqueries travel as their values on this row.
+                let recheck = match subqueries {
+                    true => fixed_on_row(&[], p.filter.as_ref(), &old, &env)?.1,
+                    false => recheck.clone(),
+                };
+                if !table.has_primary_key() && is_temporary_key(&key) {
+                    return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
+                }
+                staged.rows_affected += 1;
+                returning(p.returning.as_ref(), &old, &env, &mut staged.rows)?;
+                staged.overlay.push(((table.id, key.clone()), None));
+                staged.push_op(
+                    WriteOp::Delete {
+                        table: table_ref.clone(),
+                        key,
+                        recheck,
+                    },
+                    earlier,
+                )?;
+            }
+        }
+    }
+    staged.reads = reader.reads.take();
+    // `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists:
+    // its assignments are evaluated when the commit applies. Recording the row's version
+    // would make every concurrent increment of a hot row a conflict.
+    if let Some(key) = key_only_target(table, plan, params, now_micros) {
+        let exists = staged.rows_affected > 0;
+        staged
+            .reads
+            .retain(|r| !matches!(r, ReadCheck::Row { table: t, .. } if *t == table.id));
+        // A row the transaction wrote itself exists or not by its own doing, as a read of
+        // it from the overlay records nothing: the stored row's check is its first write's
+        // (a second DELETE of one row finds it gone, which the stored row is not until the
+        // commit applies the first).
+        let own = overlay.is_some_and(|o| o.contains_key(&(table.id, key.clone())));
+        if record_reads && !own {
+            staged.reads.push(ReadCheck::Exists {
+                table: table.id,
+                key,
+                exists,
+            });
+        }
+    }
+    Ok(staged)
 }
 
 /// The key an UPDATE or DELETE targets when its WHERE is nothing but primary-key equality

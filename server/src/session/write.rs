@@ -252,6 +252,18 @@ impl Session {
         // After the sequence values are allocated: the transaction's own sequences' states
         // travel with its schema changes.
         let context = self.statement_context(params)?;
+        // A point UPDATE or DELETE is staged here, on the view the executor published while
+        // idle, when no entry has begun since: the state the executor would stage it on,
+        // without the hop there and back.
+        let point_change = matches!(*plan, WritePlan::Update(_) | WritePlan::Delete(_));
+        if let Some(view) = point_change
+            .then(|| self.shared.executor.current_view())
+            .flatten()
+        {
+            if let Some(staged) = ledger::stage_on_view(&view, &plan, &context) {
+                return self.absorb(staged?);
+            }
+        }
         let staged: Staged = self
             .ask(move |reply| Request::Stage {
                 plan,
