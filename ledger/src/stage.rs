@@ -3,14 +3,19 @@
 //! the ops its COMMIT will apply (see docs/paths.md, "The write path, as built").
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use plan::{ConflictArbiter, EvalEnv, Expr, Func, LedgerRole, OnConflict, TableDef, WritePlan};
+use plan::{
+    ConflictArbiter, DeletePlan, EvalEnv, Expr, Func, InsertPlan, LedgerRole, OnConflict, TableDef,
+    UpdatePlan, WritePlan,
+};
 use sql::{ErrorKind, SqlError, SqlResult, Value};
 
 use crate::apply::*;
 use crate::command::{ReadCheck, Staged, WriteOp};
 use crate::executor::{Executor, StatementContext, StatementValues};
-use crate::row::{encode_key, row_key};
+use crate::query::Reader;
+use crate::row::{encode_key, row_key, Row};
 
 impl Executor {
     /// Evaluates a write statement inside a transaction: which rows it touches, what they
@@ -76,17 +81,12 @@ pub fn stage_on_view(
 /// The staging of `plan` into `table` with `reader` (the executor's partitions or a view of
 /// them) and the transaction's overlay it carries.
 fn stage_with(
-    reader: &mut crate::query::Reader<'_>,
-    table: &std::sync::Arc<TableDef>,
+    reader: &mut Reader<'_>,
+    table: &Arc<TableDef>,
     plan: &WritePlan,
     context: &StatementContext,
 ) -> SqlResult<Staged> {
     let (params, now_micros) = (&context.params[..], context.now_micros);
-    let (overlay, record_reads) = (context.overlay.as_deref(), context.record_reads);
-    let table_ref = table.reference();
-    let mut staged = Staged::default();
-    // What the transaction staged before this statement, in the log's encoding.
-    let earlier = context.staged_bytes;
     reader.interrupt = context.interrupt.clone();
     reader.memory = plan::memory::StatementMemory::start();
     // An INSERT's rows go into the commit as built here, so they may draw random values;
@@ -95,241 +95,324 @@ fn stage_with(
     reader.random = matches!(plan, WritePlan::Insert(_));
     let reader = &*reader;
     let env = reader.env(params, now_micros);
-    let commit_env = reader.env(params, now_micros).with_random(false);
+    let mut staged = Staged::default();
     match plan {
         WritePlan::Insert(p) => {
-            let sources = insert_sources(reader, &p.source, &env)?;
-            // A DO UPDATE with subqueries is evaluated for each row it changes, and
-            // travels with their values (as a staged UPDATE's do).
-            let conflict_subqueries = p
-                .on_conflict
-                .as_ref()
-                .and_then(OnConflict::update)
-                .is_some_and(|(assignments, filter)| reads_tables(assignments, filter));
-            let on_conflict = match &p.on_conflict {
-                Some(clause) => match clause.update() {
-                    Some((assignments, filter)) if !conflict_subqueries => {
-                        Some(clause.with_action(OnConflict::DoUpdate {
-                            assignments: bind_all(assignments, params, now_micros)?,
-                            filter: bind_filter(filter, params, now_micros)?,
-                        }))
-                    }
-                    _ => Some(clause.clone()),
-                },
-                None => None,
-            };
-            let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
-            let mut conflicts = StagedConflicts::new(table, on_conflict.as_ref())?;
-            let mut own_unique = std::collections::HashSet::new();
-            let conflict_draws = on_conflict
-                .as_ref()
-                .and_then(OnConflict::update)
-                .is_some_and(|(assignments, _)| {
-                    assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
-                });
-            for (n, values) in sources.into_iter().enumerate() {
-                // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
-                // an UPDATE's are.
-                let on_conflict = match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
-                    Some((clause, (assignments, filter))) if conflict_draws => {
-                        Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
-                            assignments: draw_all(assignments)?,
-                            filter: filter.cloned(),
-                        })))
-                    }
-                    _ => Cow::Borrowed(&on_conflict),
-                };
-                let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
-                let row = build_row(table, &p.target_columns, values, &env)?;
-                check_row(table, &row, &env)?;
-                crate::foreign_keys::check_staged_parents(reader, table, &row)?;
-                // Rows of tables without a primary key get their row id when the commit
-                // applies; until then they live under a key no stored row can have.
-                let key = if table.has_primary_key() {
-                    row_key(table, &row, 0)?
-                } else {
-                    encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
-                };
-                let existing = match conflicts.find(reader, table, &row, &key)? {
-                    StagedConflict::Own => match action {
-                        None => return Err(duplicate_key(table, &row)),
-                        Some(OnConflict::DoUpdate { .. }) => return Err(affected_twice()),
-                        Some(_) => continue,
-                    },
-                    StagedConflict::Stored(existing) => Some(existing),
-                    StagedConflict::New(claims) => {
-                        match check_staged_unique(reader, table, &row, &mut own_unique) {
-                            // Every unique constraint arbitrates: skip the row.
-                            Err(e)
-                                if conflicts.arbiter == ConflictArbiter::Any
-                                    && e.kind == ErrorKind::UniqueViolation =>
-                            {
-                                continue
-                            }
-                            checked => checked?,
-                        }
-                        conflicts.claim(claims);
-                        None
-                    }
-                };
-                let mut evaluated_conflict = None;
-                let stored = match (existing, action) {
-                    (None, _) => Some((key, row.clone())),
-                    (Some(_), None) => return Err(duplicate_key(table, &row)),
-                    (
-                        Some(old),
-                        Some(OnConflict::DoUpdate {
-                            assignments,
-                            filter,
-                        }),
-                    ) => {
-                        if !conflicts.updated.insert(old.key.clone()) {
-                            return Err(affected_twice());
-                        }
-                        let mut context = old.row.clone();
-                        context.extend(row.iter().cloned());
-                        if conflict_subqueries {
-                            let (assignments, filter) =
-                                fixed_on_row(assignments, filter.as_ref(), &context, &commit_env)?;
-                            let clause = OnConflict::DoUpdate {
-                                assignments,
-                                filter,
-                            };
-                            evaluated_conflict =
-                                on_conflict.as_ref().as_ref().map(|c| c.with_action(clause));
-                        }
-                        let pass = match filter {
-                            Some(f) => f.eval(&context, &commit_env)?.is_true(),
-                            None => true,
-                        };
-                        if pass {
-                            let new = assign(table, &old.row, assignments, &context, &commit_env)?;
-                            if table.has_primary_key() && row_key(table, &new, 0)? != old.key {
-                                return Err(SqlError::feature_not_supported(
-                                    "ON CONFLICT DO UPDATE that changes the primary key",
-                                ));
-                            }
-                            Some((old.key, new))
-                        } else {
-                            None
-                        }
-                    }
-                    (Some(_), Some(_)) => None,
-                };
-                staged.push_op(
-                    WriteOp::Insert {
-                        table: table_ref.clone(),
-                        row,
-                        on_conflict: match evaluated_conflict {
-                            Some(clause) => Some(clause),
-                            None => on_conflict.into_owned(),
-                        },
-                    },
-                    earlier,
-                )?;
-                if let Some((key, stored)) = stored {
-                    staged.rows_affected += 1;
-                    if p.call {
-                        let id = call_id(table, &stored);
-                        staged.rows.push(vec![id, Value::Text("staged".into())]);
-                    }
-                    returning(p.returning.as_ref(), &stored, &env, &mut staged.rows)?;
-                    staged.overlay.push(((table.id, key), Some(stored)));
-                }
-            }
+            let commit_env = reader.env(params, now_micros).with_random(false);
+            stage_insert(reader, table, p, context, (&env, &commit_env), &mut staged)?
         }
-        WritePlan::Update(p) => {
-            let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], &env)?;
-            let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
-            let (assignments, recheck) = match subqueries {
-                true => (Vec::new(), None),
-                false => (
-                    bind_all(&p.assignments, params, now_micros)?,
-                    bind_filter(p.filter.as_ref(), params, now_micros)?,
-                ),
-            };
-            let draws = p
-                .assignments
-                .iter()
-                .any(|(_, e)| e.calls(Func::draws_random));
-            for (key, old) in targets {
-                if !table.has_primary_key() && is_temporary_key(&key) {
-                    return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
-                }
-                // Subqueries are evaluated here, once per row, and travel as their
-                // values; the commit evaluates the rest again on the row as it is then.
-                let (assignments, recheck) = match subqueries {
-                    true => {
-                        let (assignments, recheck) =
-                            fixed_on_row(&p.assignments, p.filter.as_ref(), &old, &env)?;
-                        (Cow::Owned(assignments), Cow::Owned(recheck))
-                    }
-                    false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
-                };
-                // Random values are drawn here, once per row; the commit evaluates the
-                // assignments again with them.
-                let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
-                let new = match &drawn {
-                    Some(drawn) => assign(table, &old, drawn, &old, &env)?,
-                    None => assign(table, &old, &p.assignments, &old, &env)?,
-                };
-                check_row(table, &new, &env)?;
-                staged.rows_affected += 1;
-                returning(p.returning.as_ref(), &new, &env, &mut staged.rows)?;
-                let new_key = if table.has_primary_key() {
-                    row_key(table, &new, 0)?
-                } else {
-                    key.clone()
-                };
-                if new_key != key {
-                    staged.overlay.push(((table.id, key.clone()), None));
-                }
-                staged.overlay.push(((table.id, new_key), Some(new)));
-                staged.push_op(
-                    WriteOp::Update {
-                        table: table_ref.clone(),
-                        key,
-                        assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
-                        recheck: recheck.into_owned(),
-                    },
-                    earlier,
-                )?;
-            }
-        }
-        WritePlan::Delete(p) => {
-            let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], &env)?;
-            let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
-            let recheck = match subqueries {
-                true => None,
-                false => bind_filter(p.filter.as_ref(), params, now_micros)?,
-            };
-            for (key, old) in targets {
-                // As an UPDATE's: subqueries travel as their values on this row.
-                let recheck = match subqueries {
-                    true => fixed_on_row(&[], p.filter.as_ref(), &old, &env)?.1,
-                    false => recheck.clone(),
-                };
-                if !table.has_primary_key() && is_temporary_key(&key) {
-                    return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
-                }
-                staged.rows_affected += 1;
-                returning(p.returning.as_ref(), &old, &env, &mut staged.rows)?;
-                staged.overlay.push(((table.id, key.clone()), None));
-                staged.push_op(
-                    WriteOp::Delete {
-                        table: table_ref.clone(),
-                        key,
-                        recheck,
-                    },
-                    earlier,
-                )?;
-            }
-        }
+        WritePlan::Update(p) => stage_update(reader, table, p, context, &env, &mut staged)?,
+        WritePlan::Delete(p) => stage_delete(reader, table, p, context, &env, &mut staged)?,
     }
     staged.reads = reader.reads.take();
-    // `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists:
-    // its assignments are evaluated when the commit applies. Recording the row's version
-    // would make every concurrent increment of a hot row a conflict.
+    existence_only(table, plan, context, &mut staged);
+    Ok(staged)
+}
+
+/// An INSERT's rows, each with its conflict found (in storage, in the overlay, among the
+/// statement's own rows) and its ON CONFLICT action decided.
+fn stage_insert(
+    reader: &Reader<'_>,
+    table: &Arc<TableDef>,
+    p: &InsertPlan,
+    context: &StatementContext,
+    (env, commit_env): (&EvalEnv<'_>, &EvalEnv<'_>),
+    staged: &mut Staged,
+) -> SqlResult<()> {
+    let (params, now_micros) = (&context.params[..], context.now_micros);
+    let table_ref = table.reference();
+    // What the transaction staged before this statement, in the log's encoding.
+    let earlier = context.staged_bytes;
+    let overlay = context.overlay.as_deref();
+    let sources = insert_sources(reader, &p.source, env)?;
+    let (on_conflict, conflict_subqueries) = bound_on_conflict(p, params, now_micros)?;
+    let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
+    let mut conflicts = StagedConflicts::new(table, on_conflict.as_ref())?;
+    let mut own_unique = std::collections::HashSet::new();
+    let conflict_draws = on_conflict
+        .as_ref()
+        .and_then(OnConflict::update)
+        .is_some_and(|(assignments, _)| {
+            assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
+        });
+    for (n, values) in sources.into_iter().enumerate() {
+        // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
+        // an UPDATE's are.
+        let on_conflict = match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
+            Some((clause, (assignments, filter))) if conflict_draws => {
+                Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
+                    assignments: draw_all(assignments)?,
+                    filter: filter.cloned(),
+                })))
+            }
+            _ => Cow::Borrowed(&on_conflict),
+        };
+        let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
+        let row = build_row(table, &p.target_columns, values, env)?;
+        check_row(table, &row, env)?;
+        crate::foreign_keys::check_staged_parents(reader, table, &row)?;
+        // Rows of tables without a primary key get their row id when the commit
+        // applies; until then they live under a key no stored row can have.
+        let key = if table.has_primary_key() {
+            row_key(table, &row, 0)?
+        } else {
+            encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
+        };
+        let existing =
+            match conflicts.resolve(reader, table, (&row, &key), action, &mut own_unique)? {
+                Resolved::Skipped => continue,
+                Resolved::New => None,
+                Resolved::Existing(existing) => Some(existing),
+            };
+        let mut evaluated_conflict = None;
+        let stored = match (existing, action) {
+            (None, _) => Some((key, row.clone())),
+            (Some(_), None) => return Err(duplicate_key(table, &row)),
+            (Some(old), Some(action @ OnConflict::DoUpdate { .. })) => {
+                if !conflicts.updated.insert(old.key.clone()) {
+                    return Err(affected_twice());
+                }
+                let subqueries = conflict_subqueries.then_some(on_conflict.as_ref().as_ref());
+                let (stored, evaluated) =
+                    update_on_conflict(table, old, &row, action, subqueries.flatten(), commit_env)?;
+                evaluated_conflict = evaluated;
+                stored
+            }
+            (Some(_), Some(_)) => None,
+        };
+        staged.push_op(
+            WriteOp::Insert {
+                table: table_ref.clone(),
+                row,
+                on_conflict: match evaluated_conflict {
+                    Some(clause) => Some(clause),
+                    None => on_conflict.into_owned(),
+                },
+            },
+            earlier,
+        )?;
+        if let Some((key, stored)) = stored {
+            staged.rows_affected += 1;
+            if p.call {
+                let id = call_id(table, &stored);
+                staged.rows.push(vec![id, Value::Text("staged".into())]);
+            }
+            returning(p.returning.as_ref(), &stored, env, &mut staged.rows)?;
+            staged.overlay.push(((table.id, key), Some(stored)));
+        }
+    }
+    Ok(())
+}
+
+/// An INSERT's ON CONFLICT clause with a DO UPDATE's parameters bound, and whether that DO
+/// UPDATE has subqueries: then it stays unbound, is evaluated for each row it changes, and
+/// travels with their values (as a staged UPDATE's do).
+fn bound_on_conflict(
+    p: &InsertPlan,
+    params: &[Value],
+    now_micros: i64,
+) -> SqlResult<(Option<OnConflict>, bool)> {
+    let subqueries = p
+        .on_conflict
+        .as_ref()
+        .and_then(OnConflict::update)
+        .is_some_and(|(assignments, filter)| reads_tables(assignments, filter));
+    let clause = match &p.on_conflict {
+        Some(clause) => match clause.update() {
+            Some((assignments, filter)) if !subqueries => {
+                Some(clause.with_action(OnConflict::DoUpdate {
+                    assignments: bind_all(assignments, params, now_micros)?,
+                    filter: bind_filter(filter, params, now_micros)?,
+                }))
+            }
+            _ => Some(clause.clone()),
+        },
+        None => None,
+    };
+    Ok((clause, subqueries))
+}
+
+/// A row and its storage key.
+type KeyedRow = (Vec<u8>, Row);
+
+/// A DO UPDATE `action` on `old`, the row an inserted `row` conflicts with: the row it
+/// leaves (None when its filter rejects the change), and — for `with_subqueries`, the
+/// clause whose subqueries are evaluated here — the clause with their values on this row,
+/// for the commit.
+fn update_on_conflict(
+    table: &TableDef,
+    old: crate::query::ScannedRow,
+    row: &[Value],
+    action: &OnConflict,
+    with_subqueries: Option<&OnConflict>,
+    commit_env: &EvalEnv<'_>,
+) -> SqlResult<(Option<KeyedRow>, Option<OnConflict>)> {
+    let OnConflict::DoUpdate {
+        assignments,
+        filter,
+    } = action
+    else {
+        return Err(SqlError::internal(
+            "an ON CONFLICT action that is not DO UPDATE",
+        ));
+    };
+    let mut context = old.row.clone();
+    context.extend(row.iter().cloned());
+    let evaluated = match with_subqueries {
+        Some(clause) => {
+            let (assignments, filter) =
+                fixed_on_row(assignments, filter.as_ref(), &context, commit_env)?;
+            Some(clause.with_action(OnConflict::DoUpdate {
+                assignments,
+                filter,
+            }))
+        }
+        None => None,
+    };
+    let pass = match filter {
+        Some(f) => f.eval(&context, commit_env)?.is_true(),
+        None => true,
+    };
+    if !pass {
+        return Ok((None, evaluated));
+    }
+    let new = assign(table, &old.row, assignments, &context, commit_env)?;
+    if table.has_primary_key() && row_key(table, &new, 0)? != old.key {
+        return Err(SqlError::feature_not_supported(
+            "ON CONFLICT DO UPDATE that changes the primary key",
+        ));
+    }
+    Ok((Some((old.key, new)), evaluated))
+}
+
+/// An UPDATE's rows: their new images for the overlay, and ops whose assignments the commit
+/// evaluates again on the row as it is then.
+fn stage_update(
+    reader: &Reader<'_>,
+    table: &Arc<TableDef>,
+    p: &UpdatePlan,
+    context: &StatementContext,
+    env: &EvalEnv<'_>,
+    staged: &mut Staged,
+) -> SqlResult<()> {
+    let (params, now_micros) = (&context.params[..], context.now_micros);
+    let table_ref = table.reference();
+    // What the transaction staged before this statement, in the log's encoding.
+    let earlier = context.staged_bytes;
+    let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
+    let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
+    let (assignments, recheck) = match subqueries {
+        true => (Vec::new(), None),
+        false => (
+            bind_all(&p.assignments, params, now_micros)?,
+            bind_filter(p.filter.as_ref(), params, now_micros)?,
+        ),
+    };
+    let draws = p
+        .assignments
+        .iter()
+        .any(|(_, e)| e.calls(Func::draws_random));
+    for (key, old) in targets {
+        if !table.has_primary_key() && is_temporary_key(&key) {
+            return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
+        }
+        // Subqueries are evaluated here, once per row, and travel as their
+        // values; the commit evaluates the rest again on the row as it is then.
+        let (assignments, recheck) = match subqueries {
+            true => {
+                let (assignments, recheck) =
+                    fixed_on_row(&p.assignments, p.filter.as_ref(), &old, env)?;
+                (Cow::Owned(assignments), Cow::Owned(recheck))
+            }
+            false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
+        };
+        // Random values are drawn here, once per row; the commit evaluates the
+        // assignments again with them.
+        let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
+        let new = match &drawn {
+            Some(drawn) => assign(table, &old, drawn, &old, env)?,
+            None => assign(table, &old, &p.assignments, &old, env)?,
+        };
+        check_row(table, &new, env)?;
+        staged.rows_affected += 1;
+        returning(p.returning.as_ref(), &new, env, &mut staged.rows)?;
+        let new_key = if table.has_primary_key() {
+            row_key(table, &new, 0)?
+        } else {
+            key.clone()
+        };
+        if new_key != key {
+            staged.overlay.push(((table.id, key.clone()), None));
+        }
+        staged.overlay.push(((table.id, new_key), Some(new)));
+        staged.push_op(
+            WriteOp::Update {
+                table: table_ref.clone(),
+                key,
+                assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
+                recheck: recheck.into_owned(),
+            },
+            earlier,
+        )?;
+    }
+    Ok(())
+}
+
+/// A DELETE's rows, gone from the overlay, and their ops.
+fn stage_delete(
+    reader: &Reader<'_>,
+    table: &Arc<TableDef>,
+    p: &DeletePlan,
+    context: &StatementContext,
+    env: &EvalEnv<'_>,
+    staged: &mut Staged,
+) -> SqlResult<()> {
+    let (params, now_micros) = (&context.params[..], context.now_micros);
+    let table_ref = table.reference();
+    // What the transaction staged before this statement, in the log's encoding.
+    let earlier = context.staged_bytes;
+    let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
+    let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
+    let recheck = match subqueries {
+        true => None,
+        false => bind_filter(p.filter.as_ref(), params, now_micros)?,
+    };
+    for (key, old) in targets {
+        // As an UPDATE's: subqueries travel as their values on this row.
+        let recheck = match subqueries {
+            true => fixed_on_row(&[], p.filter.as_ref(), &old, env)?.1,
+            false => recheck.clone(),
+        };
+        if !table.has_primary_key() && is_temporary_key(&key) {
+            return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
+        }
+        staged.rows_affected += 1;
+        returning(p.returning.as_ref(), &old, env, &mut staged.rows)?;
+        staged.overlay.push(((table.id, key.clone()), None));
+        staged.push_op(
+            WriteOp::Delete {
+                table: table_ref.clone(),
+                key,
+                recheck,
+            },
+            earlier,
+        )?;
+    }
+    Ok(())
+}
+
+/// `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists: its
+/// assignments are evaluated when the commit applies. Recording the row's version would
+/// make every concurrent increment of a hot row a conflict, so such a statement's row reads
+/// are replaced by the one existence check.
+fn existence_only(
+    table: &TableDef,
+    plan: &WritePlan,
+    context: &StatementContext,
+    staged: &mut Staged,
+) {
+    let (params, now_micros) = (&context.params[..], context.now_micros);
+    let (overlay, record_reads) = (context.overlay.as_deref(), context.record_reads);
     if let Some(key) = key_only_target(table, plan, params, now_micros) {
         let exists = staged.rows_affected > 0;
         staged
@@ -348,7 +431,6 @@ fn stage_with(
             });
         }
     }
-    Ok(staged)
 }
 
 /// The key an UPDATE or DELETE targets when its WHERE is nothing but primary-key equality
@@ -449,7 +531,51 @@ struct StagedConflicts<'t> {
     updated: std::collections::HashSet<Vec<u8>>,
 }
 
+/// What becomes of an inserted row once its conflicts are looked for.
+enum Resolved {
+    /// Left out: DO NOTHING, or a unique violation every constraint arbitrates.
+    Skipped,
+    New,
+    /// The row the transaction sees that it conflicts with.
+    Existing(crate::query::ScannedRow),
+}
+
 impl<'t> StagedConflicts<'t> {
+    /// Finds what the inserted `row` (storage key `key`) conflicts with and decides by
+    /// `action`, its ON CONFLICT action: an error for a duplicate without one, or for a
+    /// DO UPDATE of a row this statement staged; a new row claims its unique values.
+    fn resolve(
+        &mut self,
+        reader: &crate::query::Reader<'_>,
+        table: &TableDef,
+        (row, key): (&[Value], &[u8]),
+        action: Option<&OnConflict>,
+        own_unique: &mut std::collections::HashSet<(usize, Vec<u8>)>,
+    ) -> SqlResult<Resolved> {
+        match self.find(reader, table, row, key)? {
+            StagedConflict::Own => match action {
+                None => Err(duplicate_key(table, row)),
+                Some(OnConflict::DoUpdate { .. }) => Err(affected_twice()),
+                Some(_) => Ok(Resolved::Skipped),
+            },
+            StagedConflict::Stored(existing) => Ok(Resolved::Existing(existing)),
+            StagedConflict::New(claims) => {
+                match check_staged_unique(reader, table, row, own_unique) {
+                    // Every unique constraint arbitrates: skip the row.
+                    Err(e)
+                        if self.arbiter == ConflictArbiter::Any
+                            && e.kind == ErrorKind::UniqueViolation =>
+                    {
+                        return Ok(Resolved::Skipped)
+                    }
+                    checked => checked?,
+                }
+                self.claim(claims);
+                Ok(Resolved::New)
+            }
+        }
+    }
+
     fn new(table: &'t TableDef, on_conflict: Option<&OnConflict>) -> SqlResult<Self> {
         let arbiter = on_conflict.map_or(ConflictArbiter::PrimaryKey, OnConflict::arbiter);
         let primary_key = table.has_primary_key().then_some(&table.primary_key[..]);
