@@ -191,7 +191,8 @@ async fn pauses(client: &tokio_postgres::Client) -> u64 {
 
 /// A point UPDATE or DELETE inside a transaction is staged on the session's own thread, on
 /// the view the executor published while idle, instead of on the executor: the answers are
-/// PostgreSQL's — rows affected, a transaction's own changes seen by its next statements, a
+/// PostgreSQL's — rows affected, a transaction's own changes seen by its next statements
+/// (INSERTs among them, with ON CONFLICT against stored rows and the transaction's own), a
 /// CHECK failure's SQLSTATE and the failed block after it, ROLLBACK, another session's
 /// commits in between, serializable transactions (staged on the executor) — and most of the
 /// statements found a view current.
@@ -253,6 +254,13 @@ async fn point_write_transcript(
             ("delete from pw where id = $1", gone),
             ("delete from pw where id = $1", gone),
             ("select count(*)::int from pw where id >= $1", 0),
+            ("insert into pw values ($1, 5)", 200 + round),
+            (
+                "insert into pw values ($1, 5) on conflict (id) do update set v = pw.v + 1",
+                200 + round,
+            ),
+            ("select v from pw where id = $1", 200 + round),
+            ("insert into pw values ($1, 5) on conflict do nothing", id),
         ];
         for (n, (sql, key)) in steps.into_iter().enumerate() {
             transcript.push(answered(a, sql, key).await);
