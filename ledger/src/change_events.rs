@@ -143,7 +143,8 @@ impl Executor {
 
     /// Records the side of `change` that account `id` (its balances after the change: `balances`)
     /// takes, in the account's partition, completing the other side's part when that
-    /// partition holds it (only where both accounts share it is it looked for). Nothing before migration 0009 made the table.
+    /// partition holds it (looked for only where both accounts share the partition). Nothing
+    /// before migration 0009 made the table.
     pub(crate) fn record_change_side(
         &mut self,
         schema: &LedgerSchema,

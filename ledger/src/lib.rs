@@ -104,6 +104,6 @@ pub use queue_depth::QueueDepths;
 pub use read_view::{query_on_view, ReadView};
 pub use row::Row;
 pub use schema_transaction::{SchemaChanges, SchemaStep};
-pub use stage::stage_on_view;
+pub use stage::{stage_on_view, stages_on_view};
 pub use state_snapshot::{read_snapshot_header, SnapshotHeader, StateSnapshot};
 pub use transfer_activity::{HotAccount, TransferActivity};

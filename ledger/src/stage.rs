@@ -50,16 +50,7 @@ pub fn stage_on_view(
     plan: &WritePlan,
     context: &StatementContext,
 ) -> Option<SqlResult<Staged>> {
-    let (access, assignments, filter) = match plan {
-        WritePlan::Update(p) => (&p.access, &p.assignments[..], p.filter.as_ref()),
-        WritePlan::Delete(p) => (&p.access, &[][..], p.filter.as_ref()),
-        WritePlan::Insert(_) => return None,
-    };
-    if !matches!(access, plan::Access::Point(_))
-        || context.schema.is_some()
-        || context.record_reads
-        || reads_tables(assignments, filter)
-    {
+    if !stages_on_view(plan, context) {
         return None;
     }
     let table = view
@@ -76,6 +67,21 @@ pub fn stage_on_view(
         return None;
     }
     Some(staged)
+}
+
+/// Whether `plan`, in a transaction of `context`, is one `stage_on_view` may stage: a point
+/// UPDATE or DELETE reading no other table, of a read-committed transaction without schema
+/// changes of its own (the view's catalog decides the rest).
+pub fn stages_on_view(plan: &WritePlan, context: &StatementContext) -> bool {
+    let (access, assignments, filter) = match plan {
+        WritePlan::Update(p) => (&p.access, &p.assignments[..], p.filter.as_ref()),
+        WritePlan::Delete(p) => (&p.access, &[][..], p.filter.as_ref()),
+        WritePlan::Insert(_) => return false,
+    };
+    matches!(access, plan::Access::Point(_))
+        && context.schema.is_none()
+        && !context.record_reads
+        && !reads_tables(assignments, filter)
 }
 
 /// The staging of `plan` into `table` with `reader` (the executor's partitions or a view of

@@ -255,8 +255,8 @@ impl Session {
         // A point UPDATE or DELETE is staged here, on the view the executor published while
         // idle, when no entry has begun since: the state the executor would stage it on,
         // without the hop there and back.
-        let point_change = matches!(*plan, WritePlan::Update(_) | WritePlan::Delete(_));
-        if let Some(view) = point_change
+        let on_view = ledger::stages_on_view(&plan, &context);
+        if let Some(view) = on_view
             .then(|| self.shared.executor.current_view())
             .flatten()
         {
