@@ -205,14 +205,30 @@ fn looked_ahead(
         return Ok(None);
     };
     let position = node.search(key);
-    let holds = match position {
-        Ok(_) => true,
-        Err(position) => position > 0 && position < node.len(),
-    };
+    let holds = holds_key(&node, position);
     if holds {
         pager.lookahead.count_use(root, key);
     }
     Ok(holds.then_some((leaf, position)))
+}
+
+/// Whether a leaf that `search` placed a key at `position` in provably holds the key: it is
+/// there, or strictly between two of its keys (at either edge it may belong to a
+/// neighbour; see `lookahead`).
+fn holds_key(node: &Node<'_>, position: Result<usize, usize>) -> bool {
+    match position {
+        Ok(_) => true,
+        Err(position) => position > 0 && position < node.len(),
+    }
+}
+
+/// Page `page_id` as a node, when it is resident and well formed; reads nothing from disk.
+fn peeked_node(pager: &Pager, page_id: u64) -> Option<Node<'_>> {
+    let at = pager.pool.peek(page_id)?;
+    // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and nothing
+    // changes the pool while this shared borrow of the pager lasts.
+    let bytes = unsafe { std::slice::from_raw_parts(at, pager.page_size()) };
+    Node::new_checked(bytes)
 }
 
 /// The most keys one `look_ahead` walks at once.
@@ -344,18 +360,11 @@ pub fn path_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
     if known_leaf_resident(pager, root, key) {
         return true;
     }
-    let page_size = pager.page_size();
     let mut page_id = root;
     // A tree is far shallower than this; a deeper walk means a cycle in page links, which
     // the operations' own descents report.
     for _ in 0..64 {
-        let Some(at) = pager.pool.peek(page_id) else {
-            return false;
-        };
-        // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
-        // nothing changes the pool while this shared borrow of the pager lasts.
-        let bytes = unsafe { std::slice::from_raw_parts(at, page_size) };
-        match Node::new_checked(bytes) {
+        match peeked_node(pager, page_id) {
             Some(node) if node.is_leaf() => return true,
             Some(node) => page_id = node.child(node.child_slot(key)),
             None => return false,
@@ -367,24 +376,14 @@ pub fn path_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
 /// Whether a leaf hint or a leaf found ahead names a resident leaf for `key` that `locate`
 /// would start at (a found-ahead leaf is checked to hold the key, as `looked_ahead` does).
 fn known_leaf_resident(pager: &Pager, root: u64, key: &[u8]) -> bool {
-    let page_size = pager.page_size();
-    let resident_leaf = |leaf: u64| {
-        let at = pager.pool.peek(leaf)?;
-        // SAFETY: `peek` gave the address of a resident page's `page_size` bytes, and
-        // nothing changes the pool while this shared borrow of the pager lasts.
-        let bytes = unsafe { std::slice::from_raw_parts(at, page_size) };
-        Node::new_checked(bytes).filter(Node::is_leaf)
-    };
+    let resident_leaf = |leaf| peeked_node(pager, leaf).filter(Node::is_leaf);
     if let Some(leaf) = pager.leaf_hints.leaf_covering(root, key) {
         return resident_leaf(leaf).is_some();
     }
     let Some(leaf) = pager.lookahead.leaf(root, key, pager.frees) else {
         return false;
     };
-    resident_leaf(leaf).is_some_and(|node| match node.search(key) {
-        Ok(_) => true,
-        Err(position) => position > 0 && position < node.len(),
-    })
+    resident_leaf(leaf).is_some_and(|node| holds_key(&node, node.search(key)))
 }
 
 /// The leaf `locate` found, checked to be one (a hint naming anything else is a bug).

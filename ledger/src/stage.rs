@@ -101,113 +101,235 @@ fn stage_with(
     reader.random = matches!(plan, WritePlan::Insert(_));
     let reader = &*reader;
     let env = reader.env(params, now_micros);
+    let staging = Staging {
+        reader,
+        table,
+        table_ref: table.reference(),
+        context,
+        env: &env,
+        earlier: context.staged_bytes,
+    };
     let mut staged = Staged::default();
     match plan {
         WritePlan::Insert(p) => {
             let commit_env = reader.env(params, now_micros).with_random(false);
-            stage_insert(reader, table, p, context, (&env, &commit_env), &mut staged)?
+            staging.insert(p, &commit_env, &mut staged)?
         }
-        WritePlan::Update(p) => stage_update(reader, table, p, context, &env, &mut staged)?,
-        WritePlan::Delete(p) => stage_delete(reader, table, p, context, &env, &mut staged)?,
+        WritePlan::Update(p) => staging.update(p, &mut staged)?,
+        WritePlan::Delete(p) => staging.delete(p, &mut staged)?,
     }
     staged.reads = reader.reads.take();
     existence_only(table, plan, context, &mut staged);
     Ok(staged)
 }
 
-/// An INSERT's rows, each with its conflict found (in storage, in the overlay, among the
-/// statement's own rows) and its ON CONFLICT action decided.
-fn stage_insert(
-    reader: &Reader<'_>,
-    table: &Arc<TableDef>,
-    p: &InsertPlan,
-    context: &StatementContext,
-    (env, commit_env): (&EvalEnv<'_>, &EvalEnv<'_>),
-    staged: &mut Staged,
-) -> SqlResult<()> {
-    let (params, now_micros) = (&context.params[..], context.now_micros);
-    let table_ref = table.reference();
-    // What the transaction staged before this statement, in the log's encoding.
-    let earlier = context.staged_bytes;
-    let overlay = context.overlay.as_deref();
-    let sources = insert_sources(reader, &p.source, env)?;
-    let (on_conflict, conflict_subqueries) = bound_on_conflict(p, params, now_micros)?;
-    let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
-    let mut conflicts = StagedConflicts::new(table, on_conflict.as_ref())?;
-    let mut own_unique = std::collections::HashSet::new();
-    let conflict_draws = on_conflict
-        .as_ref()
-        .and_then(OnConflict::update)
-        .is_some_and(|(assignments, _)| {
-            assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
-        });
-    for (n, values) in sources.into_iter().enumerate() {
-        // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
-        // an UPDATE's are.
-        let on_conflict = match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
-            Some((clause, (assignments, filter))) if conflict_draws => {
-                Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
-                    assignments: draw_all(assignments)?,
-                    filter: filter.cloned(),
-                })))
-            }
-            _ => Cow::Borrowed(&on_conflict),
-        };
-        let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
-        let row = build_row(table, &p.target_columns, values, env)?;
-        check_row(table, &row, env)?;
-        crate::foreign_keys::check_staged_parents(reader, table, &row)?;
-        // Rows of tables without a primary key get their row id when the commit
-        // applies; until then they live under a key no stored row can have.
-        let key = if table.has_primary_key() {
-            row_key(table, &row, 0)?
-        } else {
-            encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
-        };
-        let existing =
-            match conflicts.resolve(reader, table, (&row, &key), action, &mut own_unique)? {
-                Resolved::Skipped => continue,
-                Resolved::New => None,
-                Resolved::Existing(existing) => Some(existing),
-            };
-        let mut evaluated_conflict = None;
-        let stored = match (existing, action) {
-            (None, _) => Some((key, row.clone())),
-            (Some(_), None) => return Err(duplicate_key(table, &row)),
-            (Some(old), Some(action @ OnConflict::DoUpdate { .. })) => {
-                if !conflicts.updated.insert(old.key.clone()) {
-                    return Err(affected_twice());
+/// One statement being staged: where it reads, the table it writes, its values, and what
+/// the transaction staged before it.
+struct Staging<'s, 'r> {
+    reader: &'s Reader<'r>,
+    table: &'s Arc<TableDef>,
+    table_ref: plan::TableRef,
+    context: &'s StatementContext,
+    env: &'s EvalEnv<'s>,
+    /// What the transaction staged before this statement, in the log's encoding.
+    earlier: usize,
+}
+
+impl Staging<'_, '_> {
+    /// An INSERT's rows, each with its conflict found (in storage, in the overlay, among the
+    /// statement's own rows) and its ON CONFLICT action decided.
+    fn insert(
+        &self,
+        p: &InsertPlan,
+        commit_env: &EvalEnv<'_>,
+        staged: &mut Staged,
+    ) -> SqlResult<()> {
+        let (reader, table, context, env) = (self.reader, self.table, self.context, self.env);
+        let (params, now_micros) = (&context.params[..], context.now_micros);
+        let overlay = context.overlay.as_deref();
+        let sources = insert_sources(reader, &p.source, env)?;
+        let (on_conflict, conflict_subqueries) = bound_on_conflict(p, params, now_micros)?;
+        let temp_base = overlay.map(|o| o.len()).unwrap_or(0);
+        let mut conflicts = StagedConflicts::new(table, on_conflict.as_ref())?;
+        let mut own_unique = std::collections::HashSet::new();
+        let conflict_draws = on_conflict
+            .as_ref()
+            .and_then(OnConflict::update)
+            .is_some_and(|(assignments, _)| {
+                assignments.iter().any(|(_, e)| e.calls(Func::draws_random))
+            });
+        for (n, values) in sources.into_iter().enumerate() {
+            // An ON CONFLICT DO UPDATE's random values are drawn once per row, as
+            // an UPDATE's are.
+            let on_conflict = match on_conflict.as_ref().and_then(|c| Some((c, c.update()?))) {
+                Some((clause, (assignments, filter))) if conflict_draws => {
+                    Cow::Owned(Some(clause.with_action(OnConflict::DoUpdate {
+                        assignments: draw_all(assignments)?,
+                        filter: filter.cloned(),
+                    })))
                 }
-                let subqueries = conflict_subqueries.then_some(on_conflict.as_ref().as_ref());
-                let (stored, evaluated) =
-                    update_on_conflict(table, old, &row, action, subqueries.flatten(), commit_env)?;
-                evaluated_conflict = evaluated;
-                stored
-            }
-            (Some(_), Some(_)) => None,
-        };
-        staged.push_op(
-            WriteOp::Insert {
-                table: table_ref.clone(),
-                row,
-                on_conflict: match evaluated_conflict {
-                    Some(clause) => Some(clause),
-                    None => on_conflict.into_owned(),
+                _ => Cow::Borrowed(&on_conflict),
+            };
+            let action = on_conflict.as_ref().as_ref().map(OnConflict::action);
+            let row = build_row(table, &p.target_columns, values, env)?;
+            check_row(table, &row, env)?;
+            crate::foreign_keys::check_staged_parents(reader, table, &row)?;
+            // Rows of tables without a primary key get their row id when the commit
+            // applies; until then they live under a key no stored row can have.
+            let key = if table.has_primary_key() {
+                row_key(table, &row, 0)?
+            } else {
+                encode_key(&[Value::Int(-1 - (temp_base + n) as i64)])?
+            };
+            let existing =
+                match conflicts.resolve(reader, table, (&row, &key), action, &mut own_unique)? {
+                    Resolved::Skipped => continue,
+                    Resolved::New => None,
+                    Resolved::Existing(existing) => Some(existing),
+                };
+            let mut evaluated_conflict = None;
+            let stored = match (existing, action) {
+                (None, _) => Some((key, row.clone())),
+                (Some(_), None) => return Err(duplicate_key(table, &row)),
+                (Some(old), Some(action @ OnConflict::DoUpdate { .. })) => {
+                    if !conflicts.updated.insert(old.key.clone()) {
+                        return Err(affected_twice());
+                    }
+                    let subqueries = conflict_subqueries.then_some(on_conflict.as_ref().as_ref());
+                    let (stored, evaluated) = update_on_conflict(
+                        table,
+                        old,
+                        &row,
+                        action,
+                        subqueries.flatten(),
+                        commit_env,
+                    )?;
+                    evaluated_conflict = evaluated;
+                    stored
+                }
+                (Some(_), Some(_)) => None,
+            };
+            staged.push_op(
+                WriteOp::Insert {
+                    table: self.table_ref.clone(),
+                    row,
+                    on_conflict: match evaluated_conflict {
+                        Some(clause) => Some(clause),
+                        None => on_conflict.into_owned(),
+                    },
                 },
-            },
-            earlier,
-        )?;
-        if let Some((key, stored)) = stored {
-            staged.rows_affected += 1;
-            if p.call {
-                let id = call_id(table, &stored);
-                staged.rows.push(vec![id, Value::Text("staged".into())]);
+                self.earlier,
+            )?;
+            if let Some((key, stored)) = stored {
+                staged.rows_affected += 1;
+                if p.call {
+                    let id = call_id(table, &stored);
+                    staged.rows.push(vec![id, Value::Text("staged".into())]);
+                }
+                returning(p.returning.as_ref(), &stored, env, &mut staged.rows)?;
+                staged.overlay.push(((table.id, key), Some(stored)));
             }
-            returning(p.returning.as_ref(), &stored, env, &mut staged.rows)?;
-            staged.overlay.push(((table.id, key), Some(stored)));
         }
+        Ok(())
     }
-    Ok(())
+
+    /// An UPDATE's rows: their new images for the overlay, and ops whose assignments the commit
+    /// evaluates again on the row as it is then.
+    fn update(&self, p: &UpdatePlan, staged: &mut Staged) -> SqlResult<()> {
+        let (reader, table, context, env) = (self.reader, self.table, self.context, self.env);
+        let (params, now_micros) = (&context.params[..], context.now_micros);
+        let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
+        let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
+        let (assignments, recheck) = match subqueries {
+            true => (Vec::new(), None),
+            false => (
+                bind_all(&p.assignments, params, now_micros)?,
+                bind_filter(p.filter.as_ref(), params, now_micros)?,
+            ),
+        };
+        let draws = p
+            .assignments
+            .iter()
+            .any(|(_, e)| e.calls(Func::draws_random));
+        for (key, old) in targets {
+            if !table.has_primary_key() && is_temporary_key(&key) {
+                return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
+            }
+            // Subqueries are evaluated here, once per row, and travel as their
+            // values; the commit evaluates the rest again on the row as it is then.
+            let (assignments, recheck) = match subqueries {
+                true => {
+                    let (assignments, recheck) =
+                        fixed_on_row(&p.assignments, p.filter.as_ref(), &old, env)?;
+                    (Cow::Owned(assignments), Cow::Owned(recheck))
+                }
+                false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
+            };
+            // Random values are drawn here, once per row; the commit evaluates the
+            // assignments again with them.
+            let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
+            let new = match &drawn {
+                Some(drawn) => assign(table, &old, drawn, &old, env)?,
+                None => assign(table, &old, &p.assignments, &old, env)?,
+            };
+            check_row(table, &new, env)?;
+            staged.rows_affected += 1;
+            returning(p.returning.as_ref(), &new, env, &mut staged.rows)?;
+            let new_key = if table.has_primary_key() {
+                row_key(table, &new, 0)?
+            } else {
+                key.clone()
+            };
+            if new_key != key {
+                staged.overlay.push(((table.id, key.clone()), None));
+            }
+            staged.overlay.push(((table.id, new_key), Some(new)));
+            staged.push_op(
+                WriteOp::Update {
+                    table: self.table_ref.clone(),
+                    key,
+                    assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
+                    recheck: recheck.into_owned(),
+                },
+                self.earlier,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A DELETE's rows, gone from the overlay, and their ops.
+    fn delete(&self, p: &DeletePlan, staged: &mut Staged) -> SqlResult<()> {
+        let (reader, table, context, env) = (self.reader, self.table, self.context, self.env);
+        let (params, now_micros) = (&context.params[..], context.now_micros);
+        let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
+        let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
+        let recheck = match subqueries {
+            true => None,
+            false => bind_filter(p.filter.as_ref(), params, now_micros)?,
+        };
+        for (key, old) in targets {
+            // As an UPDATE's: subqueries travel as their values on this row.
+            let recheck = match subqueries {
+                true => fixed_on_row(&[], p.filter.as_ref(), &old, env)?.1,
+                false => recheck.clone(),
+            };
+            if !table.has_primary_key() && is_temporary_key(&key) {
+                return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
+            }
+            staged.rows_affected += 1;
+            returning(p.returning.as_ref(), &old, env, &mut staged.rows)?;
+            staged.overlay.push(((table.id, key.clone()), None));
+            staged.push_op(
+                WriteOp::Delete {
+                    table: self.table_ref.clone(),
+                    key,
+                    recheck,
+                },
+                self.earlier,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// An INSERT's ON CONFLICT clause with a DO UPDATE's parameters bound, and whether that DO
@@ -289,122 +411,6 @@ fn update_on_conflict(
         ));
     }
     Ok((Some((old.key, new)), evaluated))
-}
-
-/// An UPDATE's rows: their new images for the overlay, and ops whose assignments the commit
-/// evaluates again on the row as it is then.
-fn stage_update(
-    reader: &Reader<'_>,
-    table: &Arc<TableDef>,
-    p: &UpdatePlan,
-    context: &StatementContext,
-    env: &EvalEnv<'_>,
-    staged: &mut Staged,
-) -> SqlResult<()> {
-    let (params, now_micros) = (&context.params[..], context.now_micros);
-    let table_ref = table.reference();
-    // What the transaction staged before this statement, in the log's encoding.
-    let earlier = context.staged_bytes;
-    let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
-    let subqueries = reads_tables(&p.assignments, p.filter.as_ref());
-    let (assignments, recheck) = match subqueries {
-        true => (Vec::new(), None),
-        false => (
-            bind_all(&p.assignments, params, now_micros)?,
-            bind_filter(p.filter.as_ref(), params, now_micros)?,
-        ),
-    };
-    let draws = p
-        .assignments
-        .iter()
-        .any(|(_, e)| e.calls(Func::draws_random));
-    for (key, old) in targets {
-        if !table.has_primary_key() && is_temporary_key(&key) {
-            return Err(SqlError::feature_not_supported("changing a row inserted earlier in the same transaction into a table without a primary key"));
-        }
-        // Subqueries are evaluated here, once per row, and travel as their
-        // values; the commit evaluates the rest again on the row as it is then.
-        let (assignments, recheck) = match subqueries {
-            true => {
-                let (assignments, recheck) =
-                    fixed_on_row(&p.assignments, p.filter.as_ref(), &old, env)?;
-                (Cow::Owned(assignments), Cow::Owned(recheck))
-            }
-            false => (Cow::Borrowed(&assignments), Cow::Borrowed(&recheck)),
-        };
-        // Random values are drawn here, once per row; the commit evaluates the
-        // assignments again with them.
-        let drawn = draws.then(|| draw_all(&assignments)).transpose()?;
-        let new = match &drawn {
-            Some(drawn) => assign(table, &old, drawn, &old, env)?,
-            None => assign(table, &old, &p.assignments, &old, env)?,
-        };
-        check_row(table, &new, env)?;
-        staged.rows_affected += 1;
-        returning(p.returning.as_ref(), &new, env, &mut staged.rows)?;
-        let new_key = if table.has_primary_key() {
-            row_key(table, &new, 0)?
-        } else {
-            key.clone()
-        };
-        if new_key != key {
-            staged.overlay.push(((table.id, key.clone()), None));
-        }
-        staged.overlay.push(((table.id, new_key), Some(new)));
-        staged.push_op(
-            WriteOp::Update {
-                table: table_ref.clone(),
-                key,
-                assignments: drawn.unwrap_or_else(|| assignments.into_owned()),
-                recheck: recheck.into_owned(),
-            },
-            earlier,
-        )?;
-    }
-    Ok(())
-}
-
-/// A DELETE's rows, gone from the overlay, and their ops.
-fn stage_delete(
-    reader: &Reader<'_>,
-    table: &Arc<TableDef>,
-    p: &DeletePlan,
-    context: &StatementContext,
-    env: &EvalEnv<'_>,
-    staged: &mut Staged,
-) -> SqlResult<()> {
-    let (params, now_micros) = (&context.params[..], context.now_micros);
-    let table_ref = table.reference();
-    // What the transaction staged before this statement, in the log's encoding.
-    let earlier = context.staged_bytes;
-    let targets = reader.scan(table, &p.access, p.filter.as_ref(), &[], env)?;
-    let subqueries = p.filter.as_ref().is_some_and(Expr::has_subquery);
-    let recheck = match subqueries {
-        true => None,
-        false => bind_filter(p.filter.as_ref(), params, now_micros)?,
-    };
-    for (key, old) in targets {
-        // As an UPDATE's: subqueries travel as their values on this row.
-        let recheck = match subqueries {
-            true => fixed_on_row(&[], p.filter.as_ref(), &old, env)?.1,
-            false => recheck.clone(),
-        };
-        if !table.has_primary_key() && is_temporary_key(&key) {
-            return Err(SqlError::feature_not_supported("deleting a row inserted earlier in the same transaction into a table without a primary key"));
-        }
-        staged.rows_affected += 1;
-        returning(p.returning.as_ref(), &old, env, &mut staged.rows)?;
-        staged.overlay.push(((table.id, key.clone()), None));
-        staged.push_op(
-            WriteOp::Delete {
-                table: table_ref.clone(),
-                key,
-                recheck,
-            },
-            earlier,
-        )?;
-    }
-    Ok(())
 }
 
 /// `UPDATE ... SET x = x + d WHERE pk = k` depends only on whether the row exists: its
